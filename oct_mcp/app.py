@@ -1,0 +1,111 @@
+"""The assembled server state (config, workspace, catalog, chain) and the one place calls enter the chain."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from oct_mcp.chain import Chain, LayerRuntime, build_chain
+from oct_mcp.config import LoadedConfig, load_settings
+from oct_mcp.context import CallContext, ClientInfo, Outcome
+from oct_mcp.diagnostics import get_logger, is_deep_trace
+from oct_mcp.errors import OctError
+from oct_mcp.profiles import Profile, resolve_profile
+from oct_mcp.spec import ToolSpec
+from oct_mcp.tools import default_catalog
+from oct_mcp.workspace import Workspace, resolve_root
+
+__all__ = ["INTERNAL_ERROR_MESSAGE", "App", "CallFailure", "build_app", "run_call"]
+
+INTERNAL_ERROR_MESSAGE: Final = (
+    "internal error: the server could not complete this call; its log has the details"
+)
+INTERNAL_ERROR_CODE: Final = "internal_error"
+
+_log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """Everything a server needs, built once at start-up."""
+
+    loaded: LoadedConfig
+    workspace: Workspace
+    profile: Profile
+    catalog: Mapping[str, ToolSpec]
+    chain: Chain
+
+    def visible_tools(self) -> list[ToolSpec]:
+        """The tools `tools/list` shows: the catalog minus what the chain hides."""
+        return [spec for spec in self.catalog.values() if self.chain.is_visible(spec)]
+
+
+@dataclass(frozen=True, slots=True)
+class CallFailure:
+    """A call that ended in an error: a stable code and a message safe for the client."""
+
+    code: str
+    message: str
+
+
+def build_app(
+    project_root: str | Path,
+    *,
+    profile: str | None = None,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> App:
+    """Load the config, resolve the root and the profile, and build the chain.
+
+    Args:
+        project_root: The project the server is bound to.
+        profile: A profile name that overrides the config and the environment.
+        config_path: The config file; `~/.oct-mcp/config.json` when None.
+        environ: The environment; `os.environ` when None.
+
+    Raises:
+        NotADirectoryError: The project root is not an existing directory.
+        ConfigError: The profile does not exist or does not build.
+    """
+    workspace = Workspace(resolve_root(project_root))
+    loaded = load_settings(config_path, environ)
+    if profile is not None:
+        loaded = replace(
+            loaded,
+            config=replace(loaded.config, profile=profile),
+            sources={**loaded.sources, "profile": "cli"},
+        )
+    chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
+    catalog = default_catalog()
+    chain = build_chain(chosen, LayerRuntime(config=loaded.config, workspace=workspace, catalog=catalog))
+    _log.info("chain_built", profile=chosen.name, layers=list(chosen.layers), root=str(workspace.root))
+    return App(loaded=loaded, workspace=workspace, profile=chosen, catalog=catalog, chain=chain)
+
+
+async def run_call(
+    app: App, tool: str, arguments: Mapping[str, Any], client: ClientInfo
+) -> Outcome | CallFailure:
+    """Run one call through the chain; every error becomes a CallFailure.
+
+    An OctError keeps its code and safe message. Anything else is logged with its
+    traceback to the diagnostics log and becomes a fixed message: exception text
+    never reaches a client. Cancellation is never caught.
+    """
+    ctx = CallContext(tool=tool, arguments=arguments, client=client, call_id=uuid.uuid4().hex)
+    _log.debug("call_start", call_id=ctx.call_id, tool=tool, transport=client.transport)
+    if is_deep_trace():
+        _log.debug("call_arguments", call_id=ctx.call_id, arguments=dict(arguments))
+    try:
+        outcome = await app.chain(ctx)
+    except OctError as exc:
+        _log.info("call_failed", call_id=ctx.call_id, tool=tool, code=exc.code)
+        return CallFailure(code=exc.code, message=exc.message)
+    except Exception:  # noqa: BLE001 - the boundary: nothing unexpected may reach a client as text
+        # The one boundary that turns an unexpected error into a fixed message.
+        _log.exception("call_crashed", call_id=ctx.call_id, tool=tool)
+        return CallFailure(code=INTERNAL_ERROR_CODE, message=INTERNAL_ERROR_MESSAGE)
+    _log.debug("call_done", call_id=ctx.call_id, tool=tool)
+    return outcome

@@ -1,0 +1,205 @@
+"""The middleware protocol, compose(), and build_chain(): a profile's layers, validated and linked once."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from oct_mcp.config import McpConfig
+from oct_mcp.context import CallContext, Outcome
+from oct_mcp.errors import ConfigError
+from oct_mcp.spec import ToolSpec
+from oct_mcp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from oct_mcp.profiles import Profile
+
+__all__ = [
+    "BASE_FIELDS",
+    "CallNext",
+    "Chain",
+    "LayerRuntime",
+    "LayerType",
+    "ListFilter",
+    "Middleware",
+    "build_chain",
+    "compose",
+]
+
+CallNext = Callable[[CallContext], Awaitable[Outcome]]
+
+
+class Middleware(Protocol):
+    """One layer: pass on (maybe rewritten), refuse (raise), or answer (return without `call_next`)."""
+
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome: ...
+
+
+@runtime_checkable
+class ListFilter(Protocol):
+    """A layer that also decides which tools `tools/list` shows (a hidden tool must also be refused)."""
+
+    def is_visible(self, spec: ToolSpec) -> bool: ...
+
+
+# Fields every CallContext has when it enters the chain; the rest are written by layers.
+BASE_FIELDS: Final = frozenset({"tool", "arguments", "client", "call_id"})
+_CONTEXT_FIELDS: Final = frozenset(f.name for f in fields(CallContext))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerRuntime:
+    """What a layer may be built with, besides its profile settings."""
+
+    config: McpConfig
+    workspace: Workspace
+    catalog: Mapping[str, ToolSpec]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerType:
+    """A layer as the registry knows it: name, context fields it needs and writes, how to build it."""
+
+    name: str
+    settings: type[BaseModel]
+    """Validates the profile's `[settings.<name>]` table; unknown keys must be refused."""
+    build: Callable[[Any, LayerRuntime], Middleware]
+    requires: frozenset[str] = frozenset()
+    provides: frozenset[str] = frozenset()
+    terminal: bool = False
+    """Runs the tool itself: it never calls `call_next`, so it must be last."""
+
+    def __post_init__(self) -> None:
+        unknown = (self.requires | self.provides) - _CONTEXT_FIELDS
+        if unknown:
+            raise ValueError(f"layer {self.name!r} names unknown context fields: {sorted(unknown)}")
+
+
+async def _no_terminal(ctx: CallContext, /) -> Outcome:
+    raise AssertionError("a chain with a terminal layer never reaches its endpoint")
+
+
+def _link(layer: Middleware, call_next: CallNext) -> CallNext:
+    async def call(ctx: CallContext, /) -> Outcome:
+        return await layer(ctx, call_next)
+
+    return call
+
+
+def compose(layers: Sequence[Middleware], endpoint: CallNext) -> CallNext:
+    """Link `layers` around `endpoint`, once: `layers[0]` is outermost.
+
+    It sees the call first and the outcome last.
+    """
+    call = endpoint
+    for layer in reversed(layers):
+        call = _link(layer, call)
+    return call
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """A built chain: call it with a context; ask it which tools to list."""
+
+    profile: str
+    layer_names: tuple[str, ...]
+    layers: tuple[Middleware, ...]
+    call: CallNext
+
+    async def __call__(self, ctx: CallContext, /) -> Outcome:
+        return await self.call(ctx)
+
+    def is_visible(self, spec: ToolSpec) -> bool:
+        """True unless a layer of this chain hides the tool."""
+        return all(layer.is_visible(spec) for layer in self.layers if isinstance(layer, ListFilter))
+
+
+def build_chain(
+    profile: Profile,
+    runtime: LayerRuntime,
+    *,
+    endpoint: CallNext | None = None,
+    registry: Mapping[str, LayerType] | None = None,
+) -> Chain:
+    """Validate `profile` and build its layers, outermost first.
+
+    Args:
+        profile: The ordered layer names and their settings.
+        runtime: Config, workspace and catalog the layers are built with.
+        endpoint: What the innermost layer calls; needed only when the
+            profile has no terminal layer (an embedding host's own handler).
+        registry: Layer types by name; the shipped layers when None.
+
+    Returns:
+        The chain, ready for concurrent calls.
+
+    Raises:
+        ConfigError: Unknown or duplicate layer, terminal layer not last, no
+            terminal and no endpoint, a needed context field no earlier layer
+            provides, or settings the layer does not accept.
+    """
+    if registry is None:
+        # Imported here: the layers import this module for the Middleware protocol.
+        from oct_mcp.middleware import REGISTRY
+
+        registry = REGISTRY
+    where = f"profile {profile.name!r}"
+    types = _check_layer_order(profile, registry, has_endpoint=endpoint is not None)
+    unused = set(profile.settings) - set(profile.layers)
+    if unused:
+        raise ConfigError(f"{where} has settings for layers it does not use: {', '.join(sorted(unused))}")
+    layers: list[Middleware] = []
+    for layer_type in types:
+        raw_settings = profile.settings.get(layer_type.name, {})
+        try:
+            settings = layer_type.settings.model_validate(raw_settings)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(table)'}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_input=False)
+            )
+            raise ConfigError(f"{where}: bad settings for layer {layer_type.name!r}: {problems}") from None
+        layers.append(layer_type.build(settings, runtime))
+    return Chain(
+        profile=profile.name,
+        layer_names=profile.layers,
+        layers=tuple(layers),
+        call=compose(layers, endpoint if endpoint is not None else _no_terminal),
+    )
+
+
+def _check_layer_order(
+    profile: Profile, registry: Mapping[str, LayerType], *, has_endpoint: bool
+) -> list[LayerType]:
+    where = f"profile {profile.name!r}"
+    if not profile.layers:
+        raise ConfigError(f"{where} lists no layers")
+    seen: set[str] = set()
+    available = set(BASE_FIELDS)
+    types: list[LayerType] = []
+    for position, name in enumerate(profile.layers):
+        layer_type = registry.get(name)
+        if layer_type is None:
+            raise ConfigError(f"{where}: unknown layer {name!r}; known layers: {', '.join(sorted(registry))}")
+        if name in seen:
+            raise ConfigError(f"{where}: layer {name!r} is listed twice")
+        seen.add(name)
+        if layer_type.terminal and position != len(profile.layers) - 1:
+            raise ConfigError(f"{where}: {name!r} runs the tool itself, so it must be the last layer")
+        if layer_type.terminal and has_endpoint:
+            raise ConfigError(f"{where}: {name!r} runs the tool itself, so the chain cannot take an endpoint")
+        missing = layer_type.requires - available
+        if missing:
+            raise ConfigError(
+                f"{where}: layer {name!r} needs {', '.join(sorted(missing))}, "
+                "which no earlier layer provides; put the layer that writes it before"
+            )
+        available |= layer_type.provides
+        types.append(layer_type)
+    if not types[-1].terminal and not has_endpoint:
+        terminals = sorted(n for n, t in registry.items() if t.terminal)
+        raise ConfigError(f"{where} has no layer that runs tools; end it with {' or '.join(terminals)}")
+    return types

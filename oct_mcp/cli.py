@@ -1,0 +1,162 @@
+"""The command line: serve stdio (the default), `doctor`, and `call TOOL --json ARGS`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TextIO
+
+import anyio
+
+from oct_mcp import __version__
+from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
+from oct_mcp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from oct_mcp.app import App
+
+__all__ = ["main"]
+
+EXIT_OK: Final = 0
+EXIT_CALL_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+COMMANDS: Final = ("serve", "doctor", "call")
+
+_log = get_logger(__name__)
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--project-root",
+        default=".",
+        metavar="PATH",
+        help="the project the server works on (default: the current directory)",
+    )
+    parser.add_argument(
+        "--profile", metavar="NAME", help="security profile: default, strict, airgapped, or your own"
+    )
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
+    )
+    parser.add_argument(
+        "--debug",
+        type=int,
+        choices=list(DEBUG_LEVELS),
+        metavar="N",
+        help="diagnostics on stderr: 0 off, 1 errors (default), 2 lifecycle, 3 debug, 4 deep trace; "
+        "or set OCT_MCP_DEBUG",
+    )
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    descriptions = {
+        "serve": "Serve MCP over stdio for one project. Commands: serve (default), doctor, call.",
+        "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
+        "call": "Run one tool call through the same chain as the server and print its outcome.",
+    }
+    prog = "oct-mcp" if command == "serve" else f"oct-mcp {command}"
+    parser = argparse.ArgumentParser(prog=prog, description=descriptions[command])
+    if command == "serve":
+        parser.add_argument("--version", action="version", version=f"oct-mcp {__version__}")
+    _common_options(parser)
+    if command == "call":
+        parser.add_argument("tool", help="tool name, as tools/list shows it")
+        parser.add_argument(
+            "--json", dest="arguments", default="{}", metavar="ARGS", help="arguments as JSON"
+        )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = args_list.pop(0) if args_list and args_list[0] in COMMANDS else "serve"
+    args = _parser(command).parse_args(args_list)
+    configure_diagnostics(args.debug if args.debug is not None else debug_level_from_env())
+
+    # Imported after diagnostics are set up: loading the config logs through them.
+    from oct_mcp.app import build_app
+
+    try:
+        app = build_app(args.project_root, profile=args.profile, config_path=args.config)
+    except NotADirectoryError as exc:
+        print(f"oct-mcp: {exc}; pass --project-root with the path of your project", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
+        print(f"oct-mcp: configuration error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    if command == "doctor":
+        print_doctor(app, sys.stdout)
+        return EXIT_OK
+    if command == "call":
+        return _call(app, args.tool, args.arguments)
+    from oct_mcp.server import serve_stdio
+
+    _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
+    anyio.run(serve_stdio, app)
+    return EXIT_OK
+
+
+def _call(app: App, tool: str, raw_arguments: str) -> int:
+    from oct_mcp.app import CallFailure, run_call
+    from oct_mcp.context import ClientInfo, ConsentRequest
+
+    try:
+        arguments = json.loads(raw_arguments)
+    except ValueError as exc:
+        print(f"oct-mcp call: --json is not valid JSON: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(arguments, dict):
+        print("oct-mcp call: --json must be a JSON object of arguments", file=sys.stderr)
+        return EXIT_USAGE
+    client = ClientInfo(client_id="cli", transport="cli")
+    outcome = anyio.run(run_call, app, tool, arguments, client)
+    if isinstance(outcome, CallFailure):
+        print(f"[{outcome.code}] {outcome.message}", file=sys.stderr)
+        return EXIT_CALL_FAILED
+    if isinstance(outcome, ConsentRequest):
+        print(
+            f"{outcome.tool} needs confirmation: {outcome.summary} (digest {outcome.digest})", file=sys.stderr
+        )
+        return EXIT_CALL_FAILED
+    sys.stdout.write(outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n")
+    if outcome.structured is not None:
+        print(json.dumps(dict(outcome.structured), indent=2), file=sys.stderr)
+    return EXIT_CALL_FAILED if outcome.is_error else EXIT_OK
+
+
+def print_doctor(app: App, out: TextIO) -> None:
+    """Print what this server would run with, and where each setting came from."""
+    loaded = app.loaded
+    config = loaded.config
+    write = out.write
+    write(f"oct-mcp {__version__} (Python {sys.version.split()[0]}, {sys.platform})\n")
+    write(f"project root: {app.workspace.root}\n")
+    write(f"config file: {loaded.path} ({loaded.file_status})\n\n")
+    write("configuration (value, source):\n")
+    for name, source in loaded.sources.items():
+        write(f"  {name:<28} {getattr(config, name)!r:<40} {source}\n")
+    write(f"\nprofile: {app.profile.name} ({app.profile.origin}) {app.profile.description}\n")
+    write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n\n")
+    write("sandbox backends:\n")
+    for name, status in sandbox_backend_status():
+        write(f"  {name:<14} {status}\n")
+    write("\ntools:\n")
+    for spec in app.catalog.values():
+        shown = "listed" if app.chain.is_visible(spec) else "hidden by the profile"
+        write(f"  {spec.name:<18} {spec.risk.value:<8} available (runs in-process), {shown}\n")
+
+
+def sandbox_backend_status() -> list[tuple[str, str]]:
+    """Which sandbox backends this machine offers, as far as looking for their programs tells."""
+    bwrap = shutil.which("bwrap")
+    sandbox_exec = shutil.which("sandbox-exec")
+    return [
+        ("native", "usable: in-process plans run in the server's own process"),
+        ("bubblewrap", f"program found at {bwrap}" if bwrap else "not found: install the bubblewrap package"),
+        ("sandbox_exec", f"program found at {sandbox_exec}" if sandbox_exec else "not found (macOS only)"),
+    ]

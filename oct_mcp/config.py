@@ -1,0 +1,283 @@
+"""McpConfig and load_config: the runtime configuration, its ranges and where each value came from."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from oct_mcp.diagnostics import get_logger
+
+__all__ = [
+    "PROFILE_NAMES",
+    "SANDBOX_BACKENDS",
+    "LoadedConfig",
+    "McpConfig",
+    "default_config_path",
+    "load_config",
+    "load_settings",
+]
+
+SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "sandbox_exec")
+PROFILE_NAMES: Final = ("default", "strict", "airgapped")
+PROFILE_NAME_MAX_LENGTH: Final = 64
+
+Source = Literal["default", "file", "env", "cli"]
+
+_log = get_logger(__name__)
+
+
+def default_config_path() -> Path:
+    """`~/.oct-mcp/config.json`, expanded now (never at import time)."""
+    return Path.home() / ".oct-mcp" / "config.json"
+
+
+def _default_audit_log_path() -> str:
+    return str(Path.home() / ".oct-mcp" / "audit.log")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpConfig:
+    """Runtime configuration for the oct-mcp server.
+
+    Every field has a safe, conservative default that works with no config file.
+    Values read from JSON are clamped to the ranges in `RANGES`.
+    `trust_repo_config` defaults to False: repo-level config is untrusted.
+    """
+
+    profile: str = "default"
+    rate_limit_per_minute: int = 30
+    timeout_default_seconds: int = 60
+    timeout_test_seconds: int = 300
+    max_output_bytes: int = 1_048_576
+    max_jobs: int = 4
+    auto_approve_read_tools: bool = True
+    dry_run_default_for_writes: bool = True
+    redaction_always_on: bool = False
+    audit_log_path: str = field(default_factory=_default_audit_log_path)
+    audit_log_max_files: int = 20
+    audit_log_max_size_mb: float = 5.0
+    trust_repo_config: bool = False
+    safe_mode: bool = False
+    sandbox_backend: str = "auto"
+    memory_limit_mb: int = 512
+    metrics_port: int | None = None
+    policy_source: str | None = None
+
+
+# Inclusive ranges: a value read from JSON outside its range is clamped to the nearest end.
+RANGES: Final[Mapping[str, tuple[float, float]]] = {
+    "rate_limit_per_minute": (1, 10_000),
+    "timeout_default_seconds": (1, 3_600),
+    "timeout_test_seconds": (1, 7_200),
+    "max_output_bytes": (1_024, 64 * 1_048_576),
+    "max_jobs": (1, 64),
+    "audit_log_max_files": (1, 1_000),
+    "audit_log_max_size_mb": (0.01, 1_024.0),
+    "memory_limit_mb": (0, 8_192),
+    "metrics_port": (1, 65_535),
+}
+
+_INT_FIELDS: Final = frozenset(
+    {
+        "rate_limit_per_minute",
+        "timeout_default_seconds",
+        "timeout_test_seconds",
+        "max_output_bytes",
+        "max_jobs",
+        "audit_log_max_files",
+        "memory_limit_mb",
+        "metrics_port",
+    }
+)
+_FLOAT_FIELDS: Final = frozenset({"audit_log_max_size_mb"})
+_BOOL_FIELDS: Final = frozenset(
+    {
+        "auto_approve_read_tools",
+        "dry_run_default_for_writes",
+        "redaction_always_on",
+        "trust_repo_config",
+        "safe_mode",
+    }
+)
+_OPTIONAL_FIELDS: Final = frozenset({"metrics_port", "policy_source"})
+_PATH_MAX_LENGTH: Final = 4_096
+FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
+
+# The key of the config file that holds user-defined profiles; not an McpConfig field.
+PROFILES_KEY: Final = "profiles"
+
+_TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """What `load_settings` found: the config, each field's source, and the user's profiles."""
+
+    config: McpConfig
+    sources: Mapping[str, Source]
+    path: Path
+    file_status: str
+    user_profiles: Mapping[str, Any]
+
+
+def load_config(path: Path | None = None) -> McpConfig:
+    """Load and return a McpConfig.
+
+    Resolution order: read `~/.oct-mcp/config.json` (or `path`), validate and
+    clamp each field, apply the environment overrides (`OCT_MCP_SAFE_MODE=1`,
+    `OCT_TRUST_REPO_CONFIG=1`, `OCT_MCP_PROFILE`, `OCT_MCP_SANDBOX`), return a
+    fully populated McpConfig.
+
+    Never raises: a missing, unreadable or malformed file gives the defaults,
+    and the problem is logged to the diagnostics log with the file's name.
+    """
+    return load_settings(path).config
+
+
+def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    """`load_config` with its provenance: the source of every field and the user's profiles.
+
+    Args:
+        path: The config file; `~/.oct-mcp/config.json` when None.
+        environ: The environment to read overrides from; `os.environ` when None.
+
+    Returns:
+        The loaded config, never raising (see `load_config`).
+    """
+    config_path = path if path is not None else default_config_path()
+    env = os.environ if environ is None else environ
+    document, file_status = _read_document(config_path)
+    values: dict[str, Any] = {}
+    sources: dict[str, Source] = dict.fromkeys(FIELD_NAMES, "default")
+    user_profiles: Mapping[str, Any] = {}
+    for key, raw in document.items():
+        if key == PROFILES_KEY:
+            if isinstance(raw, dict):
+                user_profiles = raw
+            else:
+                _log.error("config_invalid", file=str(config_path), field=key, problem="must be an object")
+            continue
+        if key not in sources:
+            _log.warning("config_unknown_field", file=str(config_path), field=key)
+            continue
+        accepted, value = _coerce_field(key, raw, config_path)
+        if accepted:
+            values[key] = value
+            sources[key] = "file"
+    for key, value in _environment_overrides(env).items():
+        values[key] = value
+        sources[key] = "env"
+    config = replace(McpConfig(), **values)
+    return LoadedConfig(
+        config=config, sources=sources, path=config_path, file_status=file_status, user_profiles=user_profiles
+    )
+
+
+def _read_document(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, "not found (defaults used)"
+    except (OSError, UnicodeDecodeError) as exc:
+        _log.error("config_unreadable", file=str(path), problem=type(exc).__name__)
+        return {}, f"unreadable ({type(exc).__name__}); defaults used"
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: deeply nested JSON exhausts the parser's stack.
+        problem = f"not valid JSON: {exc}" if isinstance(exc, ValueError) else "nested too deeply"
+        _log.error("config_malformed", file=str(path), problem=problem)
+        return {}, f"malformed ({problem}); defaults used"
+    if not isinstance(document, dict):
+        _log.error("config_malformed", file=str(path), problem="the top level must be a JSON object")
+        return {}, "malformed (the top level must be a JSON object); defaults used"
+    return document, "loaded"
+
+
+def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
+    """Validate and clamp one field read from JSON; (False, None) means keep the default."""
+
+    def refuse(problem: str) -> tuple[bool, Any]:
+        _log.error("config_invalid", file=str(path), field=name, problem=problem)
+        return False, None
+
+    if raw is None:
+        return (True, None) if name in _OPTIONAL_FIELDS else refuse("must not be null")
+    if name in _BOOL_FIELDS:
+        return (True, raw) if isinstance(raw, bool) else refuse("must be true or false")
+    if name in _INT_FIELDS or name in _FLOAT_FIELDS:
+        # bool is an int in Python, but `true` is not a number in a config file.
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            return refuse("must be a number")
+        if not math.isfinite(raw):
+            return refuse("must be a finite number")
+        if name in _INT_FIELDS and raw != int(raw):
+            return refuse("must be a whole number")
+        low, high = RANGES[name]
+        clamped = min(max(raw, low), high)
+        if clamped != raw:
+            _log.warning("config_clamped", file=str(path), field=name, low=low, high=high, used=clamped)
+        return True, int(clamped) if name in _INT_FIELDS else float(clamped)
+    if not isinstance(raw, str):
+        return refuse("must be a string")
+    if name == "sandbox_backend":
+        return (
+            (True, raw)
+            if raw in SANDBOX_BACKENDS
+            else refuse(f"must be one of {', '.join(SANDBOX_BACKENDS)}")
+        )
+    if name == "profile":
+        return (
+            (True, raw)
+            if is_profile_name(raw)
+            else refuse("must be a profile name (letters, digits, - and _)")
+        )
+    if not raw or len(raw) > _PATH_MAX_LENGTH or "\x00" in raw:
+        return refuse(f"must be a non-empty path of at most {_PATH_MAX_LENGTH} characters")
+    return True, os.path.expanduser(raw) if name == "audit_log_path" else raw
+
+
+def is_profile_name(name: str) -> bool:
+    """Profile names are short identifiers: they name files and appear in logs."""
+    return (
+        0 < len(name) <= PROFILE_NAME_MAX_LENGTH
+        and name[0].isascii()
+        and name[0].isalpha()
+        and all(c.isascii() and (c.isalnum() or c in "-_") for c in name)
+    )
+
+
+def _environment_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for variable, name in (
+        ("OCT_MCP_SAFE_MODE", "safe_mode"),
+        ("OCT_TRUST_REPO_CONFIG", "trust_repo_config"),
+    ):
+        word = env.get(variable, "").strip().lower()
+        if word in _TRUE_WORDS:
+            overrides[name] = True
+        elif word in _FALSE_WORDS:
+            overrides[name] = False
+        elif word:
+            _log.error("env_invalid", variable=variable, problem="must be 1 or 0")
+    profile = env.get("OCT_MCP_PROFILE", "").strip()
+    if profile:
+        if is_profile_name(profile):
+            overrides["profile"] = profile
+        else:
+            _log.error("env_invalid", variable="OCT_MCP_PROFILE", problem="must be a profile name")
+    backend = env.get("OCT_MCP_SANDBOX", "").strip()
+    if backend:
+        if backend in SANDBOX_BACKENDS:
+            overrides["sandbox_backend"] = backend
+        else:
+            _log.error(
+                "env_invalid", variable="OCT_MCP_SANDBOX", problem=f"must be one of {SANDBOX_BACKENDS}"
+            )
+    return overrides

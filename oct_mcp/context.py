@@ -1,0 +1,77 @@
+"""CallContext, the one object a tool call carries through the chain, and the Outcome it comes back with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from oct_mcp.spec import ToolSpec
+
+__all__ = ["CallContext", "ClientInfo", "ConsentRequest", "Outcome", "ToolResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientInfo:
+    """Who is calling, as far as the transport can tell."""
+
+    client_id: str
+    """What identifies one client on its transport (a stdio server has exactly one)."""
+    transport: str
+    """`stdio`, `memory` or `cli`."""
+    name: str | None = None
+    version: str | None = None
+    protocol_version: str | None = None
+    can_elicit: bool = False
+    """The client declared the elicitation capability, so a human can be asked."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """One tool call. Layers pass changed copies on with `dataclasses.replace`.
+
+    Each optional field has exactly one writer, named beside it.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any]
+    """As the host sent them: untrusted."""
+    client: ClientInfo
+    call_id: str
+    """Unique per call; ties diagnostics and audit lines together."""
+    params: BaseModel | None = None
+    """Written by validator: the arguments, validated by the tool's model."""
+    spec: ToolSpec | None = None
+    """Written by validator: the tool that will run."""
+    dry_run: bool = False
+    """Written by safety: run the tool without changing anything."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What a tool answered, and facts about how it ran."""
+
+    text: str
+    structured: Mapping[str, Any] | None = None
+    is_error: bool = False
+    exit_code: int | None = None
+    duration_seconds: float | None = None
+    truncated: bool = False
+    redactions: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsentRequest:
+    """An answer, not an error: a human must confirm this exact call before it runs."""
+
+    tool: str
+    digest: str
+    """Digest of the canonical arguments: a consent covers this call and no other."""
+    summary: str
+    paths: tuple[str, ...] = ()
+
+
+Outcome: TypeAlias = ToolResult | ConsentRequest

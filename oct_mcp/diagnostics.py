@@ -1,0 +1,85 @@
+"""The diagnostics log: structlog on stderr, levels L1 (errors) to L4 (deep trace)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Final, TextIO
+
+import structlog
+
+__all__ = ["DEBUG_LEVELS", "configure_diagnostics", "debug_level_from_env", "get_logger", "is_deep_trace"]
+
+# L0 silent, L1 errors and warnings, L2 lifecycle, L3 debug, L4 deep trace (argument values included).
+DEBUG_LEVELS: Final = range(5)
+DEFAULT_DEBUG_LEVEL: Final = 1
+_STDLIB_LEVELS: Final = {
+    0: logging.CRITICAL + 10,
+    1: logging.WARNING,
+    2: logging.INFO,
+    3: logging.DEBUG,
+    4: logging.DEBUG,
+}
+_deep_trace = False
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger bound to a module name; cheap, and configured lazily."""
+    return structlog.get_logger(name)
+
+
+def is_deep_trace() -> bool:
+    """True at L4: callers may log field values, which lower levels never carry."""
+    return _deep_trace
+
+
+def debug_level_from_env(default: int = DEFAULT_DEBUG_LEVEL) -> int:
+    """The level `OCT_MCP_DEBUG` asks for, or `default` when it is unset or not a level."""
+    raw = os.environ.get("OCT_MCP_DEBUG", "").strip()
+    if raw.isdigit() and int(raw) in DEBUG_LEVELS:
+        return int(raw)
+    return default
+
+
+def configure_diagnostics(level: int, stream: TextIO | None = None) -> None:
+    """Send structlog and stdlib logging (the SDK's included) to stderr at `level`.
+
+    Args:
+        level: 0 to 4, as `--debug N`.
+        stream: Where to write; stderr when None. Never stdout: it carries the protocol.
+    """
+    global _deep_trace
+    out = stream if stream is not None else sys.stderr
+    stdlib_level = _STDLIB_LEVELS[level]
+    _deep_trace = level >= 4
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(sort_keys=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(stdlib_level),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(out)
+    # The SDK logs through stdlib logging: render its records as the same JSON lines.
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processor=structlog.processors.JSONRenderer(),
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+            ],
+        )
+    )
+    root.addHandler(handler)
+    root.setLevel(stdlib_level)

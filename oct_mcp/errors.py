@@ -1,0 +1,101 @@
+"""The error tree: every error a client may see has a stable code and a safe message."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "BinaryFileError",
+    "ConfigError",
+    "ExecutionError",
+    "FileTooLargeError",
+    "InvalidArgumentsError",
+    "NotFoundError",
+    "OctError",
+    "OutputLimitError",
+    "PathRefusedError",
+    "RefusedError",
+    "ToolTimeoutError",
+    "UnknownToolError",
+]
+
+
+class OctError(Exception):
+    """Base of every error oct-mcp raises on purpose.
+
+    `message` is safe to show a client: it never carries argument values,
+    secrets or host paths. `code` is stable and machine-readable.
+    """
+
+    code: ClassVar[str] = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RefusedError(OctError):
+    """A layer refused the call; nothing inside that layer ran."""
+
+    code = "refused"
+
+
+class UnknownToolError(RefusedError):
+    code = "unknown_tool"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldProblem:
+    """One bad argument: where it is and what is wrong with it (never its value)."""
+
+    field: str
+    problem: str
+
+
+class InvalidArgumentsError(RefusedError):
+    code = "invalid_arguments"
+
+    def __init__(self, tool: str, problems: Sequence[FieldProblem]) -> None:
+        self.problems = tuple(problems)
+        listed = "; ".join(f"{p.field}: {p.problem}" for p in self.problems)
+        super().__init__(f"invalid arguments for {tool}: {listed}")
+
+
+class PathRefusedError(RefusedError):
+    """A path argument would leave the project root or could be read as an option."""
+
+    code = "path_refused"
+
+
+class ExecutionError(OctError):
+    """The tool ran and failed."""
+
+    code = "execution_failed"
+
+
+class ToolTimeoutError(ExecutionError):
+    code = "timeout"
+
+
+class OutputLimitError(ExecutionError):
+    code = "output_limit"
+
+
+class NotFoundError(ExecutionError):
+    code = "not_found"
+
+
+class BinaryFileError(ExecutionError):
+    code = "binary_file"
+
+
+class FileTooLargeError(ExecutionError):
+    code = "file_too_large"
+
+
+class ConfigError(OctError):
+    """Bad configuration or profile, found at start-up."""
+
+    code = "config"

@@ -1,0 +1,16 @@
+"""The layers of the chain, one module each, and the registry profiles name them from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from oct_mcp.chain import LayerType
+from oct_mcp.middleware import sandbox, validator
+
+__all__ = ["REGISTRY"]
+
+REGISTRY: Final[Mapping[str, LayerType]] = MappingProxyType(
+    {layer.name: layer for layer in (validator.LAYER, sandbox.LAYER)}
+)

@@ -1,0 +1,83 @@
+"""InputValidator (Layer 2): arguments checked by each tool's pydantic model, every path contained."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from oct_mcp.chain import CallNext, LayerRuntime, LayerType
+from oct_mcp.context import CallContext, Outcome
+from oct_mcp.errors import FieldProblem, InvalidArgumentsError, UnknownToolError
+from oct_mcp.spec import ToolSpec
+from oct_mcp.workspace import Workspace
+
+__all__ = ["LAYER", "InputValidator", "ValidatorSettings", "validate_arguments"]
+
+
+class ValidatorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace) -> BaseModel:
+    """Validate `arguments` with the tool's model and contain every path field in the workspace.
+
+    Args:
+        spec: The tool.
+        arguments: As the host sent them.
+        workspace: The project root paths must stay inside.
+
+    Returns:
+        The validated params.
+
+    Raises:
+        InvalidArgumentsError: Each bad field and why, never its value.
+        PathRefusedError: A path field would leave the project root.
+    """
+    try:
+        params = spec.params.model_validate(dict(arguments))
+    except ValidationError as exc:
+        problems = [
+            FieldProblem(field=".".join(str(p) for p in error["loc"]) or "(arguments)", problem=error["msg"])
+            for error in exc.errors(include_url=False, include_input=False, include_context=False)
+        ]
+        raise InvalidArgumentsError(spec.name, problems) from None
+    for name in spec.path_fields:
+        value = getattr(params, name)
+        for path in value if isinstance(value, list | tuple) else (value,):
+            if path is not None:
+                workspace.contain(path)
+    return params
+
+
+@dataclass(frozen=True, slots=True)
+class InputValidator:
+    """Resolve the tool and validate its arguments.
+
+    Reads `ctx.tool`, `ctx.arguments`. Writes `ctx.spec`, `ctx.params`.
+    Raises `UnknownToolError`, `InvalidArgumentsError`, `PathRefusedError`. Never answers.
+    """
+
+    catalog: Mapping[str, ToolSpec]
+    workspace: Workspace
+
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+        spec = self.catalog.get(ctx.tool)
+        if spec is None:
+            raise UnknownToolError("no tool by that name on this server; tools/list shows the tools")
+        params = validate_arguments(spec, ctx.arguments, self.workspace)
+        return await call_next(replace(ctx, spec=spec, params=params))
+
+
+def _build(settings: ValidatorSettings, runtime: LayerRuntime) -> InputValidator:
+    return InputValidator(catalog=runtime.catalog, workspace=runtime.workspace)
+
+
+LAYER: Final = LayerType(
+    name="validator",
+    settings=ValidatorSettings,
+    build=_build,
+    provides=frozenset({"spec", "params"}),
+)

@@ -1,0 +1,89 @@
+"""Profiles are data: an ordered list of layer names (outermost first) and each layer's settings."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Final
+
+from oct_mcp.config import PROFILE_NAMES, is_profile_name
+from oct_mcp.errors import ConfigError
+
+__all__ = ["Profile", "profile_from_data", "resolve_profile", "shipped_profile"]
+
+_PROFILE_KEYS: Final = frozenset({"description", "layers", "settings"})
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """An ordered list of layers, outermost first, and the settings of each."""
+
+    name: str
+    layers: tuple[str, ...]
+    settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    description: str = ""
+    origin: str = "shipped"
+
+
+def profile_from_data(name: str, data: Any, origin: str) -> Profile:
+    """Check the shape of a profile document (TOML table or JSON object) and make a Profile.
+
+    Which layers exist and what their settings mean is checked when the chain is built.
+
+    Raises:
+        ConfigError: The document is not a table with `layers` (a list of names),
+            optional `settings` (a table of tables) and optional `description`.
+    """
+    where = f"profile {name!r} ({origin})"
+    if not is_profile_name(name):
+        raise ConfigError(f"{where}: a profile name has letters, digits, - and _ only")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = set(data) - _PROFILE_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; a profile has {sorted(_PROFILE_KEYS)}")
+    layers = data.get("layers")
+    if not isinstance(layers, list) or not all(isinstance(n, str) for n in layers):
+        raise ConfigError(f"{where}: 'layers' must be a list of layer names, outermost first")
+    settings = data.get("settings", {})
+    if not isinstance(settings, dict) or not all(isinstance(v, dict) for v in settings.values()):
+        raise ConfigError(f"{where}: 'settings' must be a table of tables, one per layer")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{where}: 'description' must be a string")
+    return Profile(name=name, layers=tuple(layers), settings=settings, description=description, origin=origin)
+
+
+def shipped_profile(name: str) -> Profile:
+    """Load one of the profiles shipped in this package (`default`, `strict`, `airgapped`).
+
+    Raises:
+        ConfigError: No shipped profile has that name.
+    """
+    if name not in PROFILE_NAMES:
+        raise ConfigError(f"no shipped profile named {name!r}; shipped: {', '.join(PROFILE_NAMES)}")
+    text = resources.files(__name__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
+    return profile_from_data(name, tomllib.loads(text), origin="shipped")
+
+
+def resolve_profile(name: str, user_profiles: Mapping[str, Any]) -> Profile:
+    """The profile called `name`: the user's own (from the config file) first, then the shipped ones.
+
+    A user profile may not take a shipped profile's name: `strict` must always mean
+    what this package ships.
+
+    Raises:
+        ConfigError: No such profile, a user profile shadows a shipped one, or it is malformed.
+    """
+    if name in user_profiles:
+        if name in PROFILE_NAMES:
+            raise ConfigError(
+                f"the config file defines a profile named {name!r}, which is a shipped profile; rename it"
+            )
+        return profile_from_data(name, user_profiles[name], origin="config file")
+    if name in PROFILE_NAMES:
+        return shipped_profile(name)
+    known = sorted({*PROFILE_NAMES, *user_profiles})
+    raise ConfigError(f"no profile named {name!r}; known profiles: {', '.join(known)}")

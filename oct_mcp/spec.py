@@ -1,0 +1,115 @@
+"""ToolSpec: what a tool is (name, params, risk, annotations) and the plan it asks the sandbox to run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Any, Final, TypeAlias
+
+from pydantic import BaseModel, StringConstraints
+
+from oct_mcp.context import ToolResult
+from oct_mcp.workspace import Workspace
+
+__all__ = [
+    "PATH_MAX_LENGTH",
+    "InProcessPlan",
+    "PathArgument",
+    "Plan",
+    "ProjectPath",
+    "Risk",
+    "ToolEnv",
+    "ToolSpec",
+]
+
+PATH_MAX_LENGTH: Final = 4_096
+
+
+class Risk(StrEnum):
+    """How much a tool can do: read the project, run project code, or change files."""
+
+    READ = "read"
+    EXECUTE = "execute"
+    WRITE = "write"
+
+
+@dataclass(frozen=True, slots=True)
+class PathArgument:
+    """Marks a params field as a project path: the validator contains it inside the root."""
+
+
+ProjectPath = Annotated[str, StringConstraints(min_length=1, max_length=PATH_MAX_LENGTH), PathArgument()]
+"""A path relative to the project root (or absolute inside it), contained by the validator."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolEnv:
+    """What a plan may use: the workspace and the limits of this server."""
+
+    workspace: Workspace
+    max_output_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class InProcessPlan:
+    """Run `function` in a worker thread over the workspace (no subprocess)."""
+
+    function: Callable[[], ToolResult]
+
+
+Plan: TypeAlias = InProcessPlan
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """One tool of the catalog."""
+
+    name: str
+    title: str
+    description: str
+    params: type[BaseModel]
+    output: type[BaseModel] | None
+    risk: Risk
+    plan: Callable[[Any, ToolEnv], Plan]
+    """Builds the plan from validated params; does no I/O itself."""
+    idempotent: bool = True
+    open_world: bool = False
+    extra_annotations: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def path_fields(self) -> frozenset[str]:
+        """Names of the params fields marked as project paths (a string or a list of strings)."""
+        return frozenset(
+            name
+            for name, info in self.params.model_fields.items()
+            if any(isinstance(m, PathArgument) for m in _all_metadata(info.annotation, info.metadata))
+        )
+
+    @cached_property
+    def annotations(self) -> dict[str, Any]:
+        """MCP tool annotations that match the risk (readOnlyHint, destructiveHint, ...)."""
+        read_only = self.risk is Risk.READ
+        return {
+            "title": self.title,
+            "readOnlyHint": read_only,
+            "destructiveHint": self.risk is Risk.WRITE,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+            **self.extra_annotations,
+        }
+
+
+def _all_metadata(annotation: Any, metadata: list[Any]) -> list[Any]:
+    """Field metadata, plus that of `Annotated` items inside list/Optional annotations."""
+    found = list(metadata)
+    stack = [annotation]
+    while stack:
+        current = stack.pop()
+        found.extend(getattr(current, "__metadata__", ()))
+        stack.extend(getattr(current, "__args__", ()))
+        origin = getattr(current, "__origin__", None)
+        if origin is not None and origin is not current:
+            stack.append(origin)
+    return found

@@ -1,0 +1,148 @@
+"""The project root and the one containment function every path goes through."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from oct_mcp.errors import NotFoundError, PathRefusedError
+
+__all__ = ["Workspace", "contain", "resolve_root"]
+
+_WINDOWS_DRIVE: Final = re.compile(r"^[A-Za-z]:")
+_PATH_MAX_LENGTH: Final = 4_096
+
+
+def resolve_root(root: str | os.PathLike[str]) -> Path:
+    """Resolve the project root once, at start-up.
+
+    Raises:
+        NotADirectoryError: The root does not exist or is not a directory.
+    """
+    resolved = Path(root).expanduser().resolve()
+    if not resolved.is_dir():
+        raise NotADirectoryError(f"project root {str(root)!r} is not an existing directory")
+    return resolved
+
+
+def contain(path: str, root: Path) -> Path:
+    """Resolve `path` inside `root`, or refuse it.
+
+    Refused: an empty or overlong path; NUL or control characters; a leading
+    `-` (a CLI would read it as an option); a Windows drive or UNC path; an
+    absolute path outside the root; `..` that climbs out; a symlink on the way
+    that leads outside. The root itself is allowed.
+
+    Args:
+        path: The path as the client sent it, relative to `root` or absolute inside it.
+        root: The resolved project root.
+
+    Returns:
+        The resolved path, inside `root`. It may not exist.
+
+    Raises:
+        PathRefusedError: With a message that says which rule the path broke (never the path).
+    """
+    if not path or len(path) > _PATH_MAX_LENGTH:
+        raise PathRefusedError(f"a path must have 1 to {_PATH_MAX_LENGTH} characters")
+    if any(unicodedata.category(c) == "Cc" for c in path):
+        raise PathRefusedError("a path must not contain NUL or control characters")
+    if path.startswith("-"):
+        raise PathRefusedError("a path must not start with '-'; write ./-name for such a file")
+    if _WINDOWS_DRIVE.match(path) or path.startswith(("\\\\", "//")):
+        raise PathRefusedError("a path must not be a Windows drive or UNC path")
+    candidate = Path(path)
+    absolute = candidate if candidate.is_absolute() else root / candidate
+    # Lexical check first: it names the rule broken ('..' or absolute) before any symlink is followed.
+    if not _is_inside(Path(os.path.normpath(absolute)), root):
+        if candidate.is_absolute():
+            raise PathRefusedError("an absolute path must lie inside the project root")
+        raise PathRefusedError("a path must not climb out of the project root with '..'")
+    resolved = absolute.resolve(strict=False)
+    if not _is_inside(resolved, root):
+        raise PathRefusedError("a path must not pass through a symlink that leads outside the project root")
+    return resolved
+
+
+def _is_inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """The one project root a server is bound to, resolved at start-up."""
+
+    root: Path
+
+    def contain(self, path: str) -> Path:
+        """`contain(path, self.root)`."""
+        return contain(path, self.root)
+
+    def relative(self, path: Path) -> str:
+        """A contained path as the client should see it: relative, POSIX, `.` for the root."""
+        return path.relative_to(self.root).as_posix() or "."
+
+    def open_regular_file(self, path: str) -> int:
+        """Open a project file for reading, re-checking containment on the opened descriptor.
+
+        The final component is opened without following symlinks, and the path
+        the kernel actually opened is checked against the root again, so a
+        directory swapped for a symlink after `contain` cannot lead outside.
+
+        Returns:
+            A read-only file descriptor the caller must close.
+
+        Raises:
+            PathRefusedError: The path leaves the root, or is not a regular file.
+            NotFoundError: Nothing is at the path.
+        """
+        resolved = self.contain(path)
+        # O_NONBLOCK: opening a FIFO for reading must not hang the server.
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            fd = os.open(resolved, flags)
+        except FileNotFoundError:
+            raise NotFoundError("no file at that path in the project") from None
+        except IsADirectoryError:
+            raise PathRefusedError("the path is a directory, not a file") from None
+        except OSError as exc:
+            # ELOOP: the final component became a symlink after `contain` resolved it.
+            raise PathRefusedError("the file cannot be opened safely") from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise PathRefusedError("the path is not a regular file")
+            opened = _opened_path(fd)
+            if opened is not None and not _is_inside(opened, self.root):
+                raise PathRefusedError(
+                    "a path must not pass through a symlink that leads outside the project root"
+                )
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _opened_path(fd: int) -> Path | None:
+    """The path the kernel opened for `fd`, where the platform can tell."""
+    if sys.platform.startswith("linux"):
+        try:
+            return Path(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            return None
+    if sys.platform == "darwin":  # pragma: no cover - macOS only
+        import fcntl
+
+        try:
+            raw = fcntl.fcntl(fd, fcntl.F_GETPATH, b"\0" * 1024)  # type: ignore[attr-defined]
+        except OSError:
+            return None
+        return Path(raw.rstrip(b"\0").decode())
+    return None  # pragma: no cover - other POSIX systems keep the pre-open check only
