@@ -1,7 +1,5 @@
 """oct-mcp: a secure MCP server that runs a project's developer tools behind a chain of security layers."""
 
-from __future__ import annotations
-
 __version__ = "0.1.0"
 
 from oct_mcp.chain import CallNext, Chain, LayerRuntime, LayerType, Middleware, build_chain, compose

@@ -215,9 +215,10 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         # bool is an int in Python, but `true` is not a number in a config file.
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             return refuse("must be a number")
-        if not math.isfinite(raw):
+        # Only a float can be infinite or fractional; a huge int must not be turned into one (overflow).
+        if isinstance(raw, float) and not math.isfinite(raw):
             return refuse("must be a finite number")
-        if name in _INT_FIELDS and raw != int(raw):
+        if name in _INT_FIELDS and isinstance(raw, float) and not raw.is_integer():
             return refuse("must be a whole number")
         low, high = RANGES[name]
         clamped = min(max(raw, low), high)

@@ -24,9 +24,50 @@ _STDLIB_LEVELS: Final = {
 _deep_trace = False
 
 
-def get_logger(name: str) -> Any:
-    """A structlog logger bound to a module name; cheap, and configured lazily."""
-    return structlog.get_logger(name)
+class DiagnosticsLogger:
+    """Logs through structlog once an application has configured it, else through stdlib logging.
+
+    An application that embeds the chain may never configure structlog, whose
+    default prints to stdout, where a stdio MCP server speaks its protocol.
+    Until someone configures it, records go to stdlib logging (stderr at most).
+    """
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def _log(self, level: int, event: str, exc_info: bool, fields: dict[str, Any]) -> None:
+        if structlog.is_configured():
+            method = getattr(structlog.get_logger(self._name), logging.getLevelName(level).lower())
+            if exc_info:
+                fields = {**fields, "exc_info": True}
+            method(event, **fields)
+            return
+        stdlib = logging.getLogger(self._name)
+        if stdlib.isEnabledFor(level):
+            stdlib.log(level, "%s %s", event, fields, exc_info=exc_info)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log(logging.DEBUG, event, False, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log(logging.INFO, event, False, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log(logging.WARNING, event, False, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log(logging.ERROR, event, False, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        """An error with the traceback of the exception being handled."""
+        self._log(logging.ERROR, event, True, fields)
+
+
+def get_logger(name: str) -> DiagnosticsLogger:
+    """The diagnostics logger of a module; never writes to stdout."""
+    return DiagnosticsLogger(name)
 
 
 def is_deep_trace() -> bool:
@@ -42,6 +83,16 @@ def debug_level_from_env(default: int = DEFAULT_DEBUG_LEVEL) -> int:
     return default
 
 
+class _CurrentStderr:
+    """Writes to whatever `sys.stderr` is at the time of writing, not at configuration."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_diagnostics(level: int, stream: TextIO | None = None) -> None:
     """Send structlog and stdlib logging (the SDK's included) to stderr at `level`.
 
@@ -50,7 +101,7 @@ def configure_diagnostics(level: int, stream: TextIO | None = None) -> None:
         stream: Where to write; stderr when None. Never stdout: it carries the protocol.
     """
     global _deep_trace
-    out = stream if stream is not None else sys.stderr
+    out: Any = stream if stream is not None else _CurrentStderr()
     stdlib_level = _STDLIB_LEVELS[level]
     _deep_trace = level >= 4
     structlog.configure(

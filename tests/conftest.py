@@ -1,0 +1,43 @@
+"""Shared fixtures: the anyio backend, a Hypothesis profile for CI, a small project on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# CI runs derandomised, so a red run can be reproduced from its log alone.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A small project: a package, a README, an ignored folder, and a secret outside the root."""
+    root = (tmp_path / "project").resolve()
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "__init__.py").write_text('"""A package."""\n')
+    (root / "src" / "pkg" / "core.py").write_text("def answer() -> int:\n    return 42\n")
+    (root / "README.md").write_text("# Demo\n\nline 3\nline 4\n")
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.txt").write_text("built\n")
+    (root / "debug.log").write_text("log\n")
+    (tmp_path / "outside.txt").write_text("not yours\n")
+    return root
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """A config file path with no file yet, so tests never read the user's own config."""
+    return tmp_path / "config.json"

@@ -1,0 +1,107 @@
+"""InputValidator: the tool is found, its arguments validated, its paths contained, before next runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import RecordingNext, make_context
+
+from oct_mcp.errors import InvalidArgumentsError, PathRefusedError, UnknownToolError
+from oct_mcp.middleware.validator import InputValidator
+from oct_mcp.tools import default_catalog
+from oct_mcp.tools.files import ListFilesParams, ReadFileParams
+from oct_mcp.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def validator(project: Path) -> InputValidator:
+    return InputValidator(catalog=default_catalog(), workspace=Workspace(project))
+
+
+async def test_validator_writes_spec_and_params_and_passes_on(validator: InputValidator) -> None:
+    call_next = RecordingNext()
+
+    await validator(make_context("oct_read_file", path="README.md", start_line=2), call_next)
+
+    (seen,) = call_next.seen
+    assert seen.spec == default_catalog()["oct_read_file"]
+    assert seen.params == ReadFileParams(path="README.md", start_line=2)
+
+
+async def test_validator_fills_defaults_of_optional_arguments(validator: InputValidator) -> None:
+    call_next = RecordingNext()
+
+    await validator(make_context("oct_list_files"), call_next)
+
+    assert call_next.seen[0].params == ListFilesParams()
+
+
+async def test_validator_refuses_an_unknown_tool_without_calling_next(validator: InputValidator) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(UnknownToolError) as caught:
+        await validator(make_context("oct_delete_everything"), call_next)
+
+    assert caught.value.code == "unknown_tool"
+    assert call_next.seen == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "bad_fields"),
+    [
+        pytest.param({"path": "README.md", "mode": "x"}, {"mode"}, id="unknown field"),
+        pytest.param({}, {"path"}, id="missing field"),
+        pytest.param({"path": 3}, {"path"}, id="wrong type"),
+        pytest.param({"path": "README.md", "start_line": "2"}, {"start_line"}, id="number as text"),
+        pytest.param({"path": "README.md", "start_line": True}, {"start_line"}, id="bool as number"),
+        pytest.param({"path": "README.md", "start_line": 0}, {"start_line"}, id="below range"),
+        pytest.param({"path": "x" * 5000}, {"path"}, id="overlong string"),
+        pytest.param(
+            {"path": "README.md", "start_line": 5, "end_line": 2}, {"(arguments)"}, id="range reversed"
+        ),
+    ],
+)
+async def test_validator_names_each_bad_field_without_calling_next(
+    validator: InputValidator, arguments: dict[str, object], bad_fields: set[str]
+) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(InvalidArgumentsError) as caught:
+        await validator(make_context("oct_read_file", **arguments), call_next)
+
+    assert {p.field for p in caught.value.problems} == bad_fields
+    assert call_next.seen == []
+
+
+async def test_validator_never_echoes_an_argument_value(validator: InputValidator) -> None:
+    secret = "ghp_" + "A" * 36
+
+    with pytest.raises(InvalidArgumentsError) as caught:
+        await validator(make_context("oct_read_file", path="README.md", token=secret), RecordingNext())
+
+    assert secret not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "path", ["../outside.txt", "/etc/passwd", "-rf", "a\x00b", "C:\\Windows", "\\\\server\\share"]
+)
+async def test_validator_refuses_a_path_that_leaves_the_project(validator: InputValidator, path: str) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(PathRefusedError) as caught:
+        await validator(make_context("oct_read_file", path=path), call_next)
+
+    assert caught.value.code == "path_refused"
+    assert call_next.seen == []
+
+
+async def test_validator_refuses_a_symlink_that_leads_outside(
+    validator: InputValidator, project: Path
+) -> None:
+    (project / "escape").symlink_to(project.parent / "outside.txt")
+
+    with pytest.raises(PathRefusedError):
+        await validator(make_context("oct_read_file", path="escape"), RecordingNext())

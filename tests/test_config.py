@@ -1,0 +1,773 @@
+"""McpConfig and load_config: the seed's fields and defaults, the file, the clamps and the environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import structlog.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oct_mcp.config import (
+    RANGES,
+    SANDBOX_BACKENDS,
+    LoadedConfig,
+    McpConfig,
+    load_config,
+    load_settings,
+)
+
+# The seed's fields, in the seed's order, with the seed's defaults (audit_log_path is checked apart:
+# it is `~/.oct-mcp/audit.log` expanded when the config is built).
+SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
+    ("profile", "default"),
+    ("rate_limit_per_minute", 30),
+    ("timeout_default_seconds", 60),
+    ("timeout_test_seconds", 300),
+    ("max_output_bytes", 1_048_576),
+    ("max_jobs", 4),
+    ("auto_approve_read_tools", True),
+    ("dry_run_default_for_writes", True),
+    ("redaction_always_on", False),
+    ("audit_log_path", None),
+    ("audit_log_max_files", 20),
+    ("audit_log_max_size_mb", 5.0),
+    ("trust_repo_config", False),
+    ("safe_mode", False),
+    ("sandbox_backend", "auto"),
+    ("memory_limit_mb", 512),
+    ("metrics_port", None),
+    ("policy_source", None),
+)
+SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
+
+BOOL_FIELDS: Final = (
+    "auto_approve_read_tools",
+    "dry_run_default_for_writes",
+    "redaction_always_on",
+    "trust_repo_config",
+    "safe_mode",
+)
+INT_FIELDS: Final = (
+    "rate_limit_per_minute",
+    "timeout_default_seconds",
+    "timeout_test_seconds",
+    "max_output_bytes",
+    "max_jobs",
+    "audit_log_max_files",
+    "memory_limit_mb",
+    "metrics_port",
+)
+FLOAT_FIELDS: Final = ("audit_log_max_size_mb",)
+NUMERIC_FIELDS: Final = INT_FIELDS + FLOAT_FIELDS
+
+ENV_VARIABLES: Final = ("OCT_MCP_SAFE_MODE", "OCT_TRUST_REPO_CONFIG", "OCT_MCP_PROFILE", "OCT_MCP_SANDBOX")
+ENV_FIELDS: Final = {
+    "OCT_MCP_SAFE_MODE": "safe_mode",
+    "OCT_TRUST_REPO_CONFIG": "trust_repo_config",
+    "OCT_MCP_PROFILE": "profile",
+    "OCT_MCP_SANDBOX": "sandbox_backend",
+}
+PROFILE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+# A value for every field that differs from its default and lies inside its range.
+NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
+    "profile": "strict",
+    "rate_limit_per_minute": 120,
+    "timeout_default_seconds": 90,
+    "timeout_test_seconds": 600,
+    "max_output_bytes": 2_048,
+    "max_jobs": 8,
+    "auto_approve_read_tools": False,
+    "dry_run_default_for_writes": False,
+    "redaction_always_on": True,
+    "audit_log_path": "/var/log/oct-mcp/audit.jsonl",
+    "audit_log_max_files": 5,
+    "audit_log_max_size_mb": 2.5,
+    "trust_repo_config": True,
+    "safe_mode": True,
+    "sandbox_backend": "bubblewrap",
+    "memory_limit_mb": 1_024,
+    "metrics_port": 9_090,
+    "policy_source": "https://example.com/policy.json",
+}
+
+
+def write_config(directory: Path, document: object) -> Path:
+    path = directory / "config.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def errors(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry["log_level"] == "error"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No OCT_* overrides from the outer environment, and a HOME of our own; returns that HOME."""
+    for variable in ENV_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+# McpConfig
+
+
+def test_mcp_config_has_exactly_the_seeds_eighteen_fields_in_order() -> None:
+    assert tuple(f.name for f in dataclasses.fields(McpConfig)) == SEED_FIELD_NAMES
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [pair for pair in SEED_DEFAULTS if pair[0] != "audit_log_path"]
+)
+def test_mcp_config_field_defaults_to_the_seeds_value(name: str, expected: object, clean_env: Path) -> None:
+    actual = getattr(McpConfig(), name)
+
+    assert actual == expected
+    assert type(actual) is type(expected)
+
+
+def test_mcp_config_audit_log_path_defaults_to_oct_mcp_audit_log_under_home(clean_env: Path) -> None:
+    assert McpConfig().audit_log_path == str(clean_env / ".oct-mcp" / "audit.log")
+
+
+def test_mcp_config_audit_log_path_follows_home_when_the_config_is_built(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "first"))
+    first = McpConfig()
+    monkeypatch.setenv("HOME", str(tmp_path / "second"))
+    second = McpConfig()
+
+    assert (first.audit_log_path, second.audit_log_path) == (
+        str(tmp_path / "first" / ".oct-mcp" / "audit.log"),
+        str(tmp_path / "second" / ".oct-mcp" / "audit.log"),
+    )
+
+
+# load_config with a file
+
+
+@pytest.mark.parametrize(("name", "value"), NON_DEFAULT_VALUES.items())
+def test_load_config_reads_each_field_from_the_file(name: str, value: object, tmp_path: Path) -> None:
+    path = write_config(tmp_path, {name: value})
+
+    loaded = load_settings(path, environ={})
+
+    assert loaded.config == dataclasses.replace(McpConfig(), **{name: value})
+    assert loaded.sources[name] == "file"
+
+
+def test_load_config_reads_every_field_of_a_full_file(tmp_path: Path) -> None:
+    path = write_config(tmp_path, dict(NON_DEFAULT_VALUES))
+
+    loaded = load_settings(path, environ={})
+
+    assert dataclasses.asdict(loaded.config) == NON_DEFAULT_VALUES
+    assert dict(loaded.sources) == dict.fromkeys(SEED_FIELD_NAMES, "file")
+
+
+def test_load_config_reads_the_file_given_through_load_config(clean_env: Path, tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"max_jobs": 16, "profile": "airgapped"})
+
+    assert load_config(path) == McpConfig(max_jobs=16, profile="airgapped")
+
+
+def test_load_config_without_a_path_reads_oct_mcp_config_json_under_home(clean_env: Path) -> None:
+    (clean_env / ".oct-mcp").mkdir()
+    write_config(clean_env / ".oct-mcp", {"rate_limit_per_minute": 7})
+
+    assert load_config() == McpConfig(rate_limit_per_minute=7)
+
+
+def test_load_config_accepts_a_user_defined_profile_name_from_the_file(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"profile": "team-ci_2"})
+
+    assert load_settings(path, environ={}).config.profile == "team-ci_2"
+
+
+@pytest.mark.parametrize("name", ["metrics_port", "policy_source"])
+def test_load_config_reads_null_for_an_optional_field_as_none(name: str, tmp_path: Path) -> None:
+    path = write_config(tmp_path, {name: None})
+
+    loaded = load_settings(path, environ={})
+
+    assert (getattr(loaded.config, name), loaded.sources[name]) == (None, "file")
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+def test_load_config_clamps_a_number_below_its_range_to_the_low_end(name: str, tmp_path: Path) -> None:
+    low, high = RANGES[name]
+    below = low / 2 if name in FLOAT_FIELDS else int(low) - 1
+    path = write_config(tmp_path, {name: below})
+
+    with structlog.testing.capture_logs() as logs:
+        actual = getattr(load_settings(path, environ={}).config, name)
+
+    assert actual == low
+    assert type(actual) is (float if name in FLOAT_FIELDS else int)
+    assert [(e["event"], e["file"], e["field"]) for e in logs] == [("config_clamped", str(path), name)]
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+def test_load_config_clamps_a_number_above_its_range_to_the_high_end(name: str, tmp_path: Path) -> None:
+    low, high = RANGES[name]
+    above = high * 2 if name in FLOAT_FIELDS else int(high) + 1
+    path = write_config(tmp_path, {name: above})
+
+    with structlog.testing.capture_logs() as logs:
+        actual = getattr(load_settings(path, environ={}).config, name)
+
+    assert actual == high
+    assert type(actual) is (float if name in FLOAT_FIELDS else int)
+    assert [(e["event"], e["file"], e["field"]) for e in logs] == [("config_clamped", str(path), name)]
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+@pytest.mark.parametrize("end", [0, 1])
+def test_load_config_keeps_a_number_at_either_end_of_its_range(name: str, end: int, tmp_path: Path) -> None:
+    value = RANGES[name][end]
+    path = write_config(tmp_path, {name: value})
+
+    with structlog.testing.capture_logs() as logs:
+        actual = getattr(load_settings(path, environ={}).config, name)
+
+    assert actual == value
+    assert logs == []
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+@pytest.mark.parametrize("sign", [1, -1])
+def test_load_config_clamps_a_whole_number_too_large_for_a_float_without_raising(
+    name: str, sign: int, tmp_path: Path
+) -> None:
+    # 10**400 is valid JSON and a whole number: it is out of range, so the spec clamps it.
+    path = write_config(tmp_path, {name: sign * 10**400})
+
+    actual = getattr(load_settings(path, environ={}).config, name)
+
+    assert actual == RANGES[name][1 if sign > 0 else 0]
+
+
+def test_load_config_reads_an_integral_float_for_an_int_field_as_an_int(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"max_jobs": 8.0})
+
+    actual = load_settings(path, environ={}).config.max_jobs
+
+    assert (actual, type(actual)) == (8, int)
+
+
+def test_load_config_reads_an_int_for_the_float_field_as_a_float(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"audit_log_max_size_mb": 7})
+
+    actual = load_settings(path, environ={}).config.audit_log_max_size_mb
+
+    assert (actual, type(actual)) == (7.0, float)
+
+
+WRONG_VALUES: Final = [
+    ("max_jobs", "8"),
+    ("max_jobs", True),
+    ("max_jobs", False),
+    ("max_jobs", 5.5),
+    ("max_jobs", [4]),
+    ("max_jobs", {"value": 4}),
+    ("max_jobs", float("inf")),
+    ("max_jobs", float("-inf")),
+    ("max_jobs", float("nan")),
+    ("max_jobs", None),
+    ("rate_limit_per_minute", "30"),
+    ("memory_limit_mb", 0.5),
+    ("metrics_port", "9090"),
+    ("metrics_port", True),
+    ("metrics_port", 8080.5),
+    ("audit_log_max_size_mb", "5"),
+    ("audit_log_max_size_mb", True),
+    ("audit_log_max_size_mb", float("nan")),
+    ("audit_log_max_size_mb", None),
+    ("safe_mode", 1),
+    ("safe_mode", "true"),
+    ("safe_mode", None),
+    ("auto_approve_read_tools", 0),
+    ("trust_repo_config", 1.0),
+    ("redaction_always_on", []),
+    ("sandbox_backend", "docker"),
+    ("sandbox_backend", "Native"),
+    ("sandbox_backend", 1),
+    ("sandbox_backend", None),
+    ("profile", "../etc/passwd"),
+    ("profile", ""),
+    ("profile", "a" * 65),
+    ("profile", "1strict"),
+    ("profile", "strict profile"),
+    ("profile", "stríct"),
+    ("profile", 1),
+    ("profile", None),
+    ("audit_log_path", ""),
+    ("audit_log_path", "audit\x00.log"),
+    ("audit_log_path", "a" * 4_097),
+    ("audit_log_path", 3),
+    ("audit_log_path", None),
+    ("policy_source", ""),
+    ("policy_source", 3),
+    ("policy_source", ["https://example.com"]),
+]
+
+
+@pytest.mark.parametrize(("name", "raw"), WRONG_VALUES)
+def test_load_config_keeps_the_default_for_a_value_of_the_wrong_type(
+    name: str, raw: object, tmp_path: Path
+) -> None:
+    path = write_config(tmp_path, {name: raw})
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert loaded.config == McpConfig()
+    assert loaded.sources[name] == "default"
+    assert [(e["event"], e["file"], e["field"]) for e in errors(logs)] == [
+        ("config_invalid", str(path), name)
+    ]
+
+
+def test_load_config_keeps_the_other_fields_of_a_file_with_one_wrong_value(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"max_jobs": "eight", "timeout_default_seconds": 120})
+
+    assert load_settings(path, environ={}).config == McpConfig(timeout_default_seconds=120)
+
+
+def test_load_config_ignores_unknown_keys_with_a_warning(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"max_jobz": 9, "": 1, "nested": {"max_jobs": 9}})
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert loaded.config == McpConfig()
+    assert dict(loaded.sources) == dict.fromkeys(SEED_FIELD_NAMES, "default")
+    assert sorted((e["event"], e["log_level"], e["file"], e["field"]) for e in logs) == [
+        ("config_unknown_field", "warning", str(path), ""),
+        ("config_unknown_field", "warning", str(path), "max_jobz"),
+        ("config_unknown_field", "warning", str(path), "nested"),
+    ]
+
+
+def test_load_settings_keeps_the_profiles_key_as_user_profiles(tmp_path: Path) -> None:
+    profiles = {"team": {"tools": ["oct_lint"]}, "ci": {}}
+    path = write_config(tmp_path, {"profiles": profiles, "profile": "team"})
+
+    loaded = load_settings(path, environ={})
+
+    assert dict(loaded.user_profiles) == profiles
+    assert loaded.config == McpConfig(profile="team")
+
+
+def test_load_settings_has_no_user_profiles_without_a_profiles_key(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"max_jobs": 2})
+
+    assert dict(load_settings(path, environ={}).user_profiles) == {}
+
+
+@pytest.mark.parametrize("raw", [[], "team", 1, None])
+def test_load_settings_ignores_a_profiles_key_that_is_not_an_object(raw: object, tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"profiles": raw})
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert dict(loaded.user_profiles) == {}
+    assert loaded.config == McpConfig()
+    assert [(e["event"], e["file"], e["field"]) for e in errors(logs)] == [
+        ("config_invalid", str(path), "profiles")
+    ]
+
+
+def test_load_config_expands_a_tilde_in_audit_log_path(clean_env: Path, tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"audit_log_path": "~/logs/audit.log"})
+
+    assert load_config(path).audit_log_path == str(clean_env / "logs" / "audit.log")
+
+
+def test_load_settings_reports_the_path_it_read(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {})
+
+    assert load_settings(path, environ={}).path == path
+
+
+# Files that cannot be used
+
+
+def test_load_config_gives_the_defaults_without_an_error_when_the_file_is_missing(tmp_path: Path) -> None:
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(tmp_path / "absent.json", environ={})
+
+    assert loaded.config == McpConfig()
+    assert dict(loaded.sources) == dict.fromkeys(SEED_FIELD_NAMES, "default")
+    assert errors(logs) == []
+
+
+def test_load_config_gives_the_defaults_when_home_has_no_config(clean_env: Path) -> None:
+    assert load_config() == McpConfig()
+
+
+def test_load_config_gives_the_defaults_and_logs_when_the_path_is_a_directory(tmp_path: Path) -> None:
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(tmp_path, environ={})
+
+    assert loaded.config == McpConfig()
+    assert [(e["event"], e["file"]) for e in errors(logs)] == [("config_unreadable", str(tmp_path))]
+
+
+def test_load_config_gives_the_defaults_and_logs_when_the_file_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"max_jobs": 8, "profile": "\xff\xfe"}')
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert loaded.config == McpConfig()
+    assert [(e["event"], e["file"]) for e in errors(logs)] == [("config_unreadable", str(path))]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{",
+        '{"max_jobs": 8,}',
+        "{'max_jobs': 8}",
+        '{"max_jobs": 8} trailing',
+        "[]",
+        '[{"max_jobs": 8}]',
+        "null",
+        "3",
+        '"max_jobs"',
+        "true",
+        "[" * 100_000,
+        '{"a":' * 100_000,
+        '{"max_jobs": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+    ids=[
+        "empty",
+        "unclosed",
+        "trailing-comma",
+        "single-quotes",
+        "trailing-text",
+        "empty-array",
+        "array-of-object",
+        "null",
+        "number",
+        "string",
+        "true",
+        "deep-array",
+        "deep-object",
+        "deep-balanced-value",
+    ],
+)
+def test_load_config_gives_the_defaults_and_logs_when_the_file_is_not_a_json_object(
+    text: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text, encoding="utf-8")
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert loaded.config == McpConfig()
+    assert dict(loaded.sources) == dict.fromkeys(SEED_FIELD_NAMES, "default")
+    assert [(e["event"], e["file"]) for e in errors(logs)] == [("config_malformed", str(path))]
+
+
+def test_load_config_never_raises_for_a_directory_even_through_load_config(
+    clean_env: Path, tmp_path: Path
+) -> None:
+    assert load_config(tmp_path) == McpConfig()
+
+
+# The environment
+
+
+@pytest.mark.parametrize("value", ["1", " 1 ", "true", "TRUE", "yes", "on"])
+def test_safe_mode_env_turns_safe_mode_on_even_when_the_file_says_false(value: str, tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"safe_mode": False})
+
+    loaded = load_settings(path, environ={"OCT_MCP_SAFE_MODE": value})
+
+    assert (loaded.config.safe_mode, loaded.sources["safe_mode"]) == (True, "env")
+
+
+@pytest.mark.parametrize("value", ["0", "false", "no", "off"])
+def test_safe_mode_env_zero_turns_safe_mode_off_even_when_the_file_says_true(
+    value: str, tmp_path: Path
+) -> None:
+    path = write_config(tmp_path, {"safe_mode": True})
+
+    loaded = load_settings(path, environ={"OCT_MCP_SAFE_MODE": value})
+
+    assert (loaded.config.safe_mode, loaded.sources["safe_mode"]) == (False, "env")
+
+
+def test_trust_repo_config_env_turns_trust_on_even_when_the_file_says_false(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"trust_repo_config": False})
+
+    loaded = load_settings(path, environ={"OCT_TRUST_REPO_CONFIG": "1"})
+
+    assert (loaded.config.trust_repo_config, loaded.sources["trust_repo_config"]) == (True, "env")
+
+
+def test_trust_repo_config_env_zero_turns_trust_off_even_when_the_file_says_true(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"trust_repo_config": True})
+
+    loaded = load_settings(path, environ={"OCT_TRUST_REPO_CONFIG": "0"})
+
+    assert (loaded.config.trust_repo_config, loaded.sources["trust_repo_config"]) == (False, "env")
+
+
+def test_profile_env_overrides_the_files_profile(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"profile": "airgapped"})
+
+    loaded = load_settings(path, environ={"OCT_MCP_PROFILE": "strict"})
+
+    assert (loaded.config.profile, loaded.sources["profile"]) == ("strict", "env")
+
+
+def test_sandbox_env_overrides_the_files_backend(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"sandbox_backend": "bubblewrap"})
+
+    loaded = load_settings(path, environ={"OCT_MCP_SANDBOX": "native"})
+
+    assert (loaded.config.sandbox_backend, loaded.sources["sandbox_backend"]) == ("native", "env")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "name", "expected"),
+    [
+        ("OCT_MCP_SAFE_MODE", "1", "safe_mode", True),
+        ("OCT_TRUST_REPO_CONFIG", "1", "trust_repo_config", True),
+        ("OCT_MCP_PROFILE", "strict", "profile", "strict"),
+        ("OCT_MCP_SANDBOX", "native", "sandbox_backend", "native"),
+    ],
+)
+def test_load_config_reads_each_override_from_the_process_environment(
+    variable: str,
+    value: str,
+    name: str,
+    expected: object,
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    path = write_config(tmp_path, {"safe_mode": False, "profile": "airgapped", "sandbox_backend": "auto"})
+    monkeypatch.setenv(variable, value)
+
+    assert getattr(load_config(path), name) == expected
+
+
+def test_load_config_turns_safe_mode_off_from_the_process_environment(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = write_config(tmp_path, {"safe_mode": True})
+    monkeypatch.setenv("OCT_MCP_SAFE_MODE", "0")
+
+    assert load_config(path).safe_mode is False
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("OCT_MCP_SAFE_MODE", "maybe"),
+        ("OCT_MCP_SAFE_MODE", "2"),
+        ("OCT_TRUST_REPO_CONFIG", "enabled"),
+        ("OCT_MCP_PROFILE", "../../etc"),
+        ("OCT_MCP_PROFILE", "a" * 65),
+        ("OCT_MCP_PROFILE", "9lives"),
+        ("OCT_MCP_SANDBOX", "docker"),
+        ("OCT_MCP_SANDBOX", "NATIVE"),
+    ],
+)
+def test_an_invalid_env_value_is_ignored_with_an_error(variable: str, value: str, tmp_path: Path) -> None:
+    name = ENV_FIELDS[variable]
+    file_value = {"safe_mode": True, "trust_repo_config": True, "profile": "airgapped"}.get(name, "native")
+    path = write_config(tmp_path, {name: file_value})
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={variable: value})
+
+    assert (getattr(loaded.config, name), loaded.sources[name]) == (file_value, "file")
+    assert [(e["event"], e["variable"]) for e in errors(logs)] == [("env_invalid", variable)]
+
+
+@pytest.mark.parametrize("variable", ENV_VARIABLES)
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_env_value_is_ignored_without_an_error(variable: str, value: str, tmp_path: Path) -> None:
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(tmp_path / "absent.json", environ={variable: value})
+
+    assert (loaded.config, loaded.sources[ENV_FIELDS[variable]]) == (McpConfig(), "default")
+    assert errors(logs) == []
+
+
+def test_load_config_with_an_invalid_process_env_value_keeps_the_file_value(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = write_config(tmp_path, {"profile": "strict"})
+    monkeypatch.setenv("OCT_MCP_PROFILE", "no such/profile")
+
+    with structlog.testing.capture_logs() as logs:
+        config = load_config(path)
+
+    assert config.profile == "strict"
+    assert [(e["event"], e["variable"]) for e in errors(logs)] == [("env_invalid", "OCT_MCP_PROFILE")]
+
+
+def test_load_settings_reports_default_file_or_env_as_the_source_of_each_field(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path, {"max_jobs": 8, "safe_mode": False, "profile": "airgapped", "timeout_test_seconds": "x"}
+    )
+
+    loaded = load_settings(path, environ={"OCT_MCP_SAFE_MODE": "1", "OCT_MCP_SANDBOX": "native"})
+
+    assert dict(loaded.sources) == {
+        **dict.fromkeys(SEED_FIELD_NAMES, "default"),
+        "max_jobs": "file",
+        "profile": "file",
+        "safe_mode": "env",
+        "sandbox_backend": "env",
+    }
+    assert loaded.config == McpConfig(
+        max_jobs=8, profile="airgapped", safe_mode=True, sandbox_backend="native"
+    )
+
+
+def test_load_settings_reads_the_process_environment_when_environ_is_none(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OCT_TRUST_REPO_CONFIG", "1")
+
+    loaded = load_settings(clean_env / "absent.json")
+
+    assert (loaded.config.trust_repo_config, loaded.sources["trust_repo_config"]) == (True, "env")
+
+
+# Properties
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    # Whole numbers past the largest float (about 1.8e308) are valid JSON too.
+    st.integers(min_value=2**1024, max_value=10**1000),
+    st.integers(min_value=-(10**1000), max_value=-(2**1024)),
+    st.floats(),  # nan and the infinities included: json writes NaN and Infinity, which it reads back
+    st.text(),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=5),
+        st.dictionaries(st.text(), children, max_size=5),
+    ),
+    max_leaves=20,
+)
+plausible_values = st.one_of(
+    json_values,
+    st.sampled_from(SANDBOX_BACKENDS + ("strict", "airgapped", "~/audit.log", "team-1")),
+    st.integers(min_value=-100_000, max_value=100_000_000),
+    st.floats(min_value=-10.0, max_value=10_000.0),
+)
+config_documents = st.one_of(
+    json_values,
+    st.dictionaries(st.sampled_from((*SEED_FIELD_NAMES, "profiles")), plausible_values),
+    st.dictionaries(st.one_of(st.sampled_from(SEED_FIELD_NAMES), st.text()), json_values, max_size=8),
+)
+env_values = st.one_of(
+    st.text(),
+    st.sampled_from(["1", "0", " 1\n", "true", "off", "strict", " airgapped ", "native", "auto", "team-ci"]),
+)
+environments = st.dictionaries(st.sampled_from(ENV_VARIABLES), env_values)
+
+
+def expected_from_env(variable: str, value: str) -> tuple[bool, object]:
+    """Whether `value` is a documented valid value for `variable`, and the config value it sets."""
+    word = value.strip()
+    if variable in ("OCT_MCP_SAFE_MODE", "OCT_TRUST_REPO_CONFIG"):
+        return word in ("1", "0"), word == "1"
+    if variable == "OCT_MCP_PROFILE":
+        return PROFILE_NAME.fullmatch(word) is not None, word
+    return word in SANDBOX_BACKENDS, word
+
+
+def assert_config_is_well_formed(config: McpConfig) -> None:
+    for name in BOOL_FIELDS:
+        assert type(getattr(config, name)) is bool, name
+    for name in INT_FIELDS:
+        value = getattr(config, name)
+        if name == "metrics_port" and value is None:
+            continue
+        assert type(value) is int, name
+    assert type(config.audit_log_max_size_mb) is float
+    for name, (low, high) in RANGES.items():
+        value = getattr(config, name)
+        if name == "metrics_port" and value is None:
+            continue
+        assert low <= value <= high, name
+    assert config.sandbox_backend in SANDBOX_BACKENDS
+    assert type(config.profile) is str
+    assert PROFILE_NAME.fullmatch(config.profile) is not None
+    assert type(config.audit_log_path) is str
+    assert config.policy_source is None or type(config.policy_source) is str
+
+
+def load_written(
+    contents: bytes, environ: Mapping[str, str]
+) -> tuple[LoadedConfig, list[dict[str, Any]], Path]:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "config.json"
+        path.write_bytes(contents)
+        with structlog.testing.capture_logs() as logs:
+            loaded = load_settings(path, environ=environ)
+    return loaded, logs, path
+
+
+@settings(max_examples=200, deadline=None)
+@given(document=config_documents, environ=environments)
+def test_load_settings_never_raises_and_keeps_every_field_well_formed_for_any_json_and_env(
+    document: object, environ: dict[str, str]
+) -> None:
+    loaded, _, _ = load_written(json.dumps(document).encode("utf-8"), environ)
+
+    assert_config_is_well_formed(loaded.config)
+    assert set(loaded.sources) == set(SEED_FIELD_NAMES)
+    for variable, value in environ.items():
+        is_valid, expected = expected_from_env(variable, value)
+        name = ENV_FIELDS[variable]
+        if is_valid:
+            assert (getattr(loaded.config, name), loaded.sources[name]) == (expected, "env")
+
+
+@settings(max_examples=200, deadline=None)
+@given(contents=st.binary())
+def test_load_settings_never_raises_and_gives_the_defaults_for_arbitrary_bytes(contents: bytes) -> None:
+    loaded, logs, path = load_written(contents, {})
+
+    assert_config_is_well_formed(loaded.config)
+    try:
+        document = json.loads(contents.decode("utf-8"))
+    except (ValueError, RecursionError):
+        document = None
+    if not isinstance(document, dict):
+        assert loaded.config == McpConfig()
+        assert [(e["event"], e["file"]) for e in errors(logs)] in (
+            [("config_unreadable", str(path))],
+            [("config_malformed", str(path))],
+        )

@@ -1,0 +1,157 @@
+"""The server through the SDK's own Client, in memory, in both protocol eras."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from pydantic import BaseModel, ConfigDict
+from structlog.testing import capture_logs
+
+from oct_mcp.app import INTERNAL_ERROR_MESSAGE, App, build_app
+from oct_mcp.chain import CallNext, LayerRuntime, LayerType, build_chain
+from oct_mcp.context import CallContext, ConsentRequest, Outcome
+from oct_mcp.middleware import REGISTRY
+from oct_mcp.profiles import Profile
+from oct_mcp.server import CONFIRMATION_PREFIX, build_server, to_call_tool_result
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["auto", "legacy"]
+SECRET_DETAIL = "secret internal detail /etc/shadow"  # noqa: S105 - a stand-in, not a credential
+
+
+@pytest.fixture
+def app(project: Path, config_file: Path) -> App:
+    return build_app(project, config_path=config_file, environ={})
+
+
+def _text(result: types.CallToolResult) -> str:
+    (content,) = result.content
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_tools_shows_the_catalog_with_schemas_and_annotations(app: App, mode: Any) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            listed = await client.list_tools()
+
+    tools = {tool.name: tool for tool in listed.tools}
+    assert sorted(tools) == ["oct_list_files", "oct_read_file"]
+    read = tools["oct_read_file"]
+    assert read.input_schema["required"] == ["path"]
+    assert read.input_schema["additionalProperties"] is False
+    assert read.output_schema is not None
+    assert read.annotations is not None
+    assert read.annotations.read_only_hint is True
+    assert read.annotations.destructive_hint is False
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_file_returns_text_and_structured_content(app: App, mode: Any) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            result = await client.call_tool("oct_read_file", {"path": "README.md", "start_line": 3})
+
+    assert result.is_error is False
+    assert _text(result) == "line 3\nline 4\n"
+    assert result.structured_content == {
+        "path": "README.md",
+        "start_line": 3,
+        "end_line": 4,
+        "total_lines": 4,
+        "size_bytes": 22,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_files_skips_what_gitignore_ignores(app: App, mode: Any) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            result = await client.call_tool("oct_list_files", {})
+
+    assert result.is_error is False
+    assert _text(result).splitlines() == [".gitignore", "README.md", "src/pkg/__init__.py", "src/pkg/core.py"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "--help"])
+async def test_a_path_outside_the_project_is_refused_with_a_stable_code(
+    app: App, mode: Any, path: str
+) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            result = await client.call_tool("oct_read_file", {"path": path})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[path_refused] ")
+    assert path not in _text(result)
+    assert result.structured_content is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_bad_arguments_are_a_tool_error_naming_the_field(app: App, mode: Any) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            result = await client.call_tool("oct_read_file", {"path": "README.md", "start_line": "two"})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[invalid_arguments] invalid arguments for oct_read_file: start_line:")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_unknown_tool_is_a_tool_error(app: App, mode: Any) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            result = await client.session.call_tool("oct_nope", {})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[unknown_tool] ")
+
+
+class _Crashing:
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+        raise RuntimeError(SECRET_DETAIL)
+
+
+class _NoSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_exception_inside_the_chain_never_reaches_the_client_as_text(app: App, mode: Any) -> None:
+    registry = {
+        **REGISTRY,
+        "crash": LayerType(name="crash", settings=_NoSettings, build=lambda s, r: _Crashing()),
+    }
+    runtime = LayerRuntime(config=app.loaded.config, workspace=app.workspace, catalog=app.catalog)
+    chain = build_chain(
+        Profile(name="crashy", layers=("crash", "validator", "sandbox")), runtime, registry=registry
+    )
+    crashing_app = replace(app, chain=chain)
+
+    with capture_logs() as logs, anyio.fail_after(10):
+        async with Client(build_server(crashing_app, transport="memory"), mode=mode) as client:
+            result = await client.call_tool("oct_read_file", {"path": "README.md"})
+
+    assert result.is_error is True
+    assert _text(result) == f"[internal_error] {INTERNAL_ERROR_MESSAGE}"
+    assert SECRET_DETAIL not in str(result.model_dump())
+    crashed = [log for log in logs if log["event"] == "call_crashed"]
+    assert len(crashed) == 1
+    assert crashed[0]["exc_info"] is True
+
+
+def test_a_consent_request_becomes_the_seed_sentinel_text() -> None:
+    result = to_call_tool_result(ConsentRequest(tool="oct_format", digest="abc123", summary="format 2 files"))
+
+    assert result.is_error is False
+    assert _text(result).startswith(CONFIRMATION_PREFIX)
+    assert "abc123" in _text(result)
