@@ -26,10 +26,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
-    session.run("coverage", "erase")
-    session.run("coverage", "run", "-m", "pytest", *session.posargs)
-    session.run("coverage", "combine")
-    session.run("coverage", "report")
+    session.run("pytest", *session.posargs)
 
 
 @nox.session(python=PYTHON)
