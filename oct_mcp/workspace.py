@@ -51,8 +51,8 @@ def contain(path: str, root: Path) -> Path:
     """
     if not path or len(path) > _PATH_MAX_LENGTH:
         raise PathRefusedError(f"a path must have 1 to {_PATH_MAX_LENGTH} characters")
-    if any(unicodedata.category(c) == "Cc" for c in path):
-        raise PathRefusedError("a path must not contain NUL or control characters")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in path):
+        raise PathRefusedError("a path must not contain NUL, control characters or lone surrogates")
     if path.startswith("-"):
         raise PathRefusedError("a path must not start with '-'; write ./-name for such a file")
     if _WINDOWS_DRIVE.match(path) or path.startswith(("\\\\", "//")):
@@ -64,7 +64,11 @@ def contain(path: str, root: Path) -> Path:
         if candidate.is_absolute():
             raise PathRefusedError("an absolute path must lie inside the project root")
         raise PathRefusedError("a path must not climb out of the project root with '..'")
-    resolved = absolute.resolve(strict=False)
+    try:
+        resolved = absolute.resolve(strict=False)
+    except (RuntimeError, OSError):
+        # Python 3.11 and 3.12 raise RuntimeError on a symlink loop.
+        raise PathRefusedError("a path must not pass through a symlink loop") from None
     if not _is_inside(resolved, root):
         raise PathRefusedError("a path must not pass through a symlink that leads outside the project root")
     return resolved

@@ -26,7 +26,7 @@ BINARY_SNIFF_BYTES: Final = 8_192
 LINE_RANGE_SCAN_LIMIT: Final = 64 * 1_048_576
 LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
-# Bounds the walk itself, so a huge tree cannot keep a call busy however few files match.
+# Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
 LIST_FILES_SCAN_LIMIT: Final = 200_000
 GLOB_MAX_LENGTH: Final = 256
 
@@ -81,7 +81,9 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BinaryFileError("the file is not UTF-8 text") from None
-    lines = text.splitlines(keepends=True)
+    # Only "\n" ends a line, as for compilers, linters and grep, whose line numbers callers pass in.
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     first = params.start_line or 1
     last = min(params.end_line or len(lines), len(lines))
     selected = "".join(lines[first - 1 : last]) if first <= len(lines) else ""
@@ -170,28 +172,50 @@ def _root_rules(root: Path, folder: Path) -> _IgnoreRules:
     return rules
 
 
-def _walk(root: Path, folder: Path) -> Iterator[tuple[Path, os.DirEntry[str]]]:
-    """Entries under `folder` in sorted order, skipping ignored paths and `.git`, never following symlinks."""
-    stack: list[tuple[Path, _IgnoreRules]] = [(folder, _root_rules(root, folder))]
-    while stack:
-        current, rules = stack.pop()
-        try:
-            with os.scandir(current) as scan:
-                entries = sorted(scan, key=lambda e: e.name)
-        except OSError:
-            continue
-        folders: list[tuple[Path, _IgnoreRules]] = []
-        for entry in entries:
-            path = current / entry.name
+def _sorted_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
+    """A folder's entries in the order git sorts paths: a folder's name counts as `name/`."""
+    try:
+        with os.scandir(folder) as scan:
+            entries = list(scan)
+    except OSError:
+        return iter(())
+    return iter(sorted(entries, key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name))
+
+
+@dataclass
+class _Walk:
+    """Files under a folder in sorted path order, skipping ignored paths and `.git`, never following symlinks.
+
+    Stops after `limit` entries of any kind, ignored ones included, and says so in `stopped_early`.
+    """
+
+    root: Path
+    folder: Path
+    limit: int
+    stopped_early: bool = False
+
+    def __iter__(self) -> Iterator[tuple[Path, os.DirEntry[str]]]:
+        stack = [(_sorted_entries(self.folder), _root_rules(self.root, self.folder))]
+        seen = 0
+        while stack:
+            entries, rules = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                continue
+            seen += 1
+            if seen > self.limit:
+                self.stopped_early = True
+                return
+            path = Path(entry.path)
             is_dir = entry.is_dir(follow_symlinks=False)
             if (is_dir and entry.name == ".git") or rules.ignores(path, is_dir):
                 continue
             if is_dir:
-                folders.append((path, rules.entering(path)))
+                # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
+                stack.append((_sorted_entries(path), rules.entering(path)))
             else:
                 yield path, entry
-        # Reversed onto the stack, so folders come out in name order (depth first).
-        stack.extend(reversed(folders))
 
 
 def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
@@ -208,10 +232,8 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     matcher = pathspec.GitIgnoreSpec.from_lines([params.glob]) if params.glob else None
     files: list[ListedFile] = []
     truncated = False
-    for scanned, (path, entry) in enumerate(_walk(workspace.root, folder), start=1):
-        if scanned > LIST_FILES_SCAN_LIMIT:
-            truncated = True
-            break
+    walk = _Walk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
+    for path, entry in walk:
         if matcher is not None and not matcher.match_file(path.relative_to(folder).as_posix()):
             continue
         try:
@@ -226,6 +248,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
             break
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
         files.append(ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size))
+    truncated = truncated or walk.stopped_early
     text = "\n".join(f.path for f in files)
     if truncated:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"

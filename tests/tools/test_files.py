@@ -1,0 +1,592 @@
+"""read_file and list_files called directly: line ranges, size and text checks, .gitignore, bounds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
+from oct_mcp.tools import files
+from oct_mcp.tools.files import ListFilesParams, ReadFileParams, list_files, read_file
+from oct_mcp.workspace import Workspace
+
+FOUR_LINES = "one\ntwo\nthree\nfour\n"
+LIMIT = 1_000
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    root = (tmp_path / "project").resolve()
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("not yours\n")
+    return Workspace(root)
+
+
+def write(root: Path, contents: dict[str, str | bytes]) -> None:
+    for name, content in contents.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def read(workspace: Workspace, path: str, start: int | None = None, end: int | None = None) -> str:
+    params = ReadFileParams(path=path, start_line=start, end_line=end)
+    return read_file(workspace, params, LIMIT).text
+
+
+def listed(workspace: Workspace, path: str = ".", glob: str | None = None) -> list[str]:
+    result = list_files(workspace, ListFilesParams(path=path, glob=glob))
+    assert result.structured is not None
+    return [entry["path"] for entry in result.structured["files"]]
+
+
+# read_file
+
+
+def test_read_file_returns_the_whole_file(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    assert read(workspace, "notes.txt") == FOUR_LINES
+
+
+def test_read_file_reports_what_it_read(workspace: Workspace) -> None:
+    write(workspace.root, {"src/pkg/core.py": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="src/pkg/core.py", start_line=2, end_line=3), LIMIT)
+
+    assert result.structured == {
+        "path": "src/pkg/core.py",
+        "start_line": 2,
+        "end_line": 3,
+        "total_lines": 4,
+        "size_bytes": len(FOUR_LINES),
+    }
+    assert (result.is_error, result.truncated) == (False, False)
+
+
+def test_read_file_reports_a_whole_read_from_line_one_to_the_last(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt"), LIMIT)
+
+    assert result.structured == {
+        "path": "notes.txt",
+        "start_line": 1,
+        "end_line": 4,
+        "total_lines": 4,
+        "size_bytes": len(FOUR_LINES),
+    }
+
+
+def test_read_file_reports_a_path_given_as_absolute_relative_to_the_root(workspace: Workspace) -> None:
+    write(workspace.root, {"src/core.py": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path=str(workspace.root / "src" / "core.py")), LIMIT)
+
+    assert result.structured is not None
+    assert result.structured["path"] == "src/core.py"
+
+
+def test_read_file_reads_an_empty_file_as_zero_lines(workspace: Workspace) -> None:
+    write(workspace.root, {"empty.txt": ""})
+
+    result = read_file(workspace, ReadFileParams(path="empty.txt"), LIMIT)
+
+    assert result.text == ""
+    assert result.structured == {
+        "path": "empty.txt",
+        "start_line": 1,
+        "end_line": 0,
+        "total_lines": 0,
+        "size_bytes": 0,
+    }
+
+
+def test_read_file_returns_the_first_lines_up_to_end_line(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    assert read(workspace, "notes.txt", end=2) == "one\ntwo\n"
+
+
+def test_read_file_returns_lines_from_start_line_to_the_end(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    assert read(workspace, "notes.txt", start=3) == "three\nfour\n"
+
+
+def test_read_file_returns_a_middle_range_inclusive(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    assert read(workspace, "notes.txt", start=2, end=3) == "two\nthree\n"
+
+
+def test_read_file_returns_a_single_line(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    assert read(workspace, "notes.txt", start=2, end=2) == "two\n"
+
+
+def test_read_file_stops_a_range_that_runs_past_the_end_at_the_last_line(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt", start_line=3, end_line=10), LIMIT)
+
+    assert result.text == "three\nfour\n"
+    assert result.structured is not None
+    assert (result.structured["start_line"], result.structured["end_line"]) == (3, 4)
+
+
+def test_read_file_returns_nothing_for_a_start_beyond_the_end_of_the_file(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt", start_line=10, end_line=12), LIMIT)
+
+    assert result.text == ""
+    assert result.structured is not None
+    # An empty range reads as end_line = start_line - 1.
+    assert (result.structured["start_line"], result.structured["end_line"]) == (10, 9)
+    assert result.structured["total_lines"] == 4
+
+
+def test_read_file_keeps_the_last_line_without_a_newline(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": "one\ntwo"})
+
+    assert read(workspace, "notes.txt", start=2) == "two"
+
+
+def test_read_file_counts_crlf_as_one_line_break(workspace: Workspace) -> None:
+    write(workspace.root, {"dos.txt": b"one\r\ntwo\r\n"})
+
+    assert read(workspace, "dos.txt", start=2) == "two\r\n"
+
+
+def test_read_file_numbers_lines_by_newline_as_compilers_and_grep_do(workspace: Workspace) -> None:
+    # A form feed (a page break in older sources) and U+2028 are not line breaks for
+    # Python, ruff, mypy or grep; a client reading "line 2" from their output must get it.
+    write(workspace.root, {"paged.py": "a = 1\x0c\nb = '\u2028'\nc = 3\n"})
+
+    result = read_file(workspace, ReadFileParams(path="paged.py", start_line=2, end_line=2), LIMIT)
+
+    assert result.text == "b = '\u2028'\n"
+    assert result.structured is not None
+    assert result.structured["total_lines"] == 3
+
+
+def test_read_file_params_refuse_an_end_line_before_the_start_line() -> None:
+    with pytest.raises(ValidationError):
+        ReadFileParams(path="notes.txt", start_line=3, end_line=2)
+
+
+@pytest.mark.parametrize("field", ["start_line", "end_line"])
+def test_read_file_params_refuse_line_zero(field: str) -> None:
+    with pytest.raises(ValidationError):
+        ReadFileParams.model_validate({"path": "notes.txt", field: 0})
+
+
+def test_read_file_refuses_a_file_with_nul_in_its_first_bytes(workspace: Workspace) -> None:
+    write(workspace.root, {"image.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"})
+
+    with pytest.raises(BinaryFileError) as caught:
+        read(workspace, "image.png")
+
+    assert caught.value.code == "binary_file"
+
+
+def test_read_file_refuses_a_binary_file_read_by_line_range(workspace: Workspace) -> None:
+    write(workspace.root, {"data.bin": b"one\ntwo\x00\n"})
+
+    with pytest.raises(BinaryFileError) as caught:
+        read(workspace, "data.bin", start=1, end=1)
+
+    assert caught.value.code == "binary_file"
+
+
+def test_read_file_reads_a_nul_past_the_sniffed_bytes_as_text(workspace: Workspace) -> None:
+    content = "a" * files.BINARY_SNIFF_BYTES + "\x00\n"
+    write(workspace.root, {"late.txt": content})
+
+    result = read_file(workspace, ReadFileParams(path="late.txt"), len(content))
+
+    assert result.text == content
+
+
+def test_read_file_refuses_a_file_that_is_not_utf8(workspace: Workspace) -> None:
+    write(workspace.root, {"latin1.txt": "café\n".encode("latin-1")})
+
+    with pytest.raises(BinaryFileError) as caught:
+        read(workspace, "latin1.txt")
+
+    assert caught.value.code == "binary_file"
+
+
+def test_read_file_refuses_a_whole_read_over_max_output_bytes(workspace: Workspace) -> None:
+    write(workspace.root, {"big.txt": "line\n" * 300})
+
+    with pytest.raises(FileTooLargeError) as caught:
+        read(workspace, "big.txt")
+
+    assert caught.value.code == "file_too_large"
+
+
+def test_read_file_reads_a_whole_file_of_exactly_max_output_bytes(workspace: Workspace) -> None:
+    content = "x" * (LIMIT - 1) + "\n"
+    write(workspace.root, {"full.txt": content})
+
+    assert read(workspace, "full.txt") == content
+
+
+def test_read_file_reads_a_line_range_of_a_file_over_max_output_bytes(workspace: Workspace) -> None:
+    write(workspace.root, {"big.txt": "".join(f"line {n}\n" for n in range(1, 301))})
+
+    result = read_file(workspace, ReadFileParams(path="big.txt", start_line=150, end_line=151), LIMIT)
+
+    assert result.text == "line 150\nline 151\n"
+    assert result.structured is not None
+    assert result.structured["total_lines"] == 300
+
+
+def test_read_file_refuses_a_line_range_of_a_file_over_the_scan_limit(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "LINE_RANGE_SCAN_LIMIT", 100)
+    write(workspace.root, {"big.txt": "line\n" * 30})
+
+    with pytest.raises(FileTooLargeError) as caught:
+        read(workspace, "big.txt", start=1, end=1)
+
+    assert caught.value.code == "file_too_large"
+
+
+@pytest.mark.parametrize("path", ["missing.txt", "missing/file.txt"])
+def test_read_file_answers_a_missing_file_with_not_found(workspace: Workspace, path: str) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        read(workspace, path)
+
+    assert caught.value.code == "not_found"
+
+
+@pytest.mark.parametrize("path", [".", "src"])
+def test_read_file_refuses_a_folder(workspace: Workspace, path: str) -> None:
+    write(workspace.root, {"src/core.py": FOUR_LINES})
+
+    with pytest.raises(PathRefusedError) as caught:
+        read(workspace, path)
+
+    assert caught.value.code == "path_refused"
+
+
+def test_read_file_refuses_a_path_outside_the_root(workspace: Workspace) -> None:
+    with pytest.raises(PathRefusedError) as caught:
+        read(workspace, "../outside/secret.txt")
+
+    assert caught.value.code == "path_refused"
+
+
+def test_read_file_refuses_a_symlink_loop(workspace: Workspace) -> None:
+    (workspace.root / "loop").symlink_to("loop")
+
+    with pytest.raises(PathRefusedError) as caught:
+        read(workspace, "loop")
+
+    assert caught.value.code == "path_refused"
+
+
+def test_read_file_reads_through_a_symlink_inside_and_reports_the_target(workspace: Workspace) -> None:
+    write(workspace.root, {"real.txt": FOUR_LINES})
+    (workspace.root / "link.txt").symlink_to("real.txt")
+
+    result = read_file(workspace, ReadFileParams(path="link.txt"), LIMIT)
+
+    assert result.text == FOUR_LINES
+    assert result.structured is not None
+    assert result.structured["path"] == "real.txt"
+
+
+# list_files
+
+
+def test_list_files_lists_in_name_order_each_folder_files_first_then_subfolders(workspace: Workspace) -> None:
+    write(workspace.root, dict.fromkeys(["b.txt", "a.txt", "C.txt", "m/y.txt", "m/x.txt", "d/z.txt"], ""))
+
+    # Names sort by code point (upper case first); a folder's files come before its subfolders.
+    assert listed(workspace) == ["C.txt", "a.txt", "b.txt", "d/z.txt", "m/x.txt", "m/y.txt"]
+
+
+def test_list_files_lists_nested_folders_sorted_by_path_as_git_does(workspace: Workspace) -> None:
+    write(workspace.root, dict.fromkeys(["a/b/c/deep.txt", "a/b/mid.txt", "a/top.txt", "a.txt", "z.txt"], ""))
+
+    # "a.txt" before "a/...": git compares a folder's name as "a/", and "." sorts before "/".
+    assert listed(workspace) == ["a.txt", "a/b/c/deep.txt", "a/b/mid.txt", "a/top.txt", "z.txt"]
+
+
+def test_list_files_reports_each_file_with_kind_and_size(workspace: Workspace) -> None:
+    write(workspace.root, {"src/core.py": FOUR_LINES})
+
+    result = list_files(workspace, ListFilesParams(path="src"))
+
+    assert result.structured == {
+        "folder": "src",
+        "files": [{"path": "src/core.py", "kind": "file", "size_bytes": len(FOUR_LINES)}],
+        "count": 1,
+        "truncated": False,
+    }
+    assert result.text == "src/core.py"
+    assert result.truncated is False
+
+
+def test_list_files_reports_the_root_folder_as_dot(workspace: Workspace) -> None:
+    result = list_files(workspace, ListFilesParams())
+
+    assert result.structured == {"folder": ".", "files": [], "count": 0, "truncated": False}
+
+
+def test_list_files_skips_what_the_root_gitignore_ignores(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {
+            ".gitignore": "*.log\nbuild/\n",
+            "debug.log": "",
+            "build/out.txt": "",
+            "src/trace.log": "",
+            "src/core.py": "",
+        },
+    )
+
+    assert listed(workspace) == [".gitignore", "src/core.py"]
+
+
+def test_list_files_applies_a_subfolder_gitignore_only_below_it(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {"sub/.gitignore": "*.tmp\n", "sub/scratch.tmp": "", "sub/keep.txt": "", "top.tmp": ""},
+    )
+
+    assert listed(workspace) == ["sub/.gitignore", "sub/keep.txt", "top.tmp"]
+
+
+def test_list_files_re_includes_a_file_negated_in_the_same_gitignore(workspace: Workspace) -> None:
+    write(workspace.root, {".gitignore": "*.log\n!keep.log\n", "debug.log": "", "keep.log": ""})
+
+    assert listed(workspace) == [".gitignore", "keep.log"]
+
+
+def test_list_files_lets_a_deeper_gitignore_negate_an_outer_rule(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {".gitignore": "*.log\n", "sub/.gitignore": "!keep.log\n", "sub/keep.log": "", "sub/drop.log": ""},
+    )
+
+    assert listed(workspace) == [".gitignore", "sub/.gitignore", "sub/keep.log"]
+
+
+def test_list_files_does_not_descend_an_ignored_folder(workspace: Workspace) -> None:
+    # Git cannot re-include a file whose folder is excluded, so the negation has no effect.
+    write(workspace.root, {".gitignore": "build/\n!build/keep.txt\n", "build/keep.txt": "", "a.txt": ""})
+
+    assert listed(workspace) == [".gitignore", "a.txt"]
+
+
+def test_list_files_applies_outer_gitignore_rules_when_listing_a_subfolder(workspace: Workspace) -> None:
+    write(workspace.root, {".gitignore": "*.log\n", "src/trace.log": "", "src/core.py": ""})
+
+    assert listed(workspace, "src") == ["src/core.py"]
+
+
+def test_list_files_ignores_a_gitignore_that_is_a_symlink(workspace: Workspace) -> None:
+    (workspace.root.parent / "outside" / "rules").write_text("*\n")
+    (workspace.root / ".gitignore").symlink_to(workspace.root.parent / "outside" / "rules")
+    write(workspace.root, {"a.txt": ""})
+
+    assert listed(workspace) == [".gitignore", "a.txt"]
+
+
+def test_list_files_never_lists_the_git_folder(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {".git/HEAD": "ref: refs/heads/main\n", ".git/config": "", "vendor/lib/.git/HEAD": "", "a.txt": ""},
+    )
+
+    assert listed(workspace) == ["a.txt"]
+
+
+def test_list_files_honours_git_info_exclude(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {".git/info/exclude": "secret.txt\n", "secret.txt": "", "src/secret.txt": "", "a.txt": ""},
+    )
+
+    assert listed(workspace) == ["a.txt"]
+
+
+def test_list_files_honours_git_info_exclude_when_listing_a_subfolder(workspace: Workspace) -> None:
+    write(workspace.root, {".git/info/exclude": "*.tmp\n", "src/scratch.tmp": "", "src/core.py": ""})
+
+    assert listed(workspace, "src") == ["src/core.py"]
+
+
+def test_list_files_keeps_only_files_matching_a_glob_at_any_depth(workspace: Workspace) -> None:
+    write(workspace.root, {"setup.py": "", "README.md": "", "src/pkg/core.py": "", "src/pkg/data.json": ""})
+
+    assert listed(workspace, glob="*.py") == ["setup.py", "src/pkg/core.py"]
+
+
+def test_list_files_matches_a_glob_with_a_slash_from_the_listed_folder(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {"setup.py": "", "src/top.py": "", "src/pkg/core.py": "", "src/pkg/data.json": "", "tests/t.py": ""},
+    )
+
+    assert listed(workspace, glob="src/**/*.py") == ["src/pkg/core.py", "src/top.py"]
+
+
+def test_list_files_matches_a_glob_relative_to_a_listed_subfolder(workspace: Workspace) -> None:
+    write(workspace.root, {"src/pkg/core.py": "", "src/pkg/data.json": "", "pkg/other.py": ""})
+
+    assert listed(workspace, "src", glob="pkg/*.py") == ["src/pkg/core.py"]
+
+
+def test_list_files_stops_at_max_results_and_says_it_was_truncated(workspace: Workspace) -> None:
+    write(workspace.root, {f"f{n}.txt": "" for n in range(5)})
+
+    result = list_files(workspace, ListFilesParams(max_results=3))
+
+    assert result.structured is not None
+    assert [entry["path"] for entry in result.structured["files"]] == ["f0.txt", "f1.txt", "f2.txt"]
+    assert (result.structured["count"], result.structured["truncated"], result.truncated) == (3, True, True)
+    assert result.text.splitlines()[:3] == ["f0.txt", "f1.txt", "f2.txt"]
+    assert len(result.text.splitlines()) == 4
+
+
+def test_list_files_is_not_truncated_with_exactly_max_results_files(workspace: Workspace) -> None:
+    write(workspace.root, {f"f{n}.txt": "" for n in range(3)})
+
+    result = list_files(workspace, ListFilesParams(max_results=3))
+
+    assert result.structured is not None
+    assert (result.structured["count"], result.structured["truncated"], result.truncated) == (3, False, False)
+    assert result.text == "f0.txt\nf1.txt\nf2.txt"
+
+
+def test_list_files_is_not_truncated_when_only_non_matching_files_follow_max_results(
+    workspace: Workspace,
+) -> None:
+    write(workspace.root, {"a.py": "", "b.py": "", "c.txt": "", "d.txt": ""})
+
+    result = list_files(workspace, ListFilesParams(glob="*.py", max_results=2))
+
+    assert result.structured is not None
+    assert (result.structured["count"], result.structured["truncated"]) == (2, False)
+
+
+def test_list_files_stops_at_the_scan_limit_however_few_files_match(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 3)
+    write(workspace.root, {"a.py": "", "b.txt": "", "c.txt": "", "d.txt": "", "e.py": ""})
+
+    result = list_files(workspace, ListFilesParams(glob="*.py"))
+
+    assert result.structured is not None
+    assert (result.structured["files"], result.structured["truncated"]) == (
+        [{"path": "a.py", "kind": "file", "size_bytes": 0}],
+        True,
+    )
+
+
+def test_list_files_counts_folders_toward_the_scan_limit(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 3)
+    for name in ("a", "b", "c", "d"):
+        (workspace.root / name).mkdir()
+    write(workspace.root, {"z.py": ""})
+
+    result = list_files(workspace, ListFilesParams())
+
+    assert result.structured is not None
+    assert (result.structured["files"], result.structured["truncated"]) == ([], True)
+
+
+@pytest.mark.parametrize("max_results", [0, files.LIST_FILES_MAX + 1])
+def test_list_files_params_refuse_max_results_out_of_bounds(max_results: int) -> None:
+    with pytest.raises(ValidationError):
+        ListFilesParams(max_results=max_results)
+
+
+def test_list_files_params_refuse_a_glob_with_a_control_character() -> None:
+    with pytest.raises(ValidationError):
+        ListFilesParams(glob="*.py\n")
+
+
+def test_list_files_lists_a_symlinked_folder_as_a_symlink_without_following_it(workspace: Workspace) -> None:
+    write(workspace.root, {"real/inner.txt": ""})
+    (workspace.root / "inside_link").symlink_to("real")
+    (workspace.root / "outside_link").symlink_to(workspace.root.parent / "outside")
+
+    result = list_files(workspace, ListFilesParams())
+
+    assert result.structured is not None
+    assert result.structured["files"] == [
+        {"path": "inside_link", "kind": "symlink", "size_bytes": len("real")},
+        {
+            "path": "outside_link",
+            "kind": "symlink",
+            "size_bytes": len(str(workspace.root.parent / "outside")),
+        },
+        {"path": "real/inner.txt", "kind": "file", "size_bytes": 0},
+    ]
+
+
+def test_list_files_lists_a_symlinked_file_with_kind_symlink(workspace: Workspace) -> None:
+    write(workspace.root, {"real.txt": FOUR_LINES})
+    (workspace.root / "link.txt").symlink_to("real.txt")
+    (workspace.root / "dangling.txt").symlink_to("gone.txt")
+
+    result = list_files(workspace, ListFilesParams())
+
+    assert result.structured is not None
+    assert result.structured["files"] == [
+        {"path": "dangling.txt", "kind": "symlink", "size_bytes": len("gone.txt")},
+        {"path": "link.txt", "kind": "symlink", "size_bytes": len("real.txt")},
+        {"path": "real.txt", "kind": "file", "size_bytes": len(FOUR_LINES)},
+    ]
+
+
+def test_list_files_skips_what_is_neither_a_file_nor_a_symlink(workspace: Workspace) -> None:
+    write(workspace.root, {"a.txt": ""})
+    os.mkfifo(workspace.root / "pipe")
+
+    assert listed(workspace) == ["a.txt"]
+
+
+def test_list_files_refuses_a_path_that_is_a_file(workspace: Workspace) -> None:
+    write(workspace.root, {"a.txt": ""})
+
+    with pytest.raises(PathRefusedError) as caught:
+        list_files(workspace, ListFilesParams(path="a.txt"))
+
+    assert caught.value.code == "path_refused"
+
+
+def test_list_files_answers_a_missing_folder_with_not_found(workspace: Workspace) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        list_files(workspace, ListFilesParams(path="missing"))
+
+    assert caught.value.code == "not_found"
+
+
+@pytest.mark.parametrize("path", ["..", "../outside", "OUTSIDE"])
+def test_list_files_refuses_a_path_outside_the_root(workspace: Workspace, path: str) -> None:
+    path = path.replace("OUTSIDE", str(workspace.root.parent / "outside"))
+
+    with pytest.raises(PathRefusedError) as caught:
+        list_files(workspace, ListFilesParams(path=path))
+
+    assert caught.value.code == "path_refused"
