@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
-from oct_mcp.config import LoadedConfig, load_settings
+from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.context import CallContext, ClientInfo, Outcome
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError
+from oct_mcp.policy_source import PolicySourceError, fetch_policy
 from oct_mcp.profiles import Profile, resolve_profile
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
@@ -24,6 +25,8 @@ INTERNAL_ERROR_MESSAGE: Final = (
     "internal error: the server could not complete this call; its log has the details"
 )
 INTERNAL_ERROR_CODE: Final = "internal_error"
+# Repo-level config, read only with trust_repo_config; it can only make the server stricter.
+REPO_CONFIG_FILES: Final = (".octrc.json", "debug_config.json")
 
 _log = get_logger(__name__)
 
@@ -73,16 +76,51 @@ def build_app(
     workspace = Workspace(resolve_root(project_root))
     loaded = load_settings(config_path, environ)
     if profile is not None:
-        loaded = replace(
-            loaded,
-            config=replace(loaded.config, profile=profile),
-            sources={**loaded.sources, "profile": "cli"},
-        )
+        loaded = loaded.with_values({"profile": profile}, "cli")
+    if loaded.config.policy_source is not None:
+        network_allowed = resolve_profile(loaded.config.profile, loaded.user_profiles).allows_network
+        loaded = _apply_policy_source(loaded, loaded.config.policy_source, network_allowed=network_allowed)
+    if loaded.config.trust_repo_config:
+        loaded = _apply_repo_config(loaded, workspace.root)
     chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
     catalog = default_catalog()
-    chain = build_chain(chosen, LayerRuntime(config=loaded.config, workspace=workspace, catalog=catalog))
+    server_files = [str(loaded.path)]
+    if loaded.config.policy_source is not None and "://" not in loaded.config.policy_source:
+        server_files.append(loaded.config.policy_source)
+    runtime = LayerRuntime(
+        config=loaded.config, workspace=workspace, catalog=catalog, server_files=tuple(server_files)
+    )
+    chain = build_chain(chosen, runtime)
     _log.info("chain_built", profile=chosen.name, layers=list(chosen.layers), root=str(workspace.root))
     return App(loaded=loaded, workspace=workspace, profile=chosen, catalog=catalog, chain=chain)
+
+
+def _apply_policy_source(loaded: LoadedConfig, source: str, *, network_allowed: bool) -> LoadedConfig:
+    """Merge the policy over the config; on any failure keep the config as it is, and say so."""
+    try:
+        document = fetch_policy(source, network_allowed=network_allowed)
+    except PolicySourceError as exc:
+        # The seed: a load failure falls back to the built-in defaults. Loudly, though.
+        _log.error("policy_source_failed", problem=exc.message)
+        return replace(loaded, policy_status=f"failed, built-in defaults kept: {exc.message}")
+    merged = merge_policy(loaded, document, origin="policy_source")
+    return replace(merged, policy_status=f"loaded ({len(document)} fields)")
+
+
+def _apply_repo_config(loaded: LoadedConfig, root: Path) -> LoadedConfig:
+    """Tighten the config with the project's own `.octrc.json` and `debug_config.json`, if present."""
+    found: list[str] = []
+    for name in REPO_CONFIG_FILES:
+        try:
+            document = fetch_policy(str(root / name), network_allowed=False)
+        except PolicySourceError as exc:
+            if (root / name).exists():
+                _log.error("repo_config_failed", file=name, problem=exc.message)
+                found.append(f"{name} (ignored: {exc.message})")
+            continue
+        loaded = tighten_with_repo_config(loaded, document, origin=name)
+        found.append(name)
+    return replace(loaded, repo_status="read: " + ", ".join(found) if found else "none found in the project")
 
 
 async def run_call(

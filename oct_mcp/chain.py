@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
@@ -57,6 +57,9 @@ class LayerRuntime:
     config: McpConfig
     workspace: Workspace
     catalog: Mapping[str, ToolSpec]
+    profile: str = "default"
+    server_files: tuple[str, ...] = ()
+    """The config and policy files this server was started with: protected from writes."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,7 +165,7 @@ def build_chain(
                 for e in exc.errors(include_url=False, include_input=False)
             )
             raise ConfigError(f"{where}: bad settings for layer {layer_type.name!r}: {problems}") from None
-        layers.append(layer_type.build(settings, runtime))
+        layers.append(layer_type.build(settings, replace(runtime, profile=profile.name)))
     return Chain(
         profile=profile.name,
         layer_names=profile.layers,

@@ -136,7 +136,9 @@ def print_doctor(app: App, out: TextIO) -> None:
     write = out.write
     write(f"oct-mcp {__version__} (Python {sys.version.split()[0]}, {sys.platform})\n")
     write(f"project root: {app.workspace.root}\n")
-    write(f"config file: {loaded.path} ({loaded.file_status})\n\n")
+    write(f"config file: {loaded.path} ({loaded.file_status})\n")
+    write(f"policy source: {loaded.policy_status}\n")
+    write(f"repo config: {loaded.repo_status}\n\n")
     write("configuration (value, source):\n")
     for name, source in loaded.sources.items():
         write(f"  {name:<28} {getattr(config, name)!r:<40} {source}\n")

@@ -26,7 +26,7 @@ SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "sandbox_exec")
 PROFILE_NAMES: Final = ("default", "strict", "airgapped")
 PROFILE_NAME_MAX_LENGTH: Final = 64
 
-Source = Literal["default", "file", "env", "cli"]
+Source = Literal["default", "file", "policy", "env", "cli", "repo"]
 
 _log = get_logger(__name__)
 
@@ -124,6 +124,16 @@ class LoadedConfig:
     path: Path
     file_status: str
     user_profiles: Mapping[str, Any]
+    policy_status: str = "none (policy_source not set)"
+    repo_status: str = "not read (trust_repo_config is off)"
+
+    def with_values(self, values: Mapping[str, Any], source: Source) -> LoadedConfig:
+        """A copy with `values` set, each recorded as coming from `source`."""
+        return replace(
+            self,
+            config=replace(self.config, **values),
+            sources={**self.sources, **dict.fromkeys(values, source)},
+        )
 
 
 def load_config(path: Path | None = None) -> McpConfig:
@@ -177,6 +187,85 @@ def load_settings(path: Path | None = None, environ: Mapping[str, str] | None = 
     return LoadedConfig(
         config=config, sources=sources, path=config_path, file_status=file_status, user_profiles=user_profiles
     )
+
+
+def merge_policy(loaded: LoadedConfig, document: Mapping[str, Any], origin: str) -> LoadedConfig:
+    """Merge a policy document (JSON object of config fields) over the file's values.
+
+    Each field is validated and clamped as in the config file. A field the
+    environment set keeps the environment's value; a policy cannot name
+    another policy_source.
+    """
+    values: dict[str, Any] = {}
+    for key, raw in document.items():
+        if key not in FIELD_NAMES or key == "policy_source":
+            _log.warning("policy_field_ignored", source=origin, field=key)
+            continue
+        if loaded.sources[key] in ("env", "cli"):
+            continue
+        accepted, value = _coerce_field(key, raw, Path(origin))
+        if accepted:
+            values[key] = value
+    return loaded.with_values(values, "policy")
+
+
+# Shipped profiles from the loosest to the strictest: repo config may only move right.
+_PROFILE_STRICTNESS: Final = {name: rank for rank, name in enumerate(PROFILE_NAMES)}
+_LOWER_IS_STRICTER: Final = frozenset(
+    {
+        "rate_limit_per_minute",
+        "timeout_default_seconds",
+        "timeout_test_seconds",
+        "max_output_bytes",
+        "max_jobs",
+    }
+)
+_STRICT_BOOLS: Final = {
+    "safe_mode": True,
+    "auto_approve_read_tools": False,
+    "dry_run_default_for_writes": True,
+    "redaction_always_on": True,
+}
+
+
+def tighten_with_repo_config(loaded: LoadedConfig, document: Mapping[str, Any], origin: str) -> LoadedConfig:
+    """Apply a repository's own config, which may only make the server stricter.
+
+    The repository is not the user: it may turn safe mode on but never off,
+    lower limits but never raise them, pick a stricter shipped profile but
+    never a looser one, and set nothing else (paths, backends, policy, trust).
+    """
+    config = loaded.config
+    values: dict[str, Any] = {}
+    for key, raw in document.items():
+        if key not in FIELD_NAMES:
+            _log.warning("repo_config_unknown_field", file=origin, field=key)
+            continue
+        accepted, value = _coerce_field(key, raw, Path(origin))
+        if not accepted:
+            continue
+        current = getattr(config, key)
+        if key in _STRICT_BOOLS:
+            tighter = value == _STRICT_BOOLS[key]
+        elif key in _LOWER_IS_STRICTER:
+            tighter = value < current
+        elif key == "memory_limit_mb":
+            tighter = 0 < value < current or (current == 0 and value > 0)
+        elif key == "profile":
+            rank = _PROFILE_STRICTNESS.get(value)
+            tighter = rank is not None and rank > _PROFILE_STRICTNESS.get(current, len(PROFILE_NAMES))
+        else:
+            _log.warning(
+                "repo_config_field_refused", file=origin, field=key, problem="repo config may not set it"
+            )
+            continue
+        if tighter:
+            values[key] = value
+        elif value != current:
+            _log.warning(
+                "repo_config_field_refused", file=origin, field=key, problem="it would loosen the config"
+            )
+    return loaded.with_values(values, "repo")
 
 
 def _read_document(path: Path) -> tuple[dict[str, Any], str]:

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from oct_mcp.spec import ToolSpec
+    from oct_mcp.workspace import Workspace
 
 __all__ = ["CallContext", "ClientInfo", "ConsentRequest", "Outcome", "ToolResult"]
 
@@ -42,6 +43,8 @@ class CallContext:
     client: ClientInfo
     call_id: str
     """Unique per call; ties diagnostics and audit lines together."""
+    workspace: Workspace | None = None
+    """Written by gateway: the project root this call is bound to."""
     params: BaseModel | None = None
     """Written by validator: the arguments, validated by the tool's model."""
     spec: ToolSpec | None = None

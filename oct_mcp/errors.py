@@ -10,15 +10,20 @@ __all__ = [
     "BinaryFileError",
     "ConfigError",
     "ExecutionError",
+    "FieldProblem",
     "FileTooLargeError",
     "InvalidArgumentsError",
     "NotFoundError",
     "OctError",
     "OutputLimitError",
     "PathRefusedError",
+    "PolicyError",
+    "RateLimitedError",
     "RefusedError",
+    "SafeModeError",
     "ToolTimeoutError",
     "UnknownToolError",
+    "WorkspaceError",
 ]
 
 
@@ -44,6 +49,28 @@ class RefusedError(OctError):
 
 class UnknownToolError(RefusedError):
     code = "unknown_tool"
+
+
+class SafeModeError(RefusedError):
+    code = "safe_mode"
+
+
+class RateLimitedError(RefusedError):
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class WorkspaceError(RefusedError):
+    """The project root the server is bound to cannot be used."""
+
+    code = "workspace"
+
+
+class PolicyError(RefusedError):
+    code = "policy"
 
 
 @dataclass(frozen=True, slots=True)

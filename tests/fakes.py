@@ -5,13 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oct_mcp.context import CallContext, ClientInfo, Outcome, ToolResult
+from oct_mcp.workspace import Workspace
 
 TEST_CLIENT = ClientInfo(client_id="test", transport="memory")
 
 
-def make_context(tool: str = "oct_read_file", **arguments: object) -> CallContext:
-    """A context as the server builds it, before any layer has run."""
-    return CallContext(tool=tool, arguments=arguments, client=TEST_CLIENT, call_id="call-1")
+def make_context(
+    tool: str = "oct_read_file", workspace: Workspace | None = None, **arguments: object
+) -> CallContext:
+    """A context as the server builds it, before any layer has run (or after the gateway, with `workspace`)."""
+    return CallContext(
+        tool=tool, arguments=arguments, client=TEST_CLIENT, call_id="call-1", workspace=workspace
+    )
 
 
 @dataclass

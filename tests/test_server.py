@@ -133,7 +133,9 @@ async def test_an_exception_inside_the_chain_never_reaches_the_client_as_text(ap
     }
     runtime = LayerRuntime(config=app.loaded.config, workspace=app.workspace, catalog=app.catalog)
     chain = build_chain(
-        Profile(name="crashy", layers=("crash", "validator", "sandbox")), runtime, registry=registry
+        Profile(name="crashy", layers=("crash", "gateway", "validator", "sandbox")),
+        runtime,
+        registry=registry,
     )
     crashing_app = replace(app, chain=chain)
 

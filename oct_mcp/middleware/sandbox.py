@@ -47,22 +47,23 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 class ExecutionSandbox:
     """Run the validated tool's plan.
 
-    Reads `ctx.spec`, `ctx.params`. Never calls `call_next`: it always answers.
+    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`. Never calls `call_next`: it always answers.
     Raises `ToolTimeoutError` past `timeout_default_seconds`, and what the tool raises.
     """
 
-    env: ToolEnv
+    max_output_bytes: int
     timeout_seconds: float
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
-        if ctx.spec is None or ctx.params is None:
-            # build_chain refuses a profile without the validator before this layer.
+        if ctx.spec is None or ctx.params is None or ctx.workspace is None:
+            # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
-        plan = ctx.spec.plan(ctx.params, self.env)
+        env = ToolEnv(workspace=ctx.workspace, max_output_bytes=self.max_output_bytes)
+        plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         result = await self._run(plan)
         return replace(
-            cap_output(result, self.env.max_output_bytes),
+            cap_output(result, self.max_output_bytes),
             duration_seconds=time.perf_counter() - started,
         )
 
@@ -78,7 +79,7 @@ class ExecutionSandbox:
 
 def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox:
     return ExecutionSandbox(
-        env=ToolEnv(workspace=runtime.workspace, max_output_bytes=runtime.config.max_output_bytes),
+        max_output_bytes=runtime.config.max_output_bytes,
         timeout_seconds=runtime.config.timeout_default_seconds,
     )
 
@@ -87,6 +88,6 @@ LAYER: Final = LayerType(
     name="sandbox",
     settings=SandboxSettings,
     build=_build,
-    requires=frozenset({"spec", "params"}),
+    requires=frozenset({"workspace", "spec", "params"}),
     terminal=True,
 )

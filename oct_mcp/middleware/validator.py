@@ -40,7 +40,7 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
         params = spec.params.model_validate(dict(arguments))
     except ValidationError as exc:
         problems = [
-            FieldProblem(field=".".join(str(p) for p in error["loc"]) or "(arguments)", problem=error["msg"])
+            FieldProblem(field=_field_label(error["loc"], spec), problem=error["msg"])
             for error in exc.errors(include_url=False, include_input=False, include_context=False)
         ]
         raise InvalidArgumentsError(spec.name, problems) from None
@@ -52,32 +52,48 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
     return params
 
 
+def _field_label(loc: tuple[int | str, ...], spec: ToolSpec) -> str:
+    """Where the problem is, in words safe to send back.
+
+    Field names the model declares are ours; an unknown field's name came from
+    the client and could be anything (a secret, a prompt), so it is not repeated.
+    """
+    known = spec.params.model_fields
+    parts = [
+        str(part) if isinstance(part, int) or part in known or index > 0 else "(an unknown field)"
+        for index, part in enumerate(loc)
+    ]
+    return ".".join(parts) or "(arguments)"
+
+
 @dataclass(frozen=True, slots=True)
 class InputValidator:
     """Resolve the tool and validate its arguments.
 
-    Reads `ctx.tool`, `ctx.arguments`. Writes `ctx.spec`, `ctx.params`.
+    Reads `ctx.tool`, `ctx.arguments`, `ctx.workspace`. Writes `ctx.spec`, `ctx.params`.
     Raises `UnknownToolError`, `InvalidArgumentsError`, `PathRefusedError`. Never answers.
     """
 
     catalog: Mapping[str, ToolSpec]
-    workspace: Workspace
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         spec = self.catalog.get(ctx.tool)
         if spec is None:
             raise UnknownToolError("no tool by that name on this server; tools/list shows the tools")
-        params = validate_arguments(spec, ctx.arguments, self.workspace)
+        if ctx.workspace is None:
+            raise RuntimeError("the validator was reached without a workspace")
+        params = validate_arguments(spec, ctx.arguments, ctx.workspace)
         return await call_next(replace(ctx, spec=spec, params=params))
 
 
 def _build(settings: ValidatorSettings, runtime: LayerRuntime) -> InputValidator:
-    return InputValidator(catalog=runtime.catalog, workspace=runtime.workspace)
+    return InputValidator(catalog=runtime.catalog)
 
 
 LAYER: Final = LayerType(
     name="validator",
     settings=ValidatorSettings,
     build=_build,
+    requires=frozenset({"workspace"}),
     provides=frozenset({"spec", "params"}),
 )

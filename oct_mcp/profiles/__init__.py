@@ -11,9 +11,11 @@ from typing import Any, Final
 from oct_mcp.config import PROFILE_NAMES, is_profile_name
 from oct_mcp.errors import ConfigError
 
-__all__ = ["Profile", "profile_from_data", "resolve_profile", "shipped_profile"]
+__all__ = ["GUARANTEES", "Profile", "profile_from_data", "resolve_profile", "shipped_profile"]
 
-_PROFILE_KEYS: Final = frozenset({"description", "layers", "settings"})
+_PROFILE_KEYS: Final = frozenset({"description", "layers", "settings", "guarantees"})
+GUARANTEES: Final = frozenset({"no_network", "writes_confined", "reads_confined"})
+"""What a profile may require of the sandbox: `no_network` also refuses an https policy_source."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,11 @@ class Profile:
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     description: str = ""
     origin: str = "shipped"
+    guarantees: frozenset[str] = frozenset()
+
+    @property
+    def allows_network(self) -> bool:
+        return "no_network" not in self.guarantees
 
 
 def profile_from_data(name: str, data: Any, origin: str) -> Profile:
@@ -53,7 +60,17 @@ def profile_from_data(name: str, data: Any, origin: str) -> Profile:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError(f"{where}: 'description' must be a string")
-    return Profile(name=name, layers=tuple(layers), settings=settings, description=description, origin=origin)
+    guarantees = data.get("guarantees", [])
+    if not isinstance(guarantees, list) or not set(guarantees) <= GUARANTEES:
+        raise ConfigError(f"{where}: 'guarantees' must be a list drawn from {sorted(GUARANTEES)}")
+    return Profile(
+        name=name,
+        layers=tuple(layers),
+        settings=settings,
+        description=description,
+        origin=origin,
+        guarantees=frozenset(guarantees),
+    )
 
 
 def shipped_profile(name: str) -> Profile:

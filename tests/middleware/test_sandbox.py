@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from oct_mcp.context import CallContext, ToolResult
 from oct_mcp.errors import NotFoundError, ToolTimeoutError
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
-from oct_mcp.spec import InProcessPlan, ToolEnv
+from oct_mcp.spec import InProcessPlan
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.files import ReadFileParams
 from oct_mcp.workspace import Workspace
@@ -22,21 +22,20 @@ from oct_mcp.workspace import Workspace
 pytestmark = pytest.mark.anyio
 
 
-def _sandbox(project: Path, *, max_output_bytes: int = 1_048_576, timeout: float = 60) -> ExecutionSandbox:
-    env = ToolEnv(workspace=Workspace(project), max_output_bytes=max_output_bytes)
-    return ExecutionSandbox(env=env, timeout_seconds=timeout)
+def _sandbox(*, max_output_bytes: int = 1_048_576, timeout: float = 60) -> ExecutionSandbox:
+    return ExecutionSandbox(max_output_bytes=max_output_bytes, timeout_seconds=timeout)
 
 
-def _validated(path: str, start_line: int | None = None) -> CallContext:
+def _validated(project: Path, path: str, start_line: int | None = None) -> CallContext:
     spec = default_catalog()["oct_read_file"]
     params = ReadFileParams(path=path, start_line=start_line)
-    return replace(make_context("oct_read_file", path=path), spec=spec, params=params)
+    return replace(make_context("oct_read_file", Workspace(project), path=path), spec=spec, params=params)
 
 
 async def test_sandbox_runs_the_plan_and_never_calls_next(project: Path) -> None:
     call_next = RecordingNext()
 
-    outcome = await _sandbox(project)(_validated("README.md"), call_next)
+    outcome = await _sandbox()(_validated(project, "README.md"), call_next)
 
     assert isinstance(outcome, ToolResult)
     assert outcome.text == "# Demo\n\nline 3\nline 4\n"
@@ -47,9 +46,9 @@ async def test_sandbox_runs_the_plan_and_never_calls_next(project: Path) -> None
 async def test_sandbox_cuts_output_at_max_output_bytes(project: Path) -> None:
     (project / "big.txt").write_text("x" * 5000)
     # A line range lets read_file return more than the limit, so the sandbox's cap is what cuts it.
-    big_read = _validated("big.txt", start_line=1)
+    big_read = _validated(project, "big.txt", start_line=1)
 
-    outcome = await _sandbox(project, max_output_bytes=2048)(big_read, RecordingNext())
+    outcome = await _sandbox(max_output_bytes=2048)(big_read, RecordingNext())
 
     assert isinstance(outcome, ToolResult)
     assert outcome.truncated is True
@@ -58,12 +57,12 @@ async def test_sandbox_cuts_output_at_max_output_bytes(project: Path) -> None:
 
 async def test_sandbox_lets_a_tool_error_through(project: Path) -> None:
     with pytest.raises(NotFoundError):
-        await _sandbox(project)(_validated("missing.txt"), RecordingNext())
+        await _sandbox()(_validated(project, "missing.txt"), RecordingNext())
 
 
 async def test_sandbox_refuses_a_context_the_validator_did_not_fill(project: Path) -> None:
     with pytest.raises(RuntimeError):
-        await _sandbox(project)(make_context("oct_read_file", path="README.md"), RecordingNext())
+        await _sandbox()(make_context("oct_read_file", path="README.md"), RecordingNext())
 
 
 async def test_sandbox_times_out_a_plan_that_runs_too_long(project: Path) -> None:
@@ -74,10 +73,12 @@ async def test_sandbox_times_out_a_plan_that_runs_too_long(project: Path) -> Non
         return ToolResult(text="late")
 
     spec = replace(default_catalog()["oct_read_file"], plan=lambda params, env: InProcessPlan(stuck))
-    ctx = replace(make_context("oct_read_file"), spec=spec, params=ReadFileParams(path="README.md"))
+    ctx = replace(
+        make_context("oct_read_file", Workspace(project)), spec=spec, params=ReadFileParams(path="README.md")
+    )
     try:
         with pytest.raises(ToolTimeoutError) as caught:
-            await _sandbox(project, timeout=0.05)(ctx, RecordingNext())
+            await _sandbox(timeout=0.05)(ctx, RecordingNext())
     finally:
         release.set()
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 from fakes import RecordingNext, make_context
 
+from oct_mcp.context import CallContext
 from oct_mcp.errors import InvalidArgumentsError, PathRefusedError, UnknownToolError
 from oct_mcp.middleware.validator import InputValidator
 from oct_mcp.tools import default_catalog
@@ -17,33 +20,45 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def validator(project: Path) -> InputValidator:
-    return InputValidator(catalog=default_catalog(), workspace=Workspace(project))
+def validator() -> InputValidator:
+    return InputValidator(catalog=default_catalog())
 
 
-async def test_validator_writes_spec_and_params_and_passes_on(validator: InputValidator) -> None:
+@pytest.fixture
+def call(project: Path) -> Callable[..., CallContext]:
+    """A context bound to the project, as the gateway passes it on."""
+    return partial(make_context, workspace=Workspace(project))
+
+
+async def test_validator_writes_spec_and_params_and_passes_on(
+    validator: InputValidator, call: Callable[..., CallContext]
+) -> None:
     call_next = RecordingNext()
 
-    await validator(make_context("oct_read_file", path="README.md", start_line=2), call_next)
+    await validator(call("oct_read_file", path="README.md", start_line=2), call_next)
 
     (seen,) = call_next.seen
     assert seen.spec == default_catalog()["oct_read_file"]
     assert seen.params == ReadFileParams(path="README.md", start_line=2)
 
 
-async def test_validator_fills_defaults_of_optional_arguments(validator: InputValidator) -> None:
+async def test_validator_fills_defaults_of_optional_arguments(
+    validator: InputValidator, call: Callable[..., CallContext]
+) -> None:
     call_next = RecordingNext()
 
-    await validator(make_context("oct_list_files"), call_next)
+    await validator(call("oct_list_files"), call_next)
 
     assert call_next.seen[0].params == ListFilesParams()
 
 
-async def test_validator_refuses_an_unknown_tool_without_calling_next(validator: InputValidator) -> None:
+async def test_validator_refuses_an_unknown_tool_without_calling_next(
+    validator: InputValidator, call: Callable[..., CallContext]
+) -> None:
     call_next = RecordingNext()
 
     with pytest.raises(UnknownToolError) as caught:
-        await validator(make_context("oct_delete_everything"), call_next)
+        await validator(call("oct_delete_everything"), call_next)
 
     assert caught.value.code == "unknown_tool"
     assert call_next.seen == []
@@ -52,7 +67,7 @@ async def test_validator_refuses_an_unknown_tool_without_calling_next(validator:
 @pytest.mark.parametrize(
     ("arguments", "bad_fields"),
     [
-        pytest.param({"path": "README.md", "mode": "x"}, {"mode"}, id="unknown field"),
+        pytest.param({"path": "README.md", "mode": "x"}, {"(an unknown field)"}, id="unknown field"),
         pytest.param({}, {"path"}, id="missing field"),
         pytest.param({"path": 3}, {"path"}, id="wrong type"),
         pytest.param({"path": "README.md", "start_line": "2"}, {"start_line"}, id="number as text"),
@@ -65,43 +80,67 @@ async def test_validator_refuses_an_unknown_tool_without_calling_next(validator:
     ],
 )
 async def test_validator_names_each_bad_field_without_calling_next(
-    validator: InputValidator, arguments: dict[str, object], bad_fields: set[str]
+    validator: InputValidator,
+    arguments: dict[str, object],
+    bad_fields: set[str],
+    call: Callable[..., CallContext],
 ) -> None:
     call_next = RecordingNext()
 
     with pytest.raises(InvalidArgumentsError) as caught:
-        await validator(make_context("oct_read_file", **arguments), call_next)
+        await validator(call("oct_read_file", **arguments), call_next)
 
     assert {p.field for p in caught.value.problems} == bad_fields
     assert call_next.seen == []
 
 
-async def test_validator_never_echoes_an_argument_value(validator: InputValidator) -> None:
+async def test_validator_never_echoes_an_argument_value(
+    validator: InputValidator, call: Callable[..., CallContext]
+) -> None:
     secret = "ghp_" + "A" * 36
 
     with pytest.raises(InvalidArgumentsError) as caught:
-        await validator(make_context("oct_read_file", path="README.md", token=secret), RecordingNext())
+        await validator(call("oct_read_file", path="README.md", token=secret), RecordingNext())
 
     assert secret not in caught.value.message
+
+
+async def test_validator_never_echoes_the_name_of_an_unknown_field(
+    validator: InputValidator, call: Callable[..., CallContext]
+) -> None:
+    secret = "sk-ant-api03-" + "B" * 40
+
+    with pytest.raises(InvalidArgumentsError) as caught:
+        await validator(call("oct_read_file", path="README.md", **{secret: 1}), RecordingNext())
+
+    assert secret not in caught.value.message
+    assert [p.field for p in caught.value.problems] == ["(an unknown field)"]
+
+
+async def test_validator_needs_the_gateway_to_have_bound_a_workspace(validator: InputValidator) -> None:
+    with pytest.raises(RuntimeError):
+        await validator(make_context("oct_read_file", path="README.md"), RecordingNext())
 
 
 @pytest.mark.parametrize(
     "path", ["../outside.txt", "/etc/passwd", "-rf", "a\x00b", "C:\\Windows", "\\\\server\\share"]
 )
-async def test_validator_refuses_a_path_that_leaves_the_project(validator: InputValidator, path: str) -> None:
+async def test_validator_refuses_a_path_that_leaves_the_project(
+    validator: InputValidator, path: str, call: Callable[..., CallContext]
+) -> None:
     call_next = RecordingNext()
 
     with pytest.raises(PathRefusedError) as caught:
-        await validator(make_context("oct_read_file", path=path), call_next)
+        await validator(call("oct_read_file", path=path), call_next)
 
     assert caught.value.code == "path_refused"
     assert call_next.seen == []
 
 
 async def test_validator_refuses_a_symlink_that_leads_outside(
-    validator: InputValidator, project: Path
+    validator: InputValidator, project: Path, call: Callable[..., CallContext]
 ) -> None:
     (project / "escape").symlink_to(project.parent / "outside.txt")
 
     with pytest.raises(PathRefusedError):
-        await validator(make_context("oct_read_file", path="escape"), RecordingNext())
+        await validator(call("oct_read_file", path="escape"), RecordingNext())

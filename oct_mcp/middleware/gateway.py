@@ -1,0 +1,124 @@
+"""Gateway (Layer 1): safe mode, a rate limit per client, and the binding of each call to the workspace."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from oct_mcp.chain import CallNext, LayerRuntime, LayerType
+from oct_mcp.context import CallContext, Outcome
+from oct_mcp.errors import RateLimitedError, SafeModeError, WorkspaceError
+from oct_mcp.workspace import Workspace
+
+__all__ = ["LAYER", "Gateway", "GatewaySettings", "SlidingWindowLimiter"]
+
+WINDOW_SECONDS: Final = 60.0
+# Clients idle for a whole window hold no calls in it; past this many, they are dropped.
+_MAX_IDLE_CLIENTS: Final = 1_024
+
+SAFE_MODE_MESSAGE: Final = (
+    "oct-mcp is in safe mode: every tool call is refused. To leave it, unset OCT_MCP_SAFE_MODE "
+    "and set safe_mode to false in the config file, then restart the server."
+)
+
+
+class GatewaySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_rate_limit_per_minute: int | None = Field(default=None, ge=1)
+    """A cap this profile puts on the config's rate_limit_per_minute (the smaller one wins)."""
+
+
+@dataclass
+class SlidingWindowLimiter:
+    """At most `limit` calls per client in any rolling window of `window` seconds.
+
+    A log of each client's recent call times, not a token bucket: a bucket of
+    size N refilled at N per minute lets 2N calls through in one rolling minute
+    (a full bucket, then its refill), and the promise here is N.
+    """
+
+    limit: int
+    window: float = WINDOW_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    _calls: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def admit(self, client_id: str) -> None:
+        """Count one call for `client_id`, or refuse it.
+
+        Raises:
+            RateLimitedError: The client made `limit` calls in the last window;
+                it says how many seconds until the oldest of them leaves it.
+        """
+        async with self._lock:
+            now = self.clock()
+            calls = self._calls.get(client_id)
+            if calls is None:
+                self._forget_idle_clients(now)
+                calls = self._calls[client_id] = deque(maxlen=self.limit)
+            while calls and calls[0] <= now - self.window:
+                calls.popleft()
+            if len(calls) >= self.limit:
+                retry_after = max(1, math.ceil(calls[0] + self.window - now))
+                raise RateLimitedError(
+                    f"rate limited: at most {self.limit} calls per minute; retry in {retry_after} s",
+                    retry_after_seconds=retry_after,
+                )
+            calls.append(now)
+
+    def _forget_idle_clients(self, now: float) -> None:
+        if len(self._calls) < _MAX_IDLE_CLIENTS:
+            return
+        for client_id in [
+            c for c, calls in self._calls.items() if not calls or calls[-1] <= now - self.window
+        ]:
+            del self._calls[client_id]
+
+
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    """Refuse everything in safe mode, limit each client's rate, bind the call to the workspace.
+
+    Reads `ctx.client`. Writes `ctx.workspace`. Raises `SafeModeError`,
+    `RateLimitedError`, `WorkspaceError`. Never answers.
+    """
+
+    workspace: Workspace
+    safe_mode: bool
+    limiter: SlidingWindowLimiter
+
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+        if self.safe_mode:
+            raise SafeModeError(SAFE_MODE_MESSAGE)
+        await self.limiter.admit(ctx.client.client_id)
+        # One stat per call: a project root deleted or replaced while serving must not be used.
+        if not self.workspace.root.is_dir():
+            raise WorkspaceError("the project root is no longer an existing directory; restart the server")
+        return await call_next(replace(ctx, workspace=self.workspace))
+
+
+def _build(settings: GatewaySettings, runtime: LayerRuntime) -> Gateway:
+    limit = runtime.config.rate_limit_per_minute
+    if settings.max_rate_limit_per_minute is not None:
+        limit = min(limit, settings.max_rate_limit_per_minute)
+    return Gateway(
+        workspace=runtime.workspace,
+        safe_mode=runtime.config.safe_mode,
+        limiter=SlidingWindowLimiter(limit=limit),
+    )
+
+
+LAYER: Final = LayerType(
+    name="gateway",
+    settings=GatewaySettings,
+    build=_build,
+    provides=frozenset({"workspace"}),
+)
