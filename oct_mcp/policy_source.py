@@ -33,6 +33,7 @@ class _HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
         self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
     ) -> urllib.request.Request | None:
         if urlsplit(newurl).scheme != "https":
+            fp.close()
             raise PolicySourceError("the policy URL redirects to a URL that is not https")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 

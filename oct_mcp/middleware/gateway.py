@@ -74,6 +74,11 @@ class SlidingWindowLimiter:
                 )
             calls.append(now)
 
+    @property
+    def tracked_clients(self) -> int:
+        """How many clients the limiter holds call times for."""
+        return len(self._calls)
+
     def _forget_idle_clients(self, now: float) -> None:
         if len(self._calls) < _MAX_IDLE_CLIENTS:
             return

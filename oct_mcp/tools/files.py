@@ -225,10 +225,15 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         PathRefusedError, NotFoundError: The path is not a project folder.
     """
     folder = workspace.contain(params.path)
-    if not folder.is_dir():
-        if folder.exists():
-            raise PathRefusedError("the path is a file, not a folder")
-        raise NotFoundError("no folder at that path in the project")
+    try:
+        info = folder.stat()
+    except FileNotFoundError:
+        raise NotFoundError("no folder at that path in the project") from None
+    except OSError as exc:
+        # ENAMETOOLONG, ENOTDIR, EACCES: nothing a client can list.
+        raise PathRefusedError("the folder cannot be opened") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise PathRefusedError("the path is a file, not a folder")
     matcher = pathspec.GitIgnoreSpec.from_lines([params.glob]) if params.glob else None
     files: list[ListedFile] = []
     truncated = False

@@ -1,0 +1,164 @@
+"""PolicyEngine: the allowlist hides and refuses; protected paths refuse writes whatever the profile."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fakes import WRITE_TOOL, RecordingNext, WriteFileParams, catalog_with_write_tool, make_context
+
+from oct_mcp.chain import LayerRuntime
+from oct_mcp.config import McpConfig
+from oct_mcp.context import CallContext
+from oct_mcp.errors import ConfigError, PolicyError
+from oct_mcp.middleware.policy import LAYER, PolicyEngine, PolicySettings
+from oct_mcp.tools import default_catalog
+from oct_mcp.tools.files import ReadFileParams
+from oct_mcp.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+
+def _policy(
+    project: Path, *, tools: tuple[str, ...] = ("*",), server_files: tuple[str, ...] = ()
+) -> PolicyEngine:
+    runtime = LayerRuntime(
+        config=McpConfig(audit_log_path=str(project / "logs" / "audit.log")),
+        workspace=Workspace(project),
+        catalog=catalog_with_write_tool(),
+        profile="test",
+        server_files=server_files,
+    )
+    engine = LAYER.build(PolicySettings(tools=tools), runtime)
+    assert isinstance(engine, PolicyEngine)
+    return engine
+
+
+def _write(project: Path, path: str) -> CallContext:
+    ctx = make_context(WRITE_TOOL.name, Workspace(project), path=path)
+    return replace(ctx, spec=WRITE_TOOL, params=WriteFileParams(path=path))
+
+
+def _read(project: Path, path: str) -> CallContext:
+    ctx = make_context("oct_read_file", Workspace(project), path=path)
+    return replace(ctx, spec=default_catalog()["oct_read_file"], params=ReadFileParams(path=path))
+
+
+async def test_an_allowed_write_to_an_ordinary_file_passes_on(project: Path) -> None:
+    call_next = RecordingNext()
+
+    await _policy(project)(_write(project, "src/pkg/new.py"), call_next)
+
+    assert len(call_next.seen) == 1
+
+
+async def test_a_tool_outside_the_allowlist_is_hidden_and_refused(project: Path) -> None:
+    policy = _policy(project, tools=("oct_read_file",))
+    call_next = RecordingNext()
+
+    with pytest.raises(PolicyError) as caught:
+        await policy(_write(project, "notes.txt"), call_next)
+
+    assert caught.value.code == "policy"
+    assert "allowlist" in caught.value.message
+    assert call_next.seen == []
+    assert policy.is_visible(WRITE_TOOL) is False
+    assert policy.is_visible(default_catalog()["oct_read_file"]) is True
+
+
+def test_an_allowlist_naming_a_tool_that_does_not_exist_fails_at_build(project: Path) -> None:
+    with pytest.raises(ConfigError):
+        _policy(project, tools=("oct_read_file", "oct_read_fiel"))
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        (".git/config", "git"),
+        (".git/hooks/pre-commit", "git"),
+        (".git", "git"),
+        ("vendor/lib/.git/HEAD", "git"),
+        (".GIT/config", "git"),
+        (".oct-mcp/config.json", "oct_mcp_config"),
+        (".octrc.json", "oct_mcp_config"),
+        ("debug_config.json", "oct_mcp_config"),
+        (".github/workflows/ci.yml", "ci"),
+        (".github/actions/setup/action.yml", "ci"),
+        (".gitlab-ci.yml", "ci"),
+        (".circleci/config.yml", "ci"),
+        ("Jenkinsfile", "ci"),
+        (".vscode/settings.json", "agent_config"),
+        (".vscode/tasks.json", "agent_config"),
+        (".idea/workspace.xml", "agent_config"),
+        (".claude/settings.json", "agent_config"),
+        (".cursor/mcp.json", "agent_config"),
+        (".mcp.json", "agent_config"),
+        (".devcontainer/devcontainer.json", "agent_config"),
+        (".bashrc", "shell_rc"),
+        (".zshrc", "shell_rc"),
+        (".profile", "shell_rc"),
+        (".envrc", "shell_rc"),
+        ("logs/audit.log", "server_files"),
+        ("logs/audit.log.3", "server_files"),
+    ],
+)
+async def test_a_write_to_a_protected_path_is_refused_naming_the_rule(
+    project: Path, path: str, rule: str
+) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(PolicyError) as caught:
+        await _policy(project)(_write(project, path), call_next)
+
+    assert f"protected path rule: {rule}" in caught.value.message
+    assert call_next.seen == []
+
+
+async def test_the_config_and_policy_files_inside_the_project_are_protected(project: Path) -> None:
+    policy = _policy(project, server_files=(str(project / "my-config.json"),))
+
+    with pytest.raises(PolicyError) as caught:
+        await policy(_write(project, "my-config.json"), RecordingNext())
+
+    assert "server_files" in caught.value.message
+
+
+async def test_a_symlink_to_a_protected_folder_is_the_protected_folder(project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / "notes").symlink_to(project / ".git")
+
+    with pytest.raises(PolicyError) as caught:
+        await _policy(project)(_write(project, "notes/config"), RecordingNext())
+
+    assert "protected path rule: git" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "path", [".github/ISSUE_TEMPLATE/bug.md", "docs/.github.md", "gitlab-ci.md", "src/git.py"]
+)
+async def test_look_alikes_of_protected_paths_are_not_protected(project: Path, path: str) -> None:
+    call_next = RecordingNext()
+
+    await _policy(project)(_write(project, path), call_next)
+
+    assert len(call_next.seen) == 1
+
+
+async def test_read_tools_may_read_protected_paths(project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    call_next = RecordingNext()
+
+    await _policy(project)(_read(project, ".git/HEAD"), call_next)
+
+    assert len(call_next.seen) == 1
+
+
+async def test_the_refusal_does_not_repeat_the_path(project: Path) -> None:
+    with pytest.raises(PolicyError) as caught:
+        await _policy(project)(_write(project, ".git/secret-name"), RecordingNext())
+
+    assert "secret-name" not in caught.value.message
+    assert os.sep + ".git" not in caught.value.message
