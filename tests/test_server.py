@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,64 @@ def test_a_consent_request_becomes_the_seed_sentinel_text() -> None:
     assert result.is_error is False
     assert _text(result).startswith(CONFIRMATION_PREFIX)
     assert "abc123" in _text(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_outside_a_profiles_allowlist_is_neither_listed_nor_callable(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    config_file.write_text(
+        json.dumps(
+            {
+                "profile": "readonly",
+                "profiles": {
+                    "readonly": {
+                        "layers": ["gateway", "validator", "policy", "sandbox"],
+                        "settings": {"policy": {"tools": ["oct_read_file"]}},
+                    }
+                },
+            }
+        )
+    )
+    app = build_app(project, config_path=config_file, environ={})
+
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            listed = await client.list_tools()
+            refused = await client.session.call_tool("oct_list_files", {})
+
+    assert [tool.name for tool in listed.tools] == ["oct_read_file"]
+    assert refused.is_error is True
+    assert _text(refused).startswith("[policy] ")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_safe_mode_refuses_every_call_through_the_server(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    app = build_app(project, config_path=config_file, environ={"OCT_MCP_SAFE_MODE": "1"})
+
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            result = await client.call_tool("oct_read_file", {"path": "README.md"})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[safe_mode] oct-mcp is in safe mode")
+
+
+@pytest.mark.parametrize("profile", ["default", "strict", "airgapped"])
+def test_each_shipped_profile_lists_the_whole_catalog(project: Path, config_file: Path, profile: str) -> None:
+    app = build_app(project, profile=profile, config_path=config_file, environ={})
+
+    assert [spec.name for spec in app.visible_tools()] == list(app.catalog)
+
+
+async def test_strict_caps_the_rate_limit(project: Path, config_file: Path) -> None:
+    config_file.write_text(json.dumps({"rate_limit_per_minute": 500}))
+    app = build_app(project, profile="strict", config_path=config_file, environ={})
+
+    async with Client(build_server(app, transport="memory")) as client:
+        results = [await client.call_tool("oct_read_file", {"path": "README.md"}) for _ in range(21)]
+
+    assert [r.is_error for r in results] == [False] * 20 + [True]
+    assert _text(results[-1]).startswith("[rate_limited] rate limited: at most 20 calls per minute")
