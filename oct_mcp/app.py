@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
+from oct_mcp.consent import Consent
 from oct_mcp.context import CallContext, ClientInfo, Outcome
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError
@@ -124,7 +125,7 @@ def _apply_repo_config(loaded: LoadedConfig, root: Path) -> LoadedConfig:
 
 
 async def run_call(
-    app: App, tool: str, arguments: Mapping[str, Any], client: ClientInfo
+    app: App, tool: str, arguments: Mapping[str, Any], client: ClientInfo, *, consent: Consent | None = None
 ) -> Outcome | CallFailure:
     """Run one call through the chain; every error becomes a CallFailure.
 
@@ -132,7 +133,9 @@ async def run_call(
     traceback to the diagnostics log and becomes a fixed message: exception text
     never reaches a client. Cancellation is never caught.
     """
-    ctx = CallContext(tool=tool, arguments=arguments, client=client, call_id=uuid.uuid4().hex)
+    ctx = CallContext(
+        tool=tool, arguments=arguments, client=client, call_id=uuid.uuid4().hex, consent=consent
+    )
     _log.debug("call_start", call_id=ctx.call_id, tool=tool, transport=client.transport)
     if is_deep_trace():
         _log.debug("call_arguments", call_id=ctx.call_id, arguments=dict(arguments))

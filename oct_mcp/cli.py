@@ -7,6 +7,7 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TextIO
 
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _call(app: App, tool: str, raw_arguments: str) -> int:
     from oct_mcp.app import CallFailure, run_call
+    from oct_mcp.consent import Consent
     from oct_mcp.context import ClientInfo, ConsentRequest
 
     try:
@@ -113,15 +115,20 @@ def _call(app: App, tool: str, raw_arguments: str) -> int:
     if not isinstance(arguments, dict):
         print("oct-mcp call: --json must be a JSON object of arguments", file=sys.stderr)
         return EXIT_USAGE
-    client = ClientInfo(client_id="cli", transport="cli")
+    # At a terminal, the person running the command is the human who can consent.
+    interactive = sys.stdin.isatty()
+    client = ClientInfo(client_id="cli", transport="cli", can_elicit=interactive)
     outcome = anyio.run(run_call, app, tool, arguments, client)
+    if isinstance(outcome, ConsentRequest) and interactive:
+        print(outcome.message, file=sys.stderr)
+        approved = input("Allow this call? [y/N] ").strip().lower() in ("y", "yes")
+        consent = Consent(tool=outcome.tool, digest=outcome.digest, approved=approved)
+        outcome = anyio.run(partial(run_call, app, tool, arguments, client, consent=consent))
     if isinstance(outcome, CallFailure):
         print(f"[{outcome.code}] {outcome.message}", file=sys.stderr)
         return EXIT_CALL_FAILED
     if isinstance(outcome, ConsentRequest):
-        print(
-            f"{outcome.tool} needs confirmation: {outcome.summary} (digest {outcome.digest})", file=sys.stderr
-        )
+        print(outcome.message, file=sys.stderr)
         return EXIT_CALL_FAILED
     sys.stdout.write(outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n")
     if outcome.structured is not None:

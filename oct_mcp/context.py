@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import BaseModel
 
+from oct_mcp.consent import Consent
+
 if TYPE_CHECKING:
     from oct_mcp.spec import ToolSpec
     from oct_mcp.workspace import Workspace
@@ -43,6 +45,8 @@ class CallContext:
     client: ClientInfo
     call_id: str
     """Unique per call; ties diagnostics and audit lines together."""
+    consent: Consent | None = None
+    """Written by the transport (server or embedding), never by a layer: a human's answer for this call."""
     workspace: Workspace | None = None
     """Written by gateway: the project root this call is bound to."""
     params: BaseModel | None = None
@@ -73,8 +77,10 @@ class ConsentRequest:
     tool: str
     digest: str
     """Digest of the canonical arguments: a consent covers this call and no other."""
-    summary: str
-    paths: tuple[str, ...] = ()
+    message: str
+    """What to show the human, starting with `[oct-mcp requires_confirmation]`."""
+    human_required: bool = False
+    """The profile accepts only a human's answer through the client, not `confirm=True`."""
 
 
 Outcome: TypeAlias = ToolResult | ConsentRequest

@@ -9,6 +9,7 @@ from typing import ClassVar
 __all__ = [
     "BinaryFileError",
     "ConfigError",
+    "ConsentUnavailableError",
     "ExecutionError",
     "FieldProblem",
     "FileTooLargeError",
@@ -71,6 +72,12 @@ class WorkspaceError(RefusedError):
 
 class PolicyError(RefusedError):
     code = "policy"
+
+
+class ConsentUnavailableError(RefusedError):
+    """The profile needs a human's answer and the client has no way to ask one."""
+
+    code = "consent_unavailable"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
+from oct_mcp.consent import CONSENT_FORM_SCHEMA, Consent
 from oct_mcp.context import ClientInfo, ConsentRequest, Outcome
+from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
 
-__all__ = ["CONFIRMATION_PREFIX", "build_server", "serve_stdio"]
+__all__ = ["CONSENT_INPUT_KEY", "build_server", "serve_stdio", "to_call_tool_result"]
 
 SERVER_NAME: Final = "oct-mcp"
-CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
+CONSENT_INPUT_KEY: Final = "oct_consent"
+
+_log = get_logger(__name__)
 INSTRUCTIONS: Final = (
     "oct-mcp runs this project's developer tools behind security layers. Paths are relative to the "
     "project root; tools refuse paths outside it. Errors start with a stable code in brackets."
@@ -58,12 +66,11 @@ def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:
             is_error=True,
         )
     if isinstance(outcome, ConsentRequest):
-        text = (
-            f"{CONFIRMATION_PREFIX} {outcome.tool} needs your confirmation: {outcome.summary}\n"
-            f"arguments digest: {outcome.digest}\n"
-            "To confirm, re-submit the identical call with confirm=true."
+        # The seed's sentinel. Marked as an error: the tool did not run, and a tool with an output
+        # schema owes structured content on every result that is not one.
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outcome.message)], is_error=True
         )
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=False)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],
         # A client checks structured content against the output schema: an error result carries none.
@@ -88,17 +95,71 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        outcome = await run_call(app, params.name, params.arguments or {}, _client_info(ctx, transport))
-        return to_call_tool_result(outcome)
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        client = _client_info(ctx, transport)
+        arguments = params.arguments or {}
+        outcome = await run_call(app, params.name, arguments, client, consent=_consent_from_retry(params))
+        if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
+            return to_call_tool_result(outcome)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # 2026-07-28 has no server-to-client requests: ask through the client's retry.
+            return _input_required(outcome)
+        consent = await _elicit_consent(ctx, outcome)
+        return to_call_tool_result(await run_call(app, params.name, arguments, client, consent=consent))
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # Seals the consent round's request state (AES-GCM, bound by the SDK to the tool and its
+    # arguments) under a key that lives and dies with this process.
+    server.middleware.append(
+        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+    )
+    return server
+
+
+def _input_required(request: ConsentRequest) -> types.InputRequiredResult:
+    form = types.ElicitRequestFormParams(message=request.message, requested_schema=CONSENT_FORM_SCHEMA)
+    # Our own binding inside the sealed state: the gate accepts the answer only for this tool and digest.
+    state = json.dumps({"v": 1, "tool": request.tool, "digest": request.digest})
+    return types.InputRequiredResult(
+        input_requests={CONSENT_INPUT_KEY: types.ElicitRequest(params=form)}, request_state=state
+    )
+
+
+def _consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
+    """The human's answer carried by a 2026-07-28 retry, bound to what our sealed state names."""
+    answer = (params.input_responses or {}).get(CONSENT_INPUT_KEY)
+    if answer is None or params.request_state is None or not isinstance(answer, types.ElicitResult):
+        return None
+    try:
+        state = json.loads(params.request_state)
+    except ValueError:
+        return None
+    if not isinstance(state, dict) or state.get("v") != 1:
+        return None
+    return Consent(tool=str(state.get("tool")), digest=str(state.get("digest")), approved=_approves(answer))
+
+
+async def _elicit_consent(ctx: ServerRequestContext[Any], request: ConsentRequest) -> Consent:
+    """Ask the human through a handshake-era client's elicitation, during the call."""
+    try:
+        answer = await ctx.session.elicit_form(
+            request.message, CONSENT_FORM_SCHEMA, related_request_id=ctx.request_id
+        )
+    except MCPError as exc:
+        # No answer is a no: nothing runs without one. (NoBackChannelError is an MCPError.)
+        _log.warning("consent_elicitation_failed", tool=request.tool, problem=type(exc).__name__)
+        return Consent(tool=request.tool, digest=request.digest, approved=False)
+    return Consent(tool=request.tool, digest=request.digest, approved=_approves(answer))
+
+
+def _approves(answer: types.ElicitResult) -> bool:
+    return answer.action == "accept" and (answer.content or {}).get("approve") is True
 
 
 async def serve_stdio(app: App) -> None:

@@ -50,6 +50,8 @@ class ToolEnv:
 
     workspace: Workspace
     max_output_bytes: int
+    dry_run: bool = False
+    """The safety gate's decision: a tool that can change files must not."""
 
 
 @dataclass(frozen=True, slots=True)

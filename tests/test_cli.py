@@ -68,7 +68,7 @@ def test_doctor_shows_each_value_with_its_source_the_chain_and_the_tools(
     assert lines["safe_mode"][1:] == ["True", "env"]
     assert lines["profile"][1:] == ["'strict'", "cli"]
     assert lines["timeout_default_seconds"][1:] == ["60", "default"]
-    assert "chain, outermost first: gateway > validator > policy > sandbox" in out
+    assert "chain, outermost first: gateway > validator > policy > safety > sandbox" in out
     assert "oct_read_file" in lines
     assert "bubblewrap" in lines
 

@@ -18,8 +18,9 @@ from oct_mcp.app import INTERNAL_ERROR_MESSAGE, App, build_app
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType, build_chain
 from oct_mcp.context import CallContext, ConsentRequest, Outcome
 from oct_mcp.middleware import REGISTRY
+from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.profiles import Profile
-from oct_mcp.server import CONFIRMATION_PREFIX, build_server, to_call_tool_result
+from oct_mcp.server import build_server, to_call_tool_result
 
 pytestmark = pytest.mark.anyio
 
@@ -153,11 +154,11 @@ async def test_an_exception_inside_the_chain_never_reaches_the_client_as_text(ap
 
 
 def test_a_consent_request_becomes_the_seed_sentinel_text() -> None:
-    result = to_call_tool_result(ConsentRequest(tool="oct_format", digest="abc123", summary="format 2 files"))
+    message = f"{CONFIRMATION_PREFIX} oct_format would change files\nArguments digest: sha256:abc"
+    result = to_call_tool_result(ConsentRequest(tool="oct_format", digest="sha256:abc", message=message))
 
-    assert result.is_error is False
-    assert _text(result).startswith(CONFIRMATION_PREFIX)
-    assert "abc123" in _text(result)
+    assert result.is_error is True
+    assert _text(result) == message
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -7,10 +7,13 @@ from types import MappingProxyType
 from typing import Final
 
 from oct_mcp.chain import LayerType
-from oct_mcp.middleware import gateway, policy, sandbox, validator
+from oct_mcp.middleware import gateway, policy, safety, sandbox, validator
 
 __all__ = ["REGISTRY"]
 
 REGISTRY: Final[Mapping[str, LayerType]] = MappingProxyType(
-    {layer.name: layer for layer in (gateway.LAYER, validator.LAYER, policy.LAYER, sandbox.LAYER)}
+    {
+        layer.name: layer
+        for layer in (gateway.LAYER, validator.LAYER, policy.LAYER, safety.LAYER, sandbox.LAYER)
+    }
 )

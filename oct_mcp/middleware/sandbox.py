@@ -58,7 +58,7 @@ class ExecutionSandbox:
         if ctx.spec is None or ctx.params is None or ctx.workspace is None:
             # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
-        env = ToolEnv(workspace=ctx.workspace, max_output_bytes=self.max_output_bytes)
+        env = ToolEnv(workspace=ctx.workspace, max_output_bytes=self.max_output_bytes, dry_run=ctx.dry_run)
         plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         result = await self._run(plan)

@@ -1,0 +1,198 @@
+"""SafetyGate (Layer 2.5): the seed's HITL consent rules and dry-run defaults, and a human's answer on top."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from oct_mcp.chain import CallNext, LayerRuntime, LayerType
+from oct_mcp.config import McpConfig
+from oct_mcp.consent import CONFIRM_FIELD, argument_digest
+from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
+from oct_mcp.errors import ConsentUnavailableError
+from oct_mcp.spec import Risk, ToolSpec
+
+__all__ = [
+    "CONFIRMATION_PREFIX",
+    "LAYER",
+    "SafetyDecision",
+    "SafetyGate",
+    "SafetySettings",
+]
+
+CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
+FORMAT_TOOL: Final = "oct_format"
+_SUMMARY_PATHS: Final = 10
+_SUMMARY_PATH_LENGTH: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyDecision:
+    """Result of a SafetyGate.check() call."""
+
+    proceed: bool
+    """True: execution may continue. False: return the confirmation request to the AI host."""
+    requires_confirmation: bool
+    """True when the AI host must re-submit the call with confirm=True before it runs."""
+    dry_run: bool
+    """True: the executor runs the tool without changing anything."""
+    reason: str
+    """Human-readable explanation, forwarded to the audit log."""
+
+
+class SafetySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    human_consent: Literal["when_client_can_ask", "required"] = "when_client_can_ask"
+    """`required`: a call that needs consent runs only on a human's answer through the client."""
+    confirm_execute: bool = False
+    """Tools that run project code (tests) need consent too."""
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyGate:
+    """HITL consent and dry-run enforcement for every tool call.
+
+    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`. Writes `ctx.dry_run`.
+    Answers a `ConsentRequest` when a call needs consent it does not have, and a
+    declined result when the human said no. Raises `ConsentUnavailableError` when
+    the profile requires a human and the client cannot ask one. Stateless.
+    """
+
+    config: McpConfig
+    settings: SafetySettings = field(default_factory=SafetySettings)
+
+    def check(self, tool_name: str, spec: ToolSpec, args: dict[str, Any]) -> SafetyDecision:
+        """Evaluate the HITL gate and dry-run rules for `tool_name`. Never raises.
+
+        Args:
+            tool_name: MCP tool name (e.g. "oct_format").
+            spec: ToolSpec for tool_name. Anything else is treated as a destructive tool.
+            args: Validated args dict (model.model_dump()).
+
+        Returns:
+            The decision by the seed's five rules, with `auto_approve_read_tools`
+            and `confirm_execute` deciding whether a non-destructive tool needs consent.
+        """
+        arguments: Mapping[Any, Any] = args if isinstance(args, Mapping) else {}
+        confirmed = arguments.get(CONFIRM_FIELD) is True
+        risk = spec.risk if isinstance(spec, ToolSpec) else None
+        if risk is Risk.READ or risk is Risk.EXECUTE:
+            needs_consent = not self.config.auto_approve_read_tools or (
+                risk is Risk.EXECUTE and self.settings.confirm_execute
+            )
+            if not needs_consent:
+                return SafetyDecision(True, False, False, f"{risk.value} tool: no consent needed")
+            if confirmed:
+                return SafetyDecision(True, False, False, f"{risk.value} tool confirmed")
+            return SafetyDecision(
+                False, True, False, f"{risk.value} tool needs consent in this configuration"
+            )
+        if not confirmed:
+            return SafetyDecision(False, True, False, "destructive tool: confirmation required")
+        if tool_name == FORMAT_TOOL:
+            apply = arguments.get("apply")
+            if apply is None:
+                apply = not self.config.dry_run_default_for_writes
+            if apply is True:
+                return SafetyDecision(True, False, False, "oct_format confirmed with apply=True")
+            return SafetyDecision(True, False, True, "oct_format confirmed without apply: dry run")
+        if arguments.get("dry_run") is not None:
+            return SafetyDecision(
+                True, False, False, "destructive tool confirmed; it honours its own dry_run"
+            )
+        dry_run = self.config.dry_run_default_for_writes
+        return SafetyDecision(
+            True,
+            False,
+            dry_run,
+            f"destructive tool confirmed; dry run by default: {'yes' if dry_run else 'no'}",
+        )
+
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+        spec, params = ctx.spec, ctx.params
+        if spec is None or params is None:
+            raise RuntimeError("the safety layer was reached without validated params")
+        args = params.model_dump()
+        unconfirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: False})
+        if not unconfirmed.requires_confirmation:
+            return await call_next(replace(ctx, dry_run=unconfirmed.dry_run))
+        once_confirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: True})
+        digest = argument_digest(args)
+        consent = ctx.consent
+        if consent is not None and consent.covers(ctx.tool, digest):
+            if not consent.approved:
+                return ToolResult(
+                    text=f"[declined] the user declined {ctx.tool}; nothing ran.", is_error=True
+                )
+            return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
+        human_required = self.settings.human_consent == "required"
+        # Where a human can be asked, the model's own confirm=true is not consent: the human answers.
+        if not ctx.client.can_elicit:
+            if human_required:
+                raise ConsentUnavailableError(
+                    f"{ctx.tool} needs a human's consent in this profile, and this client cannot ask for "
+                    "it; use an MCP client that supports elicitation, or a profile that accepts confirm=true"
+                )
+            if args.get(CONFIRM_FIELD) is True:
+                return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
+        return ConsentRequest(
+            tool=ctx.tool,
+            digest=digest,
+            message=_format_confirmation_request(
+                ctx.tool, spec, args, digest, dry_run=once_confirmed.dry_run
+            ),
+            human_required=human_required,
+        )
+
+
+def _format_confirmation_request(
+    tool_name: str, spec: ToolSpec, args: Mapping[str, Any], digest: str, *, dry_run: bool
+) -> str:
+    """The text returned to the host when a call needs confirmation.
+
+    It starts with `[oct-mcp requires_confirmation]`, names the tool, says what it
+    would change (its paths, whether it is a dry run), gives the argument digest,
+    and says how to confirm.
+    """
+    paths: list[str] = []
+    for name in sorted(spec.path_fields):
+        value = args.get(name)
+        for path in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(path, str):
+                paths.append(
+                    path if len(path) <= _SUMMARY_PATH_LENGTH else path[:_SUMMARY_PATH_LENGTH] + "..."
+                )
+    shown = ", ".join(paths[:_SUMMARY_PATHS])
+    if len(paths) > _SUMMARY_PATHS:
+        shown += f" and {len(paths) - _SUMMARY_PATHS} more"
+    effect = {
+        Risk.WRITE: "change files in the project",
+        Risk.EXECUTE: "run project code",
+        Risk.READ: "read the project",
+    }[spec.risk]
+    lines = [
+        f"{CONFIRMATION_PREFIX} {tool_name} ({spec.title}) would {effect}.",
+        f"Paths: {shown or 'none named'}.",
+        f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
+        f"Arguments digest: {digest}",
+        "To confirm, re-submit the identical call with confirm=true. "
+        "A consent covers these exact arguments only.",
+    ]
+    return "\n".join(lines)
+
+
+def _build(settings: SafetySettings, runtime: LayerRuntime) -> SafetyGate:
+    return SafetyGate(runtime.config, settings)
+
+
+LAYER: Final = LayerType(
+    name="safety",
+    settings=SafetySettings,
+    build=_build,
+    requires=frozenset({"spec", "params"}),
+    provides=frozenset({"dry_run"}),
+)
