@@ -61,6 +61,7 @@ def build_app(
     profile: str | None = None,
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    catalog: Mapping[str, ToolSpec] | None = None,
 ) -> App:
     """Load the config, resolve the root and the profile, and build the chain.
 
@@ -69,6 +70,7 @@ def build_app(
         profile: A profile name that overrides the config and the environment.
         config_path: The config file; `~/.oct-mcp/config.json` when None.
         environ: The environment; `os.environ` when None.
+        catalog: The tools to serve; oct's own catalog when None.
 
     Raises:
         NotADirectoryError: The project root is not an existing directory.
@@ -84,7 +86,7 @@ def build_app(
     if loaded.config.trust_repo_config:
         loaded = _apply_repo_config(loaded, workspace.root)
     chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
-    catalog = default_catalog()
+    catalog = default_catalog() if catalog is None else catalog
     server_files = [str(loaded.path)]
     if loaded.config.policy_source is not None and "://" not in loaded.config.policy_source:
         server_files.append(loaded.config.policy_source)

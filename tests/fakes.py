@@ -44,12 +44,16 @@ class WriteFileParams(BaseModel):
 
     path: ProjectPath
     content: Annotated[str, StringConstraints(max_length=65_536)] = ""
+    dry_run: bool | None = None
     confirm: bool = False
 
 
 def _write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
     def write() -> ToolResult:
         target = env.workspace.contain(params.path)
+        # Its own dry_run field when given, else the gate's decision.
+        if params.dry_run if params.dry_run is not None else env.dry_run:
+            return ToolResult(text=f"would write {env.workspace.relative(target)}")
         target.write_text(params.content)
         return ToolResult(text=f"wrote {env.workspace.relative(target)}")
 

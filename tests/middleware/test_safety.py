@@ -1,0 +1,322 @@
+"""SafetyGate: the seed's five rules as properties, and consent bound to one exact call."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fakes import WRITE_TOOL, RecordingNext, WriteFileParams, catalog_with_write_tool, make_context
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oct_mcp.chain import LayerRuntime, build_chain
+from oct_mcp.config import McpConfig
+from oct_mcp.consent import Consent, argument_digest
+from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, ToolResult
+from oct_mcp.errors import ConsentUnavailableError, PolicyError
+from oct_mcp.middleware.safety import (
+    CONFIRMATION_PREFIX,
+    SafetyGate,
+    SafetySettings,
+    _format_confirmation_request,
+)
+from oct_mcp.profiles import Profile
+from oct_mcp.spec import Risk
+from oct_mcp.tools import default_catalog
+from oct_mcp.workspace import Workspace
+
+READ_TOOL = default_catalog()["oct_read_file"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+# What the validator hands over (model_dump), with the fields the rules read mixed in.
+arg_dicts = st.dictionaries(
+    st.sampled_from(["path", "content", "apply", "dry_run", "confirm", "paths", "x"]) | st.text(max_size=6),
+    json_values,
+    max_size=6,
+)
+configs = st.builds(
+    McpConfig, auto_approve_read_tools=st.booleans(), dry_run_default_for_writes=st.booleans()
+)
+specs = st.sampled_from([WRITE_TOOL, READ_TOOL]).flatmap(
+    lambda spec: st.sampled_from(list(Risk)).map(lambda risk: replace(spec, risk=risk))
+)
+tool_names = st.sampled_from(["oct_format", "oct_fix", "oct_write_file", "test_write_file"]) | st.text(
+    max_size=12
+)
+
+
+def _gate(config: McpConfig, **settings: Any) -> SafetyGate:
+    return SafetyGate(config, SafetySettings(**settings))
+
+
+@given(
+    tool=tool_names,
+    spec=specs | st.none() | st.integers() | st.text(),
+    args=arg_dicts | st.none() | st.lists(st.integers()),
+    config=configs,
+    confirm_execute=st.booleans(),
+)
+def test_check_never_raises_and_its_decision_is_coherent(
+    tool: str, spec: Any, args: Any, config: McpConfig, confirm_execute: bool
+) -> None:
+    decision = _gate(config, confirm_execute=confirm_execute).check(tool, spec, args)
+
+    assert decision.proceed is not decision.requires_confirmation
+    assert not (decision.dry_run and not decision.proceed)
+    assert decision.reason
+
+
+@given(tool=tool_names, args=arg_dicts, config=configs.filter(lambda c: c.auto_approve_read_tools))
+def test_rule_1_non_destructive_tools_proceed_without_a_dry_run(
+    tool: str, args: dict[str, Any], config: McpConfig
+) -> None:
+    for risk in (Risk.READ, Risk.EXECUTE):
+        decision = _gate(config).check(tool, replace(READ_TOOL, risk=risk), args)
+
+        assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (True, False, False)
+
+
+@given(tool=tool_names, args=arg_dicts, config=configs, junk_spec=st.none() | st.text())
+def test_rule_2_destructive_without_confirm_does_not_proceed(
+    tool: str, args: dict[str, Any], config: McpConfig, junk_spec: Any
+) -> None:
+    unconfirmed = {**args, "confirm": args.get("confirm") if args.get("confirm") is not True else False}
+    for spec in (WRITE_TOOL, junk_spec):
+        decision = _gate(config).check(tool, spec, unconfirmed)
+
+        assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (False, True, False)
+
+
+@given(args=arg_dicts, config=configs)
+def test_rule_3_format_confirmed_without_apply_is_a_dry_run(args: dict[str, Any], config: McpConfig) -> None:
+    decision = _gate(config).check("oct_format", WRITE_TOOL, {**args, "confirm": True, "apply": False})
+
+    assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (True, False, True)
+
+
+@given(args=arg_dicts, config=configs)
+def test_rule_4_format_confirmed_with_apply_runs_for_real(args: dict[str, Any], config: McpConfig) -> None:
+    decision = _gate(config).check("oct_format", WRITE_TOOL, {**args, "confirm": True, "apply": True})
+
+    assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (True, False, False)
+
+
+@given(args=arg_dicts, config=configs)
+def test_format_without_apply_follows_the_dry_run_default(args: dict[str, Any], config: McpConfig) -> None:
+    args = {key: value for key, value in args.items() if key != "apply"}
+
+    decision = _gate(config).check("oct_format", WRITE_TOOL, {**args, "confirm": True})
+
+    assert decision.dry_run is config.dry_run_default_for_writes
+
+
+@given(tool=tool_names.filter(lambda t: t != "oct_format"), args=arg_dicts, own=st.booleans(), config=configs)
+def test_rule_5_other_destructive_confirmed_proceed_and_honour_their_own_dry_run(
+    tool: str, args: dict[str, Any], own: bool, config: McpConfig
+) -> None:
+    decision = _gate(config).check(tool, WRITE_TOOL, {**args, "confirm": True, "dry_run": own})
+
+    assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (True, False, False)
+
+
+@given(tool=tool_names.filter(lambda t: t != "oct_format"), args=arg_dicts, config=configs)
+def test_a_destructive_call_that_does_not_say_follows_the_dry_run_default(
+    tool: str, args: dict[str, Any], config: McpConfig
+) -> None:
+    args = {key: value for key, value in args.items() if key != "dry_run"}
+
+    decision = _gate(config).check(tool, WRITE_TOOL, {**args, "confirm": True})
+
+    assert decision.proceed is True
+    assert decision.dry_run is config.dry_run_default_for_writes
+
+
+@given(args=arg_dicts)
+def test_read_tools_need_confirmation_when_auto_approval_is_off(args: dict[str, Any]) -> None:
+    gate = _gate(McpConfig(auto_approve_read_tools=False))
+    unconfirmed = {**args, "confirm": False}
+
+    assert gate.check("oct_read_file", READ_TOOL, unconfirmed).requires_confirmation is True
+    assert gate.check("oct_read_file", READ_TOOL, {**args, "confirm": True}).proceed is True
+
+
+def test_execute_tools_need_confirmation_where_the_profile_says_so() -> None:
+    spec = replace(READ_TOOL, risk=Risk.EXECUTE)
+
+    assert _gate(McpConfig(), confirm_execute=True).check("oct_test", spec, {}).requires_confirmation is True
+    assert _gate(McpConfig(), confirm_execute=False).check("oct_test", spec, {}).proceed is True
+
+
+@given(tool=tool_names, args=arg_dicts, dry_run=st.booleans())
+def test_the_confirmation_request_always_starts_with_the_sentinel(
+    tool: str, args: dict[str, Any], dry_run: bool
+) -> None:
+    text = _format_confirmation_request(tool, WRITE_TOOL, args, argument_digest(args), dry_run=dry_run)
+
+    assert text.startswith(CONFIRMATION_PREFIX)
+    assert argument_digest(args) in text
+    assert "confirm=true" in text
+
+
+@given(args=arg_dicts)
+def test_the_digest_ignores_confirm_only(args: dict[str, Any]) -> None:
+    assert argument_digest({**args, "confirm": True}) == argument_digest({**args, "confirm": False})
+    assert argument_digest({**args, "extra-key": 1}) != argument_digest(
+        {key: value for key, value in args.items() if key != "extra-key"}
+    )
+
+
+# -- the middleware --------------------------------------------------------------------------
+
+
+ASKING_CLIENT = ClientInfo(client_id="c", transport="memory", can_elicit=True)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One empty project for the module: Hypothesis runs many examples against it."""
+    return tmp_path_factory.mktemp("project").resolve()
+
+
+def _write_call(
+    project: Path, client: ClientInfo, consent: Consent | None = None, **arguments: Any
+) -> CallContext:
+    params = WriteFileParams(**{"path": "notes.txt", **arguments})
+    ctx = make_context(WRITE_TOOL.name, Workspace(project), **params.model_dump())
+    return replace(ctx, spec=WRITE_TOOL, params=params, client=client, consent=consent)
+
+
+def _run(gate: SafetyGate, ctx: CallContext, call_next: RecordingNext) -> Any:
+    return anyio.run(gate, ctx, call_next)
+
+
+@given(first=st.text(max_size=20), second=st.text(max_size=20))
+def test_a_consent_for_one_set_of_arguments_never_lets_another_proceed(
+    first: str, second: str, project: Path
+) -> None:
+    digest = argument_digest(WriteFileParams(path="notes.txt", content=first).model_dump())
+    consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True)
+    call_next = RecordingNext()
+
+    outcome = _run(
+        _gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, content=second), call_next
+    )
+
+    if first == second:
+        assert len(call_next.seen) == 1
+    else:
+        assert isinstance(outcome, ConsentRequest)
+        assert call_next.seen == []
+
+
+def test_a_consent_for_another_tool_does_not_count(project: Path) -> None:
+    digest = argument_digest(WriteFileParams(path="notes.txt").model_dump())
+    consent = Consent(tool="oct_other", digest=digest, approved=True)
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent), call_next)
+
+    assert isinstance(outcome, ConsentRequest)
+    assert call_next.seen == []
+
+
+def test_an_approved_consent_passes_on_with_the_decided_dry_run(project: Path) -> None:
+    digest = argument_digest(WriteFileParams(path="notes.txt").model_dump())
+    call_next = RecordingNext()
+
+    consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True)
+    _run(
+        _gate(McpConfig(dry_run_default_for_writes=True)),
+        _write_call(project, ASKING_CLIENT, consent),
+        call_next,
+    )
+
+    assert call_next.seen[0].dry_run is True
+
+
+def test_a_declined_consent_answers_without_running(project: Path) -> None:
+    digest = argument_digest(WriteFileParams(path="notes.txt").model_dump())
+    call_next = RecordingNext()
+
+    consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=False)
+    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent), call_next)
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.is_error is True
+    assert call_next.seen == []
+
+
+def test_required_human_consent_refuses_a_client_that_cannot_ask(project: Path) -> None:
+    silent = ClientInfo(client_id="c", transport="memory", can_elicit=False)
+
+    with pytest.raises(ConsentUnavailableError):
+        _run(
+            _gate(McpConfig(), human_consent="required"),
+            _write_call(project, silent, confirm=True),
+            RecordingNext(),
+        )
+
+
+@given(
+    path=st.sampled_from(
+        [".git/config", ".github/workflows/x.yml", ".vscode/tasks.json", ".bashrc", ".mcp.json"]
+    ),
+    can_elicit=st.booleans(),
+    confirm=st.booleans(),
+    profile=st.sampled_from(["default", "strict"]),
+)
+def test_a_call_the_policy_refuses_is_refused_never_asked_about(
+    path: str, can_elicit: bool, confirm: bool, profile: str, project: Path
+) -> None:
+    runtime = LayerRuntime(
+        config=McpConfig(), workspace=Workspace(project), catalog=catalog_with_write_tool()
+    )
+    human = "required" if profile == "strict" else "when_client_can_ask"
+    chain = build_chain(
+        Profile(
+            name=profile,
+            layers=("gateway", "validator", "policy", "safety", "sandbox"),
+            settings={"safety": {"human_consent": human}},
+        ),
+        runtime,
+    )
+    client = ClientInfo(client_id="c", transport="memory", can_elicit=can_elicit)
+    ctx = CallContext(
+        tool=WRITE_TOOL.name, arguments={"path": path, "confirm": confirm}, client=client, call_id="1"
+    )
+
+    with pytest.raises(PolicyError):
+        anyio.run(chain, ctx)
+
+
+def test_a_tool_outside_the_allowlist_is_refused_never_asked_about(project: Path) -> None:
+    runtime = LayerRuntime(
+        config=McpConfig(), workspace=Workspace(project), catalog=catalog_with_write_tool()
+    )
+    chain = build_chain(
+        Profile(
+            name="readonly",
+            layers=("gateway", "validator", "policy", "safety", "sandbox"),
+            settings={"policy": {"tools": ["oct_read_file"]}},
+        ),
+        runtime,
+    )
+    ctx = CallContext(tool=WRITE_TOOL.name, arguments={"path": "a.txt"}, client=ASKING_CLIENT, call_id="1")
+
+    with pytest.raises(PolicyError):
+        anyio.run(chain, ctx)
+
+
+def test_the_gate_sits_after_the_policy_in_every_shipped_profile() -> None:
+    from oct_mcp.config import PROFILE_NAMES
+    from oct_mcp.profiles import shipped_profile
+
+    for name in PROFILE_NAMES:
+        layers = shipped_profile(name).layers
+        assert layers.index("policy") < layers.index("safety") < layers.index("sandbox")

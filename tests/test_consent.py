@@ -1,0 +1,198 @@
+"""Human consent through real SDK clients over stdio, in both protocol eras, with and without elicitation."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
+
+pytestmark = pytest.mark.anyio
+
+WRITE_SERVER = Path(__file__).parent / "servers" / "write_server.py"
+ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="handshake")]
+WRITE = {"path": "notes.txt", "content": "hello\n", "dry_run": False}
+
+ElicitationCallback = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+
+
+def _server(project: Path, config_file: Path, profile: str | None = None) -> StdioServerParameters:
+    args = [str(WRITE_SERVER), "--project-root", str(project), "--config", str(config_file)]
+    return StdioServerParameters(
+        command=sys.executable, args=[*args, *(["--profile", profile] if profile else [])]
+    )
+
+
+class Human:
+    """Answers each consent form as told, and remembers what it was shown."""
+
+    def __init__(self, approve: bool, action: str = "accept") -> None:
+        self.approve = approve
+        self.action = action
+        self.shown: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        self.shown.append(params.message)
+        content = {"approve": self.approve} if self.action == "accept" else None
+        return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
+
+
+def _text(result: types.CallToolResult) -> str:
+    (content,) = result.content
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+async def _call(
+    project: Path,
+    config_file: Path,
+    mode: Any,
+    arguments: dict[str, Any],
+    human: Human | None = None,
+    profile: str | None = None,
+) -> types.CallToolResult:
+    with anyio.fail_after(60):
+        async with Client(
+            _server(project, config_file, profile), mode=mode, elicitation_callback=human
+        ) as client:
+            return await client.call_tool("test_write_file", arguments)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_human_who_accepts_lets_the_write_run(project: Path, config_file: Path, mode: Any) -> None:
+    human = Human(approve=True)
+
+    result = await _call(project, config_file, mode, WRITE, human)
+
+    assert (result.is_error, _text(result)) == (False, "wrote notes.txt")
+    assert (project / "notes.txt").read_text() == "hello\n"
+    (shown,) = human.shown
+    assert shown.startswith(f"{CONFIRMATION_PREFIX} test_write_file")
+    assert "notes.txt" in shown
+
+
+@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize(("approve", "action"), [(False, "accept"), (True, "decline"), (True, "cancel")])
+async def test_a_human_who_declines_or_cancels_stops_the_write(
+    project: Path, config_file: Path, mode: Any, approve: bool, action: str
+) -> None:
+    result = await _call(project, config_file, mode, WRITE, Human(approve=approve, action=action))
+
+    assert result.is_error is True
+    assert _text(result) == "[declined] the user declined test_write_file; nothing ran."
+    assert not (project / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_model_cannot_confirm_for_a_client_that_can_ask_a_human(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    human = Human(approve=False)
+
+    result = await _call(project, config_file, mode, {**WRITE, "confirm": True}, human)
+
+    assert len(human.shown) == 1
+    assert result.is_error is True
+    assert not (project / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_without_elicitation_the_seed_sentinel_then_confirm_true_runs(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    with anyio.fail_after(60):
+        async with Client(_server(project, config_file), mode=mode) as client:
+            first = await client.call_tool("test_write_file", WRITE)
+            written_after_first = (project / "notes.txt").exists()
+            second = await client.call_tool("test_write_file", {**WRITE, "confirm": True})
+
+    assert first.is_error is True
+    assert _text(first).startswith(CONFIRMATION_PREFIX)
+    assert "re-submit the identical call with confirm=true" in _text(first)
+    assert written_after_first is False
+    assert (second.is_error, _text(second)) == (False, "wrote notes.txt")
+    assert (project / "notes.txt").read_text() == "hello\n"
+
+
+async def test_a_retry_with_changed_arguments_after_consent_does_not_run(
+    project: Path, config_file: Path
+) -> None:
+    accept = types.ElicitResult(action="accept", content={"approve": True})
+    with anyio.fail_after(60):
+        # The callback declares elicitation; the rounds are driven by hand, so it is never called.
+        async with Client(_server(project, config_file), elicitation_callback=Human(approve=True)) as client:
+            await client.list_tools()
+            first = await client.session.call_tool("test_write_file", WRITE, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            (key,) = first.input_requests or {}
+            changed = {**WRITE, "path": "other.txt"}
+            try:
+                retried: Any = await client.session.call_tool(
+                    "test_write_file",
+                    changed,
+                    input_responses={key: accept},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+            except MCPError as refused:
+                retried = refused
+
+    assert not isinstance(retried, types.CallToolResult) or retried.is_error is not False
+    assert not (project / "other.txt").exists()
+    assert not (project / "notes.txt").exists()
+
+
+async def test_the_dry_run_default_holds_after_consent(project: Path, config_file: Path) -> None:
+    arguments = {"path": "notes.txt", "content": "hello\n"}
+
+    result = await _call(project, config_file, "auto", arguments, Human(approve=True))
+
+    assert (result.is_error, _text(result)) == (False, "would write notes.txt")
+    assert not (project / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_strict_refuses_a_write_where_the_client_cannot_ask_a_human(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    result = await _call(project, config_file, mode, {**WRITE, "confirm": True}, profile="strict")
+
+    assert result.is_error is True
+    assert _text(result).startswith("[consent_unavailable] ")
+    assert "elicitation" in _text(result)
+    assert not (project / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_strict_runs_a_write_on_a_human_answer(project: Path, config_file: Path, mode: Any) -> None:
+    result = await _call(project, config_file, mode, WRITE, Human(approve=True), profile="strict")
+
+    assert (result.is_error, _text(result)) == (False, "wrote notes.txt")
+
+
+async def test_a_read_tool_needs_no_consent_by_default(project: Path, config_file: Path) -> None:
+    human = Human(approve=False)
+    with anyio.fail_after(60):
+        async with Client(_server(project, config_file), elicitation_callback=human) as client:
+            result = await client.call_tool("oct_read_file", {"path": "README.md"})
+
+    assert result.is_error is False
+    assert human.shown == []
+
+
+async def test_a_policy_refusal_comes_before_any_question(project: Path, config_file: Path) -> None:
+    human = Human(approve=True)
+
+    result = await _call(project, config_file, "auto", {**WRITE, "path": ".git/config"}, human)
+
+    assert _text(result).startswith("[policy] ")
+    assert human.shown == []
