@@ -58,6 +58,8 @@ class LayerRuntime:
     workspace: Workspace
     catalog: Mapping[str, ToolSpec]
     profile: str = "default"
+    guarantees: frozenset[str] = frozenset()
+    """What the profile needs of the sandbox (no_network, writes_confined, reads_confined)."""
     server_files: tuple[str, ...] = ()
     """The config and policy files this server was started with: protected from writes."""
 
@@ -165,7 +167,9 @@ def build_chain(
                 for e in exc.errors(include_url=False, include_input=False)
             )
             raise ConfigError(f"{where}: bad settings for layer {layer_type.name!r}: {problems}") from None
-        layers.append(layer_type.build(settings, replace(runtime, profile=profile.name)))
+        layers.append(
+            layer_type.build(settings, replace(runtime, profile=profile.name, guarantees=profile.guarantees))
+        )
     return Chain(
         profile=profile.name,
         layer_names=profile.layers,

@@ -67,7 +67,13 @@ class ToolResult:
     exit_code: int | None = None
     duration_seconds: float | None = None
     truncated: bool = False
+    output_bytes: int | None = None
+    """What the tool printed in all, when more than the text kept."""
     redactions: int = 0
+    backend: str | None = None
+    """The sandbox backend a subprocess ran under; None for in-process tools."""
+    degraded: tuple[str, ...] = ()
+    """Guarantees the run did not have, which the profile allowed to be missing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

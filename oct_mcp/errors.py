@@ -22,7 +22,9 @@ __all__ = [
     "RateLimitedError",
     "RefusedError",
     "SafeModeError",
+    "SandboxUnavailableError",
     "ToolTimeoutError",
+    "ToolUnavailableError",
     "UnknownToolError",
     "WorkspaceError",
 ]
@@ -74,6 +76,12 @@ class PolicyError(RefusedError):
     code = "policy"
 
 
+class SandboxUnavailableError(RefusedError):
+    """The profile needs an isolation the sandbox backend on this machine cannot give."""
+
+    code = "sandbox_unavailable"
+
+
 class ConsentUnavailableError(RefusedError):
     """The profile needs a human's answer and the client has no way to ask one."""
 
@@ -115,6 +123,12 @@ class ToolTimeoutError(ExecutionError):
 
 class OutputLimitError(ExecutionError):
     code = "output_limit"
+
+
+class ToolUnavailableError(ExecutionError):
+    """The program a tool runs is missing or cannot be started."""
+
+    code = "tool_unavailable"
 
 
 class NotFoundError(ExecutionError):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-__all__ = ["PROTECTED_RULES", "ProtectedPaths", "ProtectedRule"]
+__all__ = ["PROTECTED_RULES", "ProtectedPaths", "ProtectedRule", "existing_protected_paths"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,49 @@ PROTECTED_RULES: Final = (
 )
 
 SERVER_FILES_RULE: Final = ProtectedRule("server_files", "oct-mcp's config, policy and audit files")
+
+
+# Where protected paths sit in a project, for a sandbox to keep them read-only in a writable run.
+_TOP_LEVEL_CANDIDATES: Final = (
+    ".git",
+    ".oct-mcp",
+    ".octrc.json",
+    "debug_config.json",
+    ".github/workflows",
+    ".github/actions",
+    ".gitlab-ci.yml",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    ".drone.yml",
+    "Jenkinsfile",
+    ".circleci",
+    ".buildkite",
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".cursor",
+    ".mcp.json",
+    ".devcontainer",
+    ".zed",
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".envrc",
+)
+
+
+def existing_protected_paths(root: Path) -> tuple[Path, ...]:
+    """The protected paths at their usual places in a project (not symlinks, which lead elsewhere)."""
+    found = []
+    for candidate in _TOP_LEVEL_CANDIDATES:
+        path = root / candidate
+        if path.exists() and not path.is_symlink():
+            found.append(path)
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

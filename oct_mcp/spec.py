@@ -15,11 +15,13 @@ from oct_mcp.workspace import Workspace
 
 __all__ = [
     "PATH_MAX_LENGTH",
+    "CommandPlan",
     "InProcessPlan",
     "PathArgument",
     "Plan",
     "ProjectPath",
     "Risk",
+    "RunResult",
     "ToolEnv",
     "ToolSpec",
 ]
@@ -61,7 +63,41 @@ class InProcessPlan:
     function: Callable[[], ToolResult]
 
 
-Plan: TypeAlias = InProcessPlan
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """How a command ran under the sandbox: what it printed and the facts of the run."""
+
+    exit_code: int | None
+    """The exit status; negative for a signal; None if it never started."""
+    stdout: bytes
+    stderr: bytes
+    output_bytes: int
+    """Everything both pipes carried, including what was cut."""
+    truncated: bool
+    timed_out: bool
+    duration_seconds: float
+    backend: str
+    degraded: tuple[str, ...] = ()
+    """Guarantees this run did not have, which the profile allowed to be missing."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandPlan:
+    """Run `argv` in a subprocess under the sandbox backend, then `parse` what it printed."""
+
+    argv: tuple[str, ...]
+    """argv[0] is an absolute path to the program: nothing is looked up on PATH at run time."""
+    parse: Callable[[RunResult], ToolResult]
+    writes_project: bool = False
+    """The project is writable (protected paths stay read-only); otherwise read-only."""
+    needs_network: bool = False
+    long_running: bool = False
+    """Uses timeout_test_seconds instead of timeout_default_seconds (test runs)."""
+    tool_env: tuple[tuple[str, str], ...] = ()
+    """Tool settings for the environment; names that look like secrets or hijacks are dropped."""
+
+
+Plan: TypeAlias = InProcessPlan | CommandPlan
 
 
 @dataclass(frozen=True, kw_only=True)

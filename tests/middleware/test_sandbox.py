@@ -11,6 +11,7 @@ from fakes import RecordingNext, make_context
 from hypothesis import given
 from hypothesis import strategies as st
 
+from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
 from oct_mcp.context import CallContext, ToolResult
 from oct_mcp.errors import NotFoundError, ToolTimeoutError
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
@@ -23,7 +24,17 @@ pytestmark = pytest.mark.anyio
 
 
 def _sandbox(*, max_output_bytes: int = 1_048_576, timeout: float = 60) -> ExecutionSandbox:
-    return ExecutionSandbox(max_output_bytes=max_output_bytes, timeout_seconds=timeout)
+    return ExecutionSandbox(
+        backend=FakeBackend(),
+        runner=ScriptedRunner(lambda prepared: pytest.fail("an in-process tool must not spawn")),
+        required=frozenset(),
+        allow_degraded=False,
+        max_output_bytes=max_output_bytes,
+        timeout_seconds=timeout,
+        test_timeout_seconds=timeout * 5,
+        memory_bytes=None,
+        threads=2,
+    )
 
 
 def _validated(project: Path, path: str, start_line: int | None = None) -> CallContext:

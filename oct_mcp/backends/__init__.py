@@ -1,0 +1,145 @@
+"""Sandbox backends: each turns a request into the argv that runs it isolated; the runner does the rest."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from oct_mcp.errors import ConfigError
+
+__all__ = [
+    "GUARANTEES",
+    "Availability",
+    "Backend",
+    "Limits",
+    "Prepared",
+    "SandboxRequest",
+    "probe_backends",
+    "select_backend",
+]
+
+NO_NETWORK: Final = "no_network"
+WRITES_CONFINED: Final = "writes_confined"
+READS_CONFINED: Final = "reads_confined"
+GUARANTEES: Final = frozenset({NO_NETWORK, WRITES_CONFINED, READS_CONFINED})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Resource limits of one run; `memory_bytes` is RLIMIT_DATA (RLIMIT_AS makes ruff hang)."""
+
+    memory_bytes: int | None
+    """None: no memory limit (memory_limit_mb = 0)."""
+    cpu_seconds: int
+    file_size_bytes: int = 256 * 1_048_576
+    open_files: int = 4_096
+    processes: int | None = None
+    """RLIMIT_NPROC; None for root, which the kernel does not limit anyway."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxRequest:
+    """What to run and what it may touch."""
+
+    argv: tuple[str, ...]
+    project: Path
+    writable: bool
+    network: bool
+    protected: tuple[Path, ...]
+    """Existing paths under the project that stay read-only even when it is writable."""
+    read_only_binds: tuple[Path, ...]
+    """Interpreter prefixes and tool installs outside the project the command needs to read."""
+    env: Mapping[str, str]
+    """The command's whole environment, already built from the allowlist."""
+    limits: Limits
+    scratch: Path
+    """A per-run folder on the host for HOME and TMPDIR where the backend has no private /tmp."""
+    strict_files: bool = False
+    """Only the system files a tool needs (strict, airgapped), not the whole of /etc."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """A request turned into a process to spawn."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: Path
+    guarantees: frozenset[str]
+    """What this run is guaranteed, given the request and the backend."""
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    """Whether a backend works on this machine, and why not."""
+
+    usable: bool
+    detail: str
+
+
+class Backend(Protocol):
+    name: str
+
+    def probe(self) -> Availability:
+        """Run the backend once for real; a present binary is not enough (user namespaces may be blocked)."""
+        ...
+
+    def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
+        """HOME and TMPDIR as the command will see them, given the run's scratch folder on the host."""
+        ...
+
+    def prepare(self, request: SandboxRequest) -> Prepared: ...
+
+
+@dataclass
+class _ProbeCache:
+    results: dict[str, Availability] = field(default_factory=dict)
+
+
+_cache = _ProbeCache()
+
+
+def _backends() -> Mapping[str, Backend]:
+    from oct_mcp.backends.bubblewrap import Bubblewrap
+    from oct_mcp.backends.native import Native
+    from oct_mcp.backends.sandbox_exec import SandboxExec
+
+    return {"bubblewrap": Bubblewrap(), "sandbox_exec": SandboxExec(), "native": Native()}
+
+
+def _probe(backend: Backend) -> Availability:
+    cached = _cache.results.get(backend.name)
+    if cached is None:
+        cached = _cache.results[backend.name] = backend.probe()
+    return cached
+
+
+def probe_backends() -> list[tuple[str, Availability]]:
+    """Every backend with whether it works here (probed once per process)."""
+    return [(name, _probe(backend)) for name, backend in _backends().items()]
+
+
+def select_backend(name: str) -> tuple[Backend, Availability]:
+    """The backend `sandbox_backend` names; `auto` picks bubblewrap, then sandbox_exec on macOS, then native.
+
+    Raises:
+        ConfigError: An explicitly named backend does not work here (never a silent fallback).
+    """
+    backends = _backends()
+    if name != "auto":
+        backend = backends[name]
+        availability = _probe(backend)
+        if not availability.usable:
+            raise ConfigError(
+                f"sandbox_backend {name!r} does not work on this machine: {availability.detail}"
+            )
+        return backend, availability
+    order = ["bubblewrap", "native"] if sys.platform != "darwin" else ["sandbox_exec", "native"]
+    for candidate in order:
+        availability = _probe(backends[candidate])
+        if availability.usable:
+            return backends[candidate], availability
+    raise ConfigError("no sandbox backend works on this machine")  # pragma: no cover - native always works

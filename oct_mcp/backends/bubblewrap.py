@@ -1,0 +1,181 @@
+"""The bubblewrap backend (Linux): namespaces, a read-only minimal system, the project bound as needed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import cached_property
+from pathlib import Path
+from typing import Final
+
+from oct_mcp.backends import (
+    NO_NETWORK,
+    READS_CONFINED,
+    WRITES_CONFINED,
+    Availability,
+    Prepared,
+    SandboxRequest,
+)
+from oct_mcp.backends.rlimits import limit_prefix
+
+__all__ = ["Bubblewrap"]
+
+SANDBOX_HOME: Final = "/home/oct"
+SANDBOX_TMP: Final = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's /tmp
+# Top-level system folders: on merged-/usr systems they are symlinks into /usr, elsewhere real folders.
+_SYSTEM_TOPS: Final = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# strict and airgapped see only these files of /etc: enough for the loader, users, time, TLS and git.
+_MINIMAL_ETC: Final = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "ssl",
+    "ca-certificates",
+    "alternatives",
+    "hosts",
+    "resolv.conf",
+    "gitconfig",
+)
+_PROBE_TIMEOUT_SECONDS: Final = 10
+
+
+class Bubblewrap:
+    """Runs each command in new user, PID, IPC, UTS and (unless allowed) network namespaces.
+
+    No bind of `/`: read-only `/usr` and the few top-level system folders, private
+    `/tmp`, `/run` and `/home`, the interpreter and the tool's install read-only,
+    the project read-only or writable with its protected paths kept read-only.
+    """
+
+    name = "bubblewrap"
+
+    @cached_property
+    def executable(self) -> str | None:
+        # The distribution's bwrap first: AppArmor profiles on Ubuntu are bound to /usr/bin/bwrap.
+        if os.access("/usr/bin/bwrap", os.X_OK):
+            return "/usr/bin/bwrap"
+        return shutil.which("bwrap")
+
+    def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
+        return SANDBOX_HOME, SANDBOX_TMP
+
+    def probe(self) -> Availability:
+        """Run `true` in the namespaces a real run uses: a present binary is not enough."""
+        if self.executable is None:
+            return Availability(
+                False, "not installed: install the bubblewrap package (apt install bubblewrap)"
+            )
+        argv = [
+            self.executable,
+            *self._namespaces(network=False),
+            *self._system_binds(strict_files=True),
+            "--",
+            "/usr/bin/true",
+        ]
+        try:
+            completed = subprocess.run(  # fixed argv, no shell
+                argv, env={}, capture_output=True, timeout=_PROBE_TIMEOUT_SECONDS, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Availability(False, f"{self.executable} could not run: {type(exc).__name__}")
+        if completed.returncode == 0:
+            return Availability(True, f"{self.executable}: namespaces work")
+        return Availability(
+            False, _explain_failure(self.executable, completed.stderr.decode(errors="replace"))
+        )
+
+    def prepare(self, request: SandboxRequest) -> Prepared:
+        if self.executable is None:
+            raise RuntimeError("bubblewrap is not installed")
+        project = str(request.project)
+        argv: list[str] = [
+            *limit_prefix(request.limits),
+            self.executable,
+            *self._namespaces(network=request.network),
+            *self._system_binds(strict_files=request.strict_files),
+        ]
+        for path in request.read_only_binds:
+            argv += ["--ro-bind", str(path), str(path)]
+        argv += ["--bind" if request.writable else "--ro-bind", project, project]
+        if request.writable:
+            # Bound after the project, so these mounts cover its writable ones.
+            for path in request.protected:
+                argv += ["--ro-bind", str(path), str(path)]
+        argv += ["--chdir", project, "--clearenv"]
+        for name, value in request.env.items():
+            argv += ["--setenv", name, value]
+        argv += ["--", *request.argv]
+        guarantees = {WRITES_CONFINED, READS_CONFINED}
+        if not request.network:
+            guarantees.add(NO_NETWORK)
+        # The outer environment is empty: bwrap sets the command's own with --setenv.
+        return Prepared(argv=tuple(argv), env={}, cwd=request.project, guarantees=frozenset(guarantees))
+
+    @staticmethod
+    def _namespaces(*, network: bool) -> list[str]:
+        argv = [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-user",
+            "--disable-userns",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "oct-sandbox",
+        ]
+        if not network:
+            argv.append("--unshare-net")
+        return argv
+
+    @staticmethod
+    def _system_binds(*, strict_files: bool) -> list[str]:
+        argv = ["--ro-bind", "/usr", "/usr"]
+        for top in _SYSTEM_TOPS:
+            path = Path("/") / top
+            if path.is_symlink():
+                argv += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                argv += ["--ro-bind", str(path), str(path)]
+        if strict_files:
+            for name in _MINIMAL_ETC:
+                argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        else:
+            argv += ["--ro-bind", "/etc", "/etc"]
+        # tmpfs before any bind below them: a project or venv under /tmp or /home is bound on top.
+        argv += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            SANDBOX_TMP,
+            "--tmpfs",
+            "/run",
+            "--tmpfs",
+            "/home",
+        ]
+        argv += ["--dir", SANDBOX_HOME]
+        return argv
+
+
+def _explain_failure(executable: str, stderr: str) -> str:
+    """What went wrong, and what to do about it."""
+    text = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
+    if "uid map" in stderr or "Permission denied" in stderr:
+        return (
+            f"{executable} is present but user namespaces are blocked ({text}); on Ubuntu 24.04+ install "
+            "the AppArmor profile for bwrap, elsewhere enable unprivileged user namespaces "
+            "(sysctl kernel.unprivileged_userns_clone=1), or set sandbox_backend to native"
+        )
+    if "No space left" in stderr or "ENOSPC" in stderr:
+        return f"{executable} cannot create namespaces ({text}): raise user.max_user_namespaces"
+    return f"{executable} failed its probe ({text})"

@@ -1,0 +1,43 @@
+"""The native backend (any POSIX): a clean environment, limits, its own session; no filesystem isolation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from oct_mcp.backends import Availability, Prepared, SandboxRequest
+from oct_mcp.backends.rlimits import limit_prefix
+
+__all__ = ["Native"]
+
+
+class Native:
+    """Runs the command as the server's user, with the allowlisted environment and the limits.
+
+    It confines nothing: the command can read and write what the server's user can,
+    and reach the network. Profiles that need confinement refuse it (strict, airgapped).
+    HOME and TMPDIR point into a per-run scratch folder.
+    """
+
+    name = "native"
+
+    def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
+        return str(scratch / "home"), str(scratch / "tmp")
+
+    def probe(self) -> Availability:
+        if os.name != "posix":  # pragma: no cover - oct-mcp runs on POSIX only
+            return Availability(False, "native needs a POSIX system")
+        return Availability(
+            True, "works everywhere; confines no files and no network (limits and timeouts only)"
+        )
+
+    def prepare(self, request: SandboxRequest) -> Prepared:
+        home, tmp = self.home_and_tmp(request.scratch)
+        Path(home).mkdir(mode=0o700, exist_ok=True)
+        Path(tmp).mkdir(mode=0o700, exist_ok=True)
+        return Prepared(
+            argv=(*limit_prefix(request.limits), *request.argv),
+            env=dict(request.env),
+            cwd=request.project,
+            guarantees=frozenset(),
+        )

@@ -1,0 +1,168 @@
+"""The one runner every backend shares: spawn, read both pipes within a cap, time out, kill the whole tree."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from oct_mcp.backends import Prepared
+from oct_mcp.errors import ToolUnavailableError
+from oct_mcp.spec import RunResult
+
+__all__ = ["DRAIN_SECONDS", "GRACE_SECONDS", "run_prepared"]
+
+CHUNK_BYTES: Final = 65_536
+GRACE_SECONDS: Final = 2.0
+"""Between SIGTERM and SIGKILL."""
+DRAIN_SECONDS: Final = 1.0
+"""How long the pipes are read after the process is gone: an escaped daemon can hold them open forever."""
+
+
+@dataclass
+class _Capture:
+    """Both pipes' output, kept up to a shared budget; past it, `overflowed` is set."""
+
+    budget: int
+    overflowed: anyio.Event = field(default_factory=anyio.Event)
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    seen: int = 0
+
+    def add(self, buffer: bytearray, chunk: bytes) -> None:
+        room = self.budget - len(self.stdout) - len(self.stderr)
+        if room > 0:
+            buffer += chunk[:room]
+        self.seen += len(chunk)
+        if self.seen > self.budget:
+            self.overflowed.set()
+
+
+async def _pump(stream: ByteReceiveStream, capture: _Capture, buffer: bytearray, done: anyio.Event) -> None:
+    try:
+        while True:
+            try:
+                chunk = await stream.receive(CHUNK_BYTES)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            capture.add(buffer, chunk)
+    finally:
+        done.set()
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    # ProcessLookupError: the group is gone. PermissionError: only zombies remain (macOS says EPERM).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+async def _kill_tree(process: Process, grace: float) -> None:
+    """SIGTERM to the command's whole process group, a grace period, then SIGKILL."""
+    _signal_group(process.pid, signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        await process.wait()
+        return
+    _signal_group(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
+async def _wait_for_exit_or_overflow(process: Process, capture: _Capture) -> None:
+    async with anyio.create_task_group() as race:
+
+        async def exited() -> None:
+            await process.wait()
+            race.cancel_scope.cancel()
+
+        async def overflowed() -> None:
+            await capture.overflowed.wait()
+            race.cancel_scope.cancel()
+
+        race.start_soon(exited)
+        race.start_soon(overflowed)
+
+
+async def run_prepared(
+    prepared: Prepared,
+    *,
+    backend: str,
+    time_limit: float,
+    max_output: int,
+    grace: float = GRACE_SECONDS,
+    drain: float = DRAIN_SECONDS,
+) -> RunResult:
+    """Run a prepared command to its end, its timeout, or its output cap.
+
+    The command gets its own session and process group. Past `time_limit` or on overflow
+    the group gets SIGTERM, then SIGKILL after `grace`; after the leader exits the
+    group is swept with SIGKILL again; the pipes are read for at most `drain` more.
+    The server's memory stays flat: at most `max_output` bytes are kept.
+
+    Raises:
+        ToolUnavailableError: The program could not be started.
+    """
+    started = time.perf_counter()
+    try:
+        process = await anyio.open_process(
+            list(prepared.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=prepared.cwd,
+            env=dict(prepared.env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolUnavailableError(
+            f"the tool could not be started ({type(exc).__name__}); `oct-mcp doctor` shows what is missing"
+        ) from exc
+    capture = _Capture(budget=max_output)
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as pumps:
+            stdout_done, stderr_done = anyio.Event(), anyio.Event()
+            assert process.stdout is not None  # noqa: S101 - opened with PIPE above
+            assert process.stderr is not None  # noqa: S101 - opened with PIPE above
+            pumps.start_soon(_pump, process.stdout, capture, capture.stdout, stdout_done)
+            pumps.start_soon(_pump, process.stderr, capture, capture.stderr, stderr_done)
+            with anyio.move_on_after(time_limit) as deadline:
+                await _wait_for_exit_or_overflow(process, capture)
+            timed_out = deadline.cancelled_caught
+            if process.returncode is None:
+                await _kill_tree(process, grace)
+            # The leader is gone; anything it left in its group goes too.
+            _signal_group(process.pid, signal.SIGKILL)
+            with anyio.move_on_after(drain):
+                await stdout_done.wait()
+                await stderr_done.wait()
+            pumps.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            # Cancelled from outside (the client gave up): the tree must still die.
+            with anyio.CancelScope(shield=True):
+                await _kill_tree(process, grace)
+                _signal_group(process.pid, signal.SIGKILL)
+        await _close(process)
+    return RunResult(
+        exit_code=process.returncode,
+        stdout=bytes(capture.stdout),
+        stderr=bytes(capture.stderr),
+        output_bytes=capture.seen,
+        truncated=capture.overflowed.is_set(),
+        timed_out=timed_out,
+        duration_seconds=time.perf_counter() - started,
+        backend=backend,
+    )
+
+
+async def _close(process: Process) -> None:
+    with anyio.CancelScope(shield=True):
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                await stream.aclose()
