@@ -163,6 +163,5 @@ async def run_prepared(
 
 async def _close(process: Process) -> None:
     with anyio.CancelScope(shield=True):
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                await stream.aclose()
+        # Closes our ends of the pipes, even where an escaped daemon still holds the others.
+        await process.aclose()

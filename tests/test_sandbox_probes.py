@@ -1,0 +1,384 @@
+"""Attack probes, each placed in the project as a malicious conftest.py would be, run by the real sandbox.
+
+Each probe prints what it managed. bubblewrap must block every one; native confines no files
+and no network, so where it cannot block a probe the test says so, and names the profile that
+refuses native for it (strict and airgapped need the guarantees native lacks).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fakes import make_context
+from pydantic import BaseModel, ConfigDict
+
+from oct_mcp.backends import GUARANTEES, Backend
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.context import ToolResult
+from oct_mcp.errors import SandboxUnavailableError, ToolTimeoutError
+from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1_048_576
+
+
+def _bubblewrap() -> Bubblewrap:
+    backend = Bubblewrap()
+    availability = backend.probe()
+    if not availability.usable:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs bubblewrap, yet it does not work: {availability.detail}")
+        pytest.skip(f"bubblewrap does not work on this machine: {availability.detail}")
+    return backend
+
+
+@pytest.fixture(params=["bubblewrap", "native"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return _bubblewrap() if request.param == "bubblewrap" else Native()
+
+
+class ProbeParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    script: str
+    writes: bool = False
+    network: bool = False
+
+
+def _as_text(run: RunResult) -> ToolResult:
+    return ToolResult(text=(run.stdout + run.stderr).decode(errors="replace"), is_error=run.exit_code != 0)
+
+
+def _plan(params: ProbeParams, env: ToolEnv) -> CommandPlan:
+    return CommandPlan(
+        argv=(sys.executable, "-I", str(env.workspace.root / params.script)),
+        parse=_as_text,
+        writes_project=params.writes,
+        needs_network=params.network,
+    )
+
+
+PROBE_TOOL = ToolSpec(
+    name="test_probe",
+    title="Probe",
+    description="",
+    params=ProbeParams,
+    output=None,
+    risk=Risk.EXECUTE,
+    plan=_plan,
+)
+
+
+def _sandbox(
+    backend: Backend,
+    *,
+    required: frozenset[str] = frozenset(),
+    timeout: float = 20,
+    allow_degraded: bool = False,
+) -> ExecutionSandbox:
+    return ExecutionSandbox(
+        backend=backend,
+        runner=run_prepared,
+        required=required,
+        allow_degraded=allow_degraded,
+        max_output_bytes=MIB,
+        timeout_seconds=timeout,
+        test_timeout_seconds=timeout,
+        memory_bytes=512 * MIB,
+        threads=2,
+    )
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[Path]:
+    """A project beside a secret and an outside folder, as on a developer's disk."""
+    base = tmp_path.resolve()
+    project = base / "project"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n")
+    (base / "outside").mkdir()
+    (base / "secret.txt").write_text("TOP SECRET\n")
+    yield project
+
+
+async def _probe(
+    backend: Backend, project: Path, code: str, *, writes: bool = False, network: bool = False, **sandbox: Any
+) -> ToolResult:
+    (project / "probe.py").write_text(textwrap.dedent(code))
+    params = ProbeParams(script="probe.py", writes=writes, network=network)
+    ctx = replace(make_context("test_probe", Workspace(project)), spec=PROBE_TOOL, params=params)
+    with anyio.fail_after(60):
+        outcome = await _sandbox(backend, **sandbox)(
+            ctx, lambda ctx: pytest.fail("terminal layer called next")
+        )
+    assert isinstance(outcome, ToolResult)
+    return outcome
+
+
+def _try(action: str) -> str:
+    """A probe body: run `action`, print DONE, or BLOCKED and the error's name."""
+    return textwrap.dedent(f"""
+        try:
+            {action}
+            print("DONE")
+        except Exception as exc:
+            print("BLOCKED", type(exc).__name__)
+    """)
+
+
+async def test_t1_write_outside_the_project(backend: Backend, world: Path) -> None:
+    target = world.parent / "outside" / "pwned.txt"
+
+    result = await _probe(backend, world, _try(f"open({str(target)!r}, 'w').write('x')"), writes=True)
+
+    if backend.name == "bubblewrap":
+        assert result.text.startswith("BLOCKED")
+        assert not target.exists()
+    else:
+        # Gap: native confines no files. strict and airgapped need writes_confined and refuse native.
+        assert result.text.startswith("DONE")
+
+
+async def test_t2_a_write_tool_cannot_touch_git_hooks_or_config(backend: Backend, world: Path) -> None:
+    hook = world / ".git" / "hooks" / "pre-commit"
+    code = _try(f"open({str(hook)!r}, 'w').write('#!/bin/sh\\ncurl evil')") + _try(
+        f"open({str(world / '.git' / 'config')!r}, 'a').write('[core]\\nhooksPath=/tmp')"
+    )
+
+    result = await _probe(backend, world, code, writes=True)
+
+    if backend.name == "bubblewrap":
+        assert result.text.split() == ["BLOCKED", "OSError", "BLOCKED", "OSError"]
+        assert not hook.exists()
+        assert (world / ".git" / "config").read_text() == "[core]\n"
+    else:
+        assert result.text.split() == ["DONE", "DONE"]
+
+
+async def test_t3_a_read_tool_cannot_write_the_project(backend: Backend, world: Path) -> None:
+    result = await _probe(backend, world, _try(f"open({str(world / 'new.py')!r}, 'w').write('x')"))
+
+    if backend.name == "bubblewrap":
+        assert result.text.startswith("BLOCKED")
+        assert not (world / "new.py").exists()
+    else:
+        assert result.text.startswith("DONE")
+
+
+async def test_t4_read_a_secret_outside_the_project(backend: Backend, world: Path) -> None:
+    result = await _probe(backend, world, _try(f"print(open({str(world.parent / 'secret.txt')!r}).read())"))
+
+    if backend.name == "bubblewrap":
+        assert result.text.startswith("BLOCKED")
+    else:
+        assert "TOP SECRET" in result.text
+
+
+async def test_t5_the_servers_secrets_are_not_in_the_tools_environment(
+    backend: Backend, world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "FAKE-AWS-SECRET")
+    monkeypatch.setenv("GITHUB_TOKEN", "FAKE-GITHUB-TOKEN")
+    monkeypatch.setenv("LD_PRELOAD", "/tmp/evil.so")
+
+    result = await _probe(backend, world, "import os\nprint(sorted(os.environ))\n")
+
+    assert "AWS_SECRET_ACCESS_KEY" not in result.text
+    assert "GITHUB_TOKEN" not in result.text
+    assert "LD_PRELOAD" not in result.text
+    assert "'PATH'" in result.text
+
+
+async def test_t6_the_servers_environment_cannot_be_read_through_proc(backend: Backend, world: Path) -> None:
+    code = _try(f"open('/proc/{os.getpid()}/environ', 'rb').read()")
+
+    result = await _probe(backend, world, code)
+
+    if backend.name == "bubblewrap":
+        # Its own PID namespace: the server is not even there to read.
+        assert result.text.split() == ["BLOCKED", "FileNotFoundError"]
+    elif os.geteuid() == 0:
+        # Gap while the server runs as root: root reads any process's environ.
+        assert result.text.startswith("DONE")
+    else:
+        # As its own user, the server is non-dumpable: a child of that user cannot read it.
+        assert result.text.split() == ["BLOCKED", "PermissionError"]
+
+
+def test_the_server_marks_itself_non_dumpable_when_it_builds_the_sandbox(tmp_path: Path) -> None:
+    from oct_mcp.app import build_app
+
+    build_app(tmp_path, config_path=tmp_path / "config.json", environ={})
+
+    libc = ctypes.CDLL(None)
+    assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.5)
+    yield server
+    server.close()
+
+
+async def test_t7_t8_t9_airgapped_reaches_no_network(world: Path, listener: socket.socket) -> None:
+    port = listener.getsockname()[1]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.5)
+    abstract = f"\0oct-probe-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(abstract)
+    unix.listen()
+    code = (
+        "import socket\n"
+        + _try(f"socket.create_connection(('127.0.0.1', {port}), timeout=2)")
+        + _try(f"s = socket.socket(socket.AF_UNIX); s.connect({abstract!r})")
+        + _try(f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', {udp.getsockname()!r})")
+    )
+    try:
+        result = await _probe(_bubblewrap(), world, code, required=frozenset(GUARANTEES))
+        verdicts = result.text.split()
+        # UDP to 127.0.0.1 may be "sent": into the sandbox's own loopback, which the host never sees.
+        with pytest.raises(TimeoutError):
+            udp.recvfrom(16)
+    finally:
+        unix.close()
+        udp.close()
+
+    assert verdicts[0::2][:2] == ["BLOCKED", "BLOCKED"]
+    with pytest.raises(TimeoutError):
+        listener.accept()
+
+
+async def test_airgapped_refuses_native_which_cannot_isolate_the_network(world: Path) -> None:
+    with pytest.raises(SandboxUnavailableError) as caught:
+        await _probe(Native(), world, "print('ran')", required=frozenset(GUARANTEES))
+
+    assert "no_network" in caught.value.message
+    assert "bubblewrap" in caught.value.message
+
+
+async def test_strict_refuses_native_unless_degraded_runs_are_allowed(world: Path) -> None:
+    strict = frozenset({"writes_confined", "reads_confined"})
+    with pytest.raises(SandboxUnavailableError):
+        await _probe(Native(), world, "print('ran')", required=strict)
+
+    result = await _probe(Native(), world, "print('ran')", required=strict, allow_degraded=True)
+
+    assert result.text == "ran\n"
+    assert result.degraded == ("no_network", "reads_confined", "writes_confined")
+
+
+async def test_a_tool_that_needs_the_network_is_refused_where_the_profile_forbids_it(world: Path) -> None:
+    with pytest.raises(SandboxUnavailableError):
+        await _probe(_bubblewrap(), world, "print('ran')", network=True, required=frozenset({"no_network"}))
+
+
+async def test_t11_a_fork_bomb_leaves_no_process_behind(backend: Backend, world: Path) -> None:
+    marker = f"oct-fork-bomb-{os.getpid()}"
+    code = f"""
+        import subprocess, sys, time
+        for _ in range(300):
+            try:
+                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", {marker!r}])
+            except OSError:
+                break
+        time.sleep(120)
+    """
+
+    with pytest.raises(ToolTimeoutError):
+        await _probe(backend, world, code, timeout=3)
+
+    with anyio.fail_after(10):
+        while _processes_with(marker):
+            await anyio.sleep(0.05)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().split(")")[-1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+async def test_t12_a_memory_bomb_fails_inside_the_limit(backend: Backend, world: Path) -> None:
+    code = _try("block = bytearray(2 * 1024 ** 3)")
+
+    result = await _probe(backend, world, code)
+
+    assert result.text.split() == ["BLOCKED", "MemoryError"]
+
+
+async def test_t13_an_output_flood_is_cut_and_the_server_keeps_running(backend: Backend, world: Path) -> None:
+    code = "import sys\nblock = b'y' * 65536\nfor _ in range(3200):\n    sys.stdout.buffer.write(block)\n"
+
+    result = await _probe(backend, world, code)
+
+    assert result.truncated is True
+    assert len(result.text.encode()) <= MIB
+    assert result.output_bytes is not None
+    assert result.output_bytes > MIB
+
+
+async def test_t14_a_daemon_that_ignores_sigterm_dies_with_the_run_under_bubblewrap(world: Path) -> None:
+    beat = world.parent / "heartbeat"
+    code = f"""
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                while True:
+                    open({str(beat)!r}, "a").write("x")
+                    time.sleep(0.05)
+            os._exit(0)
+        time.sleep(120)
+    """
+    (world.parent / "heartbeat").write_text("")
+
+    with pytest.raises(ToolTimeoutError):
+        await _probe(_bubblewrap(), world, code, writes=True, timeout=2)
+    # The heartbeat file is outside the project: under bubblewrap the daemon could not even write it.
+    size = beat.stat().st_size
+    await anyio.sleep(0.3)
+
+    assert beat.stat().st_size == size == 0
+
+
+async def test_t16_a_process_that_ignores_sigterm_is_killed(backend: Backend, world: Path) -> None:
+    code = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)\n"
+
+    with anyio.fail_after(20), pytest.raises(ToolTimeoutError):
+        await _probe(backend, world, code, timeout=1)
+
+
+async def test_t21_the_tool_runs_in_its_own_session(backend: Backend, world: Path) -> None:
+    result = await _probe(backend, world, f"import os\nprint(os.getsid(0) != {os.getsid(0)})\n")
+
+    assert result.text == "True\n"
