@@ -70,7 +70,8 @@ async def test_an_output_flood_is_cut_at_the_cap_and_the_process_killed(tmp_path
     assert result.truncated is True
     assert len(result.stdout) + len(result.stderr) == CAP
     assert CAP < result.output_bytes < 200 * CAP
-    assert result.exit_code is not None and result.exit_code < 0
+    assert result.exit_code is not None
+    assert result.exit_code < 0
     assert result.timed_out is False
 
 
@@ -88,7 +89,10 @@ async def test_a_command_past_its_time_limit_is_killed(tmp_path: Path) -> None:
 async def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path: Path) -> None:
     prepared = _python(
         tmp_path,
-        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)\n",
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n",
     )
 
     with anyio.fail_after(30):
@@ -104,7 +108,8 @@ async def test_children_in_the_commands_group_die_with_it(tmp_path: Path) -> Non
         tmp_path,
         f"""
         import subprocess, sys, time
-        children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(20)]
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        children = [subprocess.Popen(sleeper) for _ in range(20)]
         open({str(pids)!r}, "w").write(" ".join(str(c.pid) for c in children))
         time.sleep(60)
         """,

@@ -1,0 +1,190 @@
+"""Real tools (ruff, pytest, git) under every backend with the default limits, and a server killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+from fakes import make_context
+from pydantic import BaseModel, ConfigDict
+from test_sandbox_probes import MIB, _bubblewrap, _processes_with
+
+from oct_mcp.backends import Backend
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.context import ToolResult
+from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(params=["bubblewrap", "native"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return _bubblewrap() if request.param == "bubblewrap" else Native()
+
+
+@pytest.fixture
+def python_project(tmp_path: Path) -> Path:
+    project = tmp_path.resolve() / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "calc.py").write_text("import os\n\n\ndef add(a, b):\n    return a + b\n")
+    (project / "test_calc.py").write_text(
+        "import sys\nsys.path.insert(0, 'src')\nfrom calc import add\n\n\n"
+        "def test_add():\n    assert add(1, 2) == 3\n"
+    )
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    return project
+
+
+class CommandParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    argv: list[str]
+    writes: bool = False
+    env: list[tuple[str, str]] = []
+
+
+def _as_result(run: RunResult) -> ToolResult:
+    return ToolResult(text=run.stdout.decode(errors="replace"), structured={"stderr": run.stderr.decode()})
+
+
+def _plan(params: CommandParams, env: ToolEnv) -> CommandPlan:
+    return CommandPlan(
+        argv=tuple(params.argv), parse=_as_result, writes_project=params.writes, tool_env=tuple(params.env)
+    )
+
+
+COMMAND_TOOL = ToolSpec(
+    name="test_command",
+    title="Command",
+    description="",
+    params=CommandParams,
+    output=None,
+    risk=Risk.EXECUTE,
+    plan=_plan,
+)
+
+
+async def _run(backend: Backend, project: Path, argv: list[str], **params: object) -> ToolResult:
+    sandbox = ExecutionSandbox(
+        backend=backend,
+        runner=run_prepared,
+        required=frozenset(),
+        allow_degraded=False,
+        max_output_bytes=MIB,
+        timeout_seconds=120,
+        test_timeout_seconds=120,
+        memory_bytes=512 * MIB,  # the default memory_limit_mb
+        threads=2,
+    )
+    ctx = replace(
+        make_context("test_command", Workspace(project)),
+        spec=COMMAND_TOOL,
+        params=CommandParams(argv=argv, **params),
+    )
+    with anyio.fail_after(180):
+        outcome = await sandbox(ctx, lambda ctx: pytest.fail("terminal layer called next"))
+    assert isinstance(outcome, ToolResult)
+    return outcome
+
+
+async def test_ruff_check_finds_the_same_problems_as_unsandboxed(
+    backend: Backend, python_project: Path
+) -> None:
+    argv = [str(VENV_BIN / "ruff"), "check", "--output-format", "json", "--no-cache", "."]
+    plain = subprocess.run(argv, cwd=python_project, capture_output=True, check=False)
+
+    result = await _run(backend, python_project, argv)
+
+    assert result.exit_code == plain.returncode == 1
+    codes = [d["code"] for d in json.loads(result.text)]
+    assert codes == [d["code"] for d in json.loads(plain.stdout)]
+    assert "F401" in codes
+
+
+async def test_ruff_fix_writes_the_project_when_the_plan_may(backend: Backend, python_project: Path) -> None:
+    result = await _run(backend, python_project, [str(VENV_BIN / "ruff"), "check", "--fix", "."], writes=True)
+
+    assert result.exit_code == 0
+    assert "import os" not in (python_project / "src" / "calc.py").read_text()
+
+
+async def test_ruff_with_64_threads_fits_the_default_memory_limit(
+    backend: Backend, python_project: Path
+) -> None:
+    argv = [str(VENV_BIN / "ruff"), "check", "--no-cache", "."]
+
+    result = await _run(backend, python_project, argv, env=[("RAYON_NUM_THREADS", "64")])
+
+    assert result.exit_code == 1
+
+
+async def test_pytest_runs_the_projects_tests(backend: Backend, python_project: Path) -> None:
+    result = await _run(
+        backend, python_project, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    )
+
+    assert result.exit_code == 0
+    assert "1 passed" in result.text
+
+
+async def test_git_reads_the_repository(backend: Backend, python_project: Path) -> None:
+    git = shutil.which("git")
+    assert git is not None
+
+    result = await _run(
+        backend, python_project, [git, "-c", "core.hooksPath=/dev/null", "status", "--porcelain"]
+    )
+
+    assert result.exit_code == 0
+    assert sorted(result.text.split()) == ["??", "??", "src/", "test_calc.py"]
+
+
+async def test_t17_a_server_killed_mid_run_leaves_nothing_behind_under_bubblewrap(tmp_path: Path) -> None:
+    _bubblewrap()
+    marker = f"oct-orphan-probe-{os.getpid()}"
+    project = tmp_path.resolve()
+    harness = project / "harness.py"
+    harness.write_text(
+        textwrap.dedent(f"""
+            import anyio, sys
+            from oct_mcp.backends import Limits, SandboxRequest
+            from oct_mcp.backends.bubblewrap import Bubblewrap
+            from oct_mcp.backends.runner import run_prepared
+            from pathlib import Path
+            request = SandboxRequest(
+                argv=({sys.executable!r}, "-c", "import subprocess, sys, time; "
+                      "[subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {marker!r}]) "
+                      "for _ in range(5)]; time.sleep(120)", {marker!r}),
+                project=Path({str(project)!r}), writable=False, network=False, protected=(),
+                read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)), env={{"PATH": "/usr/bin"}},
+                limits=Limits(memory_bytes=None, cpu_seconds=300), scratch=Path({str(project)!r}),
+            )
+            prepared = Bubblewrap().prepare(request)
+            anyio.run(lambda: run_prepared(prepared, backend="bubblewrap", time_limit=300, max_output=1024))
+        """)
+    )
+    server = subprocess.Popen([sys.executable, str(harness)], cwd=project)
+    try:
+        with anyio.fail_after(30):
+            while len(_processes_with(marker)) < 6:
+                await anyio.sleep(0.05)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+
+    with anyio.fail_after(10):
+        while _processes_with(marker):
+            await anyio.sleep(0.05)
