@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -152,7 +151,7 @@ def print_doctor(app: App, out: TextIO) -> None:
     write(f"\nprofile: {app.profile.name} ({app.profile.origin}) {app.profile.description}\n")
     write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n\n")
     write("sandbox backends:\n")
-    for name, status in sandbox_backend_status():
+    for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
     write("\ntools:\n")
     for spec in app.catalog.values():
@@ -160,12 +159,20 @@ def print_doctor(app: App, out: TextIO) -> None:
         write(f"  {spec.name:<18} {spec.risk.value:<8} available (runs in-process), {shown}\n")
 
 
-def sandbox_backend_status() -> list[tuple[str, str]]:
-    """Which sandbox backends this machine offers, as far as looking for their programs tells."""
-    bwrap = shutil.which("bwrap")
-    sandbox_exec = shutil.which("sandbox-exec")
-    return [
-        ("native", "usable: in-process plans run in the server's own process"),
-        ("bubblewrap", f"program found at {bwrap}" if bwrap else "not found: install the bubblewrap package"),
-        ("sandbox_exec", f"program found at {sandbox_exec}" if sandbox_exec else "not found (macOS only)"),
-    ]
+def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:
+    """Each backend, probed for real, and which one `sandbox_backend` selects here."""
+    from oct_mcp.backends import probe_backends, select_backend
+
+    try:
+        chosen = select_backend(configured)[0].name
+    except ConfigError:
+        chosen = None
+    rows = []
+    for name, availability in probe_backends():
+        mark = "selected" if name == chosen else ("usable" if availability.usable else "unusable")
+        rows.append((name, f"{mark}: {availability.detail}"))
+    if chosen is None:
+        rows.append(
+            ("(none)", f"sandbox_backend {configured!r} does not work here: the server will not start")
+        )
+    return rows

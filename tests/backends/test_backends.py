@@ -1,0 +1,229 @@
+"""Backends as argv builders: bubblewrap binds, Seatbelt parameters, the environment, the limits."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oct_mcp.backends import Limits, SandboxRequest, probe_backends, select_backend
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.environment import is_never_passed, sandbox_environment
+from oct_mcp.backends.installs import install_roots
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.rlimits import limit_prefix
+from oct_mcp.backends.sandbox_exec import SandboxExec, seatbelt_profile
+from oct_mcp.errors import ConfigError
+
+LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
+
+
+def _request(tmp_path: Path, **changes: object) -> SandboxRequest:
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True, exist_ok=True)
+    fields: dict[str, object] = {
+        "argv": ("/usr/bin/true",),
+        "project": project,
+        "writable": False,
+        "network": False,
+        "protected": (),
+        "read_only_binds": (),
+        "env": {"PATH": "/usr/bin", "HOME": "/home/oct"},
+        "limits": LIMITS,
+        "scratch": tmp_path,
+    }
+    fields.update(changes)
+    return SandboxRequest(**fields)  # type: ignore[arg-type]
+
+
+def _pairs(argv: tuple[str, ...], flag: str) -> list[tuple[str, str]]:
+    return [(argv[i + 1], argv[i + 2]) for i, arg in enumerate(argv) if arg == flag]
+
+
+def test_bubblewrap_never_binds_the_root_and_drops_everything(tmp_path: Path) -> None:
+    argv = Bubblewrap().prepare(_request(tmp_path)).argv
+
+    assert ("/", "/") not in _pairs(argv, "--ro-bind") + _pairs(argv, "--bind")
+    for flag in (
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-user",
+        "--unshare-net",
+        "--clearenv",
+    ):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+
+
+def test_bubblewrap_binds_a_read_tools_project_read_only(tmp_path: Path) -> None:
+    request = _request(tmp_path)
+
+    argv = Bubblewrap().prepare(request).argv
+
+    assert (str(request.project), str(request.project)) in _pairs(argv, "--ro-bind")
+    assert _pairs(argv, "--bind") == []
+
+
+def test_bubblewrap_keeps_protected_paths_read_only_over_a_writable_project(tmp_path: Path) -> None:
+    request = _request(tmp_path, writable=True, protected=(tmp_path / "project" / ".git",))
+
+    argv = Bubblewrap().prepare(request).argv
+
+    project, git = str(request.project), str(request.project / ".git")
+    assert _pairs(argv, "--bind") == [(project, project)]
+    assert argv.index("--bind") < argv.index(git)
+    assert (git, git) in _pairs(argv, "--ro-bind")
+
+
+def test_bubblewrap_shares_the_network_only_when_the_tool_needs_it(tmp_path: Path) -> None:
+    prepared = Bubblewrap().prepare(_request(tmp_path, network=True))
+
+    assert "--unshare-net" not in prepared.argv
+    assert "no_network" not in prepared.guarantees
+
+
+def test_bubblewrap_sets_the_environment_inside_and_passes_none_outside(tmp_path: Path) -> None:
+    prepared = Bubblewrap().prepare(_request(tmp_path))
+
+    assert prepared.env == {}
+    assert _pairs(prepared.argv, "--setenv") == [("PATH", "/usr/bin"), ("HOME", "/home/oct")]
+
+
+def test_bubblewrap_shows_strict_profiles_only_the_system_files_tools_need(tmp_path: Path) -> None:
+    argv = Bubblewrap().prepare(_request(tmp_path, strict_files=True)).argv
+
+    assert ("/etc", "/etc") not in _pairs(argv, "--ro-bind")
+    assert ("/etc/passwd", "/etc/passwd") in _pairs(argv, "--ro-bind-try")
+    assert all("shadow" not in source for source, _ in _pairs(argv, "--ro-bind-try"))
+
+
+@given(path=st.text(min_size=1, max_size=40).filter(lambda p: "\x00" not in p))
+def test_seatbelt_profile_text_never_contains_a_path(path: str) -> None:
+    profile = seatbelt_profile(reads=2, protected=3, writable=True, network=False, strict_files=True)
+
+    assert '(param "PROJECT")' in profile
+    assert '(require-not (subpath (param "PROTECTED_2")))' in profile
+    assert "(allow network" not in profile
+    assert f'"{path}"' not in profile or path in (
+        "/System",
+        "/usr",
+        "/Library",
+        "/private/etc",
+        "/dev",
+        "/bin",
+        "/sbin",
+    )
+
+
+def test_sandbox_exec_passes_every_path_as_a_parameter(tmp_path: Path) -> None:
+    request = _request(
+        tmp_path, writable=True, protected=(tmp_path / "project" / ".git",), read_only_binds=(tmp_path,)
+    )
+
+    prepared = SandboxExec().prepare(request)
+
+    profile = prepared.argv[prepared.argv.index("-p") + 1]
+    definitions = [prepared.argv[i + 1] for i, arg in enumerate(prepared.argv) if arg == "-D"]
+    assert str(tmp_path) not in profile
+    assert f"PROJECT={request.project.resolve()}" in definitions
+    assert f"PROTECTED_0={(request.project / '.git').resolve()}" in definitions
+
+
+def test_native_confines_nothing_and_says_so(tmp_path: Path) -> None:
+    prepared = Native().prepare(_request(tmp_path))
+
+    assert prepared.guarantees == frozenset()
+    assert prepared.argv[-1] == "/usr/bin/true"
+
+
+def test_the_environment_is_built_from_the_allowlist_only() -> None:
+    host = {"AWS_SECRET_ACCESS_KEY": "x", "HOME": "/root", "TZ": "Europe/Paris", "PYTHONPATH": "/evil"}
+
+    env = sandbox_environment(
+        path_dirs=["/venv/bin", "/usr/bin"],
+        home="/home/oct",
+        tmpdir="/tmp",
+        read_only_project=True,
+        threads=2,
+        tool_env=[("LD_PRELOAD", "/evil.so"), ("GITHUB_TOKEN", "x"), ("FORCE_COLOR", "0"), ("PATH", "/evil")],
+        host=host,
+    )
+
+    assert env["PATH"] == os.pathsep.join(["/venv/bin", "/usr/bin"])
+    assert env["HOME"] == "/home/oct"
+    assert env["TZ"] == "Europe/Paris"
+    assert env["RUFF_CACHE_DIR"].startswith("/tmp/")
+    assert env["FORCE_COLOR"] == "0"
+    assert not {"AWS_SECRET_ACCESS_KEY", "PYTHONPATH", "LD_PRELOAD", "GITHUB_TOKEN"} & set(env)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LD_PRELOAD",
+        "PYTHONSTARTUP",
+        "GIT_SSH_COMMAND",
+        "AWS_ACCESS_KEY_ID",
+        "MY_API_KEY",
+        "DB_PASSWORD",
+        "SSH_AUTH_SOCK",
+    ],
+)
+def test_hijacks_and_secret_looking_names_are_never_passed(name: str) -> None:
+    assert is_never_passed(name) is True
+
+
+@pytest.mark.parametrize("name", ["FORCE_COLOR", "PYTEST_ADDOPTS_X", "CI", "SOURCE_DATE_EPOCH"])
+def test_ordinary_tool_settings_pass(name: str) -> None:
+    assert is_never_passed(name) is False
+
+
+def test_limits_use_rlimit_data_and_no_core_dumps() -> None:
+    prefix = limit_prefix(LIMITS)
+
+    if prefix[0].endswith("prlimit"):
+        assert f"--data={512 * 1_048_576}" in prefix
+        assert "--core=0" in prefix
+        assert not any(arg.startswith("--as") for arg in prefix)
+    assert prefix[-1] == "--"
+
+
+def test_limits_never_ask_above_the_servers_hard_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    prefix = limit_prefix(Limits(memory_bytes=None, cpu_seconds=10, open_files=10**9))
+
+    if prefix[0].endswith("prlimit") and hard != resource.RLIM_INFINITY:
+        assert f"--nofile={hard}" in prefix
+
+
+def test_install_roots_of_a_venv_tool_are_the_venv_and_its_python_never_the_home(tmp_path: Path) -> None:
+    roots = install_roots(Path(sys.executable).parent / "ruff", tmp_path)
+
+    assert Path(sys.prefix) in roots
+    assert all(not Path.home().resolve().is_relative_to(root) for root in roots)
+    assert Path("/") not in roots
+
+
+def test_an_explicit_backend_that_does_not_work_is_an_error_not_a_fallback() -> None:
+    if sys.platform == "darwin":  # pragma: no cover - macOS only
+        pytest.skip("sandbox_exec works on macOS")
+    with pytest.raises(ConfigError) as caught:
+        select_backend("sandbox_exec")
+
+    assert "macOS only" in caught.value.message
+
+
+def test_auto_picks_a_working_backend_and_every_backend_reports_why() -> None:
+    backend, availability = select_backend("auto")
+
+    assert availability.usable is True
+    reported = dict(probe_backends())
+    assert set(reported) == {"bubblewrap", "sandbox_exec", "native"}
+    assert reported[backend.name].usable is True
+    assert all(a.detail for a in reported.values())
