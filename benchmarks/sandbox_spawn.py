@@ -85,9 +85,8 @@ def main() -> None:
                 extra_ms[label] = (statistics.median(samples[2]) - statistics.median(samples[0])) * 1e3
     print_table(comparisons, args.rounds)
     for label, extra in extra_ms.items():
-        print(
-            f"bubblewrap adds {extra:.1f} ms per spawn ({label}; goal: <= 15 ms): {'met' if extra <= 15 else 'MISSED'}"
-        )
+        verdict = "met" if extra <= 15 else "MISSED"
+        print(f"bubblewrap adds {extra:.1f} ms per spawn ({label}; goal: <= 15 ms): {verdict}")
     if not has_bwrap:
         print("bubblewrap does not work on this machine: not measured")
 
