@@ -11,7 +11,7 @@ from typing import Any, Final
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.consent import Consent
-from oct_mcp.context import CallContext, ClientInfo, Outcome
+from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError
 from oct_mcp.policy_source import PolicySourceError, fetch_policy
@@ -127,7 +127,13 @@ def _apply_repo_config(loaded: LoadedConfig, root: Path) -> LoadedConfig:
 
 
 async def run_call(
-    app: App, tool: str, arguments: Mapping[str, Any], client: ClientInfo, *, consent: Consent | None = None
+    app: App,
+    tool: str,
+    arguments: Mapping[str, Any],
+    client: ClientInfo,
+    *,
+    consent: Consent | None = None,
+    progress: ProgressReporter | None = None,
 ) -> Outcome | CallFailure:
     """Run one call through the chain; every error becomes a CallFailure.
 
@@ -136,7 +142,12 @@ async def run_call(
     never reaches a client. Cancellation is never caught.
     """
     ctx = CallContext(
-        tool=tool, arguments=arguments, client=client, call_id=uuid.uuid4().hex, consent=consent
+        tool=tool,
+        arguments=arguments,
+        client=client,
+        call_id=uuid.uuid4().hex,
+        consent=consent,
+        progress=progress,
     )
     _log.debug("call_start", call_id=ctx.call_id, tool=tool, transport=client.transport)
     if is_deep_trace():

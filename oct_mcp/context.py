@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from oct_mcp.spec import ToolSpec
     from oct_mcp.workspace import Workspace
 
-__all__ = ["CallContext", "ClientInfo", "ConsentRequest", "Outcome", "ToolResult"]
+__all__ = ["CallContext", "ClientInfo", "ConsentRequest", "Outcome", "ProgressReporter", "ToolResult"]
+
+ProgressReporter: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +47,8 @@ class CallContext:
     client: ClientInfo
     call_id: str
     """Unique per call; ties diagnostics and audit lines together."""
+    progress: ProgressReporter | None = None
+    """Written by the transport when the client asked for progress: (progress, total, message)."""
     consent: Consent | None = None
     """Written by the transport (server or embedding), never by a layer: a human's answer for this call."""
     workspace: Workspace | None = None

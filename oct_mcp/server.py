@@ -16,7 +16,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
 from oct_mcp.consent import CONSENT_FORM_SCHEMA, Consent
-from oct_mcp.context import ClientInfo, ConsentRequest, Outcome
+from oct_mcp.context import ClientInfo, ConsentRequest, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
 
@@ -98,14 +98,19 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         client = _client_info(ctx, transport)
         arguments = params.arguments or {}
-        outcome = await run_call(app, params.name, arguments, client, consent=_consent_from_retry(params))
+        progress = _progress_reporter(ctx)
+        outcome = await run_call(
+            app, params.name, arguments, client, consent=_consent_from_retry(params), progress=progress
+        )
         if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
             return to_call_tool_result(outcome)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28 has no server-to-client requests: ask through the client's retry.
             return _input_required(outcome)
         consent = await _elicit_consent(ctx, outcome)
-        return to_call_tool_result(await run_call(app, params.name, arguments, client, consent=consent))
+        return to_call_tool_result(
+            await run_call(app, params.name, arguments, client, consent=consent, progress=progress)
+        )
 
     server = Server(
         SERVER_NAME,
@@ -120,6 +125,20 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
         RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
     )
     return server
+
+
+def _progress_reporter(ctx: ServerRequestContext[Any]) -> ProgressReporter | None:
+    """Progress notifications for this request, if the client sent a progress token."""
+    token = (ctx.meta or {}).get("progress_token")
+    if token is None:
+        return None
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.send_progress_notification(
+            token, progress, total, message, related_request_id=str(ctx.request_id)
+        )
+
+    return report
 
 
 def _input_required(request: ConsentRequest) -> types.InputRequiredResult:

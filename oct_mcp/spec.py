@@ -52,6 +52,8 @@ class ToolEnv:
 
     workspace: Workspace
     max_output_bytes: int
+    max_jobs: int = 4
+    """The most parallel jobs a tool may be asked for."""
     dry_run: bool = False
     """The safety gate's decision: a tool that can change files must not."""
 
@@ -95,6 +97,8 @@ class CommandPlan:
     """Uses timeout_test_seconds instead of timeout_default_seconds (test runs)."""
     tool_env: tuple[tuple[str, str], ...] = ()
     """Tool settings for the environment; names that look like secrets or hijacks are dropped."""
+    progress: Callable[[bytes], tuple[float, float | None, str | None] | None] | None = None
+    """Reads one line of the tool's stdout as (progress, total, message), or None for no news."""
 
 
 Plan: TypeAlias = InProcessPlan | CommandPlan

@@ -21,6 +21,7 @@ from oct_mcp.middleware import REGISTRY
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.profiles import Profile
 from oct_mcp.server import build_server, to_call_tool_result
+from oct_mcp.tools import default_catalog
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +47,7 @@ async def test_list_tools_shows_the_catalog_with_schemas_and_annotations(app: Ap
             listed = await client.list_tools()
 
     tools = {tool.name: tool for tool in listed.tools}
-    assert sorted(tools) == ["oct_list_files", "oct_read_file"]
+    assert list(tools) == list(default_catalog())
     read = tools["oct_read_file"]
     assert read.input_schema["required"] == ["path"]
     assert read.input_schema["additionalProperties"] is False

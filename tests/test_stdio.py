@@ -11,6 +11,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
+from oct_mcp.tools import default_catalog
+
 pytestmark = pytest.mark.anyio
 
 
@@ -41,7 +43,7 @@ async def test_a_client_over_stdio_lists_reads_and_is_refused_outside_the_projec
             refused = await client.call_tool("oct_read_file", {"path": "../outside.txt"})
 
     assert negotiated == protocol
-    assert sorted(tool.name for tool in listed.tools) == ["oct_list_files", "oct_read_file"]
+    assert [tool.name for tool in listed.tools] == list(default_catalog())
     assert read.is_error is False
     assert _text(read) == "def answer() -> int:\n    return 42\n"
     assert _text(files).splitlines() == ["src/pkg/__init__.py", "src/pkg/core.py"]

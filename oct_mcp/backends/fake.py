@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +42,13 @@ class ScriptedRunner:
     seen: list[tuple[Prepared, float, int]] = field(default_factory=list)
 
     async def __call__(
-        self, prepared: Prepared, *, backend: str, time_limit: float, max_output: int
+        self,
+        prepared: Prepared,
+        *,
+        backend: str,
+        time_limit: float,
+        max_output: int,
+        on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
     ) -> RunResult:
         self.seen.append((prepared, time_limit, max_output))
         return self.answer(prepared)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -45,7 +46,17 @@ class _Capture:
             self.overflowed.set()
 
 
-async def _pump(stream: ByteReceiveStream, capture: _Capture, buffer: bytearray, done: anyio.Event) -> None:
+LineHandler = Callable[[bytes], Awaitable[None]]
+
+
+async def _pump(
+    stream: ByteReceiveStream,
+    capture: _Capture,
+    buffer: bytearray,
+    done: anyio.Event,
+    on_line: LineHandler | None = None,
+) -> None:
+    pending = b""
     try:
         while True:
             try:
@@ -53,6 +64,12 @@ async def _pump(stream: ByteReceiveStream, capture: _Capture, buffer: bytearray,
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
             capture.add(buffer, chunk)
+            if on_line is not None:
+                # Bounded: a line longer than a chunk is cut, never accumulated without end.
+                *lines, pending = (pending + chunk).split(b"\n")
+                pending = pending[-CHUNK_BYTES:]
+                for line in lines:
+                    await on_line(line)
     finally:
         done.set()
 
@@ -96,6 +113,7 @@ async def run_prepared(
     max_output: int,
     grace: float = GRACE_SECONDS,
     drain: float = DRAIN_SECONDS,
+    on_stdout_line: LineHandler | None = None,
 ) -> RunResult:
     """Run a prepared command to its end, its timeout, or its output cap.
 
@@ -129,7 +147,7 @@ async def run_prepared(
             stdout_done, stderr_done = anyio.Event(), anyio.Event()
             assert process.stdout is not None  # noqa: S101 - opened with PIPE above
             assert process.stderr is not None  # noqa: S101 - opened with PIPE above
-            pumps.start_soon(_pump, process.stdout, capture, capture.stdout, stdout_done)
+            pumps.start_soon(_pump, process.stdout, capture, capture.stdout, stdout_done, on_stdout_line)
             pumps.start_soon(_pump, process.stderr, capture, capture.stderr, stderr_done)
             with anyio.move_on_after(time_limit) as deadline:
                 await _wait_for_exit_or_overflow(process, capture)

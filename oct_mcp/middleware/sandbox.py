@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Protocol
@@ -29,7 +29,7 @@ from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
-from oct_mcp.context import CallContext, Outcome, ToolResult
+from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
 from oct_mcp.errors import SandboxUnavailableError, ToolTimeoutError
 from oct_mcp.protected import existing_protected_paths
 from oct_mcp.spec import CommandPlan, InProcessPlan, RunResult, ToolEnv
@@ -57,7 +57,13 @@ class SandboxSettings(BaseModel):
 
 class Runner(Protocol):
     def __call__(
-        self, prepared: Prepared, *, backend: str, time_limit: float, max_output: int
+        self,
+        prepared: Prepared,
+        *,
+        backend: str,
+        time_limit: float,
+        max_output: int,
+        on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
     ) -> Awaitable[RunResult]: ...
 
 
@@ -104,13 +110,18 @@ class ExecutionSandbox:
         if ctx.spec is None or ctx.params is None or ctx.workspace is None:
             # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
-        env = ToolEnv(workspace=ctx.workspace, max_output_bytes=self.max_output_bytes, dry_run=ctx.dry_run)
+        env = ToolEnv(
+            workspace=ctx.workspace,
+            max_output_bytes=self.max_output_bytes,
+            max_jobs=self.threads,
+            dry_run=ctx.dry_run,
+        )
         plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         if isinstance(plan, InProcessPlan):
             result = await self._run_in_process(plan)
         else:
-            result = await self._run_command(plan, ctx.workspace.root)
+            result = await self._run_command(plan, ctx.workspace.root, ctx.progress)
         return replace(
             cap_output(result, self.max_output_bytes),
             duration_seconds=time.perf_counter() - started,
@@ -125,7 +136,9 @@ class ExecutionSandbox:
             f"the tool ran past its limit of {self.timeout_seconds:g} s (timeout_default_seconds)"
         )
 
-    async def _run_command(self, plan: CommandPlan, project: Path) -> ToolResult:
+    async def _run_command(
+        self, plan: CommandPlan, project: Path, progress: ProgressReporter | None
+    ) -> ToolResult:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
@@ -166,7 +179,11 @@ class ExecutionSandbox:
                     f"backend cannot give here; {_HOW_TO_ISOLATE}"
                 )
             run = await self.runner(
-                prepared, backend=self.backend.name, time_limit=timeout, max_output=self.max_output_bytes
+                prepared,
+                backend=self.backend.name,
+                time_limit=timeout,
+                max_output=self.max_output_bytes,
+                on_stdout_line=_progress_reader(plan, progress),
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -187,6 +204,22 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _progress_reader(
+    plan: CommandPlan, progress: ProgressReporter | None
+) -> Callable[[bytes], Awaitable[None]] | None:
+    """Turns the tool's stdout lines into progress reports, when both sides want them."""
+    read, report = plan.progress, progress
+    if read is None or report is None:
+        return None
+
+    async def on_line(line: bytes) -> None:
+        news = read(line)
+        if news is not None:
+            await report(*news)
+
+    return on_line
 
 
 def _venv_bins(executable: Path) -> list[str]:
