@@ -32,7 +32,7 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _targets(paths: tuple[str, ...]) -> list[str]:
+def _targets(paths: list[str]) -> list[str]:
     """Paths after `--`, so none can be read as an option; the project root when none is given."""
     return ["--", *paths] if paths else ["--", "."]
 
@@ -54,11 +54,11 @@ def _tool_failed(tool: str, run: RunResult) -> ToolResult:
 
 
 class LintParams(_Params):
-    paths: tuple[ProjectPath, ...] = Field(
-        default=(), max_length=MAX_PATHS, description="Files or folders; all by default."
+    paths: list[ProjectPath] = Field(
+        default_factory=list, max_length=MAX_PATHS, description="Files or folders; all by default."
     )
-    select: tuple[RuleCode, ...] = Field(
-        default=(), max_length=64, description="Only these rule codes or prefixes."
+    select: list[RuleCode] = Field(
+        default_factory=list, max_length=64, description="Only these rule codes or prefixes."
     )
 
 
@@ -136,8 +136,8 @@ def _plan_lint(params: LintParams, env: ToolEnv) -> CommandPlan:
 
 
 class FixParams(_Params):
-    paths: tuple[ProjectPath, ...] = Field(default=(), max_length=MAX_PATHS)
-    select: tuple[RuleCode, ...] = Field(default=(), max_length=64)
+    paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
+    select: list[RuleCode] = Field(default_factory=list, max_length=64)
     dry_run: bool | None = Field(
         default=None, description="Only show the diff; the server's default when unset."
     )
@@ -145,7 +145,7 @@ class FixParams(_Params):
 
 
 class FormatParams(_Params):
-    paths: tuple[ProjectPath, ...] = Field(default=(), max_length=MAX_PATHS)
+    paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     apply: bool | None = Field(default=None, description="False: only show the diff. True: format the files.")
     confirm: bool = False
 
@@ -157,7 +157,7 @@ class ChangeOutput(BaseModel):
     diff: str = ""
 
 
-def _python_files(root: Path, paths: tuple[str, ...]) -> Iterator[Path]:
+def _python_files(root: Path, paths: list[str]) -> Iterator[Path]:
     for start in [root / p for p in paths] or [root]:
         if start.is_file():
             yield start
@@ -167,7 +167,7 @@ def _python_files(root: Path, paths: tuple[str, ...]) -> Iterator[Path]:
             yield from (Path(folder) / f for f in files if f.endswith((".py", ".pyi")))
 
 
-def _snapshot(root: Path, paths: tuple[str, ...]) -> dict[Path, tuple[int, int]]:
+def _snapshot(root: Path, paths: list[str]) -> dict[Path, tuple[int, int]]:
     """(mtime, size) of the Python files a write may change: what changed is what differs after."""
     snapshot: dict[Path, tuple[int, int]] = {}
     for path in _python_files(root, paths):
@@ -260,8 +260,8 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
 
 
 class TypecheckParams(_Params):
-    paths: tuple[ProjectPath, ...] = Field(
-        default=(),
+    paths: list[ProjectPath] = Field(
+        default_factory=list,
         max_length=MAX_PATHS,
         description="Files or folders; the project's mypy config or the root by default.",
     )
@@ -352,8 +352,8 @@ def _mentions(path: Path, text: str) -> bool:
 
 
 class TestParams(_Params):
-    paths: tuple[ProjectPath, ...] = Field(
-        default=(), max_length=MAX_PATHS, description="Test files, folders or node ids."
+    paths: list[ProjectPath] = Field(
+        default_factory=list, max_length=MAX_PATHS, description="Test files, folders or node ids."
     )
     keyword: PytestExpression | None = Field(
         default=None, description="Only tests matching this -k expression."

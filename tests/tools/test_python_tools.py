@@ -1,0 +1,215 @@
+"""oct_lint, oct_fix, oct_format, oct_typecheck and oct_test end to end: a real SDK client over stdio."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+VENV_BIN = Path(sys.executable).parent
+PROGRAMS = ("ruff", "pytest", "mypy")
+
+
+@pytest.fixture
+def fixture_project(tmp_path: Path) -> Path:
+    """A package with lint, format and type problems, a passing and a failing test, and git history."""
+    root = tmp_path.resolve() / "demo"
+    (root / "demo").mkdir(parents=True)
+    (root / "demo" / "__init__.py").write_text("")
+    (root / "demo" / "core.py").write_text(
+        "import os\n\n\ndef add(a: int, b: int) -> int:\n    return a+b\n\n\n"
+        "def name() -> str:\n    return 1\n"
+    )
+    (root / "tests").mkdir()
+    (root / "tests" / "test_core.py").write_text(
+        "from demo.core import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+        "def test_broken():\n    assert add(1, 1) == 3, 'wrong sum'\n"
+    )
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    # The project's own tools, as a developer's .venv would hold them.
+    (root / ".venv" / "bin").mkdir(parents=True)
+    for program in PROGRAMS:
+        (root / ".venv" / "bin" / program).symlink_to(VENV_BIN / program)
+    (root / ".gitignore").write_text(".venv/\n")
+    git = ["git", "-C", str(root), "-c", "user.name=Test", "-c", "user.email=test@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "initial"], check=True)
+    return root
+
+
+def _server(project: Path, config_file: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)],
+    )
+
+
+class Accept:
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+
+def _text(result: types.CallToolResult) -> str:
+    (content,) = result.content
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+async def test_the_python_tools_are_listed_with_truthful_annotations(
+    fixture_project: Path, config_file: Path
+) -> None:
+    with anyio.fail_after(60):
+        async with Client(_server(fixture_project, config_file)) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    for name in ("oct_lint", "oct_test", "oct_typecheck"):
+        annotations = tools[name].annotations
+        assert annotations is not None
+        assert (annotations.read_only_hint, annotations.destructive_hint) == (False, False)
+        assert tools[name].output_schema is not None
+    for name in ("oct_format", "oct_fix"):
+        annotations = tools[name].annotations
+        assert annotations is not None
+        assert (annotations.read_only_hint, annotations.destructive_hint) == (False, True)
+        assert annotations.open_world_hint is False
+
+
+async def test_lint_returns_each_problem_structured(fixture_project: Path, config_file: Path) -> None:
+    with anyio.fail_after(60):
+        async with Client(_server(fixture_project, config_file)) as client:
+            result = await client.call_tool("oct_lint", {})
+
+    assert result.is_error is False
+    assert result.structured_content is not None
+    (diagnostic,) = result.structured_content["diagnostics"]
+    assert diagnostic == {
+        "path": "demo/core.py",
+        "line": 1,
+        "column": 8,
+        "code": "F401",
+        "message": "`os` imported but unused",
+        "fixable": True,
+        "severity": "error",
+    }
+    assert "demo/core.py:1:8: F401" in _text(result)
+
+
+async def test_typecheck_returns_mypys_diagnostics(fixture_project: Path, config_file: Path) -> None:
+    with anyio.fail_after(120):
+        async with Client(_server(fixture_project, config_file)) as client:
+            result = await client.call_tool("oct_typecheck", {"paths": ["demo"]})
+
+    assert result.is_error is False
+    assert result.structured_content is not None
+    codes = [(d["path"], d["line"], d["code"]) for d in result.structured_content["diagnostics"]]
+    assert codes == [("demo/core.py", 9, "return-value")]
+
+
+async def test_test_reports_counts_failures_and_progress(fixture_project: Path, config_file: Path) -> None:
+    updates: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total))
+
+    with anyio.fail_after(120):
+        async with Client(_server(fixture_project, config_file)) as client:
+            result = await client.call_tool("oct_test", {}, progress_callback=on_progress)
+
+    assert result.is_error is False
+    structured = result.structured_content
+    assert structured is not None
+    assert (structured["passed"], structured["failed"], structured["errors"]) == (1, 1, 0)
+    (failure,) = structured["failures"]
+    assert failure["node_id"] == "tests/test_core.py::test_broken"
+    assert "wrong sum" in failure["message"]
+    assert updates == [(100.0, 100.0)]
+
+
+async def test_test_filters_by_keyword(fixture_project: Path, config_file: Path) -> None:
+    with anyio.fail_after(120):
+        async with Client(_server(fixture_project, config_file)) as client:
+            result = await client.call_tool("oct_test", {"keyword": "test_add"})
+
+    assert result.structured_content is not None
+    assert (result.structured_content["passed"], result.structured_content["failed"]) == (1, 0)
+
+
+@pytest.mark.parametrize("keyword", ["-p no:x", "--collect-only", "a; rm -rf /"])
+async def test_test_refuses_an_expression_that_could_be_an_option(
+    fixture_project: Path, config_file: Path, keyword: str
+) -> None:
+    with anyio.fail_after(60):
+        async with Client(_server(fixture_project, config_file)) as client:
+            result = await client.call_tool("oct_test", {"keyword": keyword})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[invalid_arguments] ")
+
+
+async def test_format_shows_the_diff_then_formats_with_consent(
+    fixture_project: Path, config_file: Path
+) -> None:
+    before = (fixture_project / "demo" / "core.py").read_text()
+    with anyio.fail_after(120):
+        async with Client(_server(fixture_project, config_file), elicitation_callback=Accept()) as client:
+            preview = await client.call_tool("oct_format", {"apply": False})
+            unchanged = (fixture_project / "demo" / "core.py").read_text()
+            applied = await client.call_tool("oct_format", {"apply": True})
+
+    assert preview.is_error is False
+    assert preview.structured_content is not None
+    assert preview.structured_content["applied"] is False
+    assert preview.structured_content["changed_files"] == ["demo/core.py", "tests/test_core.py"]
+    assert "+    return a + b" in preview.structured_content["diff"]
+    assert unchanged == before
+    assert applied.structured_content == {
+        "tool": "ruff format",
+        "applied": True,
+        "changed_files": ["demo/core.py", "tests/test_core.py"],
+        "diff": "",
+    }
+    assert "return a + b" in (fixture_project / "demo" / "core.py").read_text()
+
+
+async def test_fix_previews_by_default_then_fixes_when_asked(
+    fixture_project: Path, config_file: Path
+) -> None:
+    with anyio.fail_after(120):
+        async with Client(_server(fixture_project, config_file), elicitation_callback=Accept()) as client:
+            preview = await client.call_tool("oct_fix", {})
+            still_there = "import os" in (fixture_project / "demo" / "core.py").read_text()
+            fixed = await client.call_tool("oct_fix", {"dry_run": False})
+
+    assert preview.structured_content is not None
+    assert preview.structured_content["applied"] is False
+    assert "-import os" in preview.structured_content["diff"]
+    assert still_there is True
+    assert fixed.structured_content is not None
+    assert fixed.structured_content["changed_files"] == ["demo/core.py"]
+    assert "import os" not in (fixture_project / "demo" / "core.py").read_text()
+
+
+async def test_a_missing_tool_is_a_clear_result(fixture_project: Path, config_file: Path) -> None:
+    (fixture_project / ".venv" / "bin" / "mypy").unlink()
+    with anyio.fail_after(60):
+        async with Client(
+            StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "oct_mcp", "--project-root", str(fixture_project), "--config", str(config_file)],
+                env={"PATH": "/usr/bin:/bin"},
+            )
+        ) as client:
+            result = await client.call_tool("oct_typecheck", {})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[tool_unavailable] mypy is not installed")
+    assert "pip install mypy" in _text(result)
