@@ -1,0 +1,142 @@
+"""Probes where root would hide the behaviour, run with the server as an unprivileged user (nobody).
+
+The server side (the runner, the backends) runs as `nobody` under the system Python with a
+copy of oct_mcp and its dependencies in a world-readable folder, started with a secret in its
+initial environment, exactly as a user's server would be.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+NOBODY = 65534
+PACKAGES = (
+    "oct_mcp",
+    "anyio",
+    "idna",
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "typing_inspection",
+    "typing_extensions",
+    "structlog",
+    "pathspec",
+)
+HARNESS = """
+import json, os, sys
+from pathlib import Path
+import anyio
+from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.middleware.sandbox import _make_server_undumpable
+
+_make_server_undumpable()
+project = Path(sys.argv[1])
+probe = (
+    "import sys\\n"
+    "def attempt(action):\\n"
+    "    try:\\n"
+    "        action()\\n"
+    "        return 'DONE'\\n"
+    "    except Exception as exc:\\n"
+    "        return 'BLOCKED ' + type(exc).__name__\\n"
+    "print(attempt(lambda: open('/proc/%d/environ' % int(sys.argv[1]), 'rb').read()))\\n"
+    "print(attempt(lambda: open('/etc/shadow', 'rb').read()))\\n"
+)
+(project / "probe.py").write_text(probe)
+results = {}
+for backend in (Native(), Bubblewrap()):
+    if not backend.probe().usable:
+        results[backend.name] = None
+        continue
+    request = SandboxRequest(
+        argv=(sys.executable, "-I", str(project / "probe.py"), str(os.getpid())),
+        project=project, writable=False, network=False, protected=(),
+        read_only_binds=(), env={"PATH": "/usr/bin:/bin"},
+        limits=Limits(memory_bytes=512 * 1024 * 1024, cpu_seconds=30),
+        scratch=project, strict_files=True,
+    )
+    prepared = backend.prepare(request)
+    run = anyio.run(lambda: run_prepared(prepared, backend=backend.name, time_limit=20, max_output=65536))
+    results[backend.name] = (run.stdout + run.stderr).decode().split("\\n")[:2]
+print(json.dumps(results))
+"""
+
+
+def _unprivileged_python() -> str:
+    candidate = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if not (os.access(candidate, os.X_OK) and shutil.which("setpriv") and os.geteuid() == 0):
+        reason = f"needs root, setpriv and {candidate} to run a server as nobody"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs as root on a machine with these: {reason}")
+        pytest.skip(reason)
+    return candidate
+
+
+@pytest.fixture
+def shared_tree() -> Iterator[Path]:
+    """oct_mcp and its dependencies, copied where nobody can read them."""
+    base = Path(tempfile.mkdtemp(prefix="oct-nobody-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        site = base / "site"
+        for name in PACKAGES:
+            spec = importlib.util.find_spec(name)
+            assert spec is not None
+            assert spec.origin is not None
+            origin = Path(spec.origin)
+            source = origin.parent if origin.name == "__init__.py" else origin
+            target = site / source.name
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+        project = base / "project"
+        project.mkdir()
+        shutil.chown(project, NOBODY, NOBODY)
+        for path in [base, *base.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+            elif path != project:
+                path.chmod(0o644)
+        (base / "harness.py").write_text(textwrap.dedent(HARNESS))
+        (base / "harness.py").chmod(0o644)
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_as_its_own_user_the_server_keeps_its_environment_and_etc_shadow_from_every_backend(
+    shared_tree: Path,
+) -> None:
+    python = _unprivileged_python()
+    command = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+        "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}",
+        "AWS_SECRET_ACCESS_KEY=FAKE-AWS-SECRET", "HOME=/nonexistent",
+        python, "-s", str(shared_tree / "harness.py"), str(shared_tree / "project"),
+    ]  # fmt: skip
+
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    # native: the same user, but the server is non-dumpable, so its environ is closed to the child.
+    assert results["native"] == ["BLOCKED PermissionError", "BLOCKED PermissionError"]
+    if results["bubblewrap"] is not None:
+        # bubblewrap: the server is outside the PID namespace, and /etc/shadow is not there at all.
+        assert results["bubblewrap"] == ["BLOCKED FileNotFoundError", "BLOCKED FileNotFoundError"]
