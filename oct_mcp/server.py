@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import stat
 from typing import Any, Final
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -24,6 +28,7 @@ __all__ = ["CONSENT_INPUT_KEY", "build_server", "serve_stdio", "to_call_tool_res
 
 SERVER_NAME: Final = "oct-mcp"
 CONSENT_INPUT_KEY: Final = "oct_consent"
+_STDIN_CHUNK: Final = 65_536
 
 _log = get_logger(__name__)
 INSTRUCTIONS: Final = (
@@ -182,7 +187,71 @@ def _approves(answer: types.ElicitResult) -> bool:
 
 
 async def serve_stdio(app: App) -> None:
-    """Serve MCP over this process's stdin and stdout until the client closes stdin."""
+    """Serve MCP over this process's stdin and stdout until the client closes stdin, or SIGTERM/SIGINT.
+
+    A signal cancels every call in flight: each kills its process tree on the way out
+    (the runner's cancellation path), and the server returns normally.
+    """
     server = build_server(app, transport="stdio")
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with anyio.create_task_group() as tasks:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    _log.info("shutting_down", signal=signal.Signals(signum).name)
+                    tasks.cancel_scope.cancel()
+                    return
+
+        tasks.start_soon(stop_on_signal)
+        async with stdio_server(stdin=_cancellable_stdin()) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        tasks.cancel_scope.cancel()
+
+
+class _StdinLines:
+    """Lines of stdin, read without a worker thread, so that a shutdown can cancel the read.
+
+    The SDK reads stdin in a thread, which nothing can interrupt: a server asked to stop
+    would wait for the client's next line.
+    """
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._buffer = bytearray()
+        self._eof = False
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line.decode("utf-8", errors="replace")
+            if self._eof:
+                if not self._buffer:
+                    raise StopAsyncIteration
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line.decode("utf-8", errors="replace")
+            await anyio.wait_readable(self._fd)
+            try:
+                chunk = os.read(self._fd, _STDIN_CHUNK)
+            except BlockingIOError:
+                continue
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+
+
+def _cancellable_stdin() -> Any:
+    """Our own stdin reader where stdin is a pipe or socket (what MCP clients give); else the SDK's."""
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return None
+    return _StdinLines(0) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None

@@ -1,0 +1,101 @@
+"""Shutdown while tools run: SIGTERM, SIGINT or stdin closing kill every child tree and exit 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_sandbox_probes import _processes_with
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _project(tmp_path: Path, marker: str) -> Path:
+    root = tmp_path.resolve() / "proj"
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "pytest").symlink_to(VENV_BIN / "pytest")
+    (root / "test_slow.py").write_text(
+        "import subprocess, sys, time\n\n\ndef test_slow():\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {marker!r}])\n"
+        "    time.sleep(120)\n"
+    )
+    return root
+
+
+def _start(project: Path, config: Path, backend: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "OCT_MCP_SANDBOX": backend}
+    command = [sys.executable, "-m", "oct_mcp", "--project-root", str(project), "--config", str(config)]
+    server = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "oct_test", "arguments": {}}},
+    ]
+    server.stdin.write(json.dumps(messages[0]).encode() + b"\n")
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())["id"] == 1
+    for message in messages[1:]:
+        server.stdin.write(json.dumps(message).encode() + b"\n")
+    server.stdin.flush()
+    return server
+
+
+def _wait_until(predicate: object, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "native"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "stdin closed"])
+def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
+    tmp_path: Path, config_file: Path, backend: str, stop: str
+) -> None:
+    marker = f"oct-shutdown-{os.getpid()}-{backend}-{stop.replace(' ', '-')}"
+    server = _start(_project(tmp_path, marker), config_file, backend)
+    try:
+        assert _wait_until(lambda: _processes_with(marker), 60), "the test never started"
+        started = time.monotonic()
+        if stop == "stdin closed":
+            assert server.stdin is not None
+            server.stdin.close()
+        else:
+            server.send_signal(getattr(signal, stop))
+        code = server.wait(timeout=15)
+        stopped_in = time.monotonic() - started
+        assert server.stderr is not None
+        diagnostics = server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for pipe in (server.stdin, server.stdout, server.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    assert code == 0
+    assert stopped_in < 10
+    assert _wait_until(lambda: not _processes_with(marker), 10)
+    assert b"Traceback" not in diagnostics
