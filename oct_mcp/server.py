@@ -6,7 +6,8 @@ import json
 import os
 import signal
 import stat
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, cast
 
 import anyio
 import mcp_types as types
@@ -15,6 +16,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from oct_mcp import __version__
@@ -29,6 +31,8 @@ __all__ = ["CONSENT_INPUT_KEY", "build_server", "serve_stdio", "to_call_tool_res
 SERVER_NAME: Final = "oct-mcp"
 CONSENT_INPUT_KEY: Final = "oct_consent"
 _STDIN_CHUNK: Final = 65_536
+MAX_MESSAGE_BYTES: Final = 64 * 1_048_576
+"""A longer line is not read into memory: it is dropped with a parse error."""
 
 _log = get_logger(__name__)
 INSTRUCTIONS: Final = (
@@ -203,16 +207,27 @@ async def serve_stdio(app: App) -> None:
                     return
 
         tasks.start_soon(stop_on_signal)
-        async with stdio_server(stdin=_cancellable_stdin()) as (read_stream, write_stream):
+        stdin = _cancellable_stdin()
+        # The SDK only iterates its stdin for lines: _StdinLines is that much of an AsyncFile.
+        async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
+            if stdin is not None:
+
+                async def reply(error: types.JSONRPCError) -> None:
+                    await write_stream.send(SessionMessage(error))
+
+                stdin.reply = reply
             await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 
 
 class _StdinLines:
-    """Lines of stdin, read without a worker thread, so that a shutdown can cancel the read.
+    """Lines of stdin for the SDK's stdio transport: read without a thread, answered when malformed.
 
-    The SDK reads stdin in a thread, which nothing can interrupt: a server asked to stop
-    would wait for the client's next line.
+    Without a thread, a shutdown can cancel the read (the SDK's thread waits for the
+    client's next line). A line that is not a JSON-RPC message gets the error the
+    JSON-RPC spec asks for (-32700 parse error, -32600 invalid request, with the id
+    when one can be read) instead of silence; a line longer than the limit is dropped
+    whole with a parse error, so memory stays bounded.
     """
 
     def __init__(self, fd: int) -> None:
@@ -220,23 +235,41 @@ class _StdinLines:
         self._fd = fd
         self._buffer = bytearray()
         self._eof = False
+        self._oversized = False
+        self.reply: Callable[[types.JSONRPCError], Awaitable[None]] | None = None
 
     def __aiter__(self) -> _StdinLines:
         return self
 
     async def __anext__(self) -> str:
         while True:
+            line = await self._next_line()
+            if line is None:
+                raise StopAsyncIteration
+            error = None if line.strip() == b"" else _malformed(line)
+            if error is None:
+                if line.strip():
+                    return line.decode("utf-8", errors="replace")
+                continue
+            if self.reply is not None:
+                await self.reply(error)
+
+    async def _next_line(self) -> bytes | None:
+        while True:
             end = self._buffer.find(b"\n")
             if end >= 0:
                 line = bytes(self._buffer[: end + 1])
                 del self._buffer[: end + 1]
-                return line.decode("utf-8", errors="replace")
-            if self._eof:
-                if not self._buffer:
-                    raise StopAsyncIteration
-                line = bytes(self._buffer)
+                if self._oversized:
+                    self._oversized = False
+                    return b"\x00"  # not JSON: answered with a parse error
+                return line
+            if len(self._buffer) > MAX_MESSAGE_BYTES:
+                self._oversized = True
                 self._buffer.clear()
-                return line.decode("utf-8", errors="replace")
+            if self._eof:
+                line, self._buffer = bytes(self._buffer), bytearray()
+                return line or None
             await anyio.wait_readable(self._fd)
             try:
                 chunk = os.read(self._fd, _STDIN_CHUNK)
@@ -248,7 +281,41 @@ class _StdinLines:
                 self._eof = True
 
 
-def _cancellable_stdin() -> Any:
+def _malformed(line: bytes) -> types.JSONRPCError | None:
+    """The JSON-RPC error a line deserves, or None when it is a message the SDK can take."""
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line)
+    except ValueError:
+        pass
+    else:
+        # The SDK reads a request whose id is null or not a string or integer as a notification,
+        # which nobody answers; MCP says such a request is invalid. Only such lines pay a second parse.
+        if not (isinstance(message, types.JSONRPCNotification) and b'"id"' in line):
+            return None
+    try:
+        document = json.loads(line)
+    except (ValueError, RecursionError):
+        return types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=types.ErrorData(code=-32700, message="Parse error")
+        )
+    ident = document.get("id") if isinstance(document, dict) else None
+    if (
+        isinstance(document, dict)
+        and "id" in document
+        and document["id"] is None
+        and "method" not in document
+    ):
+        return None  # a response or error with a null id: nothing to answer
+    if isinstance(document, dict) and "method" in document and "id" not in document:
+        return None  # a malformed notification: nobody is waiting for an answer; the SDK drops it
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        ident = None
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=ident, error=types.ErrorData(code=-32600, message="Invalid Request")
+    )
+
+
+def _cancellable_stdin() -> _StdinLines | None:
     """Our own stdin reader where stdin is a pipe or socket (what MCP clients give); else the SDK's."""
     try:
         mode = os.fstat(0).st_mode
