@@ -21,6 +21,21 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _measure_coverage_in_stdio_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's stdio client passes its servers a minimal environment, dropping the variable
+    coverage uses to measure subprocesses: pass it on, so servers the tests start are measured."""
+    from mcp.client import stdio
+
+    default_environment = stdio.get_default_environment
+
+    def with_coverage() -> dict[str, str]:
+        extra = {name: value for name, value in os.environ.items() if name.startswith("COVERAGE_")}
+        return {**default_environment(), **extra}
+
+    monkeypatch.setattr(stdio, "get_default_environment", with_coverage)
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A small project: a package, a README, an ignored folder, and a secret outside the root."""
