@@ -57,3 +57,44 @@ def print_table(comparisons: Sequence[Comparison], rounds: int) -> None:
     print("|---|---|---|---|---|---|")
     for comparison in comparisons:
         print(comparison.row())
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One claim about speed: the subject's rate over the reference's on the same input (higher wins).
+
+    `subject` and `reference` are seconds per pass over `size` bytes.
+    """
+
+    claim: str
+    size: int
+    subject: list[float]
+    reference: list[float]
+    goal: float
+
+    @property
+    def subject_rate(self) -> float:
+        return self.size / statistics.median(self.subject) / 1e6
+
+    @property
+    def reference_rate(self) -> float:
+        return self.size / statistics.median(self.reference) / 1e6
+
+    @property
+    def ratio(self) -> float:
+        return self.subject_rate / self.reference_rate
+
+    def row(self) -> str:
+        verdict = "met" if self.ratio >= self.goal else "MISSED"
+        return (
+            f"| {self.claim} | {self.subject_rate:.1f} MB/s | {self.reference_rate:.3f} MB/s "
+            f"| {self.ratio:.0f} | >= {self.goal:g} | {verdict} |"
+        )
+
+
+def print_throughput_table(rows: Sequence[Throughput], rounds: int) -> None:
+    print(f"rounds: {rounds}, cores: {os.cpu_count()}")
+    print("| claim | subject (median) | reference (median) | ratio | goal | |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print(row.row())

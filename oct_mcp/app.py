@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from oct_mcp.audit import AuditSink
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.consent import Consent
 from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError
+from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
 from oct_mcp.policy_source import PolicySourceError, fetch_policy
 from oct_mcp.profiles import Profile, resolve_profile
 from oct_mcp.spec import ToolSpec
@@ -41,10 +43,21 @@ class App:
     profile: Profile
     catalog: Mapping[str, ToolSpec]
     chain: Chain
+    audit: AuditSink | None = None
+    """Where the audit layer records (for doctor); None when the app was assembled without one."""
+    metrics: MetricsEndpoint | None = None
+    """The running `/metrics` endpoint, when the server serves one."""
 
     def visible_tools(self) -> list[ToolSpec]:
         """The tools `tools/list` shows: the catalog minus what the chain hides."""
         return [spec for spec in self.catalog.values() if self.chain.is_visible(spec)]
+
+    def close(self) -> None:
+        """Stop the metrics endpoint and close the audit log."""
+        if self.metrics is not None:
+            self.metrics.close()
+        if self.audit is not None:
+            self.audit.writer.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +75,9 @@ def build_app(
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     catalog: Mapping[str, ToolSpec] | None = None,
+    serve_metrics_endpoint: bool = False,
+    hosted: bool = False,
+    development: bool = False,
 ) -> App:
     """Load the config, resolve the root and the profile, and build the chain.
 
@@ -71,6 +87,11 @@ def build_app(
         config_path: The config file; `~/.oct-mcp/config.json` when None.
         environ: The environment; `os.environ` when None.
         catalog: The tools to serve; oct's own catalog when None.
+        serve_metrics_endpoint: Serve `/metrics` when the config sets `metrics_port` (the server
+            does; one-shot commands do not).
+        development: Development mode: the redactor may be off where the profile allows it.
+        hosted: The chain guards another server's tools: the profile has no terminal layer,
+            the host's handler is the endpoint, and the catalog fills as the host lists tools.
 
     Raises:
         NotADirectoryError: The project root is not an existing directory.
@@ -90,12 +111,37 @@ def build_app(
     server_files = [str(loaded.path)]
     if loaded.config.policy_source is not None and "://" not in loaded.config.policy_source:
         server_files.append(loaded.config.policy_source)
+    port = loaded.config.metrics_port
+    metrics = create_metrics(catalog) if serve_metrics_endpoint and port is not None else None
+    audit = AuditSink.from_config(loaded.config, metrics)
     runtime = LayerRuntime(
-        config=loaded.config, workspace=workspace, catalog=catalog, server_files=tuple(server_files)
+        config=loaded.config,
+        workspace=workspace,
+        catalog=catalog,
+        server_files=tuple(server_files),
+        audit=audit,
+        open_catalog=hosted,
+        development=development,
     )
-    chain = build_chain(chosen, runtime)
+    chain = build_chain(chosen, runtime, endpoint=_forward_to_host if hosted else None)
     _log.info("chain_built", profile=chosen.name, layers=list(chosen.layers), root=str(workspace.root))
-    return App(loaded=loaded, workspace=workspace, profile=chosen, catalog=catalog, chain=chain)
+    endpoint = serve_metrics(metrics, port) if metrics is not None and port is not None else None
+    return App(
+        loaded=loaded,
+        workspace=workspace,
+        profile=chosen,
+        catalog=catalog,
+        chain=chain,
+        audit=audit,
+        metrics=endpoint,
+    )
+
+
+async def _forward_to_host(ctx: CallContext, /) -> Outcome:
+    """An embedded chain's endpoint: the host's own tool handler, which the transport put in the context."""
+    if ctx.forward is None:
+        raise RuntimeError("an embedded chain was called without the host's handler")
+    return await ctx.forward(ctx)
 
 
 def _apply_policy_source(loaded: LoadedConfig, source: str, *, network_allowed: bool) -> LoadedConfig:
@@ -134,6 +180,7 @@ async def run_call(
     *,
     consent: Consent | None = None,
     progress: ProgressReporter | None = None,
+    forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
 ) -> Outcome | CallFailure:
     """Run one call through the chain; every error becomes a CallFailure.
 
@@ -148,6 +195,7 @@ async def run_call(
         call_id=uuid.uuid4().hex,
         consent=consent,
         progress=progress,
+        forward=forward,
     )
     _log.debug("call_start", call_id=ctx.call_id, tool=tool, transport=client.transport)
     if is_deep_trace():

@@ -15,6 +15,7 @@ from oct_mcp.spec import ToolSpec
 from oct_mcp.workspace import Workspace
 
 if TYPE_CHECKING:
+    from oct_mcp.audit import AuditSink
     from oct_mcp.profiles import Profile
 
 __all__ = [
@@ -62,6 +63,12 @@ class LayerRuntime:
     """What the profile needs of the sandbox (no_network, writes_confined, reads_confined)."""
     server_files: tuple[str, ...] = ()
     """The config and policy files this server was started with: protected from writes."""
+    development: bool = False
+    """Development mode (`--development`): the redactor may be off where the profile allows it."""
+    open_catalog: bool = False
+    """An embedding host adds its tools after start-up: tool names cannot be checked at build."""
+    audit: AuditSink | None = None
+    """Where the audit layer records; None: a writer at the config's audit_log_path, no metrics."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

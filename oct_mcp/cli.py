@@ -1,4 +1,4 @@
-"""The command line: serve stdio (the default), `doctor`, and `call TOOL --json ARGS`."""
+"""The command line: serve stdio (the default), `doctor`, `call TOOL --json ARGS`, `audit verify|tail`."""
 
 from __future__ import annotations
 
@@ -14,17 +14,20 @@ import anyio
 
 from oct_mcp import __version__
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
-from oct_mcp.errors import ConfigError
+from oct_mcp.errors import ConfigError, ToolUnavailableError
+from oct_mcp.tools.programs import find_program
 
 if TYPE_CHECKING:
     from oct_mcp.app import App
+    from oct_mcp.spec import ToolSpec
 
 __all__ = ["main"]
 
 EXIT_OK: Final = 0
 EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
-COMMANDS: Final = ("serve", "doctor", "call")
+COMMANDS: Final = ("serve", "doctor", "call", "audit")
+TAIL_DEFAULT: Final = 20
 
 _log = get_logger(__name__)
 
@@ -50,14 +53,22 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
         help="diagnostics on stderr: 0 off, 1 errors (default), 2 lifecycle, 3 debug, 4 deep trace; "
         "or set OCT_MCP_DEBUG",
     )
+    parser.add_argument(
+        "--development",
+        action="store_true",
+        help="development mode: tool output is not redacted, unless the profile or redaction_always_on "
+        "says otherwise; or set OCT_MCP_DEVELOPMENT=1",
+    )
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
     descriptions = {
-        "serve": "Serve MCP over stdio for one project. Commands: serve (default), doctor, call.",
+        "serve": "Serve MCP over stdio for one project. Commands: serve (default), doctor, call, audit.",
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
     }
+    if command == "audit":
+        return _audit_parser()
     prog = "oct-mcp" if command == "serve" else f"oct-mcp {command}"
     parser = argparse.ArgumentParser(prog=prog, description=descriptions[command])
     if command == "serve":
@@ -71,18 +82,45 @@ def _parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _audit_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oct-mcp audit", description="Check the audit log's hash chain, or show its last records."
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{verify,tail}")
+    verify = actions.add_parser(
+        "verify", help="check the chain across the rotated files; exit 0 when intact, 1 when broken"
+    )
+    tail = actions.add_parser("tail", help="show the last records, one line each")
+    tail.add_argument("-n", dest="count", type=int, default=TAIL_DEFAULT, metavar="N", help="how many")
+    for action in (verify, tail):
+        action.add_argument("path", nargs="?", type=Path, metavar="PATH", help="default: audit_log_path")
+        action.add_argument(
+            "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
+        )
+        action.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = args_list.pop(0) if args_list and args_list[0] in COMMANDS else "serve"
     args = _parser(command).parse_args(args_list)
     configure_diagnostics(args.debug if args.debug is not None else debug_level_from_env())
+    if command == "audit":
+        return _audit(args.action, args.path, args.config, getattr(args, "count", TAIL_DEFAULT))
 
     # Imported after diagnostics are set up: loading the config logs through them.
     from oct_mcp.app import build_app
 
     try:
-        app = build_app(args.project_root, profile=args.profile, config_path=args.config)
+        app = build_app(
+            args.project_root,
+            profile=args.profile,
+            config_path=args.config,
+            serve_metrics_endpoint=command == "serve",
+            development=args.development,
+        )
     except NotADirectoryError as exc:
         print(f"oct-mcp: {exc}; pass --project-root with the path of your project", file=sys.stderr)
         return EXIT_USAGE
@@ -98,6 +136,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
     anyio.run(serve_stdio, app)
+    return EXIT_OK
+
+
+def _audit(action: str, path: Path | None, config_path: Path | None, count: int) -> int:
+    from oct_mcp.audit import audit_files, describe_record, read_tail, verify_chain
+    from oct_mcp.config import load_settings
+
+    if path is None:
+        path = Path(load_settings(config_path).config.audit_log_path).expanduser()
+    if not audit_files(path):
+        print(f"oct-mcp audit: no audit log at {path}", file=sys.stderr)
+        return EXIT_USAGE
+    if action == "tail":
+        for raw in read_tail(path, count):
+            print(describe_record(raw))
+        return EXIT_OK
+    verification = verify_chain(path)
+    for problem in verification.breaks:
+        print(f"broken: {problem}")
+    files = len(verification.files)
+    if verification.breaks:
+        print(f"{len(verification.breaks)} break(s) in {verification.records} records, {files} file(s)")
+        return EXIT_CALL_FAILED
+    print(f"intact: {verification.records} records in {files} file(s), from {verification.files[0]}")
+    if verification.first_seq is not None and verification.first_seq > 1:
+        print(f"the oldest record is number {verification.first_seq}: those before it were rotated away")
     return EXIT_OK
 
 
@@ -149,14 +213,34 @@ def print_doctor(app: App, out: TextIO) -> None:
     for name, source in loaded.sources.items():
         write(f"  {name:<28} {getattr(config, name)!r:<40} {source}\n")
     write(f"\nprofile: {app.profile.name} ({app.profile.origin}) {app.profile.description}\n")
-    write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n\n")
+    write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n")
+    write(f"audit: {audit_status(app)}\n\n")
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
     write("\ntools:\n")
     for spec in app.catalog.values():
         shown = "listed" if app.chain.is_visible(spec) else "hidden by the profile"
-        write(f"  {spec.name:<18} {spec.risk.value:<8} available (runs in-process), {shown}\n")
+        write(f"  {spec.name:<18} {spec.risk.value:<8} {_availability(app, spec)}, {shown}\n")
+
+
+def audit_status(app: App) -> str:
+    """Where the audit log goes and whether records reach it."""
+    path = app.loaded.config.audit_log_path
+    if "audit" not in app.chain.layer_names:
+        return f"off: the profile has no audit layer ({path} unused)"
+    if app.audit is None:
+        return f"{path}: status unknown (this app has no audit sink)"
+    return f"{path}: {app.audit.writer.status()}"
+
+
+def _availability(app: App, spec: ToolSpec) -> str:
+    if spec.program is None:
+        return "available (runs in-process)"
+    try:
+        return f"runs {find_program(app.workspace.root, spec.program)}"
+    except ToolUnavailableError as exc:
+        return f"unavailable: {exc.message}"
 
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:

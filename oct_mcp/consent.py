@@ -8,10 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["CONFIRM_FIELD", "CONSENT_FORM_SCHEMA", "Consent", "argument_digest"]
+__all__ = ["CONFIRM_FIELD", "CONSENT_FORM_SCHEMA", "DECLINED_PREFIX", "Consent", "argument_digest"]
 
 CONFIRM_FIELD: Final = "confirm"
 """The seed's stateless protocol: the host re-submits the identical call with `confirm=True`."""
+
+DECLINED_PREFIX: Final = "[declined]"
+"""How the text of a call the human declined starts: nothing ran."""
 
 CONSENT_FORM_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",

@@ -47,6 +47,8 @@ class CallContext:
     client: ClientInfo
     call_id: str
     """Unique per call; ties diagnostics and audit lines together."""
+    forward: Callable[[CallContext], Awaitable[Outcome]] | None = None
+    """Written by an embedding transport: runs the host's own tool, the chain's endpoint."""
     progress: ProgressReporter | None = None
     """Written by the transport when the client asked for progress: (progress, total, message)."""
     consent: Consent | None = None
@@ -78,6 +80,8 @@ class ToolResult:
     """The sandbox backend a subprocess ran under; None for in-process tools."""
     degraded: tuple[str, ...] = ()
     """Guarantees the run did not have, which the profile allowed to be missing."""
+    passthrough_content: tuple[Mapping[str, Any], ...] = ()
+    """An embedding host's content items that are not text (images, audio), carried as they are."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

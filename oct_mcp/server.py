@@ -18,6 +18,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter
 
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
@@ -26,7 +27,17 @@ from oct_mcp.context import ClientInfo, ConsentRequest, Outcome, ProgressReporte
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
 
-__all__ = ["CONSENT_INPUT_KEY", "build_server", "serve_stdio", "to_call_tool_result"]
+__all__ = [
+    "CONSENT_INPUT_KEY",
+    "build_server",
+    "client_info",
+    "consent_from_retry",
+    "elicit_consent",
+    "input_required",
+    "progress_reporter",
+    "serve_stdio",
+    "to_call_tool_result",
+]
 
 SERVER_NAME: Final = "oct-mcp"
 CONSENT_INPUT_KEY: Final = "oct_consent"
@@ -34,6 +45,7 @@ _STDIN_CHUNK: Final = 65_536
 MAX_MESSAGE_BYTES: Final = 64 * 1_048_576
 """A longer line is not read into memory: it is dropped with a parse error."""
 
+_CONTENT_BLOCK: Final = TypeAdapter(types.ContentBlock)
 _log = get_logger(__name__)
 INSTRUCTIONS: Final = (
     "oct-mcp runs this project's developer tools behind security layers. Paths are relative to the "
@@ -52,7 +64,7 @@ def _tool_listing(spec: ToolSpec) -> types.Tool:
     )
 
 
-def _client_info(ctx: ServerRequestContext[Any], transport: str) -> ClientInfo:
+def client_info(ctx: ServerRequestContext[Any], transport: str) -> ClientInfo:
     client_params = getattr(ctx.session, "client_params", None)
     implementation = getattr(client_params, "client_info", None)
     capabilities = getattr(client_params, "capabilities", None)
@@ -80,8 +92,9 @@ def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.message)], is_error=True
         )
+    text = types.TextContent(type="text", text=outcome.text)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=outcome.text)],
+        content=[text, *map(_CONTENT_BLOCK.validate_python, outcome.passthrough_content)],
         # A client checks structured content against the output schema: an error result carries none.
         structured_content=None if outcome.is_error else dict(outcome.structured or {}) or None,
         is_error=outcome.is_error,
@@ -105,18 +118,18 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        client = _client_info(ctx, transport)
+        client = client_info(ctx, transport)
         arguments = params.arguments or {}
-        progress = _progress_reporter(ctx)
+        progress = progress_reporter(ctx)
         outcome = await run_call(
-            app, params.name, arguments, client, consent=_consent_from_retry(params), progress=progress
+            app, params.name, arguments, client, consent=consent_from_retry(params), progress=progress
         )
         if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
             return to_call_tool_result(outcome)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # 2026-07-28 has no server-to-client requests: ask through the client's retry.
-            return _input_required(outcome)
-        consent = await _elicit_consent(ctx, outcome)
+            return input_required(outcome)
+        consent = await elicit_consent(ctx, outcome)
         return to_call_tool_result(
             await run_call(app, params.name, arguments, client, consent=consent, progress=progress)
         )
@@ -136,7 +149,7 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     return server
 
 
-def _progress_reporter(ctx: ServerRequestContext[Any]) -> ProgressReporter | None:
+def progress_reporter(ctx: ServerRequestContext[Any]) -> ProgressReporter | None:
     """Progress notifications for this request, if the client sent a progress token."""
     token = (ctx.meta or {}).get("progress_token")
     if token is None:
@@ -150,7 +163,7 @@ def _progress_reporter(ctx: ServerRequestContext[Any]) -> ProgressReporter | Non
     return report
 
 
-def _input_required(request: ConsentRequest) -> types.InputRequiredResult:
+def input_required(request: ConsentRequest) -> types.InputRequiredResult:
     form = types.ElicitRequestFormParams(message=request.message, requested_schema=CONSENT_FORM_SCHEMA)
     # Our own binding inside the sealed state: the gate accepts the answer only for this tool and digest.
     state = json.dumps({"v": 1, "tool": request.tool, "digest": request.digest})
@@ -159,7 +172,7 @@ def _input_required(request: ConsentRequest) -> types.InputRequiredResult:
     )
 
 
-def _consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
+def consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
     """The human's answer carried by a 2026-07-28 retry, bound to what our sealed state names."""
     answer = (params.input_responses or {}).get(CONSENT_INPUT_KEY)
     if answer is None or params.request_state is None or not isinstance(answer, types.ElicitResult):
@@ -173,7 +186,7 @@ def _consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
     return Consent(tool=str(state.get("tool")), digest=str(state.get("digest")), approved=_approves(answer))
 
 
-async def _elicit_consent(ctx: ServerRequestContext[Any], request: ConsentRequest) -> Consent:
+async def elicit_consent(ctx: ServerRequestContext[Any], request: ConsentRequest) -> Consent:
     """Ask the human through a handshake-era client's elicitation, during the call."""
     try:
         answer = await ctx.session.elicit_form(
@@ -301,11 +314,10 @@ def _malformed(line: bytes) -> types.JSONRPCError | None:
     ident = document.get("id") if isinstance(document, dict) else None
     if (
         isinstance(document, dict)
-        and "id" in document
-        and document["id"] is None
         and "method" not in document
+        and ("result" in document or "error" in document)
     ):
-        return None  # a response or error with a null id: nothing to answer
+        return None  # a response, however malformed: nothing to answer
     if isinstance(document, dict) and "method" in document and "id" not in document:
         return None  # a malformed notification: nobody is waiting for an answer; the SDK drops it
     if isinstance(ident, bool) or not isinstance(ident, int | str):

@@ -118,6 +118,8 @@ class ToolSpec:
     """Builds the plan from validated params; does no I/O itself."""
     idempotent: bool = True
     open_world: bool = False
+    program: str | None = None
+    """The program the tool runs (found in the project's venv, then PATH); None: it runs in-process."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
 
     @cached_property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,19 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A HOME of the test run's own: the default audit log and config never touch the real one.
+
+    Session-scoped, so Hypothesis tests do not see a function-scoped fixture; the stdio servers
+    the tests spawn inherit it (the SDK passes HOME on).
+    """
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        yield home
 
 
 @pytest.fixture

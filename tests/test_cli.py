@@ -68,7 +68,7 @@ def test_doctor_shows_each_value_with_its_source_the_chain_and_the_tools(
     assert lines["safe_mode"][1:] == ["True", "env"]
     assert lines["profile"][1:] == ["'strict'", "cli"]
     assert lines["timeout_default_seconds"][1:] == ["60", "default"]
-    assert "chain, outermost first: gateway > validator > policy > safety > sandbox" in out
+    assert "chain, outermost first: audit > gateway > validator > policy > safety > redactor > sandbox" in out
     assert "oct_read_file" in lines
     assert "bubblewrap" in lines
 
@@ -146,3 +146,125 @@ def test_python_dash_m_is_the_same_program(project: Path) -> None:
 
     assert completed.returncode == 0
     assert completed.stdout.startswith("oct-mcp ")
+
+
+def _audited_config(tmp_path: Path, audit_log: Path) -> Path:
+    config = tmp_path / "audited.json"
+    config.write_text(json.dumps({"audit_log_path": str(audit_log)}))
+    return config
+
+
+def _read_readme(capsys: pytest.CaptureFixture[str], project: Path, config: Path, path: str) -> None:
+    _run(
+        capsys,
+        "call",
+        "oct_read_file",
+        "--project-root",
+        str(project),
+        "--config",
+        str(config),
+        "--json",
+        json.dumps({"path": path}),
+    )
+
+
+def test_audit_verify_checks_the_configured_log_and_exits_0_when_intact(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit_log = tmp_path / "logs" / "audit.log"
+    config = _audited_config(tmp_path, audit_log)
+    for path in ("README.md", "../outside.txt", "README.md"):
+        _read_readme(capsys, project, config, path)
+
+    code, out, _ = _run(capsys, "audit", "verify", "--config", str(config))
+
+    assert code == EXIT_OK
+    assert out == f"intact: 3 records in 1 file(s), from {audit_log}\n"
+
+
+def test_audit_verify_names_the_file_and_line_where_the_chain_breaks_and_exits_1(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit_log = tmp_path / "audit.log"
+    config = _audited_config(tmp_path, audit_log)
+    for _ in range(4):
+        _read_readme(capsys, project, config, "README.md")
+    lines = audit_log.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"outcome":"ok"', '"outcome":"error"')
+    audit_log.write_text("".join(lines))
+
+    code, out, _ = _run(capsys, "audit", "verify", str(audit_log))
+
+    assert code == EXIT_CALL_FAILED
+    assert out.splitlines()[0].startswith(f"broken: {audit_log}:2: changed:")
+    assert out.splitlines()[1] == "1 break(s) in 4 records, 1 file(s)"
+
+
+def test_audit_verify_of_a_log_that_does_not_exist_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, "audit", "verify", str(tmp_path / "none.log"))
+
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert "no audit log at" in err
+
+
+def test_audit_verify_says_when_older_records_were_rotated_away(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oct_mcp.audit import AuditWriter
+
+    audit_log = tmp_path / "audit.log"
+    writer = AuditWriter(audit_log, max_bytes=500, max_files=1)
+    for index in range(20):
+        writer.write({"tool": "oct_read_file", "outcome": "ok", "index": index})
+
+    code, out, _ = _run(capsys, "audit", "verify", str(audit_log))
+
+    assert code == EXIT_OK
+    assert "those before it were rotated away" in out
+
+
+def test_audit_tail_shows_the_last_records_one_line_each(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit_log = tmp_path / "audit.log"
+    config = _audited_config(tmp_path, audit_log)
+    for path in ("README.md", "README.md", "../outside.txt"):
+        _read_readme(capsys, project, config, path)
+
+    code, out, _ = _run(capsys, "audit", "tail", "-n", "2", "--config", str(config))
+
+    assert code == EXIT_OK
+    assert [line.split()[1:4] for line in out.splitlines()] == [
+        ["oct_read_file", "ok", "-"],
+        ["oct_read_file", "refused", "path_refused"],
+    ]
+
+
+def test_doctor_shows_where_the_audit_goes_and_whether_it_is_writable(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writable = _audited_config(tmp_path, tmp_path / "logs" / "audit.log")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    (tmp_path / "blocked").mkdir()
+    blocked = _audited_config(tmp_path / "blocked", blocker / "audit.log")
+
+    _, good, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(writable))
+    _, bad, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(blocked))
+
+    assert f"audit: {tmp_path / 'logs' / 'audit.log'}: writable\n" in good
+    assert f"audit: {blocker / 'audit.log'}: failing ({blocker} is not a directory)\n" in bad
+
+
+def test_doctor_says_when_the_profile_has_no_audit_layer(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profiles = {"quiet": {"layers": ["gateway", "validator", "sandbox"]}}
+    config_file.write_text(json.dumps({"profile": "quiet", "profiles": profiles}))
+
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    assert "audit: off: the profile has no audit layer" in out

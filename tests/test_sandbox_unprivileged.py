@@ -32,6 +32,7 @@ PACKAGES = (
     "typing_extensions",
     "structlog",
     "pathspec",
+    "ahocorasick_rs",
 )
 HARNESS = """
 import json, os, sys

@@ -7,13 +7,21 @@ from types import MappingProxyType
 from typing import Final
 
 from oct_mcp.chain import LayerType
-from oct_mcp.middleware import gateway, policy, safety, sandbox, validator
+from oct_mcp.middleware import audit, gateway, policy, redactor, safety, sandbox, validator
 
 __all__ = ["REGISTRY"]
 
 REGISTRY: Final[Mapping[str, LayerType]] = MappingProxyType(
     {
         layer.name: layer
-        for layer in (gateway.LAYER, validator.LAYER, policy.LAYER, safety.LAYER, sandbox.LAYER)
+        for layer in (
+            audit.LAYER,
+            gateway.LAYER,
+            validator.LAYER,
+            policy.LAYER,
+            safety.LAYER,
+            redactor.LAYER,
+            sandbox.LAYER,
+        )
     }
 )

@@ -65,7 +65,7 @@ class PolicyEngine:
 def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
     names = set(settings.tools)
     unknown = names - set(runtime.catalog) - {ALL_TOOLS}
-    if unknown:
+    if unknown and not runtime.open_catalog:
         raise ConfigError(f"layer 'policy' allows tools that do not exist: {', '.join(sorted(unknown))}")
     config = runtime.config
     server_files = [config.audit_log_path, *runtime.server_files]

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.config import McpConfig
-from oct_mcp.consent import CONFIRM_FIELD, argument_digest
+from oct_mcp.consent import CONFIRM_FIELD, DECLINED_PREFIX, argument_digest
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
 from oct_mcp.errors import ConsentUnavailableError
 from oct_mcp.spec import Risk, ToolSpec
@@ -126,7 +126,7 @@ class SafetyGate:
         if consent is not None and consent.covers(ctx.tool, digest):
             if not consent.approved:
                 return ToolResult(
-                    text=f"[declined] the user declined {ctx.tool}; nothing ran.", is_error=True
+                    text=f"{DECLINED_PREFIX} the user declined {ctx.tool}; nothing ran.", is_error=True
                 )
             return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
         human_required = self.settings.human_consent == "required"

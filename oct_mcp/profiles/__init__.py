@@ -11,8 +11,17 @@ from typing import Any, Final
 from oct_mcp.config import PROFILE_NAMES, is_profile_name
 from oct_mcp.errors import ConfigError
 
-__all__ = ["GUARANTEES", "Profile", "profile_from_data", "resolve_profile", "shipped_profile"]
+__all__ = [
+    "GUARANTEES",
+    "SHIPPED_PROFILES",
+    "Profile",
+    "profile_from_data",
+    "resolve_profile",
+    "shipped_profile",
+]
 
+SHIPPED_PROFILES: Final = (*PROFILE_NAMES, "embedded")
+"""The seed's three, and `embedded` for servers that embed the chain (no sandbox: the host runs its tools)."""
 _PROFILE_KEYS: Final = frozenset({"description", "layers", "settings", "guarantees"})
 GUARANTEES: Final = frozenset({"no_network", "writes_confined", "reads_confined"})
 """What a profile may require of the sandbox: `no_network` also refuses an https policy_source."""
@@ -79,8 +88,8 @@ def shipped_profile(name: str) -> Profile:
     Raises:
         ConfigError: No shipped profile has that name.
     """
-    if name not in PROFILE_NAMES:
-        raise ConfigError(f"no shipped profile named {name!r}; shipped: {', '.join(PROFILE_NAMES)}")
+    if name not in SHIPPED_PROFILES:
+        raise ConfigError(f"no shipped profile named {name!r}; shipped: {', '.join(SHIPPED_PROFILES)}")
     text = resources.files(__name__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
     return profile_from_data(name, tomllib.loads(text), origin="shipped")
 
@@ -95,12 +104,12 @@ def resolve_profile(name: str, user_profiles: Mapping[str, Any]) -> Profile:
         ConfigError: No such profile, a user profile shadows a shipped one, or it is malformed.
     """
     if name in user_profiles:
-        if name in PROFILE_NAMES:
+        if name in SHIPPED_PROFILES:
             raise ConfigError(
                 f"the config file defines a profile named {name!r}, which is a shipped profile; rename it"
             )
         return profile_from_data(name, user_profiles[name], origin="config file")
-    if name in PROFILE_NAMES:
+    if name in SHIPPED_PROFILES:
         return shipped_profile(name)
-    known = sorted({*PROFILE_NAMES, *user_profiles})
+    known = sorted({*SHIPPED_PROFILES, *user_profiles})
     raise ConfigError(f"no profile named {name!r}; known profiles: {', '.join(known)}")

@@ -457,6 +457,7 @@ def _spec(
     risk: Risk,
     plan: Any,
     *,
+    program: str,
     idempotent: bool = True,
 ) -> ToolSpec:
     return ToolSpec(
@@ -468,6 +469,7 @@ def _spec(
         risk=risk,
         plan=plan,
         idempotent=idempotent,
+        program=program,
     )
 
 
@@ -481,6 +483,7 @@ LINT: Final = _spec(
     DiagnosticsOutput,
     Risk.EXECUTE,
     _plan_lint,
+    program="ruff",
 )
 FIX: Final = _spec(
     "oct_fix",
@@ -493,6 +496,7 @@ FIX: Final = _spec(
     Risk.WRITE,
     _plan_fix,
     idempotent=False,
+    program="ruff",
 )
 FORMAT: Final = _spec(
     "oct_format",
@@ -505,6 +509,7 @@ FORMAT: Final = _spec(
     Risk.WRITE,
     _plan_format,
     idempotent=False,
+    program="ruff",
 )
 TYPECHECK: Final = _spec(
     "oct_typecheck",
@@ -515,6 +520,7 @@ TYPECHECK: Final = _spec(
     DiagnosticsOutput,
     Risk.EXECUTE,
     _plan_typecheck,
+    program="mypy",
 )
 TEST: Final = _spec(
     "oct_test",
@@ -528,4 +534,5 @@ TEST: Final = _spec(
     TestOutput,
     Risk.EXECUTE,
     _plan_test,
+    program="pytest",
 )

@@ -1,0 +1,32 @@
+"""Where the audit layer sends each call's record: the log on disk, and the metrics when they are on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from oct_mcp.audit.writer import AuditWriter
+
+if TYPE_CHECKING:
+    from oct_mcp.config import McpConfig
+    from oct_mcp.metrics import CallMetrics
+
+__all__ = ["AuditSink"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSink:
+    """One record per call, to the writer and to the metrics. Never raises."""
+
+    writer: AuditWriter
+    metrics: CallMetrics | None = None
+
+    @classmethod
+    def from_config(cls, config: McpConfig, metrics: CallMetrics | None = None) -> AuditSink:
+        return cls(writer=AuditWriter.from_config(config), metrics=metrics)
+
+    def record(self, record: Mapping[str, Any]) -> None:
+        written = self.writer.write(record)
+        if self.metrics is not None:
+            self.metrics.observe(record, written=written)

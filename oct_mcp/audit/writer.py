@@ -1,0 +1,341 @@
+"""The audit log on disk: one JSON line per record, hash-chained, rotated by size and count, owner-only."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+
+from oct_mcp.diagnostics import get_logger
+
+if TYPE_CHECKING:
+    from oct_mcp.config import McpConfig
+
+__all__ = ["GENESIS", "AuditFailure", "AuditWriter", "line_digest", "rotated_path"]
+
+GENESIS: Final = "0" * 64
+"""The `prev` of the very first record: there is no line before it."""
+FILE_MODE: Final = 0o600
+DIRECTORY_MODE: Final = 0o700
+LOCK_SUFFIX: Final = ".lock"
+_TAIL_BLOCK: Final = 8_192
+
+_log = get_logger(__name__)
+
+# structlog renders the records; ASCII only, so a line never holds a character some reader splits on.
+_stamp = structlog.processors.TimeStamper(fmt="iso", utc=True, key="time")
+_render = structlog.processors.JSONRenderer(separators=(",", ":"))
+
+
+def line_digest(line: bytes) -> str:
+    """The SHA-256 (hex) of one record's exact line, without its newline: the next record's `prev`."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def rotated_path(path: Path, number: int) -> Path:
+    """The `number`th rotated file of the log at `path` (`audit.log.1` is the newest of them)."""
+    return path.with_name(f"{path.name}.{number}")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFailure:
+    """Records are not reaching the disk: since when, why (the latest reason), how many were lost."""
+
+    since: datetime
+    reason: str
+    lost: int
+
+
+class _Files:
+    """The open descriptors: the log, and the lock file that serialises writers across processes."""
+
+    __slots__ = ("identity", "lock", "log")
+
+    def __init__(self) -> None:
+        self.log: int | None = None
+        self.lock: int | None = None
+        self.identity: tuple[int, int, int] | None = None
+        """(device, inode, size) of the log as this writer left it: changed means someone else wrote."""
+
+    def close(self) -> None:
+        for fd in (self.log, self.lock):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.log = self.lock = None
+        self.identity = None
+
+
+class AuditWriter:
+    """Appends records to the audit log, each linked to the line before it by its SHA-256.
+
+    Rotation as `logging.handlers.RotatingFileHandler`: before a record would take the file past
+    `max_bytes`, `audit.log` becomes `audit.log.1` (`.1` becomes `.2`, ..., `.max_files` is
+    dropped). The chain runs on across files. One writer per process serves every task and
+    thread (a lock); writers in several processes take turns on `audit.log.lock` (flock), and
+    each continues the chain from the line the file actually ends with. `write` never raises:
+    a failure is logged, counted and kept for `oct-mcp doctor`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int, max_files: int) -> None:
+        if max_bytes < 1 or max_files < 1:
+            raise ValueError("max_bytes and max_files must be at least 1")
+        self.path = Path(path)
+        self._path_name = str(self.path)
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self._lock = threading.Lock()
+        self._files = _Files()
+        self._finalizer = weakref.finalize(self, self._files.close)
+        self._prev: str | None = None
+        self._seq = 0
+        self._failure: AuditFailure | None = None
+        self._lost_since_last_write = 0
+
+    @classmethod
+    def from_config(cls, config: McpConfig) -> AuditWriter:
+        """A writer at the config's `audit_log_path`, rotating at `audit_log_max_size_mb`."""
+        return cls(
+            os.path.expanduser(config.audit_log_path),
+            max_bytes=max(1, int(config.audit_log_max_size_mb * 1024 * 1024)),
+            max_files=config.audit_log_max_files,
+        )
+
+    @property
+    def failure(self) -> AuditFailure | None:
+        """Why records are not being written, or None while they are."""
+        return self._failure
+
+    def write(self, fields: Mapping[str, Any]) -> bool:
+        """Append one record: `time` first, then `fields`, then the chain's `seq` and `prev`.
+
+        Returns:
+            True if the record reached the file; False if it was lost (the failure is kept).
+        """
+        with self._lock:
+            try:
+                self._append(fields)
+            except Exception as exc:  # noqa: BLE001 - an audit failure must never cost a call its result
+                self._fail(exc)
+                return False
+        return True
+
+    def status(self) -> str:
+        """`writable`, or what stands in the way: for `oct-mcp doctor`. Creates nothing."""
+        failure = self._failure
+        if failure is not None:
+            since = failure.since.isoformat(timespec="seconds")
+            return f"failing since {since} ({failure.reason}), {failure.lost} record(s) lost"
+        problem = _probe(self.path)
+        return "writable" if problem is None else f"failing ({problem})"
+
+    def close(self) -> None:
+        """Close the files; a later write opens them again."""
+        with self._lock:
+            self._files.close()
+
+    def _append(self, fields: Mapping[str, Any]) -> None:
+        lock, log = self._open()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            log, current = self._follow_disk(log)
+            record: dict[str, Any] = {"time": None, **fields}
+            if self._lost_since_last_write:
+                record["lost_before"] = self._lost_since_last_write
+            record["seq"] = self._seq + 1
+            record["prev"] = self._prev if self._prev is not None else GENESIS
+            # `time` is stamped here, in file order; it was put first above, where it is shown.
+            line = _render(None, "audit", _stamp(None, "audit", record))
+            data = line.encode("ascii") if isinstance(line, str) else line
+            if current.st_size > 0 and current.st_size + len(data) + 1 > self.max_bytes:
+                log = self._rotate(log)
+                current = os.fstat(log)
+            _write_all(log, data + b"\n")
+            self._files.identity = (current.st_dev, current.st_ino, current.st_size + len(data) + 1)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        self._prev = line_digest(data)
+        self._seq += 1
+        self._lost_since_last_write = 0
+        if self._failure is not None:
+            _log.error("audit_recovered", path=str(self.path), lost=self._failure.lost)
+            self._failure = None
+
+    def _open(self) -> tuple[int, int]:
+        """The lock file's and the log's descriptors, opened (the directory made) if need be."""
+        files = self._files
+        parent = self.path.parent
+        # One stat per record: a directory removed while serving is made again, lock file included.
+        if files.log is not None and files.lock is not None and parent.is_dir():
+            return files.lock, files.log
+        files.close()
+        if not parent.is_dir():
+            blocker = _nearest_existing(parent)
+            if not blocker.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocker))
+            parent.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+        lock = files.lock = _open_owner_only(self.path.with_name(self.path.name + LOCK_SUFFIX), os.O_RDWR)
+        log = files.log = _open_owner_only(self.path, os.O_WRONLY | os.O_APPEND)
+        return lock, log
+
+    def _reopen_log(self, log: int) -> int:
+        self._files.log = None
+        os.close(log)
+        log = self._files.log = _open_owner_only(self.path, os.O_WRONLY | os.O_APPEND)
+        return log
+
+    def _follow_disk(self, log: int) -> tuple[int, os.stat_result]:
+        """Continue the chain from the file's last line if anyone but this writer changed the file.
+
+        Returns:
+            The descriptor to append to (another one if the file at the path was replaced), and
+            what `fstat` says of it.
+        """
+        try:
+            on_disk = os.stat(self._path_name)
+        except FileNotFoundError:
+            on_disk = None
+        current = os.fstat(log)
+        if on_disk is None or (on_disk.st_dev, on_disk.st_ino) != (current.st_dev, current.st_ino):
+            # Rotated or removed by another process: append to the file now at the path.
+            log = self._reopen_log(log)
+            current = os.fstat(log)
+        if _identity(current) == self._files.identity:
+            return log, current
+        if current.st_size > 0 and _last_byte(self.path) != b"\n":
+            # A torn line (a crash mid-write): end it, so this record starts a line of its own.
+            _write_all(log, b"\n")
+        last = _last_line(self.path) or _last_line(rotated_path(self.path, 1))
+        if last is not None:
+            self._prev = line_digest(last)
+            self._seq = _seq_of(last)
+        # Nothing on disk: a writer that has written keeps its chain (the files may have been removed).
+        current = os.fstat(log)
+        self._files.identity = _identity(current)
+        return log, current
+
+    def _rotate(self, log: int) -> int:
+        try:
+            for number in range(self.max_files - 1, 0, -1):
+                source = rotated_path(self.path, number)
+                if source.exists():
+                    os.replace(source, rotated_path(self.path, number + 1))
+            os.replace(self.path, rotated_path(self.path, 1))
+        except OSError as exc:
+            # Better an oversized file than a lost record.
+            _log.error("audit_rotation_failed", path=str(self.path), problem=_describe(exc))
+            return log
+        return self._reopen_log(log)
+
+    def _fail(self, exc: Exception) -> None:
+        self._files.close()
+        self._lost_since_last_write += 1
+        reason = _describe(exc)
+        previous = self._failure
+        if previous is None or previous.reason != reason:
+            _log.error("audit_write_failed", path=str(self.path), problem=reason)
+        since = previous.since if previous is not None else datetime.now(UTC)
+        lost = previous.lost + 1 if previous is not None else 1
+        self._failure = AuditFailure(since=since, reason=reason, lost=lost)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+    return stat.st_dev, stat.st_ino, stat.st_size
+
+
+def _open_owner_only(path: Path, flags: int) -> int:
+    return os.open(path, flags | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as file:
+        file.seek(-1, os.SEEK_END)
+        return file.read(1)
+
+
+def _last_line(path: Path) -> bytes | None:
+    """The last non-empty line of `path` without its newline, reading backwards; None if none."""
+    try:
+        file = path.open("rb")
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    with file:
+        end = file.seek(0, os.SEEK_END)
+        tail = b""
+        position = end
+        while position > 0:
+            position = max(0, position - _TAIL_BLOCK)
+            file.seek(position)
+            tail = file.read(_TAIL_BLOCK if position + _TAIL_BLOCK <= end else end - position) + tail
+            stripped = tail.rstrip(b"\n")
+            if b"\n" in stripped:
+                return stripped.rsplit(b"\n", 1)[1]
+        stripped = tail.rstrip(b"\n")
+        return stripped or None
+
+
+def _seq_of(line: bytes) -> int:
+    try:
+        seq = json.loads(line).get("seq")
+    except (ValueError, AttributeError):
+        return 0
+    return seq if isinstance(seq, int) else 0
+
+
+def _probe(path: Path) -> str | None:
+    try:
+        exists = path.exists()
+    except OSError:
+        # A folder on the way that this user may not search: nothing can be created below it.
+        exists = False
+    if exists:
+        if not path.is_file():
+            return f"{path} is not a file"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC))
+        except OSError as exc:
+            return _describe(exc)
+        return None
+    ancestor = _nearest_existing(path.parent)
+    if not ancestor.is_dir():
+        return f"{ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot create files in {ancestor}"
+    return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    while path != path.parent:
+        try:
+            if path.exists():
+                break
+        except OSError:
+            pass  # not searchable: look further up
+        path = path.parent
+    return path
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return type(exc).__name__

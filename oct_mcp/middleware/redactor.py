@@ -1,0 +1,102 @@
+"""OutputRedactor (Layer 5): no secret and no host path leaves in what a tool answers."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+from oct_mcp.chain import CallNext, LayerRuntime, LayerType
+from oct_mcp.context import CallContext, Outcome, ToolResult
+from oct_mcp.redaction import anonymise_paths, redact, redact_value
+
+__all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
+
+DEVELOPMENT_ENV: Final = "OCT_MCP_DEVELOPMENT"
+"""`1` turns redaction off in development mode (also `--development`), where the profile allows it."""
+
+
+class RedactorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    always_on: bool = False
+    """Redact even in development mode (strict and airgapped say so)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Who:
+    """What path anonymisation replaces: the project root, the home folder, the user name."""
+
+    project_root: str
+    home: str
+    user: str
+
+
+def scrub(result: ToolResult, who: _Who) -> ToolResult:
+    """Mask secrets and anonymise paths in a tool's text and structured content.
+
+    Returns:
+        The result, its `redactions` raised by the number of secrets masked.
+    """
+    text, findings = redact(result.text)
+    structured: Any = result.structured
+    masked = 0
+    if structured is not None:
+        structured, masked = redact_value(dict(structured))
+        structured = _anonymise_value(structured, who)
+    return replace(
+        result,
+        text=anonymise_paths(text, project_root=who.project_root, home=who.home, user=who.user),
+        structured=structured,
+        redactions=result.redactions + len(findings) + masked,
+    )
+
+
+def _anonymise_value(value: Any, who: _Who) -> Any:
+    if isinstance(value, str):
+        return anonymise_paths(value, project_root=who.project_root, home=who.home, user=who.user)
+    if isinstance(value, dict):
+        return {key: _anonymise_value(item, who) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_anonymise_value(item, who) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRedactor:
+    """Redact what comes back from inside the chain.
+
+    Reads the outcome only. Answers nothing itself and raises nothing of its own:
+    a ToolResult coming back is masked (secrets as `[REDACTED:<kind>]`, the project
+    root as `<project>`, the home as `~`); a ConsentRequest passes as it is.
+    """
+
+    who: _Who
+    active: bool
+
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+        outcome = await call_next(ctx)
+        if self.active and isinstance(outcome, ToolResult):
+            return scrub(outcome, self.who)
+        return outcome
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER variable: nothing to hide by name
+        return ""
+
+
+def _build(settings: RedactorSettings, runtime: LayerRuntime) -> OutputRedactor:
+    development = runtime.development or os.environ.get(DEVELOPMENT_ENV, "").strip() == "1"
+    active = not development or settings.always_on or runtime.config.redaction_always_on
+    who = _Who(project_root=str(runtime.workspace.root), home=str(Path.home()), user=_user())
+    return OutputRedactor(who=who, active=active)
+
+
+LAYER: Final = LayerType(name="redactor", settings=RedactorSettings, build=_build)

@@ -1,0 +1,279 @@
+"""Value checks the detectors share: is a candidate a literal secret, or a placeholder, a reference, code?"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from typing import Final
+
+__all__ = [
+    "MASK_PREFIX",
+    "char_classes",
+    "is_literal_secret",
+    "is_placeholder",
+    "is_words",
+    "looks_random",
+    "mask",
+    "shannon_entropy",
+]
+
+MASK_PREFIX: Final = "[REDACTED:"
+
+
+def mask(kind: str) -> str:
+    """The text that stands in for a secret of `kind`: `[REDACTED:<kind>]`, no part of the secret."""
+    return f"{MASK_PREFIX}{kind}]"
+
+
+# Whole values that people write where a secret would go, in docs, examples and templates.
+_PLACEHOLDER_VALUES: Final = frozenset(
+    {
+        "none",
+        "null",
+        "nil",
+        "undefined",
+        "true",
+        "false",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "empty",
+        "unset",
+        "notset",
+        "not_set",
+        "missing",
+        "required",
+        "optional",
+        "hidden",
+        "masked",
+        "redacted",
+        "removed",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pass",
+        "pwd",
+        "token",
+        "apikey",
+        "api_key",
+        "api-key",
+        "key",
+        "changeme",
+        "change_me",
+        "change-me",
+        "changeit",
+        "string",
+        "str",
+        "test",
+        "example",
+        "sample",
+        "dummy",
+        "placeholder",
+        "default",
+        "todo",
+        "tbd",
+        "fixme",
+        "value",
+        "bearer",
+        "basic",
+    }
+)
+# Fragments that mark a value as a stand-in, wherever they occur in it: marks, then words.
+_PLACEHOLDER_MARKS: Final = ("....", "…", "[redacted", "<redacted", "redacted>")
+_PLACEHOLDER_WORDS: Final = (
+    "placeholder",
+    "changeme",
+    "change_me",
+    "change-me",
+    "replace_me",
+    "replaceme",
+    "replace-me",
+    "your_",
+    "your-",
+    "yourpassword",
+    "yourtoken",
+    "yoursecret",
+    "yourkey",
+    "example",
+    "dummy",
+    "sample",
+    "insert_",
+    "insert-",
+    "_here",
+    "-here",
+)
+# A value that starts so is a reference resolved elsewhere (shell, template, vault, secret manager).
+_REFERENCE_STARTS: Final = (
+    "$",
+    "%",
+    "{",
+    "{%",
+    "<",
+    "!",
+    "#",
+    "*",
+    "&",
+    "os.",
+    "env.",
+    "env:",
+    "process.env",
+    "settings.",
+    "config.",
+    "self.",
+    "this.",
+    "getenv",
+    "environ",
+    "secrets.",
+    "vault:",
+    "vault.",
+    "ref+",
+    "op://",
+    "sm://",
+    "arn:",
+    "projects/",
+    "keyvault:",
+    "secretsmanager:",
+    "@microsoft.keyvault",
+    "file:",
+)
+_PATH_START: Final = ("/", "./", "../", "~/")
+_PATH_SEGMENT: Final = re.compile(r"[\w.@-]*", re.ASCII)
+_FILE_NAME: Final = re.compile(
+    r"[\w./-]+\.(?:pem|key|crt|cer|p12|pfx|jks|json|txt|env|ya?ml|toml|ini|cfg|conf|gpg|asc|pub)", re.ASCII
+)
+_VERSION: Final = re.compile(r"[\^~<>=!]{0,2}v?\d+(?:\.\d+)+(?:[-+.][\w.]+)?", re.ASCII)
+# Code rather than a literal: dotted names (`request.form`, `settings.SECRET`), plain words in
+# snake, kebab or camel case (`hashed_password`, `PasswordInput`), and constants (`DEFAULT_TOKEN`).
+_DOTTED_NAME: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", re.ASCII)
+# Camel case counts as words when each capital starts a run of at least two lower-case letters
+# (`PasswordInput`, `hashedPassword`), which random letters (`aRzsHcZehv`) seldom do.
+_WORDS: Final = re.compile(r"[a-z]+(?:[_-][a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[a-z]*(?:[A-Z][a-z]{2,})+", re.ASCII)
+_RUN: Final = re.compile(r"(.)\1{5}", re.DOTALL)
+_SEQUENCE: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
+_SEQUENCE_WINDOWS: Final = tuple(_SEQUENCE[i : i + 10] for i in range(len(_SEQUENCE) - 9))
+_LOWER: Final = frozenset(string.ascii_lowercase)
+_UPPER: Final = frozenset(string.ascii_uppercase)
+_DIGITS: Final = frozenset(string.digits)
+_NOT_SYMBOLS: Final = frozenset(string.ascii_letters + string.digits + "_-.")
+# Placeholder fragments as one alternation each: a single pass in C instead of a loop of `in`.
+_MARKS_OR_SEQUENCES: Final = re.compile("|".join(map(re.escape, (*_PLACEHOLDER_MARKS, *_SEQUENCE_WINDOWS))))
+_WORD_PARTS: Final = re.compile("|".join(map(re.escape, _PLACEHOLDER_WORDS)))
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of `value`, from its own character frequencies."""
+    if not value:
+        return 0.0
+    length = len(value)
+    return -sum(n / length * math.log2(n / length) for n in Counter(value).values())
+
+
+def char_classes(value: str) -> int:
+    """How many of lower case, upper case, digits and symbols (other than `_-.`) `value` mixes."""
+    chars = set(value)
+    return (
+        (not chars.isdisjoint(_LOWER))
+        + (not chars.isdisjoint(_UPPER))
+        + (not chars.isdisjoint(_DIGITS))
+        + bool(chars - _NOT_SYMBOLS)
+    )
+
+
+def _is_path(value: str) -> bool:
+    if _FILE_NAME.fullmatch(value) or value[1:3] == ":\\":
+        return True
+    if not value.startswith(_PATH_START):
+        # `kv/data/app`, `secret/prod/db`: words between slashes name a place, they are not a key.
+        return "/" in value and all(
+            not segment or segment.isdigit() or _WORDS.fullmatch(segment) for segment in value.split("/")
+        )
+    # A base64 secret may start with "/" too; its segments mix cases and digits, a path's rarely do.
+    segments = value.split("/")
+    return all(
+        _PATH_SEGMENT.fullmatch(segment) and (len(segment) < 8 or char_classes(segment) < 3)
+        for segment in segments
+    )
+
+
+def is_words(value: str) -> bool:
+    """Whether `value` is a word or a name in snake, kebab, camel or upper case (`PasswordInput`)."""
+    return _WORDS.fullmatch(value) is not None
+
+
+def is_placeholder(value: str, *, words: bool = True) -> bool:
+    """Whether `value` is a stand-in: masked, repeated, sequential, or (with `words`) an example.
+
+    Args:
+        value: The candidate secret, whole.
+        words: Also count words such as `example`, `your_`, `changeme`. Token formats pass False:
+            a format-valid key that says EXAMPLE (AWS's documented one) is masked all the same.
+
+    Returns:
+        True for `[REDACTED:...]`, `xxxx`, `******`, `000000`, `1234567890`, `abcdefghij`,
+        `<your-token>` and the like; False for anything that could be a real credential.
+    """
+    if MASK_PREFIX in value:
+        return True
+    if len(set(value)) <= 3 or _RUN.search(value):
+        return True
+    lowered = value.lower()
+    if _MARKS_OR_SEQUENCES.search(lowered):
+        return True
+    return words and _WORD_PARTS.search(lowered) is not None
+
+
+def looks_random(value: str, *, min_length: int = 16) -> bool:
+    """Whether `value` reads as generated: long enough, mixed classes, a digit, no placeholder.
+
+    Args:
+        value: The candidate.
+        min_length: Shorter values are never called random.
+
+    Returns:
+        True for values such as API keys and hex or base64 secrets.
+    """
+    if len(value) < min_length or is_placeholder(value):
+        return False
+    if not any(char.isdigit() for char in value):
+        return False
+    return char_classes(value) >= 2 and shannon_entropy(value) >= 3.0
+
+
+def is_literal_secret(value: str, *, quoted: bool) -> bool:
+    """Whether the value of a secret-named field (`password = ...`) is a literal secret.
+
+    Not secrets: empty and short values, placeholders (`changeme`, `<token>`, `xxx`, `***`),
+    references (`$VAR`, `${VAR}`, `{{ x }}`, `os.environ[...]`, `vault:...`), paths, URLs,
+    numbers, versions, and (unquoted) names that are code (`hashed_password`, `self.token`).
+
+    Args:
+        value: The value as written, without its quotes.
+        quoted: Whether it was written between quotes: then it is a literal for sure, and only
+            its content decides.
+
+    Returns:
+        True when the value should be masked.
+    """
+    if len(value) < 6 or len(value) > 1024:
+        return False
+    lowered = value.lower()
+    if lowered in _PLACEHOLDER_VALUES or lowered.startswith(_REFERENCE_STARTS):
+        return False
+    if "${" in value or "{{" in value or "://" in value:
+        return False
+    if not any(char.isalpha() for char in value):
+        # Numbers, dates, times, ratios, addresses: no generated secret goes without letters.
+        return False
+    if _VERSION.fullmatch(value) or is_placeholder(value) or _is_path(value):
+        return False
+    if value.endswith(("(", ")", "]", ",", ";")):
+        return False
+    if _WORDS.fullmatch(value):
+        return False
+    if not quoted and _DOTTED_NAME.fullmatch(value) and all(map(_WORDS.fullmatch, value.split("."))):
+        return False
+    return char_classes(value) >= 2

@@ -1,0 +1,977 @@
+"""The detector set: each credential format as keywords, a pattern and a check, from its published format."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from oct_mcp.redaction.checks import (
+    char_classes,
+    is_literal_secret,
+    is_placeholder,
+    is_words,
+    looks_random,
+)
+
+__all__ = [
+    "CONTEXT",
+    "DETECTORS",
+    "GENERIC",
+    "GUESS",
+    "KINDS",
+    "PROVIDER",
+    "SECRET_NAME",
+    "Detector",
+    "Span",
+    "secret_field_kind",
+]
+
+# When spans of two detectors overlap, the union is masked under the kind of the higher priority:
+# a format that names its issuer beats a format known by its context, which beats a field name,
+# which beats a guess from a name that only ends in `_KEY`.
+PROVIDER: Final = 3
+CONTEXT: Final = 2
+GENERIC: Final = 1
+GUESS: Final = 0
+
+Span = tuple[int, int, str, int]
+"""A span to mask: start, end (offsets in the text), kind, priority."""
+
+Finish = Callable[["Detector", "re.Match[str]"], Iterable[Span]]
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """One credential format.
+
+    A keyword hit runs `pattern` there: anchored (`pattern.match` at the keyword's start less
+    `back`), or with `window` > 0 searched in that many characters either side. Keywords are
+    lower case and met in lower-cased text. A `scan` detector has no keywords: its pattern runs
+    over the whole text, and starts with a literal, so that `re` skips to it at memchr speed.
+    """
+
+    kind: str
+    keywords: tuple[str, ...]
+    pattern: re.Pattern[str]
+    priority: int = PROVIDER
+    back: int = 0
+    window: int = 0
+    scan: bool = False
+    check: Callable[[str], bool] | None = None
+    finish: Finish | None = None
+
+    def spans(self, match: re.Match[str]) -> Iterable[Span]:
+        """The spans to mask for one match: the `secret` group (else the whole match), if it passes."""
+        if self.finish is not None:
+            return self.finish(self, match)
+        group = "secret" if "secret" in self.pattern.groupindex else 0
+        value = match.group(group)
+        if self.check is not None and not self.check(value):
+            return ()
+        return ((match.start(group), match.end(group), self.kind, self.priority),)
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    # ASCII: \w, \s and IGNORECASE stay ASCII, so a Kelvin sign never passes for a "k".
+    return re.compile(pattern, re.ASCII)
+
+
+def _token_ok(value: str) -> bool:
+    """A format-valid token, not a stand-in (`ghp_xxxx...`, `AKIA0000...`)."""
+    return not is_placeholder(value, words=False)
+
+
+def _random_token_ok(value: str) -> bool:
+    """For formats whose body is loose (`sk-...`, `xoxb-...`): a stand-in or a word is not a token."""
+    return not is_placeholder(value, words=False) and char_classes(value) >= 2
+
+
+_PLACEHOLDER_PASSWORDS: Final = frozenset(
+    {"password", "passwd", "pass", "pwd", "secret", "token", "changeme", "pw", "xxx", "***", "..."}
+)
+
+
+def _password_ok(value: str) -> bool:
+    """A password in a URL or netrc: any word is plausible (`postgres:postgres`), stand-ins are not."""
+    lowered = value.lower()
+    if lowered in _PLACEHOLDER_PASSWORDS or value.startswith(("$", "%", "<", "{", "*")):
+        return False
+    return not is_placeholder(value) and "{{" not in value
+
+
+def _prefixed(
+    kind: str,
+    keywords: Sequence[str],
+    pattern: str,
+    *,
+    check: Callable[[str], bool] = _token_ok,
+    back: int = 0,
+) -> Detector:
+    return Detector(kind, tuple(keywords), _compile(pattern), PROVIDER, back=back, check=check)
+
+
+# Boundaries: a token does not start or end inside a longer run of token characters.
+_L = r"(?<![A-Za-z0-9])"
+_LU = r"(?<![A-Za-z0-9_])"
+_LUD = r"(?<![A-Za-z0-9_-])"
+_R = r"(?![A-Za-z0-9])"
+_RU = r"(?![A-Za-z0-9_])"
+_RUD = r"(?![A-Za-z0-9_-])"
+
+# How a field is given its value: closing quote or bracket, operator, opening quote.
+_CLOSE = r"""(?:\\?["'`]){0,1}\]?"""
+_OP = r"""(?P<op>:=|=>|===?|=(?!=)|:(?![:=])|\?=|\|\|=)"""
+_OPEN = r"""(?:\\?["'`])?"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Finishers: the detectors whose span is more than one regex group.
+
+
+def _aws_key_id(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    spans: list[Span] = []
+    if _token_ok(match["id"]):
+        spans.append((match.start("id"), match.end("id"), "aws_access_key_id", PROVIDER))
+    pair = match["pair"]
+    # A 40-character run right after a key id (the console's CSV, `id:secret`) is its secret.
+    if pair is not None and char_classes(pair) >= 3 and _token_ok(pair):
+        spans.append((match.start("pair"), match.end("pair"), "aws_secret_access_key", PROVIDER))
+    return spans
+
+
+_PEM_END: Final = _compile(r"-{4,5} ?END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}")
+_PEM_BODY: Final = _compile(r"(?:[A-Za-z0-9+/=\\ \t\r\n]|(?:Proc-Type|DEK-Info|Comment):[^\n]*)*+")
+_PEM_LIMIT: Final = 64 * 1024
+
+
+def _pem_block(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """The whole block, BEGIN to END, however many lines and whatever escapes (`\\n` in JSON)."""
+    text = match.string
+    end = _PEM_END.search(text, match.end(), match.end() + _PEM_LIMIT)
+    if end is not None:
+        return ((match.start(), end.end(), detector.kind, detector.priority),)
+    # No END (output cut short): mask the body that follows, so no part of the key is left.
+    body = _PEM_BODY.match(text, match.end())
+    stop = body.end() if body is not None else match.end()
+    while stop > match.end() and text[stop - 1] in " \t\r\n":
+        stop -= 1
+    return ((match.start(), stop, detector.kind, detector.priority),)
+
+
+_PUTTY_END: Final = _compile(r"Private-MAC: *[0-9a-fA-F]+|\n[ \t]*\n")
+
+
+def _putty_block(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    text = match.string
+    end = _PUTTY_END.search(text, match.end(), match.end() + _PEM_LIMIT)
+    stop = end.end() if end is not None else min(len(text), match.end() + _PEM_LIMIT)
+    return ((match.start(), stop, detector.kind, detector.priority),)
+
+
+def _base64_pem(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """A PEM block in base64 (kubeconfig `client-key-data`): a secret only if it is a private key."""
+    head = match.group(0)[:64]
+    try:
+        decoded = base64.b64decode(head + "=" * (-len(head) % 4))
+    except (binascii.Error, ValueError):
+        return ()
+    if b"PRIVATE KEY" not in decoded:
+        return ()
+    return ((match.start(), match.end(), detector.kind, detector.priority),)
+
+
+_SCHEME_BEFORE: Final = _compile(r"(?:https?://)?(?:[a-z]+\.)?\Z")
+
+
+def _whole_url(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """A webhook URL is its own secret: mask it from the scheme on."""
+    text = match.string
+    before = _SCHEME_BEFORE.search(text, max(0, match.start() - 16), match.start())
+    start = before.start() if before is not None else match.start()
+    if is_placeholder(match.group(0).rsplit("/", 1)[-1], words=False):
+        return ()
+    return ((start, match.end(), detector.kind, detector.priority),)
+
+
+_DISCORD_ID: Final = _compile(r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\Z")
+_TELEGRAM_ID: Final = _compile(r"(?:(?<![A-Za-z0-9])|(?<=/bot))\d{5,16}\Z")
+
+
+def _with_head(detector: Detector, match: re.Match[str], head: re.Pattern[str]) -> Iterable[Span]:
+    """A token found by its tail: it counts only if `head` ends right where the tail starts."""
+    text = match.string
+    found = head.search(text, max(0, match.start() - 32), match.start())
+    if found is None:
+        return ()
+    token = text[found.start() : match.end()]
+    if not _random_token_ok(token):
+        return ()
+    return ((found.start(), match.end(), detector.kind, detector.priority),)
+
+
+def _datadog(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    if not _token_ok(match["secret"]):
+        return ()
+    kind = "datadog_app_key" if "app" in match["name"].lower() else "datadog_api_key"
+    return ((match.start("secret"), match.end("secret"), kind, detector.priority),)
+
+
+_VALUE_GROUPS: Final = ("dq", "sq", "bq", "eq", "xv", "uq")
+
+
+def _value(match: re.Match[str]) -> tuple[str, str]:
+    """The value group that matched (each alternative of the field pattern sets exactly one)."""
+    group = next(group for group in _VALUE_GROUPS if match.group(group) is not None)
+    return group, match.group(group)
+
+
+def secret_field_kind(name: str) -> str:
+    """The mask kind for a secret-named field: `password`, `token`, `private_key`, `api_key`, ...
+
+    Args:
+        name: The field's name, or the part of it that made it secret (`db_password`, `apiKey`).
+
+    Returns:
+        The kind the value of such a field is masked as.
+    """
+    lowered = name.lower()
+    if lowered.startswith(("pass", "pw")) or "passw" in lowered or "pwd" in lowered:
+        return "password"
+    if "private" in lowered:
+        return "private_key"
+    if "token" in lowered or "auth" in lowered:
+        return "token"
+    if "secret" in lowered:
+        return "secret"
+    if "cred" in lowered:
+        return "credential"
+    return "api_key"
+
+
+def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    group, value = _value(match)
+    start = match.start()
+    if start and match.string[start - 1] == ":" and match["op"] == ":":
+        # `arn:aws:secretsmanager:...:secret:name`: a segment of an ARN or URN, not a field.
+        return ()
+    if not is_literal_secret(value, quoted=group != "uq"):
+        return ()
+    return ((match.start(group), match.end(group), secret_field_kind(match["name"]), detector.priority),)
+
+
+# Names ending in `_key` that are not secrets: database, cache and storage keys, public keys.
+_NOT_SECRET_KEYS: Final = frozenset(
+    {
+        "primary",
+        "foreign",
+        "sort",
+        "partition",
+        "cache",
+        "object",
+        "idempotency",
+        "routing",
+        "lookup",
+        "row",
+        "unique",
+        "index",
+        "group",
+        "hot",
+        "public",
+        "pub",
+        "kms",
+        "gpg",
+        "pgp",
+        "ssh",
+        "dict",
+        "map",
+        "hash",
+        "composite",
+        "natural",
+        "surrogate",
+        "candidate",
+        "cluster",
+        "shard",
+        "bucket",
+        "s3",
+        "file",
+        "config",
+        "setting",
+        "translation",
+        "i18n",
+        "message",
+        "msg",
+        "event",
+        "metric",
+        "label",
+        "field",
+        "column",
+        "table",
+        "node",
+        "item",
+        "entry",
+        "record",
+        "user",
+        "tenant",
+        "session",
+        "request",
+        "dedup",
+        "dedupe",
+        "lock",
+        "queue",
+        "topic",
+        "stream",
+        "storage",
+        "state",
+        "store",
+        "registry",
+        "env",
+        "region",
+        "zone",
+    }
+)
+_NAME_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """`SOMETHING_KEY = value`: a secret when the value is random-looking and the name is not a DB key."""
+    group, value = _value(match)
+    if not is_literal_secret(value, quoted=group != "uq") or not looks_random(value):
+        return ()
+    text = match.string
+    start = match.start()
+    low = max(0, start - 64)
+    while start > low and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    words = re.split(r"[_.-]+", text[start : match.start()].lower())
+    if words[-1] in _NOT_SECRET_KEYS:
+        return ()
+    return ((match.start(group), match.end(group), "api_key", detector.priority),)
+
+
+def _app_setting(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """.NET `<add key="ApiKey" value="..."/>`: the name is in one attribute, the secret in the next."""
+    name = match["name"]
+    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(match["value"], quoted=True):
+        return ()
+    return ((match.start("value"), match.end("value"), secret_field_kind(name), detector.priority),)
+
+
+def _flag(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    value = match["value"]
+    quoted = value[:1] in "\"'"
+    start, end = match.span("value")
+    if quoted:
+        value, start, end = value[1:-1], start + 1, end - 1
+    if not is_literal_secret(value, quoted=quoted):
+        return ()
+    return ((start, end, secret_field_kind(match["name"]), detector.priority),)
+
+
+def _netrc(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    if not _password_ok(match["secret"]):
+        return ()
+    return ((match.start("secret"), match.end("secret"), "password", detector.priority),)
+
+
+def _authorization(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    value = match["secret"]
+    scheme = match["scheme"]
+    if is_placeholder(value):
+        return ()
+    if scheme:
+        # A scheme says a credential follows; a word after it is prose ("Bearer authentication").
+        ok = len(value) >= 8 and char_classes(value) >= 2 and not is_words(value)
+    else:
+        ok = looks_random(value)
+    if not ok:
+        return ()
+    return ((match.start("secret"), match.end("secret"), "authorization", detector.priority),)
+
+
+def _url_password(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    if not _password_ok(match["secret"]):
+        return ()
+    return ((match.start("secret"), match.end("secret"), detector.kind, detector.priority),)
+
+
+# ---------------------------------------------------------------------------------------------
+# Field names that say "secret". The long names may sit inside a longer one (`dbpassword`,
+# `authtoken`); the short ones must start a word (`pass` in `DB_PASS`, not in `bypass`).
+
+_KEY_QUALIFIERS: Final = (
+    "api",
+    "access",
+    "private",
+    "signing",
+    "encryption",
+    "master",
+    "account",
+    "app",
+    "client",
+    "consumer",
+    "shared",
+    "webhook",
+    "license",
+    "admin",
+    "deploy",
+    "bot",
+    "service",
+    "subscription",
+    "secret",
+    "auth",
+)
+_LONG_NAMES: Final = (
+    r"passw(?:or)?d|passphrase|secret|token|credentials?|"
+    r"(?:" + "|".join(_KEY_QUALIFIERS) + r")[_.-]?key"
+)
+_SHORT_NAMES: Final = r"pass|pwd|pw|auth|creds?"
+_SUFFIX: Final = (
+    r"(?:[_.-]?(?i:key|value|hash|str|string|b64|base64|hex|plain|text|data|secret|token))?"
+    r"(?i:s)?(?:[_-]?\d{1,2})?"
+)
+# `password: str = "..."`: a type annotation between the name and the ` = ` (blanks required, or
+# the value of `password: ab=cd` would pass for an annotation).
+_ANNOTATION: Final = (
+    r"(?:[ \t]*:[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?"
+    r"(?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*)*(?=[ \t]+=[^=]))?"
+)
+# Values shorter than six characters, and unquoted names of code (`settings.KEY`, `self.token`),
+# are never secrets (see `is_literal_secret`); the pattern turns them down itself, as most field
+# names in tool output are followed by just such values and a call per value would cost more.
+_CODE_OWNERS: Final = r"(?!(?:os|self|this|cls|settings|config|conf|env|process|request|ctx|options|args)\.)"
+_VALUE: Final = (
+    r"""(?:[bBrRuUfF]{1,2}(?=["']))?(?:"(?P<dq>[^"\s]{6,512}+)"|'(?P<sq>[^'\s]{6,512}+)'"""
+    r"""|`(?P<bq>[^`\s]{6,512}+)`|\\"(?P<eq>[^"\s\\]{6,512}+)\\\""""
+    r"""|""" + _CODE_OWNERS + r"""(?P<uq>[^\s"'`,;&|<>(){}\[\]\\]{6,512}+)(?![(\[]))"""
+)
+_ASSIGNED: Final = (
+    _CLOSE + _ANNOTATION + r"[ \t]{0,4}" + _OP + r"[ \t]{0,8}" + _VALUE + r"|>(?P<xv>[^<\s]{6,512}+)</"
+)
+_FIELD: Final = (
+    r"(?P<name>(?i:"
+    + _LONG_NAMES
+    + r")|(?:(?<![A-Za-z])|(?=[A-Z]))(?i:"
+    + _SHORT_NAMES
+    + r"))"
+    + _SUFFIX
+    + r"(?:"
+    + _ASSIGNED
+    + r")"
+)
+SECRET_NAME: Final = _compile(
+    r"[\w.-]{0,64}?(?:(?i:"
+    + _LONG_NAMES
+    + r")|(?:(?<![A-Za-z])|(?=[A-Z]))(?i:"
+    + _SHORT_NAMES
+    + r"))"
+    + _SUFFIX
+)
+"""Matches (whole) a field name that says its value is a secret: `db_password`, `apiKey`, `auth_token`."""
+
+# Keywords are a field name with what may follow it, so `PASSED`, `Author:`, `tokenizer`,
+# `token_ttl` and `password reset` never wake the field detector: a closing quote or bracket,
+# an operator (after blanks, too), or the start of a suffix (`_key`, `Value`, `s`, `2`).
+_NAME_ENDINGS: Final = (
+    *"\"'`]\\=:?|>",
+    *(blank * count + operator for blank in " \t" for count in (1, 2, 3, 4) for operator in "=:?|"),
+)
+_SUFFIX_STARTS: Final = ("ke", "va", "ha", "se", "to", "st", "da", "b6", "ba", "he", "pl", "te")
+
+
+def _followed(names: Sequence[str]) -> tuple[str, ...]:
+    followers = (
+        *_NAME_ENDINGS,
+        *(f"s{ending}" for ending in _NAME_ENDINGS),
+        *(f"{sep}{start}" for sep in ("", "_", "-", ".") for start in _SUFFIX_STARTS),
+        *(f"{sep}{digit}" for sep in ("", "_", "-") for digit in "0123456789"),
+    )
+    return tuple(dict.fromkeys(name + follower for name in names for follower in followers))
+
+
+_FIELD_NAMES: Final = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pass",
+    "pwd",
+    "pw",
+    "secret",
+    "token",
+    "credential",
+    "cred",
+    "auth",
+    *(
+        qualifier + separator + "key"
+        for qualifier in _KEY_QUALIFIERS
+        if qualifier not in ("secret", "auth")
+        for separator in ("", "_", "-", ".")
+    ),
+)
+_FIELD_KEYWORDS: Final = _followed(_FIELD_NAMES)
+_KEY_FIELD: Final = r"(?<=[A-Za-z0-9])[_.-](?P<name>(?i:key))(?i:s)?(?:[_-]?\d{1,2})?(?:" + _ASSIGNED + r")"
+
+
+def _datadog_keywords() -> tuple[str, ...]:
+    return tuple(
+        f"{product}{sep}{kind}{sep2}key"
+        for product in ("dd", "datadog")
+        for sep in "_-"
+        for kind in ("api", "app", "application")
+        for sep2 in "_-"
+    )
+
+
+DETECTORS: Final[tuple[Detector, ...]] = (
+    # --- Private keys: the whole block, body included.
+    Detector(
+        "private_key",
+        ("-----begin", "---- begin"),
+        _compile(r"-{4,5} ?BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}"),
+        finish=_pem_block,
+    ),
+    Detector(
+        "private_key", ("putty-user-key-file-",), _compile(r"PuTTY-User-Key-File-\d+:"), finish=_putty_block
+    ),
+    Detector(
+        "private_key",
+        ("ls0tls1crudjtib",),
+        _compile(_LU + r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}+={0,2}"),
+        finish=_base64_pem,
+    ),
+    _prefixed(
+        "age_secret_key", ("age-secret-key-1",), r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"
+    ),
+    # --- Cloud: AWS, Google Cloud, Azure, Alibaba, DigitalOcean.
+    Detector(
+        "aws_access_key_id",
+        ("akia", "asia", "abia", "acca", "a3t"),
+        _compile(
+            _L
+            + r"(?P<id>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z2-7]{16})"
+            + _R
+            + r"(?:(?:[ \t]*[,:;|][ \t]*|[ \t]+)(?P<pair>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=]))?"
+        ),
+        finish=_aws_key_id,
+    ),
+    Detector(
+        "aws_secret_access_key",
+        (
+            "secret_access_key",
+            "secretaccesskey",
+            "secret-access-key",
+            "secret access key",
+            "aws_secret",
+            "aws-secret",
+            "awssecret",
+        ),
+        _compile(
+            r"(?i:(?:aws[_-]?)?secret[ _-]?access[ _-]?key|aws[_-]?secret(?:[_-]?key)?)"
+            + _CLOSE
+            + r"[ \t]*(?:\[[^\]\n]{0,32}\][ \t]*)?(?:"
+            + _OP
+            + r"|,)[ \t]*"
+            + _OPEN
+            + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        CONTEXT,
+        check=lambda value: char_classes(value) >= 2 and _token_ok(value),
+    ),
+    Detector(
+        "aws_session_token",
+        ("x-amz-security-token=",),
+        _compile(r"(?i:X-Amz-Security-Token)=(?P<secret>[A-Za-z0-9%_.~+/=-]{16,}+)"),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    Detector(
+        "signed_url_signature",
+        ("x-amz-signature=", "x-goog-signature="),
+        _compile(r"(?i:X-(?:Amz|Goog)-Signature)=(?P<secret>[0-9a-fA-F]{64,}+)"),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    _prefixed("google_api_key", ("aiza",), _LUD + r"AIza[0-9A-Za-z_-]{35}" + _RUD),
+    _prefixed("google_oauth_client_secret", ("gocspx-",), _LUD + r"GOCSPX-[A-Za-z0-9_-]{24,32}+" + _RUD),
+    _prefixed("google_oauth_token", ("ya29.",), _LUD + r"ya29\.[0-9A-Za-z_-]{20,}+", check=_random_token_ok),
+    _prefixed(
+        "google_oauth_token", ("1//0",), r"(?<![A-Za-z0-9_/-])1//0[0-9A-Za-z_-]{40,}+", check=_random_token_ok
+    ),
+    Detector(
+        "azure_storage_key",
+        ("accountkey",),
+        _compile(r"(?i:AccountKey)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])"),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    Detector(
+        "azure_shared_access_key",
+        ("sharedaccesskey",),
+        _compile(
+            r"(?i:SharedAccessKey)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/]{40,50}={0,2})(?![A-Za-z0-9+/=])"
+        ),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    Detector(
+        "azure_sas_signature",
+        ("sig=",),
+        _compile(r"(?<=[?&;])sig=(?P<secret>[A-Za-z0-9%+/=]{16,}+)"),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    _prefixed(
+        "azure_client_secret",
+        ("q~",),
+        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
+        back=4,
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "alibaba_access_key_id", ("ltai",), _L + r"LTAI[A-Za-z0-9]{12,20}" + _R, check=_random_token_ok
+    ),
+    _prefixed("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), _LU + r"do[opr]_v1_[a-f0-9]{64}" + _R),
+    # --- Code hosts.
+    _prefixed(
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        _LU + r"gh[pousr]_[A-Za-z0-9]{36,251}+" + _RU,
+    ),
+    _prefixed(
+        "github_token",
+        ("github_pat_",),
+        _LU + r"github_pat_[A-Za-z0-9_]{22,255}+" + _R,
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "gitlab_token",
+        tuple(
+            f"gl{kind}-"
+            for kind in (
+                "pat",
+                "dt",
+                "rt",
+                "rtr",
+                "ptt",
+                "cbt",
+                "imt",
+                "agent",
+                "oas",
+                "soat",
+                "ft",
+                "ffct",
+                "wt",
+                "sst",
+            )
+        ),
+        _LUD + r"gl(?:pat|dt|rtr?|ptt|cbt|imt|agent|oas|soat|ft|ffct|wt|sst)-[A-Za-z0-9_-]{20,}+"
+        r"(?:\.[A-Za-z0-9_-]+)*+",
+        check=_random_token_ok,
+    ),
+    _prefixed("gitlab_token", ("gr1348941",), _L + r"GR1348941[A-Za-z0-9_-]{20,}+", check=_random_token_ok),
+    _prefixed("bitbucket_app_password", ("atbb",), _L + r"ATBB[A-Za-z0-9_=-]{28,}+", check=_random_token_ok),
+    _prefixed(
+        "atlassian_api_token",
+        ("atatt3", "atctt3"),
+        _L + r"AT[AC]TT3[A-Za-z0-9_=-]{30,}+",
+        check=_random_token_ok,
+    ),
+    # --- Package registries and CI.
+    _prefixed("pypi_token", ("pypi-ag",), _LUD + r"pypi-Ag[A-Za-z0-9_-]{50,}+"),
+    _prefixed("npm_token", ("npm_",), _LU + r"npm_[A-Za-z0-9]{36}" + _R, check=_random_token_ok),
+    _prefixed("rubygems_token", ("rubygems_",), _LU + r"rubygems_[a-f0-9]{48}" + _R),
+    _prefixed("nuget_api_key", ("oy2",), _L + r"oy2[a-z0-9]{43}" + _R, check=_random_token_ok),
+    _prefixed("dockerhub_token", ("dckr_pat_", "dckr_oat_"), _LU + r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}+"),
+    _prefixed("artifactory_token", ("akcp",), _L + r"AKCp[A-Za-z0-9]{64,80}+" + _R),
+    _prefixed("pulumi_token", ("pul-",), _LUD + r"pul-[a-f0-9]{40}" + _R),
+    _prefixed(
+        "terraform_token", ("atlasv1",), _L + r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+", back=15
+    ),
+    _prefixed(
+        "vault_token",
+        ("hvs.", "hvb.", "hvr."),
+        _LUD + r"hv[sbr]\.[A-Za-z0-9_-]{24,}+",
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "doppler_token",
+        ("dp.pt.", "dp.st.", "dp.sa.", "dp.ct.", "dp.scim.", "dp.audit."),
+        _LU + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9_-]{40,}+",
+        check=_random_token_ok,
+    ),
+    # --- Chat and SaaS.
+    _prefixed(
+        "slack_token",
+        ("xox",),
+        r"(?<![A-Za-z0-9-])xox(?:e\.xox)?[abeoprs]-[A-Za-z0-9-]{10,}+",
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "slack_token", ("xapp-",), r"(?<![A-Za-z0-9-])xapp-\d-[A-Za-z0-9-]{10,}+", check=_random_token_ok
+    ),
+    Detector(
+        "slack_webhook_url",
+        ("hooks.slack.com/",),
+        _compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,}+"),
+        finish=_whole_url,
+    ),
+    Detector(
+        "discord_webhook_url",
+        ("discord.com/api/", "discordapp.com/api/"),
+        _compile(r"discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d{5,30}/[A-Za-z0-9_-]{20,}+"),
+        finish=_whole_url,
+    ),
+    # Bot tokens carry no keyword: the scan finds the literal dot of `id.timestamp.hmac`.
+    Detector(
+        "discord_bot_token",
+        (),
+        _compile(r"\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"),
+        CONTEXT,
+        scan=True,
+        finish=lambda detector, match: _with_head(detector, match, _DISCORD_ID),
+    ),
+    Detector(
+        "telegram_bot_token",
+        (),
+        _compile(r":A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])"),
+        CONTEXT,
+        scan=True,
+        finish=lambda detector, match: _with_head(detector, match, _TELEGRAM_ID),
+    ),
+    _prefixed(
+        "stripe_key",
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        _LU + r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,247}+" + _RU,
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "stripe_webhook_secret", ("whsec_",), _LU + r"whsec_[A-Za-z0-9+/=]{24,}+", check=_random_token_ok
+    ),
+    # The look-behind follows the literal, or `re` could not skip ahead to the literal.
+    Detector(
+        "twilio_api_key",
+        (),
+        _compile(r"SK(?<![A-Za-z0-9]SK)[0-9a-fA-F]{32}" + _R),
+        scan=True,
+        check=_token_ok,
+    ),
+    Detector(
+        "twilio_account_sid",
+        (),
+        _compile(r"AC(?<![A-Za-z0-9]AC)[0-9a-fA-F]{32}" + _R),
+        scan=True,
+        check=_token_ok,
+    ),
+    _prefixed(
+        "sendgrid_api_key",
+        ("sg.",),
+        _LUD + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}" + _RUD,
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "mailgun_api_key",
+        tuple(f"key-{digit}" for digit in "0123456789abcdef"),
+        _LUD + r"key-[0-9a-f]{32}" + _R,
+    ),
+    Detector(
+        "mailgun_api_key",
+        ("mailgun",),
+        _compile(_L + r"[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![A-Za-z0-9-])"),
+        CONTEXT,
+        window=256,
+        check=_token_ok,
+    ),
+    _prefixed("mailchimp_api_key", ("-us",), _L + r"[0-9a-f]{32}-us\d{1,2}" + _R, back=32),
+    _prefixed(
+        "shopify_token",
+        ("shpat_", "shpca_", "shppa_", "shpss_"),
+        _L + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _R,
+    ),
+    Detector(
+        "datadog_api_key",
+        _datadog_keywords(),
+        _compile(
+            r"(?P<name>(?i:(?:dd|datadog)[_-](?:api|app|application)[_-]key))"
+            + _CLOSE
+            + r"[ \t]*"
+            + _OP
+            + r"[ \t]*"
+            + _OPEN
+            + r"(?P<secret>[a-f0-9]{32}(?:[a-f0-9]{8})?)"
+            + _R
+        ),
+        CONTEXT,
+        finish=_datadog,
+    ),
+    _prefixed(
+        "sentry_token",
+        ("sntrys_", "sntryu_"),
+        _LU + r"(?:sntrys_eyJ[A-Za-z0-9+/=_-]{50,}+|sntryu_[a-f0-9]{64}" + _R + ")",
+    ),
+    _prefixed("databricks_token", ("dapi",), _L + r"dapi[a-f0-9]{32}(?:-\d)?" + _R),
+    _prefixed(
+        "grafana_token",
+        ("glc_", "glsa_"),
+        _LU + r"(?:glc_[A-Za-z0-9+/]{32,}+={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}" + _R + ")",
+        check=_random_token_ok,
+    ),
+    _prefixed("linear_api_key", ("lin_api_",), _LU + r"lin_api_[A-Za-z0-9]{40}" + _R, check=_random_token_ok),
+    _prefixed("notion_token", ("ntn_",), _LU + r"ntn_[0-9]{11}[A-Za-z0-9]{35}" + _R),
+    _prefixed("postman_api_key", ("pmak-",), _L + r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _R),
+    _prefixed("newrelic_key", ("nrak-", "nrjs-"), _L + r"(?:NRAK-[A-Z0-9]{27}|NRJS-[a-f0-9]{19})" + _R),
+    _prefixed("dynatrace_token", ("dt0c01.",), _L + r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}" + _R),
+    _prefixed("contentful_token", ("cfpat-",), _L + r"CFPAT-[A-Za-z0-9_-]{43}" + _RUD),
+    _prefixed("cloudflare_origin_ca_key", ("v1.0-",), _L + r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}" + _R),
+    _prefixed(
+        "supabase_token",
+        ("sbp_", "sb_secret_"),
+        _LU + r"(?:sbp_[a-f0-9]{40}" + _R + r"|sb_secret_[A-Za-z0-9_-]{20,}+)",
+        check=_random_token_ok,
+    ),
+    _prefixed("figma_token", ("figd_",), _LU + r"figd_[A-Za-z0-9_-]{40,}+", check=_random_token_ok),
+    _prefixed("heroku_api_key", ("hrku-",), _L + r"HRKU-[A-Za-z0-9_-]{20,}+", check=_random_token_ok),
+    _prefixed(
+        "tailscale_key",
+        ("tskey-",),
+        _L + r"tskey-(?:api|auth|client|webhook|scim)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}+" + _R,
+    ),
+    _prefixed("mapbox_secret_token", ("sk.eyj",), _L + r"sk\.eyJ[A-Za-z0-9_-]{20,}+\.[A-Za-z0-9_-]{20,}+"),
+    _prefixed("onepassword_token", ("ops_eyj",), _LU + r"ops_eyJ[A-Za-z0-9+/=_-]{50,}+"),
+    _prefixed("prefect_token", ("pnu_",), _LU + r"pnu_[A-Za-z0-9]{36}" + _R, check=_random_token_ok),
+    _prefixed(
+        "planetscale_token",
+        ("pscale_tkn_", "pscale_pw_", "pscale_oauth_"),
+        _LU + r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,64}+",
+        check=_random_token_ok,
+    ),
+    _prefixed("square_token", ("sq0atp-", "sq0csp-"), _L + r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43}+" + _RUD),
+    _prefixed("flyio_token", ("fo1_",), _LU + r"fo1_[A-Za-z0-9_-]{39,}+", check=_random_token_ok),
+    # --- AI providers. Anthropic first: its keys also start with `sk-`.
+    _prefixed(
+        "anthropic_api_key",
+        ("sk-ant-",),
+        _LUD + r"sk-ant-[a-z]{2,8}\d{0,3}-[A-Za-z0-9_-]{20,}+",
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "openai_api_key", ("sk-",), _LUD + r"sk-(?!ant-)[A-Za-z0-9_-]{20,}+" + _RUD, check=_random_token_ok
+    ),
+    _prefixed("huggingface_token", ("hf_",), _LU + r"hf_[A-Za-z0-9]{30,64}+" + _RU, check=_random_token_ok),
+    _prefixed(
+        "huggingface_token", ("api_org_",), _LU + r"api_org_[A-Za-z0-9]{30,64}+" + _RU, check=_random_token_ok
+    ),
+    _prefixed(
+        "perplexity_api_key", ("pplx-",), _LUD + r"pplx-[A-Za-z0-9]{40,64}+" + _R, check=_random_token_ok
+    ),
+    _prefixed("groq_api_key", ("gsk_",), _LU + r"gsk_[A-Za-z0-9]{40,64}+" + _R, check=_random_token_ok),
+    _prefixed("xai_api_key", ("xai-",), _LUD + r"xai-[A-Za-z0-9]{60,100}+" + _R, check=_random_token_ok),
+    _prefixed("replicate_token", ("r8_",), _LU + r"r8_[A-Za-z0-9]{37}" + _R, check=_random_token_ok),
+    # --- Tokens by their shape, wherever they are.
+    Detector(
+        "jwt",
+        ("eyj",),
+        _compile(
+            _LUD + r"eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+(?:\.[A-Za-z0-9_-]++){0,2}"
+        ),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    Detector(
+        "url_password",
+        ("://",),
+        _compile(
+            r"://(?P<user>[^\s/:@\[\]\"'<>]{0,256}+):(?P<secret>[^\s/\"'<>\[\]]{1,512})"
+            r"@(?P<host>[A-Za-z0-9\[][^\s/@\"'<>]{0,256}+)"
+        ),
+        CONTEXT,
+        finish=_url_password,
+    ),
+    Detector(
+        "authorization",
+        ("authorization",),
+        _compile(
+            r"(?i:authorization)"
+            + _CLOSE
+            + r"[ \t]*[:=][ \t]*"
+            + _OPEN
+            + r"(?:(?P<scheme>(?i:bearer|basic|token|bot|apikey|api-key|sso-key|key))[ \t]+)?"
+            r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,1024}+)"
+        ),
+        CONTEXT,
+        finish=_authorization,
+    ),
+    Detector(
+        "authorization",
+        ("bearer",),
+        _compile(_L + r"(?P<scheme>(?i:bearer))[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,}+=*)"),
+        CONTEXT,
+        finish=_authorization,
+    ),
+    Detector(
+        "url_password",
+        ("-u ", "--user ", "--user="),
+        _compile(
+            r"(?<![\w-])(?:-u|--user)[ =]+[\"']?(?P<user>[^\s:\"']{1,128}+):(?P<secret>[^\s\"']{1,256}+)"
+        ),
+        CONTEXT,
+        finish=_url_password,
+    ),
+    # --- Fields whose name says secret: `password = "..."`, `API_KEY=...`, `"token": "..."`.
+    Detector(
+        "password",
+        (
+            "--pass",
+            "--pw",
+            "--token",
+            "--secret",
+            "--api-key",
+            "--apikey",
+            "--access-token",
+            "--auth-token",
+            "--client-secret",
+        ),
+        _compile(
+            r"--(?P<name>(?i:passw(?:or)?d|passphrase|pass|pwd?|token|secret|api-?key|access-token|auth-token"
+            r"|client-secret))(?:[ \t]+|=)(?P<value>\"[^\"\s]+\"|'[^'\s]+'|[^\s\"'`;&|<>()]+)"
+        ),
+        GENERIC,
+        finish=_flag,
+    ),
+    Detector(
+        "password",
+        ("machine",),
+        _compile(r"machine[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+(?P<secret>\S+)"),
+        GENERIC,
+        finish=_netrc,
+    ),
+    Detector(
+        "password",
+        ("add key=",),
+        _compile(
+            r"""add key=(?P<q>["'])(?P<name>[^"'\n]{1,64})(?P=q)[ \t]+"""
+            r"""value=(?P=q)(?P<value>[^"'\n]{1,512})(?P=q)"""
+        ),
+        GENERIC,
+        finish=_app_setting,
+    ),
+    Detector("password", _FIELD_KEYWORDS, _compile(_FIELD), GENERIC, finish=_field),
+    Detector("api_key", _followed(("_key", "-key", ".key")), _compile(_KEY_FIELD), GUESS, finish=_key_field),
+)
+
+KINDS: Final[frozenset[str]] = frozenset(
+    {detector.kind for detector in DETECTORS}
+    | {
+        "aws_secret_access_key",
+        "datadog_app_key",
+        "password",
+        "token",
+        "secret",
+        "credential",
+        "api_key",
+        "private_key",
+    }
+)
+"""Every kind a mask can name."""
