@@ -1,0 +1,253 @@
+"""Embedding: oct-mcp's chain around the tools of any MCP server, in one line.
+
+    from oct_mcp.embed import guard
+    guard(server)                # an SDK MCPServer or low-level Server
+
+One SDK middleware runs the chain around every `tools/call` of the host's own tools (the
+host's handler is the chain's endpoint) and filters `tools/list` by the policy. Other
+requests (resources, prompts, ...) pass untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import mcp_types as types
+from mcp.server.context import CallNext as SdkCallNext
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from oct_mcp.app import App, build_app, run_call
+from oct_mcp.consent import CONFIRM_FIELD
+from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
+from oct_mcp.server import (
+    client_info,
+    consent_from_retry,
+    elicit_consent,
+    input_required,
+    progress_reporter,
+    to_call_tool_result,
+)
+from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+
+__all__ = ["EMBEDDED_PROFILE", "ForeignTool", "OctGuard", "guard"]
+
+EMBEDDED_PROFILE: Final = "embedded"
+_TRANSPORT: Final = "embedded"
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignTool:
+    """What oct-mcp should know about one of the host's tools, beyond its annotations."""
+
+    risk: Risk | None = None
+    """Overrides the risk read from the annotations (readOnlyHint: read; otherwise destructive)."""
+    path_arguments: tuple[str, ...] = ()
+    """Arguments that are paths: contained inside the project root like oct's own."""
+
+
+def _not_run_here(params: BaseModel, env: ToolEnv) -> InProcessPlan:
+    raise RuntimeError("a host's tool runs in the host: the embedded chain has no sandbox layer")
+
+
+def _risk_from(tool: Mapping[str, Any]) -> Risk:
+    # The MCP spec's defaults: a tool is destructive unless it says it only reads.
+    annotations = tool.get("annotations") or {}
+    return Risk.READ if annotations.get("readOnlyHint") is True else Risk.WRITE
+
+
+def _foreign_spec(name: str, tool: Mapping[str, Any] | None, declared: ForeignTool | None) -> ToolSpec:
+    declared = declared or ForeignTool()
+    risk = declared.risk or (_risk_from(tool) if tool is not None else Risk.WRITE)
+    fields: dict[str, Any] = dict.fromkeys(declared.path_arguments, (ProjectPath | None, None))
+    fields[CONFIRM_FIELD] = (bool, False)
+    # The host validates its own arguments; ours only contains declared paths and reads `confirm`.
+    params = create_model(
+        f"{name.replace('-', '_')}_arguments", __config__=ConfigDict(extra="allow", frozen=True), **fields
+    )
+    return ToolSpec(
+        name=name,
+        title=str((tool or {}).get("title") or name),
+        description=str((tool or {}).get("description") or ""),
+        params=params,
+        output=None,
+        risk=risk,
+        plan=_not_run_here,
+        idempotent=risk is Risk.READ,
+    )
+
+
+@dataclass
+class OctGuard:
+    """The SDK middleware: the chain around the host's `tools/call`, the policy over its `tools/list`."""
+
+    app: App
+    specs: dict[str, ToolSpec]
+    """The host's tools as the chain sees them: the very dict the app's validator reads."""
+    tools: Mapping[str, ForeignTool] = field(default_factory=dict)
+
+    def spec_for(self, name: str, listed: Mapping[str, Any] | None = None) -> ToolSpec:
+        """The tool as the chain sees it: from its listing when seen, destructive until then."""
+        if listed is not None or name not in self.specs:
+            self.specs[name] = _foreign_spec(name, listed, self.tools.get(name))
+        return self.specs[name]
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: SdkCallNext) -> HandlerResult:
+        if ctx.method == "tools/list":
+            return self._filter_listing(await call_next(ctx))
+        if ctx.method == "tools/call":
+            return await self._call(ctx, call_next)
+        return await call_next(ctx)
+
+    def _filter_listing(self, result: HandlerResult) -> HandlerResult:
+        listing = (
+            result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
+        )
+        if not isinstance(listing, dict) or not isinstance(listing.get("tools"), list):
+            return result
+        shown = []
+        for tool in listing["tools"]:
+            spec = self.spec_for(str(tool.get("name")), tool)
+            if not self.app.chain.is_visible(spec):
+                continue
+            if spec.risk is not Risk.READ:
+                tool = _with_confirm_argument(tool)
+            shown.append(tool)
+        return {**listing, "tools": shown}
+
+    async def _learn_tools(self, ctx: ServerRequestContext[Any], call_next: SdkCallNext) -> None:
+        """Read the host's own listing for the tools' annotations: a client may call before it lists."""
+        # The same _meta as the call: on 2026-07-28 it carries the protocol version every request needs.
+        params = {"_meta": ctx.params["_meta"]} if ctx.params and "_meta" in ctx.params else {}
+        try:
+            self._filter_listing(
+                await call_next(dataclasses.replace(ctx, method="tools/list", params=params))
+            )
+        except (MCPError, ValidationError):
+            return  # no listing: unknown tools stay destructive, which asks before running them
+
+    async def _call(self, ctx: ServerRequestContext[Any], call_next: SdkCallNext) -> HandlerResult:
+        raw = dict(ctx.params or {})
+        try:
+            params = types.CallToolRequestParams.model_validate(raw)
+        except ValidationError:
+            return await call_next(ctx)  # the SDK answers a malformed call with its own error
+        if params.name not in self.specs:
+            await self._learn_tools(ctx, call_next)
+        self.spec_for(params.name)
+        arguments = params.arguments or {}
+        client = client_info(ctx, _TRANSPORT)
+        progress = progress_reporter(ctx)
+
+        async def to_host(chain_ctx: CallContext) -> Outcome:
+            host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
+            host_params = {k: v for k, v in raw.items() if k not in ("inputResponses", "requestState")}
+            host_params["arguments"] = host_arguments
+            answer = await call_next(dataclasses.replace(ctx, params=host_params))
+            return _as_tool_result(answer)
+
+        outcome = await run_call(
+            self.app,
+            params.name,
+            arguments,
+            client,
+            consent=consent_from_retry(params),
+            progress=progress,
+            forward=to_host,
+        )
+        if isinstance(outcome, ConsentRequest) and client.can_elicit:
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return input_required(outcome)
+            consent = await elicit_consent(ctx, outcome)
+            outcome = await run_call(
+                self.app, params.name, arguments, client, consent=consent, progress=progress, forward=to_host
+            )
+        return to_call_tool_result(outcome)
+
+
+def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """The seed's sentinel protocol needs `confirm` in the schema: added here, removed before the host."""
+    schema = dict(tool.get("inputSchema") or {"type": "object"})
+    properties = dict(schema.get("properties") or {})
+    properties.setdefault(
+        CONFIRM_FIELD,
+        {
+            "type": "boolean",
+            "default": False,
+            "description": "Re-submit with true once the user has confirmed.",
+        },
+    )
+    schema["properties"] = properties
+    return {**tool, "inputSchema": schema}
+
+
+def _wire(result: HandlerResult) -> Any:
+    """What call_next gave back, as the wire dict (the SDK hands middleware serialized results)."""
+    return result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
+
+
+def _as_tool_result(answer: HandlerResult) -> ToolResult:
+    """The host's result as the chain's ToolResult: text items joined, other items carried as they are."""
+    wire = _wire(answer)
+    if not isinstance(wire, dict):
+        raise TypeError("the host's tool answered something that is not a tool result")
+    content = [item for item in wire.get("content") or [] if isinstance(item, dict)]
+    texts = [str(item.get("text", "")) for item in content if item.get("type") == "text"]
+    others = tuple(item for item in content if item.get("type") != "text")
+    structured = wire.get("structuredContent")
+    return ToolResult(
+        text="\n".join(texts),
+        structured=structured if isinstance(structured, dict) else None,
+        is_error=bool(wire.get("isError")),
+        passthrough_content=others,
+    )
+
+
+def guard(
+    server: MCPServer | Server[Any],
+    *,
+    project_root: str | Path = ".",
+    profile: str = EMBEDDED_PROFILE,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    tools: Mapping[str, ForeignTool] | None = None,
+) -> OctGuard:
+    """Put oct-mcp's chain around every tool of `server`.
+
+    Args:
+        server: The host, an SDK `MCPServer` or low-level `Server`.
+        project_root: The folder declared path arguments must stay inside.
+        profile: `embedded` (the default profile without the sandbox: the host runs its
+            own tools), or a profile of your config file that ends without a terminal layer.
+        config_path: The oct-mcp config file; `~/.oct-mcp/config.json` when None.
+        environ: The environment for the config's overrides; `os.environ` when None.
+        tools: Per tool: a risk override and which arguments are paths.
+
+    Returns:
+        The middleware, already added to the server.
+
+    Raises:
+        ConfigError: The profile does not exist or does not build.
+    """
+    lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
+    specs: dict[str, ToolSpec] = {}
+    app = build_app(
+        project_root, profile=profile, config_path=config_path, environ=environ, catalog=specs, hosted=True
+    )
+    middleware = OctGuard(app=app, specs=specs, tools=dict(tools or {}))
+    if not any(isinstance(layer, RequestStateBoundary) for layer in lowlevel.middleware):
+        # The consent round on 2026-07-28 carries sealed state; a low-level Server has no boundary.
+        lowlevel.middleware.append(
+            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=lowlevel.name)
+        )
+    lowlevel.middleware.append(middleware)
+    return middleware

@@ -1,0 +1,185 @@
+"""Embedding: oct-mcp's chain around a host's own tools, through the SDK's Client in memory and over stdio."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+from oct_mcp.audit.verify import verify_chain
+from oct_mcp.embed import guard
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+
+from guarded_sdk_server import TOOLS, build
+
+pytestmark = pytest.mark.anyio
+
+ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="handshake")]
+SECRET = "ghp_" + "x7Kq2" * 7 + "Z"
+
+
+class Human:
+    def __init__(self, approve: bool) -> None:
+        self.approve = approve
+        self.asked = 0
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked += 1
+        return types.ElicitResult(action="accept", content={"approve": self.approve})
+
+
+@pytest.fixture
+def audit_log(tmp_path: Path) -> Path:
+    return tmp_path / "audit" / "audit.log"
+
+
+@pytest.fixture
+def config(tmp_path: Path, audit_log: Path) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 1000}))
+    return path
+
+
+@pytest.fixture
+def notes() -> dict[str, str]:
+    return {"todo": "ship it", "creds": f"deploy with token {SECRET}"}
+
+
+def _guarded(project: Path, config: Path, notes: dict[str, str], **options: Any) -> Any:
+    server = build(project, notes)
+    guard(server, project_root=project, config_path=config, environ={}, tools=TOOLS, **options)
+    return server
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_guarded_hosts_read_tool_runs_and_its_secret_is_masked(
+    project: Path, config: Path, notes: dict[str, str], mode: Any
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes), mode=mode) as client:
+            plain = await client.call_tool("read_note", {"name": "todo"})
+            secret = await client.call_tool("read_note", {"name": "creds"})
+
+    assert (plain.is_error, _text(plain)) == (False, "ship it")
+    assert SECRET not in _text(secret)
+    assert "[REDACTED:github_token]" in _text(secret) or "[REDACTED:" in _text(secret)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_destructive_host_tool_runs_only_on_the_humans_accept(
+    project: Path, config: Path, notes: dict[str, str], mode: Any, approve: bool
+) -> None:
+    human = Human(approve)
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes), mode=mode, elicitation_callback=human) as client:
+            result = await client.call_tool("delete_note", {"name": "todo"})
+
+    assert human.asked == 1
+    assert ("todo" not in notes) is approve
+    assert result.is_error is not approve
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_without_elicitation_the_sentinel_then_confirm_runs_and_the_host_never_sees_confirm(
+    project: Path, config: Path, notes: dict[str, str], mode: Any
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes), mode=mode) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            first = await client.call_tool("delete_note", {"name": "todo"})
+            kept = "todo" in notes
+            second = await client.call_tool("delete_note", {"name": "todo", "confirm": True})
+
+    assert "confirm" in tools["delete_note"].input_schema["properties"]
+    assert "confirm" not in tools["read_note"].input_schema.get("properties", {})
+    assert _text(first).startswith("[oct-mcp requires_confirmation]")
+    assert kept is True
+    assert (second.is_error, _text(second)) == (False, "deleted")
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_declared_path_argument_is_contained(
+    project: Path, config: Path, notes: dict[str, str], mode: Any
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes), mode=mode) as client:
+            inside = await client.call_tool("read_file", {"path": "README.md"})
+            outside = await client.call_tool("read_file", {"path": "../outside.txt"})
+
+    assert _text(inside) == "# Demo\n\nline 3\nline 4\n"
+    assert _text(outside).startswith("[path_refused] ")
+
+
+async def test_a_tool_the_policy_forbids_is_neither_listed_nor_callable(
+    project: Path, tmp_path: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    config = tmp_path / "readonly.json"
+    config.write_text(
+        json.dumps(
+            {
+                "audit_log_path": str(audit_log),
+                "profiles": {
+                    "notes-readonly": {
+                        "layers": ["audit", "gateway", "validator", "policy", "safety", "redactor"],
+                        "settings": {"policy": {"tools": ["read_note"]}},
+                    }
+                },
+            }
+        )
+    )
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes, profile="notes-readonly")) as client:
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            refused = await client.call_tool("delete_note", {"name": "todo", "confirm": True})
+
+    assert listed == ["read_note"]
+    assert _text(refused).startswith("[policy] ")
+    assert "todo" in notes
+
+
+async def test_every_call_is_audited_and_resources_pass_untouched(
+    project: Path, config: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            await client.call_tool("read_note", {"name": "todo"})
+            await client.call_tool("delete_note", {"name": "todo"})
+            resource = await client.read_resource("notes://index")
+
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    assert [(r["tool"], r["outcome"]) for r in records] == [
+        ("read_note", "ok"),
+        ("delete_note", "consent_requested"),
+    ]
+    assert verify_chain(audit_log).is_intact
+    (content,) = resource.contents
+    assert isinstance(content, types.TextResourceContents)
+    assert content.text == "creds, todo"
+
+
+async def test_the_example_server_runs_guarded_over_stdio(project: Path, config: Path) -> None:
+    example = Path(__file__).parent.parent / "examples" / "guarded_sdk_server.py"
+    server = StdioServerParameters(
+        command=sys.executable, args=[str(example), "--project-root", str(project), "--config", str(config)]
+    )
+    with anyio.fail_after(60):
+        async with Client(server, mode="legacy") as client:
+            listed = sorted(tool.name for tool in (await client.list_tools()).tools)
+            read = await client.call_tool("read_note", {"name": "todo"})
+            escape = await client.call_tool("read_file", {"path": "/etc/passwd"})
+
+    assert listed == ["delete_note", "read_file", "read_note"]
+    assert _text(read) == "ship it"
+    assert _text(escape).startswith("[path_refused] ")
