@@ -7,7 +7,7 @@ import os
 import signal
 import stat
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 import anyio
 import mcp_types as types
@@ -29,6 +29,7 @@ from oct_mcp.spec import ToolSpec
 
 __all__ = [
     "CONSENT_INPUT_KEY",
+    "RequestFacts",
     "build_server",
     "client_info",
     "consent_from_retry",
@@ -53,6 +54,22 @@ INSTRUCTIONS: Final = (
 )
 
 
+class RequestFacts(Protocol):
+    """What the consent and progress helpers read of a request: the SDK's context and FastMCP's have it."""
+
+    @property
+    def session(self) -> Any: ...
+
+    @property
+    def request_id(self) -> Any: ...
+
+    @property
+    def meta(self) -> Any: ...
+
+    @property
+    def protocol_version(self) -> str | None: ...
+
+
 def _tool_listing(spec: ToolSpec) -> types.Tool:
     return types.Tool(
         name=spec.name,
@@ -64,7 +81,7 @@ def _tool_listing(spec: ToolSpec) -> types.Tool:
     )
 
 
-def client_info(ctx: ServerRequestContext[Any], transport: str) -> ClientInfo:
+def client_info(ctx: RequestFacts, transport: str) -> ClientInfo:
     client_params = getattr(ctx.session, "client_params", None)
     implementation = getattr(client_params, "client_info", None)
     capabilities = getattr(client_params, "capabilities", None)
@@ -149,10 +166,12 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     return server
 
 
-def progress_reporter(ctx: ServerRequestContext[Any]) -> ProgressReporter | None:
+def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:
     """Progress notifications for this request, if the client sent a progress token."""
-    token = (ctx.meta or {}).get("progress_token")
-    if token is None:
+    meta = ctx.meta or {}
+    # The SDK's typed meta says progress_token; a raw _meta block (FastMCP's) says progressToken.
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if not isinstance(token, str | int):
         return None
 
     async def report(progress: float, total: float | None, message: str | None) -> None:
@@ -186,7 +205,7 @@ def consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
     return Consent(tool=str(state.get("tool")), digest=str(state.get("digest")), approved=_approves(answer))
 
 
-async def elicit_consent(ctx: ServerRequestContext[Any], request: ConsentRequest) -> Consent:
+async def elicit_consent(ctx: RequestFacts, request: ConsentRequest) -> Consent:
     """Ask the human through a handshake-era client's elicitation, during the call."""
     try:
         answer = await ctx.session.elicit_form(

@@ -1,0 +1,164 @@
+"""The FastMCP adapter: oct-mcp's chain as a FastMCP `Middleware`, on its typed hooks.
+
+    from oct_mcp.embed.fastmcp import guard_fastmcp
+    guard_fastmcp(mcp)           # a fastmcp.FastMCP server
+
+Needs the `fastmcp` extra (`pip install 'oct-mcp[fastmcp]'`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from fastmcp import FastMCP
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import InputRequiredToolResult, Tool
+from fastmcp.tools.base import ToolResult as FastMCPToolResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from oct_mcp.app import App, build_app, run_call
+from oct_mcp.consent import CONFIRM_FIELD
+from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
+from oct_mcp.embed import EMBEDDED_PROFILE, ForeignTool, _foreign_spec, _with_confirm_argument
+from oct_mcp.server import (
+    client_info,
+    consent_from_retry,
+    elicit_consent,
+    input_required,
+    progress_reporter,
+    to_call_tool_result,
+)
+from oct_mcp.spec import Risk, ToolSpec
+
+__all__ = ["OctFastMCPMiddleware", "guard_fastmcp"]
+
+_TRANSPORT = "embedded"
+
+
+class OctFastMCPMiddleware(Middleware):
+    """The chain around a FastMCP server's `tools/call`, the policy over its `tools/list`."""
+
+    def __init__(self, app: App, specs: dict[str, ToolSpec], tools: Mapping[str, ForeignTool]) -> None:
+        self.app = app
+        self.specs = specs
+        self.tools = dict(tools)
+
+    def _learn(self, tool: Tool) -> ToolSpec:
+        listed = {
+            "title": tool.title,
+            "description": tool.description,
+            "annotations": tool.annotations.model_dump(by_alias=True, exclude_none=True)
+            if tool.annotations
+            else {},
+        }
+        spec = self.specs[tool.name] = _foreign_spec(tool.name, listed, self.tools.get(tool.name))
+        return spec
+
+    async def on_list_tools(
+        self,
+        context: MiddlewareContext[types.ListToolsRequest],
+        call_next: CallNext[types.ListToolsRequest, Sequence[Tool]],
+    ) -> Sequence[Tool]:
+        shown = []
+        for tool in await call_next(context):
+            spec = self._learn(tool)
+            if not self.app.chain.is_visible(spec):
+                continue
+            if spec.risk is not Risk.READ:
+                schema = _with_confirm_argument({"inputSchema": tool.parameters})["inputSchema"]
+                tool = tool.model_copy(update={"parameters": schema})
+            shown.append(tool)
+        return shown
+
+    async def on_call_tool(
+        self,
+        context: MiddlewareContext[types.CallToolRequestParams],
+        call_next: CallNext[types.CallToolRequestParams, FastMCPToolResult],
+    ) -> FastMCPToolResult:
+        params = context.message
+        fastmcp_context = context.fastmcp_context
+        if fastmcp_context is None or fastmcp_context.request_context is None:
+            raise RuntimeError("oct-mcp needs FastMCP's request context to run a call through the chain")
+        request = fastmcp_context.request_context
+        if params.name not in self.specs and fastmcp_context.fastmcp is not None:
+            tool = await fastmcp_context.fastmcp.get_tool(params.name)
+            if tool is not None:
+                self._learn(tool)
+        if params.name not in self.specs:
+            self.specs[params.name] = _foreign_spec(params.name, None, self.tools.get(params.name))
+        arguments = params.arguments or {}
+        client = client_info(request, _TRANSPORT)
+        progress = progress_reporter(request)
+
+        async def to_host(chain_ctx: CallContext) -> Outcome:
+            host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
+            host = params.model_copy(
+                update={"arguments": host_arguments, "input_responses": None, "request_state": None}
+            )
+            return _from_fastmcp(await call_next(context.copy(message=host)))
+
+        outcome = await run_call(
+            self.app,
+            params.name,
+            arguments,
+            client,
+            consent=consent_from_retry(params),
+            progress=progress,
+            forward=to_host,
+        )
+        if isinstance(outcome, ConsentRequest) and client.can_elicit:
+            if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return InputRequiredToolResult(input_required=input_required(outcome))
+            consent = await elicit_consent(request, outcome)
+            outcome = await run_call(
+                self.app, params.name, arguments, client, consent=consent, progress=progress, forward=to_host
+            )
+        wire = to_call_tool_result(outcome)
+        return FastMCPToolResult(
+            content=wire.content, structured_content=wire.structured_content, is_error=wire.is_error
+        )
+
+
+def _from_fastmcp(result: FastMCPToolResult) -> ToolResult:
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    others = tuple(
+        block.model_dump(by_alias=True, exclude_none=True)
+        for block in result.content
+        if not isinstance(block, types.TextContent)
+    )
+    structured = result.structured_content
+    return ToolResult(
+        text="\n".join(texts),
+        structured=structured if isinstance(structured, dict) else None,
+        is_error=bool(getattr(result, "is_error", False)),
+        passthrough_content=others,
+    )
+
+
+def guard_fastmcp(
+    server: FastMCP[Any],
+    *,
+    project_root: str | Path = ".",
+    profile: str = EMBEDDED_PROFILE,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    tools: Mapping[str, ForeignTool] | None = None,
+) -> OctFastMCPMiddleware:
+    """Put oct-mcp's chain around every tool of a FastMCP server; as `oct_mcp.embed.guard` for the SDK.
+
+    Returns:
+        The middleware, already added to the server (first, so it is outermost).
+
+    Raises:
+        ConfigError: The profile does not exist or does not build.
+    """
+    specs: dict[str, ToolSpec] = {}
+    app = build_app(
+        project_root, profile=profile, config_path=config_path, environ=environ, catalog=specs, hosted=True
+    )
+    middleware = OctFastMCPMiddleware(app, specs, tools or {})
+    server.middleware.insert(0, middleware)
+    return middleware

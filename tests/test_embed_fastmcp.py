@@ -1,0 +1,97 @@
+"""The FastMCP adapter through FastMCP's own Client: the same chain on FastMCP's typed hooks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from fastmcp import Client
+
+from oct_mcp.embed.fastmcp import guard_fastmcp
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+
+from guarded_fastmcp_server import TOOLS, build
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "ghp_" + "x7Kq2" * 7 + "Z"
+
+
+@pytest.fixture
+def audit_log(tmp_path: Path) -> Path:
+    return tmp_path / "audit" / "audit.log"
+
+
+@pytest.fixture
+def config(tmp_path: Path, audit_log: Path) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 1000}))
+    return path
+
+
+@pytest.fixture
+def notes() -> dict[str, str]:
+    return {"todo": "ship it", "creds": f"deploy with token {SECRET}"}
+
+
+def _guarded(project: Path, config: Path, notes: dict[str, str]) -> Any:
+    server = build(project, notes)
+    guard_fastmcp(server, project_root=project, config_path=config, environ={}, tools=TOOLS)
+    return server
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def test_a_read_tool_runs_and_a_secret_in_its_output_is_masked(
+    project: Path, config: Path, notes: dict[str, str]
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            plain = await client.call_tool("read_note", {"name": "todo"})
+            secret = await client.call_tool("read_note", {"name": "creds"}, raise_on_error=False)
+
+    assert _text(plain) == "ship it"
+    assert SECRET not in _text(secret)
+    assert "[REDACTED:" in _text(secret)
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_destructive_tool_runs_only_on_the_humans_accept(
+    project: Path, config: Path, notes: dict[str, str], approve: bool
+) -> None:
+    asked: list[str] = []
+
+    async def human(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        asked.append(message)
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes), elicitation_handler=human) as client:
+            result = await client.call_tool("delete_note", {"name": "todo"}, raise_on_error=False)
+
+    assert len(asked) == 1
+    assert asked[0].startswith("[oct-mcp requires_confirmation] delete_note")
+    assert ("todo" not in notes) is approve
+    assert result.is_error is not approve
+
+
+async def test_a_path_argument_is_contained_and_every_call_audited(
+    project: Path, config: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            listed = {tool.name: tool for tool in await client.list_tools()}
+            escape = await client.call_tool("read_file", {"path": "../outside.txt"}, raise_on_error=False)
+
+    assert "confirm" in listed["delete_note"].input_schema["properties"]
+    assert _text(escape).startswith("[path_refused] ")
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    assert [(r["tool"], r["outcome"]) for r in records] == [("read_file", "refused")]
