@@ -382,3 +382,22 @@ async def test_t21_the_tool_runs_in_its_own_session(backend: Backend, world: Pat
     result = await _probe(backend, world, f"import os\nprint(os.getsid(0) != {os.getsid(0)})\n")
 
     assert result.text == "True\n"
+
+
+async def test_bubblewrap_disappearing_after_start_up_refuses_instead_of_running_unsandboxed(
+    world: Path, tmp_path: Path
+) -> None:
+    backend = _bubblewrap()
+    assert backend.executable is not None
+    copy = tmp_path / "bwrap"
+    copy.write_bytes(Path(backend.executable).read_bytes())
+    copy.chmod(0o755)
+    vanishing = Bubblewrap()
+    vanishing.__dict__["executable"] = str(copy)  # the cached lookup, pointed at a copy we can remove
+    assert (await _probe(vanishing, world, "print('ran')")).text == "ran\n"
+
+    copy.unlink()
+
+    with pytest.raises(SandboxUnavailableError) as caught:
+        await _probe(vanishing, world, "print('ran')")
+    assert "no longer" in caught.value.message

@@ -18,6 +18,7 @@ from oct_mcp.backends import (
     SandboxRequest,
 )
 from oct_mcp.backends.rlimits import limit_prefix
+from oct_mcp.errors import SandboxUnavailableError
 
 __all__ = ["Bubblewrap"]
 
@@ -90,8 +91,17 @@ class Bubblewrap:
         )
 
     def prepare(self, request: SandboxRequest) -> Prepared:
-        if self.executable is None:
-            raise RuntimeError("bubblewrap is not installed")
+        """The argv that runs the request under bubblewrap.
+
+        Raises:
+            SandboxUnavailableError: bubblewrap was removed after start-up; nothing runs
+                unsandboxed in its place.
+        """
+        if self.executable is None or not os.access(self.executable, os.X_OK):
+            raise SandboxUnavailableError(
+                f"bubblewrap is no longer at {self.executable}: reinstall it (apt install bubblewrap), "
+                "or restart the server to choose the backend again"
+            )
         project = str(request.project)
         argv: list[str] = [
             *limit_prefix(request.limits),

@@ -213,3 +213,42 @@ async def test_a_missing_tool_is_a_clear_result(fixture_project: Path, config_fi
     assert result.is_error is True
     assert _text(result).startswith("[tool_unavailable] mypy is not installed")
     assert "pip install mypy" in _text(result)
+
+
+async def test_fastmcps_client_over_stdio_lists_reads_lints_is_refused_and_writes_with_consent(
+    fixture_project: Path, config_file: Path
+) -> None:
+    import os
+
+    from fastmcp import Client as FastMCPClient
+    from fastmcp.client.transports import StdioTransport
+
+    async def accept(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in ("PATH", "HOME") or name.startswith("COVERAGE_")
+    }
+    transport = StdioTransport(
+        sys.executable,
+        ["-m", "oct_mcp", "--project-root", str(fixture_project), "--config", str(config_file)],
+        env=env,
+    )
+    with anyio.fail_after(120):
+        async with FastMCPClient(transport, elicitation_handler=accept) as client:
+            names = [tool.name for tool in await client.list_tools()]
+            read = await client.call_tool("oct_read_file", {"path": "demo/core.py", "end_line": 1})
+            lint = await client.call_tool("oct_lint", {})
+            refused = await client.call_tool("oct_read_file", {"path": "/etc/passwd"}, raise_on_error=False)
+            formatted = await client.call_tool("oct_format", {"apply": True})
+
+    assert {"oct_read_file", "oct_lint", "oct_format"} <= set(names)
+    assert _text(read) == "import os\n"
+    assert lint.structured_content is not None
+    assert lint.structured_content["count"] == 1
+    assert refused.is_error is True
+    assert _text(refused).startswith("[path_refused] ")
+    assert formatted.structured_content is not None
+    assert formatted.structured_content["changed_files"] == ["demo/core.py", "tests/test_core.py"]
