@@ -271,9 +271,19 @@ def test_a_secret_glued_to_a_word_takes_the_word_with_it() -> None:
 
 
 def test_field_kinds_follow_the_field_name() -> None:
-    text = 'private_key = "q8Wz2rLp5vXk9mN3"\nclient_secret: q8Wz2rLp5vXk9mN3\nauth_token=q8Wz2rLp5vXk9mN3'
+    text = (
+        'private_key = "q8Wz2rLp5vXk9mN3"\nclient_secret: q8Wz2rLp5vXk9mN3\nauth_token=q8Wz2rLp5vXk9mN3\n'
+        "SECRET_KEY_BASE=q8Wz2rLp5vXk9mN3\nDB_PASS=q8Wz2rLp5vXk9mN3\nsecretAccessKey: q8Wz2rLp5vXk9mN3"
+    )
 
-    assert [f.kind for f in redact(text)[1]] == ["private_key", "secret", "token"]
+    assert [f.kind for f in redact(text)[1]] == [
+        "private_key",
+        "secret",
+        "token",
+        "secret",
+        "password",
+        "api_key",
+    ]
 
 
 def test_a_quoted_flag_value_loses_the_value_and_keeps_the_quotes() -> None:
@@ -387,6 +397,7 @@ def test_redact_value_masks_keys_and_keeps_colliding_keys_apart() -> None:
         ("dbPass", True),
         ("pwd", True),
         ("password_hash", True),
+        ("SECRET_KEY_BASE", True),
         ("token_url", False),
         ("api_key_id", False),
         ("bypass", False),

@@ -159,9 +159,7 @@ _LOWER: Final = frozenset(string.ascii_lowercase)
 _UPPER: Final = frozenset(string.ascii_uppercase)
 _DIGITS: Final = frozenset(string.digits)
 _NOT_SYMBOLS: Final = frozenset(string.ascii_letters + string.digits + "_-.")
-# Placeholder fragments as one alternation each: a single pass in C instead of a loop of `in`.
-_MARKS_OR_SEQUENCES: Final = re.compile("|".join(map(re.escape, (*_PLACEHOLDER_MARKS, *_SEQUENCE_WINDOWS))))
-_WORD_PARTS: Final = re.compile("|".join(map(re.escape, _PLACEHOLDER_WORDS)))
+_MARKS_AND_SEQUENCES: Final = (*_PLACEHOLDER_MARKS, *_SEQUENCE_WINDOWS)
 
 
 def shannon_entropy(value: str) -> float:
@@ -221,9 +219,10 @@ def is_placeholder(value: str, *, words: bool = True) -> bool:
     if len(set(value)) <= 3 or _RUN.search(value):
         return True
     lowered = value.lower()
-    if _MARKS_OR_SEQUENCES.search(lowered):
+    # `in` per fragment: quicker than one alternation, which `re` tries branch by branch.
+    if any(part in lowered for part in _MARKS_AND_SEQUENCES):
         return True
-    return words and _WORD_PARTS.search(lowered) is not None
+    return words and any(part in lowered for part in _PLACEHOLDER_WORDS)
 
 
 def looks_random(value: str, *, min_length: int = 16) -> bool:
@@ -265,7 +264,7 @@ def is_literal_secret(value: str, *, quoted: bool) -> bool:
         return False
     if "${" in value or "{{" in value or "://" in value:
         return False
-    if not any(char.isalpha() for char in value):
+    if lowered == value.upper():
         # Numbers, dates, times, ratios, addresses: no generated secret goes without letters.
         return False
     if _VERSION.fullmatch(value) or is_placeholder(value) or _is_path(value):

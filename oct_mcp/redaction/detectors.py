@@ -114,6 +114,8 @@ def _prefixed(
     return Detector(kind, tuple(keywords), _compile(pattern), PROVIDER, back=back, check=check)
 
 
+_HEX_DIGITS: Final = "0123456789abcdef"
+
 # Boundaries: a token does not start or end inside a longer run of token characters.
 _L = r"(?<![A-Za-z0-9])"
 _LU = r"(?<![A-Za-z0-9_])"
@@ -430,7 +432,9 @@ _LONG_NAMES: Final = (
 )
 _SHORT_NAMES: Final = r"pass|pwd|pw|auth|creds?"
 _SUFFIX: Final = (
-    r"(?:[_.-]?(?i:key|value|hash|str|string|b64|base64|hex|plain|text|data|secret|token))?"
+    # Up to two words (`SECRET_KEY_BASE`, `client-key-data`); `base64` before `base`, as `re` takes
+    # the first alternative that fits.
+    r"(?:[_.-]?(?i:key|value|hash|str|string|b64|base64|base|hex|plain|text|data|secret|token)){0,2}"
     r"(?i:s)?(?:[_-]?\d{1,2})?"
 )
 # `password: str = "..."`: a type annotation between the name and the ` = ` (blanks required, or
@@ -724,7 +728,8 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         _compile(r"discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d{5,30}/[A-Za-z0-9_-]{20,}+"),
         finish=_whole_url,
     ),
-    # Bot tokens carry no keyword: the scan finds the literal dot of `id.timestamp.hmac`.
+    # Bot tokens carry no keyword: the scan finds the literal dot of `id.timestamp.hmac`. Telegram's
+    # `id:AA...` is found by its colon and capital A (`:a` once lower-cased), its id looked up after.
     Detector(
         "discord_bot_token",
         (),
@@ -735,10 +740,9 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     ),
     Detector(
         "telegram_bot_token",
-        (),
+        (":a",),
         _compile(r":A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])"),
         CONTEXT,
-        scan=True,
         finish=lambda detector, match: _with_head(detector, match, _TELEGRAM_ID),
     ),
     _prefixed(
@@ -750,14 +754,9 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _prefixed(
         "stripe_webhook_secret", ("whsec_",), _LU + r"whsec_[A-Za-z0-9+/=]{24,}+", check=_random_token_ok
     ),
-    # The look-behind follows the literal, or `re` could not skip ahead to the literal.
-    Detector(
-        "twilio_api_key",
-        (),
-        _compile(r"SK(?<![A-Za-z0-9]SK)[0-9a-fA-F]{32}" + _R),
-        scan=True,
-        check=_token_ok,
-    ),
+    _prefixed("twilio_api_key", tuple(f"sk{digit}" for digit in _HEX_DIGITS), _L + r"SK[0-9a-fA-F]{32}" + _R),
+    # `ac` and a hex digit is too common in lower-cased text (`replace`, `trace`) for a keyword:
+    # a scan. Its look-behind follows the literal, or `re` could not skip ahead to the literal.
     Detector(
         "twilio_account_sid",
         (),
@@ -773,7 +772,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     ),
     _prefixed(
         "mailgun_api_key",
-        tuple(f"key-{digit}" for digit in "0123456789abcdef"),
+        tuple(f"key-{digit}" for digit in _HEX_DIGITS),
         _LUD + r"key-[0-9a-f]{32}" + _R,
     ),
     Detector(
