@@ -74,6 +74,8 @@ def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
     tmp_path: Path, config_file: Path, backend: str, stop: str
 ) -> None:
     marker = f"oct-shutdown-{os.getpid()}-{backend}-{stop.replace(' ', '-')}"
+    audit_log = tmp_path / "audit.log"
+    config_file.write_text(json.dumps({"audit_log_path": str(audit_log)}))
     server = _start(_project(tmp_path, marker), config_file, backend)
     try:
         assert _wait_until(lambda: _processes_with(marker), 60), "the test never started"
@@ -99,3 +101,5 @@ def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
     assert stopped_in < 10
     assert _wait_until(lambda: not _processes_with(marker), 10)
     assert b"Traceback" not in diagnostics
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    assert [(r["tool"], r["outcome"]) for r in records] == [("oct_test", "interrupted")]
