@@ -23,7 +23,7 @@ from pydantic import TypeAdapter
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
 from oct_mcp.consent import CONSENT_FORM_SCHEMA, Consent
-from oct_mcp.context import ClientInfo, ConsentRequest, Outcome, ProgressReporter
+from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
 
@@ -31,6 +31,7 @@ __all__ = [
     "CONSENT_INPUT_KEY",
     "RequestFacts",
     "build_server",
+    "call_with_consent",
     "client_info",
     "consent_from_retry",
     "elicit_consent",
@@ -135,21 +136,7 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        client = client_info(ctx, transport)
-        arguments = params.arguments or {}
-        progress = progress_reporter(ctx)
-        outcome = await run_call(
-            app, params.name, arguments, client, consent=consent_from_retry(params), progress=progress
-        )
-        if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
-            return to_call_tool_result(outcome)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            # 2026-07-28 has no server-to-client requests: ask through the client's retry.
-            return input_required(outcome)
-        consent = await elicit_consent(ctx, outcome)
-        return to_call_tool_result(
-            await run_call(app, params.name, arguments, client, consent=consent, progress=progress)
-        )
+        return await call_with_consent(app, params, ctx, transport)
 
     server = Server(
         SERVER_NAME,
@@ -164,6 +151,45 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
         RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
     )
     return server
+
+
+async def call_with_consent(
+    app: App,
+    params: types.CallToolRequestParams,
+    request: RequestFacts,
+    transport: str,
+    *,
+    forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """Run a tools/call through the chain, asking the human through the client where consent is due.
+
+    On 2026-07-28 the question goes back as an InputRequiredResult (no server-to-client requests
+    there); on the handshake era it is an elicitation during the call, after which the chain runs
+    again with the answer; a client that cannot ask gets the seed's sentinel.
+
+    Args:
+        app: The built application.
+        params: The call as the client sent it, retry fields included.
+        request: The SDK's (or FastMCP's) request context.
+        transport: How the client reached the server, to identify it.
+        forward: An embedding host's own handler, the chain's endpoint.
+    """
+    client = client_info(request, transport)
+    arguments = params.arguments or {}
+    progress = progress_reporter(request)
+    consent = consent_from_retry(params)
+    outcome = await run_call(
+        app, params.name, arguments, client, consent=consent, progress=progress, forward=forward
+    )
+    if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
+        return to_call_tool_result(outcome)
+    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return input_required(outcome)
+    consent = await elicit_consent(request, outcome)
+    outcome = await run_call(
+        app, params.name, arguments, client, consent=consent, progress=progress, forward=forward
+    )
+    return to_call_tool_result(outcome)
 
 
 def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:

@@ -23,20 +23,12 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from oct_mcp.app import App, build_app, run_call
+from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
-from oct_mcp.server import (
-    client_info,
-    consent_from_retry,
-    elicit_consent,
-    input_required,
-    progress_reporter,
-    to_call_tool_result,
-)
+from oct_mcp.context import CallContext, Outcome, ToolResult
+from oct_mcp.server import call_with_consent
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 
 __all__ = ["EMBEDDED_PROFILE", "ForeignTool", "OctGuard", "guard"]
@@ -144,9 +136,6 @@ class OctGuard:
         if params.name not in self.specs:
             await self._learn_tools(ctx, call_next)
         self.spec_for(params.name)
-        arguments = params.arguments or {}
-        client = client_info(ctx, _TRANSPORT)
-        progress = progress_reporter(ctx)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
             host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
@@ -155,23 +144,7 @@ class OctGuard:
             answer = await call_next(dataclasses.replace(ctx, params=host_params))
             return _as_tool_result(answer)
 
-        outcome = await run_call(
-            self.app,
-            params.name,
-            arguments,
-            client,
-            consent=consent_from_retry(params),
-            progress=progress,
-            forward=to_host,
-        )
-        if isinstance(outcome, ConsentRequest) and client.can_elicit:
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return input_required(outcome)
-            consent = await elicit_consent(ctx, outcome)
-            outcome = await run_call(
-                self.app, params.name, arguments, client, consent=consent, progress=progress, forward=to_host
-            )
-        return to_call_tool_result(outcome)
+        return await call_with_consent(self.app, params, ctx, _TRANSPORT, forward=to_host)
 
 
 def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,20 +17,12 @@ from fastmcp import FastMCP
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool
 from fastmcp.tools.base import ToolResult as FastMCPToolResult
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from oct_mcp.app import App, build_app, run_call
+from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
+from oct_mcp.context import CallContext, Outcome, ToolResult
 from oct_mcp.embed import EMBEDDED_PROFILE, ForeignTool, _foreign_spec, _with_confirm_argument
-from oct_mcp.server import (
-    client_info,
-    consent_from_retry,
-    elicit_consent,
-    input_required,
-    progress_reporter,
-    to_call_tool_result,
-)
+from oct_mcp.server import call_with_consent
 from oct_mcp.spec import Risk, ToolSpec
 
 __all__ = ["OctFastMCPMiddleware", "guard_fastmcp"]
@@ -89,9 +81,6 @@ class OctFastMCPMiddleware(Middleware):
                 self._learn(tool)
         if params.name not in self.specs:
             self.specs[params.name] = _foreign_spec(params.name, None, self.tools.get(params.name))
-        arguments = params.arguments or {}
-        client = client_info(request, _TRANSPORT)
-        progress = progress_reporter(request)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
             host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
@@ -100,25 +89,11 @@ class OctFastMCPMiddleware(Middleware):
             )
             return _from_fastmcp(await call_next(context.copy(message=host)))
 
-        outcome = await run_call(
-            self.app,
-            params.name,
-            arguments,
-            client,
-            consent=consent_from_retry(params),
-            progress=progress,
-            forward=to_host,
-        )
-        if isinstance(outcome, ConsentRequest) and client.can_elicit:
-            if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return InputRequiredToolResult(input_required=input_required(outcome))
-            consent = await elicit_consent(request, outcome)
-            outcome = await run_call(
-                self.app, params.name, arguments, client, consent=consent, progress=progress, forward=to_host
-            )
-        wire = to_call_tool_result(outcome)
+        answer = await call_with_consent(self.app, params, request, _TRANSPORT, forward=to_host)
+        if isinstance(answer, types.InputRequiredResult):
+            return InputRequiredToolResult(input_required=answer)
         return FastMCPToolResult(
-            content=wire.content, structured_content=wire.structured_content, is_error=wire.is_error
+            content=answer.content, structured_content=answer.structured_content, is_error=answer.is_error
         )
 
 
