@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,7 +54,11 @@ class PolicyEngine:
                 for path in value if isinstance(value, list | tuple) else (value,):
                     if path is None:
                         continue
-                    rule = self.protected.rule_for(workspace.contain(path))
+                    workspace.contain(path)
+                    # The name as given, not only where it leads: `.vscode` linked to `settings/`
+                    # is still `.vscode` to the IDE that reads it.
+                    given = Path(path) if Path(path).is_absolute() else workspace.root / path
+                    rule = self.protected.rule_for(given)
                     if rule is not None:
                         raise PolicyError(
                             f"{spec.name} may not write to {rule.why} (protected path rule: {rule.name}, "

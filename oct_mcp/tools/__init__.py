@@ -6,14 +6,30 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from oct_mcp.spec import ToolSpec
+from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
 from oct_mcp.tools.files import LIST_FILES, READ_FILE
+from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
+from oct_mcp.tools.search import SEARCH
 
 __all__ = ["default_catalog"]
 
 
 def default_catalog() -> Mapping[str, ToolSpec]:
     """Every tool this server offers, by name, in the order tools/list shows them."""
-    return MappingProxyType(
-        {spec.name: spec for spec in (READ_FILE, LIST_FILES, LINT, TEST, TYPECHECK, FORMAT, FIX)}
+    specs = (
+        READ_FILE,
+        LIST_FILES,
+        SEARCH,
+        GIT_STATUS,
+        GIT_DIFF,
+        GIT_LOG,
+        LINT,
+        TEST,
+        TYPECHECK,
+        FORMAT,
+        FIX,
+        WRITE_FILE,
+        APPLY_PATCH,
     )
+    return MappingProxyType({spec.name: spec for spec in specs})

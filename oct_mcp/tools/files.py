@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Final, Literal
 
-import pathspec
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace
 
 __all__ = ["LIST_FILES", "READ_FILE", "list_files", "read_file"]
@@ -28,7 +25,6 @@ LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
 LIST_FILES_SCAN_LIMIT: Final = 200_000
-GLOB_MAX_LENGTH: Final = 256
 
 
 class _Params(BaseModel):
@@ -99,12 +95,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
 
 class ListFilesParams(_Params):
     path: ProjectPath = Field(default=".", description="Folder to list, relative to the project root.")
-    glob: (
-        Annotated[
-            str, StringConstraints(min_length=1, max_length=GLOB_MAX_LENGTH, pattern=r"^[^\x00-\x1f]*$")
-        ]
-        | None
-    ) = Field(
+    glob: Glob | None = Field(
         default=None,
         description="Only paths matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
     )
@@ -124,100 +115,6 @@ class ListFilesOutput(BaseModel):
     truncated: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _IgnoreRules:
-    """The .gitignore files that apply in one folder, outermost first, each with its own base."""
-
-    specs: tuple[tuple[Path, pathspec.GitIgnoreSpec], ...]
-
-    def ignores(self, path: Path, is_dir: bool) -> bool:
-        # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        verdict: bool | None = None
-        for base, spec in self.specs:
-            relative = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-            include = spec.check_file(relative).include
-            if include is not None:
-                verdict = include
-        return bool(verdict)
-
-    def entering(self, folder: Path) -> _IgnoreRules:
-        spec = _read_ignore_file(folder / ".gitignore")
-        return self if spec is None else _IgnoreRules((*self.specs, (folder, spec)))
-
-
-def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
-    try:
-        info = path.lstat()
-        # Only a regular file: a symlinked .gitignore could point anywhere on the machine.
-        if not stat.S_ISREG(info.st_mode) or info.st_size > 1_048_576:
-            return None
-        return pathspec.GitIgnoreSpec.from_lines(
-            path.read_text(encoding="utf-8", errors="replace").splitlines()
-        )
-    except OSError:
-        return None
-
-
-def _root_rules(root: Path, folder: Path) -> _IgnoreRules:
-    """The rules in force in `folder`: .git/info/exclude, then each .gitignore from the root down."""
-    rules = _IgnoreRules(())
-    exclude = _read_ignore_file(root / ".git" / "info" / "exclude")
-    if exclude is not None:
-        rules = _IgnoreRules(((root, exclude),))
-    current = root
-    rules = rules.entering(root)
-    for part in folder.relative_to(root).parts:
-        current = current / part
-        rules = rules.entering(current)
-    return rules
-
-
-def _sorted_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths: a folder's name counts as `name/`."""
-    try:
-        with os.scandir(folder) as scan:
-            entries = list(scan)
-    except OSError:
-        return iter(())
-    return iter(sorted(entries, key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name))
-
-
-@dataclass
-class _Walk:
-    """Files under a folder in sorted path order, skipping ignored paths and `.git`, never following symlinks.
-
-    Stops after `limit` entries of any kind, ignored ones included, and says so in `stopped_early`.
-    """
-
-    root: Path
-    folder: Path
-    limit: int
-    stopped_early: bool = False
-
-    def __iter__(self) -> Iterator[tuple[Path, os.DirEntry[str]]]:
-        stack = [(_sorted_entries(self.folder), _root_rules(self.root, self.folder))]
-        seen = 0
-        while stack:
-            entries, rules = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                stack.pop()
-                continue
-            seen += 1
-            if seen > self.limit:
-                self.stopped_early = True
-                return
-            path = Path(entry.path)
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if (is_dir and entry.name == ".git") or rules.ignores(path, is_dir):
-                continue
-            if is_dir:
-                # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
-                stack.append((_sorted_entries(path), rules.entering(path)))
-            else:
-                yield path, entry
-
-
 def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     """List the files under a project folder, respecting .gitignore, in sorted order, bounded.
 
@@ -234,10 +131,10 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         raise PathRefusedError("the folder cannot be opened") from exc
     if not stat.S_ISDIR(info.st_mode):
         raise PathRefusedError("the path is a file, not a folder")
-    matcher = pathspec.GitIgnoreSpec.from_lines([params.glob]) if params.glob else None
+    matcher = glob_matcher(params.glob)
     files: list[ListedFile] = []
     truncated = False
-    walk = _Walk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
+    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
     for path, entry in walk:
         if matcher is not None and not matcher.match_file(path.relative_to(folder).as_posix()):
             continue

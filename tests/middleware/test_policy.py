@@ -162,3 +162,13 @@ async def test_the_refusal_does_not_repeat_the_path(project: Path) -> None:
 
     assert "secret-name" not in caught.value.message
     assert os.sep + ".git" not in caught.value.message
+
+
+async def test_a_protected_name_linked_to_an_ordinary_folder_is_still_protected(project: Path) -> None:
+    (project / "settings").mkdir()
+    (project / ".vscode").symlink_to(project / "settings")
+
+    with pytest.raises(PolicyError) as caught:
+        await _policy(project)(_write(project, ".vscode/tasks.json"), RecordingNext())
+
+    assert "protected path rule: agent_config" in caught.value.message

@@ -1,0 +1,272 @@
+"""oct_search: text or regex search over the project's files, in-process, bounded, .gitignore respected.
+
+Regex safety: patterns run on RE2 (google-re2), whose matching time is linear in the
+text, so no pattern can backtrack catastrophically. Python's `re` could not be made
+safe with a deadline: a match holds the GIL, so one pathological line would freeze
+the whole server, event loop included, for as long as it ran. On top of that the
+pattern length, RE2's memory, each file's size, the number of entries walked and
+the time of the whole call are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import re2  # type: ignore[import-untyped]
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from oct_mcp.context import ToolResult
+from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
+from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
+from oct_mcp.workspace import Workspace
+
+__all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
+
+PATTERN_MAX_LENGTH: Final = 1_000
+SEARCH_DEFAULT: Final = 200
+SEARCH_MAX: Final = 2_000
+# Characters of a matching line returned; a longer line is cut to a window around the match.
+LINE_TEXT_MAX: Final = 400
+# Larger files (minified bundles, data dumps) are skipped and counted.
+FILE_MAX_BYTES: Final = 4 * 1_048_576
+SEARCH_SCAN_LIMIT: Final = 200_000
+# Under the sandbox's default timeout, so a long search ends with partial results, not a timeout.
+SEARCH_TIME_LIMIT_SECONDS: Final = 20.0
+# Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
+BINARY_SNIFF_BYTES: Final = 8_192
+_RE2_MAX_MEMORY: Final = 32 * 1_048_576
+
+SearchPattern = Annotated[
+    str, StringConstraints(min_length=1, max_length=PATTERN_MAX_LENGTH, pattern=r"^[^\x00\n\r]*$")
+]
+
+
+class SearchParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    pattern: SearchPattern = Field(
+        description="Text to find; with regex=true, an RE2 regular expression (ripgrep's syntax: no "
+        "look-around, no back-references). Matched within one line at a time."
+    )
+    regex: bool = Field(default=False, description="Read pattern as a regular expression.")
+    case_sensitive: bool = Field(default=True, description="False: ignore case (Unicode-aware).")
+    path: ProjectPath = Field(default=".", description="Folder (or one file) to search in.")
+    glob: Glob | None = Field(
+        default=None,
+        description="Only files matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
+    )
+    max_results: int = Field(default=SEARCH_DEFAULT, ge=1, le=SEARCH_MAX, description="Most matching lines.")
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> SearchParams:
+        compile_pattern(self.pattern, regex=self.regex, case_sensitive=self.case_sensitive)
+        return self
+
+
+class SearchMatch(BaseModel):
+    path: str
+    line: int
+    """1-based line number."""
+    column: int
+    """1-based character column where the first match on the line starts."""
+    text: str
+    """The line, without its line break; a window around the match when the line is long."""
+    line_cut: bool = False
+    """The line was longer than the text returned."""
+
+
+class SearchOutput(BaseModel):
+    matches: list[SearchMatch]
+    count: int
+    files_searched: int
+    files_with_matches: int
+    files_skipped: int
+    """Binary files, files over the size limit, and files that could not be opened."""
+    truncated: bool
+    """Stopped at max_results: more lines may match."""
+    stopped_early: bool
+    """The walk stopped at its entry or time limit: files were left unsearched."""
+
+
+def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> Any:
+    """The compiled RE2 pattern, over bytes, one line at a time.
+
+    Raises:
+        ValueError: Not a valid RE2 expression; the message names the problem, not the pattern.
+    """
+    options = re2.Options()
+    options.log_errors = False
+    options.literal = not regex
+    options.case_sensitive = case_sensitive
+    # No match ever spans a line break, whatever the pattern says (`\s`, `[^a]`).
+    options.never_nl = True
+    options.max_mem = _RE2_MAX_MEMORY
+    # (?m): ^ and $ match at each line's start and end, as in grep.
+    source = pattern if not regex else "(?m)" + pattern
+    try:
+        return re2.compile(source.encode("utf-8", errors="surrogatepass"), options)
+    except re2.error as exc:
+        raw = exc.args[0] if exc.args else b""
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        # RE2 says "<problem>: <the offending part of the pattern>"; keep the problem only.
+        problem = text.split(":", 1)[0].strip() or "invalid pattern"
+        raise ValueError(f"pattern is not a valid RE2 regular expression ({problem})") from None
+
+
+@dataclass
+class _Search:
+    workspace: Workspace
+    pattern: Any
+    max_results: int
+    deadline: float
+    matches: list[SearchMatch] = field(default_factory=list)
+    files_searched: int = 0
+    files_with_matches: int = 0
+    files_skipped: int = 0
+    truncated: bool = False
+
+    def file(self, path: Path) -> None:
+        data = self._read(path)
+        if data is None:
+            self.files_skipped += 1
+            return
+        self.files_searched += 1
+        before = len(self.matches)
+        self._scan(self.workspace.relative(path), data)
+        if len(self.matches) > before:
+            self.files_with_matches += 1
+
+    def _read(self, path: Path) -> bytes | None:
+        try:
+            fd = self.workspace.open_regular_file(str(path))
+        except OctError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > FILE_MAX_BYTES:
+                return None
+            data = handle.read(FILE_MAX_BYTES + 1)
+        if len(data) > FILE_MAX_BYTES or b"\x00" in data[:BINARY_SNIFF_BYTES]:
+            return None
+        return data
+
+    def _scan(self, relative: str, data: bytes) -> None:
+        position, line, counted_to = 0, 1, 0
+        while True:
+            found = self.pattern.search(data, position)
+            # An empty match after the last line break is no line at all.
+            if found is None or (found.start() == len(data) and (not data or data.endswith(b"\n"))):
+                return
+            if len(self.matches) == self.max_results:
+                self.truncated = True
+                return
+            start = found.start()
+            line_start = data.rfind(b"\n", 0, start) + 1
+            line_end = data.find(b"\n", start)
+            line_end = len(data) if line_end == -1 else line_end
+            line += data.count(b"\n", counted_to, line_start)
+            counted_to = line_start
+            self.matches.append(_match(relative, line, data[line_start:line_end], data[line_start:start]))
+            # One result per line, as grep gives: go on after this line.
+            position = line_end + 1
+            if position > len(data):
+                return
+
+
+def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> SearchMatch:
+    text = raw_line.removesuffix(b"\r").decode("utf-8", errors="replace")
+    column = len(before_match.decode("utf-8", errors="replace")) + 1
+    if len(text) <= LINE_TEXT_MAX:
+        return SearchMatch(path=relative, line=line, column=column, text=text)
+    start = max(0, min(column - 1 - LINE_TEXT_MAX // 4, len(text) - LINE_TEXT_MAX))
+    return SearchMatch(
+        path=relative, line=line, column=column, text=text[start : start + LINE_TEXT_MAX], line_cut=True
+    )
+
+
+def search(workspace: Workspace, params: SearchParams) -> ToolResult:
+    """Search the project's text files for a pattern, line by line, respecting .gitignore.
+
+    Raises:
+        PathRefusedError, NotFoundError: The path is not a project folder or file.
+    """
+    start = workspace.contain(params.path)
+    try:
+        info = start.stat()
+    except FileNotFoundError:
+        raise NotFoundError("nothing at that path in the project") from None
+    except OSError as exc:
+        raise PathRefusedError("the path cannot be opened") from exc
+    deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
+    pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
+    run = _Search(workspace, pattern, params.max_results, deadline)
+    stopped_early = False
+    if stat.S_ISDIR(info.st_mode):
+        matcher = glob_matcher(params.glob)
+        walk = ProjectWalk(workspace.root, start, SEARCH_SCAN_LIMIT, deadline)
+        for path, entry in walk:
+            if run.truncated:
+                break
+            if matcher is not None and not matcher.match_file(path.relative_to(start).as_posix()):
+                continue
+            # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.
+            if entry.is_file(follow_symlinks=False):
+                run.file(path)
+        stopped_early = walk.stopped_early
+    else:
+        run.file(start)
+    output = SearchOutput(
+        matches=run.matches,
+        count=len(run.matches),
+        files_searched=run.files_searched,
+        files_with_matches=run.files_with_matches,
+        files_skipped=run.files_skipped,
+        truncated=run.truncated,
+        stopped_early=stopped_early,
+    )
+    return ToolResult(
+        text=_text(output), structured=output.model_dump(), truncated=run.truncated or stopped_early
+    )
+
+
+def _text(output: SearchOutput) -> str:
+    lines = [f"{m.path}:{m.line}:{m.text}" for m in output.matches]
+    if output.count:
+        summary = f"{output.count} matching line(s) in {output.files_with_matches} file(s)"
+    else:
+        summary = f"no matches in {output.files_searched} file(s) searched"
+    if output.files_skipped:
+        summary += f"; {output.files_skipped} binary, oversized or unreadable file(s) skipped"
+    if output.truncated:
+        summary += f"; stopped at max_results={output.count}, more lines may match: narrow path or glob"
+    if output.stopped_early:
+        summary += "; the search hit its time or size limit before every file was searched"
+    return "\n".join([*lines, f"[oct-mcp: {summary}]"])
+
+
+def _plan_search(params: SearchParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(partial(search, env.workspace, params))
+
+
+SEARCH: Final = ToolSpec(
+    name="oct_search",
+    title="Search project files",
+    description=(
+        "Search the project's text files for a string (or, with regex=true, an RE2 regular expression: "
+        "ripgrep's syntax) and return each matching line as path, line number, column and text, in path "
+        "order. Skips what .gitignore ignores, .git, binary files and files over 4 MiB; does not follow "
+        "symlinks. Narrow it with path (a folder or one file) and glob ('*.py', 'src/**/*.ts'); "
+        "case_sensitive=false ignores case; at most max_results lines (default 200). Prefer it to grep or "
+        "rg in a shell: read-only, no approval needed, structured results."
+    ),
+    params=SearchParams,
+    output=SearchOutput,
+    risk=Risk.READ,
+    plan=_plan_search,
+)

@@ -1,0 +1,474 @@
+"""oct_git_status, oct_git_diff and oct_git_log on real repositories, through the chain and its sandbox."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from oct_mcp.app import CallFailure, build_app, run_call
+from oct_mcp.context import ClientInfo, ToolResult
+from oct_mcp.errors import ExecutionError, NotFoundError
+from oct_mcp.tools.git import (
+    GIT_DIFF,
+    GIT_LOG,
+    GIT_SAFETY_OPTIONS,
+    GIT_STATUS,
+    filter_driver_names,
+    git_argv,
+    parse_diff,
+    parse_status,
+)
+
+_CLIENTS = itertools.count()
+IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")
+
+
+def git(root: Path, *arguments: str) -> str:
+    completed = subprocess.run(
+        ["git", "-C", str(root), *IDENTITY, *arguments], check=True, capture_output=True, text=True
+    )
+    return completed.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """main: two commits, one ahead of and one behind its upstream `base`; staged, unstaged, untracked."""
+    root = (tmp_path / "repo").resolve()
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.py").write_text("def f():\n    return 1\n")
+    (root / "sp ace.txt").write_text("hello\n")
+    (root / "README.md").write_text("# Demo\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "First commit")
+    git(root, "checkout", "-q", "-b", "base")
+    git(root, "commit", "-q", "--allow-empty", "-m", "On base")
+    git(root, "checkout", "-q", "main")
+    (root / "README.md").write_text("# Demo\n\nMore.\n")
+    git(root, "commit", "-q", "-am", "Describe the demo")
+    git(root, "config", "branch.main.remote", ".")
+    git(root, "config", "branch.main.merge", "refs/heads/base")
+    (root / "a.py").write_text("def f():\n    return 1\nx = 2\n")
+    git(root, "mv", "sp ace.txt", "b.txt")
+    (root / "staged.py").write_text("one\ntwo\n")
+    git(root, "add", "staged.py")
+    (root / "new.txt").write_text("untracked\n")
+    return root
+
+
+def call(project: Path, config: Path, tool: str, arguments: dict[str, Any]) -> ToolResult | CallFailure:
+    app = build_app(project, config_path=config, environ={})
+    client = ClientInfo(client_id=f"git-{next(_CLIENTS)}", transport="memory")
+    outcome = anyio.run(run_call, app, tool, arguments, client)
+    assert isinstance(outcome, ToolResult | CallFailure)
+    return outcome
+
+
+def result(project: Path, config: Path, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+    outcome = call(project, config, tool, arguments or {})
+    assert isinstance(outcome, ToolResult), outcome
+    assert outcome.is_error is False, outcome.text
+    return outcome
+
+
+# oct_git_status
+
+
+def test_status_reports_branch_upstream_and_each_entry(repo: Path, config_file: Path) -> None:
+    status = result(repo, config_file, "oct_git_status")
+
+    assert status.structured == {
+        "branch": "main",
+        "commit": git(repo, "rev-parse", "HEAD"),
+        "upstream": "base",
+        "ahead": 1,
+        "behind": 1,
+        "stashes": 0,
+        "entries": [
+            {"path": "a.py", "original_path": None, "xy": ".M", "kind": "changed"},
+            {"path": "b.txt", "original_path": "sp ace.txt", "xy": "R.", "kind": "renamed"},
+            {"path": "staged.py", "original_path": None, "xy": "A.", "kind": "changed"},
+            {"path": "new.txt", "original_path": None, "xy": "??", "kind": "untracked"},
+        ],
+        "count": 4,
+        "truncated": False,
+        "clean": False,
+    }
+    assert status.text.splitlines() == [
+        "## main...base [ahead 1, behind 1]",
+        " M a.py",
+        "R  sp ace.txt -> b.txt",
+        "A  staged.py",
+        "?? new.txt",
+    ]
+
+
+def test_status_narrows_to_a_path(repo: Path, config_file: Path) -> None:
+    status = result(repo, config_file, "oct_git_status", {"path": "a.py"})
+
+    assert status.structured is not None
+    assert [entry["path"] for entry in status.structured["entries"]] == ["a.py"]
+
+
+def test_status_of_a_clean_tree_says_so(repo: Path, config_file: Path) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "All of it")
+
+    status = result(repo, config_file, "oct_git_status")
+
+    assert status.structured is not None
+    assert (status.structured["clean"], status.structured["entries"]) == (True, [])
+    assert status.text.endswith("nothing to commit, working tree clean")
+
+
+def test_status_before_the_first_commit_has_no_commit(tmp_path: Path, config_file: Path) -> None:
+    root = (tmp_path / "fresh").resolve()
+    root.mkdir()
+    git(root, "init", "-q", "-b", "trunk")
+    (root / "a.txt").write_text("a\n")
+
+    status = result(root, config_file, "oct_git_status")
+
+    assert status.structured is not None
+    assert (status.structured["branch"], status.structured["commit"]) == ("trunk", None)
+    assert status.text.startswith("## trunk (no commits yet)")
+
+
+def test_a_project_that_is_not_a_repository_is_a_clear_error(tmp_path: Path, config_file: Path) -> None:
+    root = (tmp_path / "plain").resolve()
+    root.mkdir()
+
+    for tool in ("oct_git_status", "oct_git_diff", "oct_git_log"):
+        outcome = call(root, config_file, tool, {})
+        assert isinstance(outcome, CallFailure)
+        assert (outcome.code, outcome.message) == (
+            "not_found",
+            "the project is not a git repository (no .git at the project root); git init makes one",
+        )
+
+
+def test_a_subfolder_of_a_repository_is_not_treated_as_one(repo: Path, config_file: Path) -> None:
+    (repo / "sub").mkdir()
+
+    outcome = call(repo / "sub", config_file, "oct_git_status", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "not_found"
+
+
+def test_a_symlinked_dot_git_is_refused(repo: Path, tmp_path: Path, config_file: Path) -> None:
+    other = (tmp_path / "other").resolve()
+    other.mkdir()
+    (other / ".git").symlink_to(repo / ".git")
+
+    outcome = call(other, config_file, "oct_git_status", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "not_found"
+
+
+# oct_git_diff
+
+
+def test_diff_shows_unstaged_changes_with_counts(repo: Path, config_file: Path) -> None:
+    diff = result(repo, config_file, "oct_git_diff")
+
+    assert diff.structured is not None
+    assert diff.structured["files"] == [
+        {"path": "a.py", "original_path": None, "added": 1, "removed": 0, "binary": False}
+    ]
+    assert (diff.structured["staged"], diff.structured["added"], diff.structured["removed"]) == (False, 1, 0)
+    assert diff.structured["diff"].startswith("diff --git a/a.py b/a.py\n")
+    assert "+x = 2\n" in diff.structured["diff"]
+    assert diff.text.startswith("1 file(s) with unstaged changes, +1 -0:\n  a.py (+1 -0)\n")
+
+
+def test_diff_shows_staged_changes_with_renames(repo: Path, config_file: Path) -> None:
+    diff = result(repo, config_file, "oct_git_diff", {"staged": True})
+
+    assert diff.structured is not None
+    assert diff.structured["files"] == [
+        {"path": "b.txt", "original_path": "sp ace.txt", "added": 0, "removed": 0, "binary": False},
+        {"path": "staged.py", "original_path": None, "added": 2, "removed": 0, "binary": False},
+    ]
+    assert "rename from sp ace.txt\nrename to b.txt\n" in diff.structured["diff"]
+    assert "sp ace.txt -> b.txt (+0 -0)" in diff.text
+
+
+def test_diff_marks_a_binary_file(repo: Path, config_file: Path) -> None:
+    (repo / "blob.bin").write_bytes(b"\x00\x01")
+    git(repo, "add", "blob.bin")
+
+    diff = result(repo, config_file, "oct_git_diff", {"staged": True, "path": "blob.bin"})
+
+    assert diff.structured is not None
+    assert diff.structured["files"] == [
+        {"path": "blob.bin", "original_path": None, "added": None, "removed": None, "binary": True}
+    ]
+    assert "blob.bin (binary)" in diff.text
+
+
+def test_diff_narrows_to_a_path_and_sets_the_context(repo: Path, config_file: Path) -> None:
+    diff = result(
+        repo, config_file, "oct_git_diff", {"staged": True, "path": "staged.py", "context_lines": 0}
+    )
+
+    assert diff.structured is not None
+    assert [f["path"] for f in diff.structured["files"]] == ["staged.py"]
+    assert "@@ -0,0 +1,2 @@" in diff.structured["diff"]
+
+
+def test_diff_with_no_changes_says_so(repo: Path, config_file: Path) -> None:
+    diff = result(repo, config_file, "oct_git_diff", {"path": "README.md"})
+
+    assert diff.structured is not None
+    assert (diff.structured["files"], diff.structured["diff"]) == ([], "")
+    assert diff.text == "no unstaged changes"
+
+
+def test_diff_never_runs_an_external_diff_or_textconv(
+    repo: Path, tmp_path: Path, native_config: Path
+) -> None:
+    marker = tmp_path / "ran"
+    git(repo, "config", "diff.external", f"touch {marker}")
+    git(repo, "config", "diff.evil.textconv", f"touch {marker}; cat")
+    (repo / ".gitattributes").write_text("*.py diff=evil\n")
+
+    diff = result(repo, native_config, "oct_git_diff")
+
+    assert diff.structured is not None
+    assert "+x = 2\n" in diff.structured["diff"]
+    assert not marker.exists()
+
+
+# oct_git_log
+
+
+def test_log_lists_commits_newest_first(repo: Path, config_file: Path) -> None:
+    log = result(repo, config_file, "oct_git_log")
+
+    assert log.structured is not None
+    commits = log.structured["commits"]
+    assert [(c["subject"], c["author"], c["email"]) for c in commits] == [
+        ("Describe the demo", "Ada Lovelace", "ada@example.invalid"),
+        ("First commit", "Ada Lovelace", "ada@example.invalid"),
+    ]
+    assert commits[0]["sha"] == git(repo, "rev-parse", "HEAD")
+    assert commits[0]["date"] == git(repo, "log", "-1", "--format=%aI")
+    assert log.structured["count"] == 2
+    assert log.text.splitlines()[0].endswith("Ada Lovelace: Describe the demo")
+
+
+def test_log_is_bounded_by_max_count_and_narrowed_by_path(repo: Path, config_file: Path) -> None:
+    latest = result(repo, config_file, "oct_git_log", {"max_count": 1})
+    touching = result(repo, config_file, "oct_git_log", {"path": "a.py"})
+
+    assert latest.structured is not None
+    assert touching.structured is not None
+    assert [c["subject"] for c in latest.structured["commits"]] == ["Describe the demo"]
+    assert [c["subject"] for c in touching.structured["commits"]] == ["First commit"]
+
+
+@pytest.mark.parametrize("max_count", [0, 201])
+def test_log_refuses_a_max_count_out_of_bounds(repo: Path, config_file: Path, max_count: int) -> None:
+    outcome = call(repo, config_file, "oct_git_log", {"max_count": max_count})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "invalid_arguments"
+
+
+def test_log_before_the_first_commit_is_empty(tmp_path: Path, config_file: Path) -> None:
+    root = (tmp_path / "fresh").resolve()
+    root.mkdir()
+    git(root, "init", "-q")
+
+    log = result(root, config_file, "oct_git_log")
+
+    assert (log.structured, log.text) == ({"commits": [], "count": 0}, "no commits yet")
+
+
+def test_a_path_that_looks_like_an_option_is_refused(repo: Path, config_file: Path) -> None:
+    outcome = call(repo, config_file, "oct_git_log", {"path": "--output=/tmp/x"})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "path_refused"
+
+
+def test_a_path_is_literal_not_pathspec_magic(repo: Path, config_file: Path) -> None:
+    status = result(repo, config_file, "oct_git_status", {"path": ":(glob)*.txt"})
+
+    assert status.structured is not None
+    assert status.structured["entries"] == []
+
+
+# git defanged
+
+
+@pytest.fixture
+def native_config(tmp_path: Path) -> Path:
+    """The native backend: no namespaces, so a command git ran would show on the host."""
+    path = tmp_path / "native-config.json"
+    path.write_text(json.dumps({"sandbox_backend": "native"}))
+    return path
+
+
+def test_status_and_diff_never_run_the_repositorys_filters_or_fsmonitor(
+    repo: Path, tmp_path: Path, native_config: Path
+) -> None:
+    marker = tmp_path / "ran"
+    (repo / "hook.sh").write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    (repo / "hook.sh").chmod(0o755)
+    (repo / "extra.config").write_text(f'[filter "Sneaky"]\n\tclean = {repo / "hook.sh"}\n')
+    (repo / ".gitattributes").write_text("*.py filter=evil\n*.md filter=Sneaky\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "config", "filter.evil.clean", str(repo / "hook.sh"))
+    git(repo, "config", "filter.evil.process", str(repo / "hook.sh"))
+    git(repo, "config", "include.path", "../extra.config")
+    # Set last: from here on, plain git here would run the hook itself.
+    git(repo, "config", "core.fsmonitor", str(repo / "hook.sh"))
+    # Stat data changed, content not: git must re-read these files, through their filters if it could.
+    for name in ("a.py", "README.md"):
+        (repo / name).touch()
+
+    status = result(repo, native_config, "oct_git_status")
+    diff = result(repo, native_config, "oct_git_diff")
+
+    assert status.structured is not None
+    assert diff.structured is not None
+    assert not marker.exists()
+
+
+def test_the_filter_test_would_see_a_filter_that_ran(repo: Path, tmp_path: Path) -> None:
+    # The check above is meaningful: plain git, on this setup, runs the filter.
+    marker = tmp_path / "ran"
+    (repo / "hook.sh").write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    (repo / "hook.sh").chmod(0o755)
+    git(repo, "config", "filter.evil.clean", str(repo / "hook.sh"))
+    (repo / ".gitattributes").write_text("*.py filter=evil\n")
+    (repo / "a.py").touch()
+
+    git(repo, "status", "--porcelain")
+
+    assert marker.exists()
+
+
+def test_git_argv_puts_every_safety_option_before_the_subcommand(repo: Path) -> None:
+    argv = git_argv(repo, "status")
+
+    assert argv[0].endswith("/git")
+    assert argv[1 : 1 + len(GIT_SAFETY_OPTIONS)] == GIT_SAFETY_OPTIONS
+    assert argv[-3:] == (f"--git-dir={repo / '.git'}", f"--work-tree={repo}", "status")
+    assert "core.hooksPath=/dev/null" in argv
+    assert "core.fsmonitor=false" in argv
+    assert "--no-pager" in argv
+
+
+def test_git_argv_switches_off_every_filter_driver_the_config_names(repo: Path) -> None:
+    git(repo, "config", "filter.lfs.clean", "git-lfs clean")
+
+    argv = git_argv(repo, "status")
+
+    assert argv.count("filter.lfs.clean=") == 1
+    assert "filter.lfs.smudge=" in argv
+    assert "filter.lfs.process=" in argv
+    assert "filter.lfs.required=false" in argv
+
+
+def test_filter_names_come_from_every_config_form_and_include(tmp_path: Path) -> None:
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    (tmp_path / "inc").mkdir()
+    (git_dir / "config").write_text(
+        '[core]\n\tbare = false\n[filter "a"]\n\tclean = x\n[Filter.OldStyle]\n\tclean = y\n'
+        '[filter "q\\"uote"] clean = z\n[include]\n\tpath = ../inc/one ; a comment\n'
+        '[includeIf "gitdir:/"]\n\tpath = "/nonexistent/two"\n[include]\n\tpath = ~/home-only\n'
+    )
+    (tmp_path / "inc" / "one").write_text('[filter "from-include"]\n\tsmudge = w\n[include]\npath = one\n')
+
+    assert filter_driver_names(git_dir) == {"a", "oldstyle", 'q"uote', "from-include"}
+
+
+def test_filter_names_follow_a_gitfile_to_the_common_config(tmp_path: Path) -> None:
+    common = tmp_path / "main.git"
+    worktree_dir = common / "worktrees" / "wt"
+    worktree_dir.mkdir(parents=True)
+    (common / "config").write_text('[filter "common"]\n\tclean = x\n')
+    (worktree_dir / "commondir").write_text("../..\n")
+    (worktree_dir / "config.worktree").write_text('[filter "local"]\n\tclean = x\n')
+    project = tmp_path / "wt"
+    project.mkdir()
+    (project / ".git").write_text(f"gitdir: {worktree_dir}\n")
+
+    assert filter_driver_names(project / ".git") == {"common", "local"}
+
+
+def test_a_filter_name_git_cannot_address_stops_the_call(repo: Path) -> None:
+    (repo / ".git" / "config").write_text('[filter "a=b"]\n\tclean = x\n', encoding="utf-8")
+
+    with pytest.raises(ExecutionError):
+        git_argv(repo, "status")
+
+
+def test_git_argv_refuses_a_folder_without_dot_git(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError):
+        git_argv(tmp_path, "status")
+
+
+# parsing
+
+
+def test_parse_status_reads_unmerged_copied_detached_and_stashes() -> None:
+    records = [
+        "# branch.oid 0123",
+        "# branch.head (detached)",
+        "# stash 2",
+        "u UU N... 100644 100644 100644 100644 a b c both.py",
+        "2 C. N... 100644 100644 100644 a b C75 copy.py",
+        "orig.py",
+        "1 .D N... 100644 100644 000000 a b gone file.py",
+    ]
+
+    output = parse_status("\0".join(records).encode() + b"\0")
+
+    assert (output.branch, output.commit, output.stashes, output.upstream) == (None, "0123", 2, None)
+    assert [(e.path, e.original_path, e.xy, e.kind) for e in output.entries] == [
+        ("both.py", None, "UU", "unmerged"),
+        ("copy.py", "orig.py", "C.", "copied"),
+        ("gone file.py", None, ".D", "changed"),
+    ]
+
+
+def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    from oct_mcp.tools import git as git_module
+
+    monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
+    output = parse_status(b"? a\0? b\0? c\0")
+
+    assert ([e.path for e in output.entries], output.count, output.truncated) == (["a", "b"], 3, True)
+
+
+def test_parse_diff_keeps_the_counts_of_a_cut_output() -> None:
+    stdout = b"1\t2\ta.py\x003\t0\t\x00old.py\x00new.py\x00\x00diff --git a/a.py b/a.py\n-x"
+
+    output = parse_diff(stdout, staged=False, truncated=True)
+
+    assert [(f.path, f.original_path, f.added, f.removed) for f in output.files] == [
+        ("a.py", None, 1, 2),
+        ("new.py", "old.py", 3, 0),
+    ]
+    assert (output.added, output.removed, output.diff_cut) == (4, 2, True)
+    assert output.diff == "diff --git a/a.py b/a.py\n-x"
+
+
+def test_the_git_tools_are_read_only_idempotent_and_closed_world() -> None:
+    for spec in (GIT_STATUS, GIT_DIFF, GIT_LOG):
+        annotations = spec.annotations
+        assert (annotations["readOnlyHint"], annotations["destructiveHint"]) == (True, False)
+        assert (annotations["idempotentHint"], annotations["openWorldHint"]) == (True, False)
+        assert spec.output is not None

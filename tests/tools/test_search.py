@@ -1,0 +1,302 @@
+"""oct_search called directly and through the chain: text and regex, bounds, .gitignore, regex safety."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import ValidationError
+
+from oct_mcp.app import CallFailure, build_app, run_call
+from oct_mcp.context import ClientInfo, ToolResult
+from oct_mcp.errors import NotFoundError, PathRefusedError
+from oct_mcp.tools import search as search_module
+from oct_mcp.tools.search import SEARCH, SearchParams, search
+from oct_mcp.workspace import Workspace
+
+_CLIENTS = itertools.count()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    root = (tmp_path / "project").resolve()
+    root.mkdir()
+    (tmp_path / "outside.txt").write_text("needle outside\n")
+    return Workspace(root)
+
+
+def write(root: Path, contents: dict[str, str | bytes]) -> None:
+    for name, content in contents.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def found(workspace: Workspace, **arguments: Any) -> list[tuple[str, int, str]]:
+    result = search(workspace, SearchParams(**arguments))
+    assert result.structured is not None
+    return [(m["path"], m["line"], m["text"]) for m in result.structured["matches"]]
+
+
+def test_search_finds_a_string_with_path_line_and_text_in_path_order(workspace: Workspace) -> None:
+    write(workspace.root, {"b.py": "x = 1\nneedle = 2\n", "a/c.py": "needle\n", "d.txt": "no\n"})
+
+    assert found(workspace, pattern="needle") == [("a/c.py", 1, "needle"), ("b.py", 2, "needle = 2")]
+
+
+def test_search_reports_the_column_and_counts(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "  café needle\n", "b.py": "none\n"})
+
+    result = search(workspace, SearchParams(pattern="needle"))
+
+    assert result.structured == {
+        "matches": [{"path": "a.py", "line": 1, "column": 8, "text": "  café needle", "line_cut": False}],
+        "count": 1,
+        "files_searched": 2,
+        "files_with_matches": 1,
+        "files_skipped": 0,
+        "truncated": False,
+        "stopped_early": False,
+    }
+    assert result.text == "a.py:1:  café needle\n[oct-mcp: 1 matching line(s) in 1 file(s)]"
+
+
+def test_search_reads_the_pattern_as_text_unless_regex_is_set(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "a.b\naxb\n"})
+
+    assert found(workspace, pattern="a.b") == [("a.py", 1, "a.b")]
+    assert found(workspace, pattern="a.b", regex=True) == [("a.py", 1, "a.b"), ("a.py", 2, "axb")]
+
+
+def test_search_matches_line_anchors_at_every_line(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "import os\ndef f():\n    def g(): pass\ndef h(): pass"})
+
+    assert found(workspace, pattern=r"^def (\w+)", regex=True) == [
+        ("a.py", 2, "def f():"),
+        ("a.py", 4, "def h(): pass"),
+    ]
+    assert found(workspace, pattern="pass$", regex=True) == [
+        ("a.py", 3, "    def g(): pass"),
+        ("a.py", 4, "def h(): pass"),
+    ]
+
+
+def test_search_never_matches_across_a_line_break(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "first\nsecond\n"})
+
+    assert found(workspace, pattern=r"first\s+second", regex=True) == []
+
+
+def test_search_ignores_case_when_asked(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "Needle\nÉTÉ\n"})
+
+    assert found(workspace, pattern="needle") == []
+    assert found(workspace, pattern="needle", case_sensitive=False) == [("a.py", 1, "Needle")]
+    assert found(workspace, pattern="été", case_sensitive=False) == [("a.py", 2, "ÉTÉ")]
+
+
+def test_search_gives_one_result_per_line(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "aa aa aa\n"})
+
+    assert found(workspace, pattern="aa") == [("a.py", 1, "aa aa aa")]
+
+
+def test_search_gives_no_phantom_line_for_an_empty_match_at_the_end(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "one\ntwo\n"})
+
+    assert found(workspace, pattern="x*", regex=True) == [("a.py", 1, "one"), ("a.py", 2, "two")]
+
+
+def test_search_drops_a_carriage_return_from_the_line(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "one\r\nneedle\r\n"})
+
+    assert found(workspace, pattern="needle") == [("a.py", 2, "needle")]
+
+
+def test_search_respects_gitignore_and_skips_dot_git(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {
+            ".gitignore": "build/\n*.log\n",
+            "build/out.py": "needle\n",
+            "debug.log": "needle\n",
+            ".git/config": "needle\n",
+            "src/keep.py": "needle\n",
+        },
+    )
+
+    assert found(workspace, pattern="needle") == [("src/keep.py", 1, "needle")]
+
+
+def test_search_filters_files_by_glob(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\n", "b.txt": "needle\n", "src/c.py": "needle\n"})
+
+    assert [path for path, _, _ in found(workspace, pattern="needle", glob="*.py")] == ["a.py", "src/c.py"]
+    assert [path for path, _, _ in found(workspace, pattern="needle", glob="src/**/*.py")] == ["src/c.py"]
+
+
+def test_search_searches_under_a_folder_or_in_one_file(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\n", "src/b.py": "needle\n"})
+
+    assert found(workspace, pattern="needle", path="src") == [("src/b.py", 1, "needle")]
+    assert found(workspace, pattern="needle", path="a.py") == [("a.py", 1, "needle")]
+
+
+def test_search_skips_binary_and_oversized_files_and_counts_them(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "FILE_MAX_BYTES", 100)
+    write(workspace.root, {"bin.dat": b"needle\x00\x01", "big.txt": "needle\n" * 20, "a.py": "needle\n"})
+
+    result = search(workspace, SearchParams(pattern="needle"))
+
+    assert result.structured is not None
+    assert [m["path"] for m in result.structured["matches"]] == ["a.py"]
+    assert (result.structured["files_searched"], result.structured["files_skipped"]) == (1, 2)
+    assert "2 binary, oversized or unreadable file(s) skipped" in result.text
+
+
+def test_search_does_not_follow_symlinks(workspace: Workspace) -> None:
+    write(workspace.root, {"real.py": "needle\n"})
+    (workspace.root / "link.py").symlink_to("real.py")
+    (workspace.root / "out.txt").symlink_to(workspace.root.parent / "outside.txt")
+
+    assert found(workspace, pattern="needle") == [("real.py", 1, "needle")]
+
+
+def test_search_stops_at_max_results_and_says_so(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\n" * 3, "b.py": "needle\n"})
+
+    result = search(workspace, SearchParams(pattern="needle", max_results=2))
+
+    assert result.structured is not None
+    assert [(m["path"], m["line"]) for m in result.structured["matches"]] == [("a.py", 1), ("a.py", 2)]
+    assert (result.structured["truncated"], result.truncated) == (True, True)
+    assert "stopped at max_results=2" in result.text
+
+
+def test_search_is_not_truncated_with_exactly_max_results_matches(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\nneedle\n", "b.py": "nothing\n"})
+
+    result = search(workspace, SearchParams(pattern="needle", max_results=2))
+
+    assert result.structured is not None
+    assert (result.structured["count"], result.structured["truncated"]) == (2, False)
+
+
+def test_search_cuts_a_long_line_to_a_window_around_the_match(workspace: Workspace) -> None:
+    line = "a" * 5_000 + "needle" + "b" * 5_000
+    write(workspace.root, {"min.js": line + "\n"})
+
+    result = search(workspace, SearchParams(pattern="needle"))
+
+    assert result.structured is not None
+    (match,) = result.structured["matches"]
+    assert (match["column"], match["line_cut"]) == (5_001, True)
+    assert len(match["text"]) == search_module.LINE_TEXT_MAX
+    assert "needle" in match["text"]
+
+
+def test_search_stops_early_at_its_time_limit(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", -1.0)
+    write(workspace.root, {"a.py": "needle\n"})
+
+    result = search(workspace, SearchParams(pattern="needle"))
+
+    assert result.structured is not None
+    assert (result.structured["matches"], result.structured["stopped_early"]) == ([], True)
+    assert "time or size limit" in result.text
+
+
+def test_search_runs_a_catastrophic_pattern_in_linear_time(workspace: Workspace) -> None:
+    write(workspace.root, {"a.txt": "a" * 100_000 + "b\n"})
+    started = time.monotonic()
+
+    assert found(workspace, pattern="(a+)+$", regex=True) == []
+    # Python's re would take longer than the universe's age here; RE2 takes milliseconds.
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("pattern", ["(a", "a{2000}", "[z-a]", r"(a)\1", "(?<=a)b"])
+def test_search_params_refuse_a_bad_regex_without_repeating_it(pattern: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        SearchParams(pattern=pattern, regex=True)
+
+    message = str(caught.value.errors()[0]["msg"])
+    assert message.startswith("Value error, pattern is not a valid RE2 regular expression (")
+    assert pattern not in message
+
+
+def test_search_params_accept_regex_syntax_as_plain_text() -> None:
+    assert SearchParams(pattern="(a").pattern == "(a"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"pattern": ""},
+        {"pattern": "x" * 1_001},
+        {"pattern": "a\nb"},
+        {"pattern": "x", "max_results": 0},
+        {"pattern": "x", "max_results": 2_001},
+        {"pattern": "x", "glob": "*.py\n"},
+        {"pattern": "x", "regex": "yes"},
+        {"pattern": "x", "extra": 1},
+    ],
+)
+def test_search_params_refuse_what_is_out_of_bounds(arguments: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        SearchParams(**arguments)
+
+
+def test_search_answers_a_missing_path_with_not_found(workspace: Workspace) -> None:
+    with pytest.raises(NotFoundError):
+        search(workspace, SearchParams(pattern="x", path="missing"))
+
+
+def test_search_refuses_a_path_outside_the_root(workspace: Workspace) -> None:
+    with pytest.raises(PathRefusedError):
+        search(workspace, SearchParams(pattern="x", path="../outside.txt"))
+
+
+def test_search_spec_is_a_read_only_idempotent_closed_world_tool() -> None:
+    assert SEARCH.annotations == {
+        "title": "Search project files",
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    assert SEARCH.path_fields == frozenset({"path"})
+
+
+def _call(project: Path, config: Path, arguments: dict[str, Any]) -> ToolResult | CallFailure:
+    app = build_app(project, config_path=config, environ={})
+    client = ClientInfo(client_id=f"search-{next(_CLIENTS)}", transport="memory")
+    outcome = anyio.run(run_call, app, "oct_search", arguments, client)
+    assert isinstance(outcome, ToolResult | CallFailure)
+    return outcome
+
+
+def test_search_runs_through_the_chain(project: Path, config_file: Path) -> None:
+    outcome = _call(project, config_file, {"pattern": "return", "glob": "*.py"})
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.text.splitlines()[0] == "src/pkg/core.py:2:    return 42"
+
+
+def test_search_through_the_chain_answers_a_bad_regex_with_invalid_arguments(
+    project: Path, config_file: Path
+) -> None:
+    outcome = _call(project, config_file, {"pattern": "(unclosed", "regex": True})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "invalid_arguments"
+    assert "(unclosed" not in outcome.message
