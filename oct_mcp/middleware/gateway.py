@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
@@ -49,7 +48,6 @@ class SlidingWindowLimiter:
     window: float = WINDOW_SECONDS
     clock: Callable[[], float] = time.monotonic
     _calls: dict[str, deque[float]] = field(default_factory=dict)
-    _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def admit(self, client_id: str) -> None:
         """Count one call for `client_id`, or refuse it.
@@ -58,21 +56,22 @@ class SlidingWindowLimiter:
             RateLimitedError: The client made `limit` calls in the last window;
                 it says how many seconds until the oldest of them leaves it.
         """
-        async with self._lock:
-            now = self.clock()
-            calls = self._calls.get(client_id)
-            if calls is None:
-                self._forget_idle_clients(now)
-                calls = self._calls[client_id] = deque(maxlen=self.limit)
-            while calls and calls[0] <= now - self.window:
-                calls.popleft()
-            if len(calls) >= self.limit:
-                retry_after = max(1, math.ceil(calls[0] + self.window - now))
-                raise RateLimitedError(
-                    f"rate limited: at most {self.limit} calls per minute; retry in {retry_after} s",
-                    retry_after_seconds=retry_after,
-                )
-            calls.append(now)
+        # No lock: nothing between reading and appending awaits, so on the one event loop no other
+        # call can interleave; a lock would only add its own cost to every call (see chain_alone.py).
+        now = self.clock()
+        calls = self._calls.get(client_id)
+        if calls is None:
+            self._forget_idle_clients(now)
+            calls = self._calls[client_id] = deque(maxlen=self.limit)
+        while calls and calls[0] <= now - self.window:
+            calls.popleft()
+        if len(calls) >= self.limit:
+            retry_after = max(1, math.ceil(calls[0] + self.window - now))
+            raise RateLimitedError(
+                f"rate limited: at most {self.limit} calls per minute; retry in {retry_after} s",
+                retry_after_seconds=retry_after,
+            )
+        calls.append(now)
 
     @property
     def tracked_clients(self) -> int:
