@@ -6,8 +6,11 @@ import argparse
 import os
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
+
+_SCALES: Final = {"ms": 1e3, "us": 1e6}
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,8 @@ class Comparison:
     subject: list[float]
     reference: list[float]
     goal: float
+    unit: str = "ms"
+    """How the medians are shown: `ms` or `us` (the samples are seconds either way)."""
 
     @property
     def ratio(self) -> float:
@@ -25,10 +30,44 @@ class Comparison:
 
     def row(self) -> str:
         verdict = "met" if self.ratio <= self.goal else "MISSED"
+        scale = _SCALES[self.unit]
         return (
-            f"| {self.claim} | {statistics.median(self.subject) * 1e3:.1f} ms "
-            f"| {statistics.median(self.reference) * 1e3:.1f} ms "
+            f"| {self.claim} | {statistics.median(self.subject) * scale:.1f} {self.unit} "
+            f"| {statistics.median(self.reference) * scale:.1f} {self.unit} "
             f"| {self.ratio:.3f} | <= {self.goal} | {verdict} |"
+        )
+
+
+@dataclass(frozen=True)
+class PerCall:
+    """One claim about absolute time per call (the goal in microseconds), its reference beside it.
+
+    `subject` and `reference` are seconds per call. The ratio is shown for scale; the verdict is
+    on the subject's median against `goal_us`.
+    """
+
+    claim: str
+    subject: list[float]
+    reference: list[float]
+    goal_us: float
+
+    @property
+    def subject_us(self) -> float:
+        return statistics.median(self.subject) * 1e6
+
+    @property
+    def reference_us(self) -> float:
+        return statistics.median(self.reference) * 1e6
+
+    @property
+    def ratio(self) -> float:
+        return self.subject_us / self.reference_us
+
+    def row(self) -> str:
+        verdict = "met" if self.subject_us <= self.goal_us else "MISSED"
+        return (
+            f"| {self.claim} | {self.subject_us:.1f} us | {self.reference_us:.1f} us "
+            f"| {self.ratio:.1f} | <= {self.goal_us:g} us (subject) | {verdict} |"
         )
 
 
@@ -43,6 +82,19 @@ def interleave(rounds: int, measures: Sequence[Callable[[], float]]) -> list[lis
     return samples
 
 
+async def interleave_async(
+    rounds: int, measures: Sequence[Callable[[], Awaitable[float]]]
+) -> list[list[float]]:
+    """`interleave` for measures that run inside one event loop."""
+    samples: list[list[float]] = [[] for _ in measures]
+    order = list(range(len(measures)))
+    for _ in range(rounds):
+        random.shuffle(order)
+        for index in order:
+            samples[index].append(await measures[index]())
+    return samples
+
+
 def arguments(description: str, default_rounds: int) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
@@ -51,7 +103,7 @@ def arguments(description: str, default_rounds: int) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def print_table(comparisons: Sequence[Comparison], rounds: int) -> None:
+def print_table(comparisons: Sequence[Comparison | PerCall], rounds: int) -> None:
     print(f"rounds: {rounds}, cores: {os.cpu_count()}")
     print("| claim | subject (median) | reference (median) | ratio | goal | |")
     print("|---|---|---|---|---|---|")
