@@ -22,6 +22,9 @@ _STDLIB_LEVELS: Final = {
     4: logging.DEBUG,
 }
 _deep_trace = False
+# The level configure_diagnostics set: a call below it is dropped before structlog builds a logger
+# (measured: ~3 us a filtered call otherwise, two on every tool call's path). None: not ours to know.
+_our_level: int | None = None
 
 
 class DiagnosticsLogger:
@@ -38,6 +41,8 @@ class DiagnosticsLogger:
         self._name = name
 
     def _log(self, level: int, event: str, exc_info: bool, fields: dict[str, Any]) -> None:
+        if _our_level is not None and level < _our_level:
+            return
         if structlog.is_configured():
             method = getattr(structlog.get_logger(self._name), logging.getLevelName(level).lower())
             if exc_info:
@@ -100,10 +105,11 @@ def configure_diagnostics(level: int, stream: TextIO | None = None) -> None:
         level: 0 to 4, as `--debug N`.
         stream: Where to write; stderr when None. Never stdout: it carries the protocol.
     """
-    global _deep_trace
+    global _deep_trace, _our_level
     out: Any = stream if stream is not None else _CurrentStderr()
     stdlib_level = _STDLIB_LEVELS[level]
     _deep_trace = level >= 4
+    _our_level = stdlib_level
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

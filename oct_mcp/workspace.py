@@ -38,7 +38,8 @@ def contain(path: str, root: Path) -> Path:
     Refused: an empty or overlong path; NUL or control characters; a leading
     `-` (a CLI would read it as an option); a Windows drive or UNC path; an
     absolute path outside the root; `..` that climbs out; a symlink on the way
-    that leads outside. The root itself is allowed.
+    that leads outside. The root itself is allowed; a symlink loop is returned as
+    written and refused where it is opened.
 
     Args:
         path: The path as the client sent it, relative to `root` or absolute inside it.
@@ -67,10 +68,9 @@ def contain(path: str, root: Path) -> Path:
         if is_absolute:
             raise PathRefusedError("an absolute path must lie inside the project root")
         raise PathRefusedError("a path must not climb out of the project root with '..'")
-    try:
-        resolved = os.path.realpath(absolute, strict=False)
-    except (RuntimeError, OSError):
-        raise PathRefusedError("a path must not pass through a symlink loop") from None
+    # strict=False never raises: a symlink loop stays as written, inside the root, and is refused
+    # when it is opened (ELOOP), like any other path that cannot be opened safely.
+    resolved = os.path.realpath(absolute, strict=False)
     if not _is_inside(resolved, top):
         raise PathRefusedError("a path must not pass through a symlink that leads outside the project root")
     return Path(resolved)
