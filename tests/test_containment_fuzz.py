@@ -16,6 +16,8 @@ from strategies import path_texts
 
 from oct_mcp.app import App, CallFailure, build_app, run_call
 from oct_mcp.context import ClientInfo, ToolResult
+from oct_mcp.errors import PathRefusedError
+from oct_mcp.workspace import contain
 
 # CI runs 10,000 examples; a developer's run, a tenth of that.
 EXAMPLES = 10_000 if os.environ.get("CI") else 1_000
@@ -144,3 +146,46 @@ def test_a_link_that_stays_inside_is_followed(hostile_tree: HostileTree) -> None
 
     assert isinstance(outcome, ToolResult)
     assert outcome.text == "print('inside')\n"
+
+
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
+@given(data=path_texts(("to_sibling", "to_parent", "loop", "chain_1", "src", "inside_link", "relative_out")))
+def test_containment_resolves_every_path_as_realpath_does(data: str, hostile_tree: HostileTree) -> None:
+    # contain() skips realpath where no symlink, '..' or missing component is on the way below the
+    # root; whatever it returns must be what realpath gives, and what it refuses must be refused.
+    root = hostile_tree.root
+    absolute = data if os.path.isabs(data) else os.path.join(root, data)
+    try:
+        contained = contain(data, root)
+    except PathRefusedError:
+        # Refused for its text, or because it leaves the root as written or as resolved.
+        assert (
+            _refused_by_syntax(data)
+            or not _inside(os.path.normpath(absolute), root)
+            or not _inside(os.path.realpath(absolute), root)
+        )
+    else:
+        assert str(contained) == os.path.realpath(absolute)
+
+
+def _inside(path: str, root: Path) -> bool:
+    return path == str(root) or path.startswith(f"{root}{os.sep}")
+
+
+def _refused_by_syntax(data: str) -> bool:
+    """Refused under any root: empty, overlong, control characters, a leading '-', a drive."""
+    try:
+        contain(data, Path("/"))
+    except PathRefusedError:
+        return True
+    return False
+
+
+def test_the_plain_path_and_a_link_on_the_way_resolve_alike(hostile_tree: HostileTree) -> None:
+    root = hostile_tree.root
+    assert contain("src/code.py", root) == root / "src" / "code.py"
+    assert contain("inside_link/code.py", root) == root / "src" / "code.py"
+    assert contain(f"{root}/src//./code.py", root) == root / "src" / "code.py"
+    assert contain("src/new_file.py", root) == root / "src" / "new_file.py"
+    with pytest.raises(PathRefusedError):
+        contain("to_sibling/secret.txt", root)
