@@ -89,7 +89,7 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionSandbox:
-    """Run the validated tool's plan: in-process plans in a worker thread, commands under the backend.
+    """Run the validated tool's plan: in-process ones in a thread (or inline), commands under the backend.
 
     Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`. Never calls `call_next`:
     it always answers. Raises `SandboxUnavailableError` when the backend lacks a guarantee
@@ -119,7 +119,7 @@ class ExecutionSandbox:
         plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         if isinstance(plan, InProcessPlan):
-            result = await self._run_in_process(plan)
+            result = plan.function() if plan.inline else await self._run_in_process(plan)
         else:
             result = await self._run_command(plan, ctx.workspace.root, ctx.progress)
         return replace(

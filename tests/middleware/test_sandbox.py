@@ -96,6 +96,31 @@ async def test_sandbox_times_out_a_plan_that_runs_too_long(project: Path) -> Non
     assert caught.value.code == "timeout"
 
 
+@pytest.mark.parametrize(("inline", "on_the_loop"), [(True, True), (False, False)])
+async def test_an_inline_plan_runs_on_the_event_loop_and_others_in_a_thread(
+    project: Path, inline: bool, on_the_loop: bool
+) -> None:
+    loop_thread = threading.get_ident()
+    ran_on: list[int] = []
+
+    def answer() -> ToolResult:
+        ran_on.append(threading.get_ident())
+        return ToolResult(text="answered")
+
+    spec = replace(
+        default_catalog()["oct_read_file"], plan=lambda params, env: InProcessPlan(answer, inline=inline)
+    )
+    ctx = replace(
+        make_context("oct_read_file", Workspace(project)), spec=spec, params=ReadFileParams(path="README.md")
+    )
+
+    outcome = await _sandbox()(ctx, RecordingNext())
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.text == "answered"
+    assert (ran_on == [loop_thread]) is on_the_loop
+
+
 @given(text=st.text(), limit=st.integers(min_value=64, max_value=4096))
 def test_cap_output_never_exceeds_the_limit_and_keeps_short_text(text: str, limit: int) -> None:
     capped = cap_output(ToolResult(text=text), limit)

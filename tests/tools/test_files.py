@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
 from oct_mcp.tools import files
+from oct_mcp.spec import ToolEnv
 from oct_mcp.tools.files import ListFilesParams, ReadFileParams, list_files, read_file
 from oct_mcp.workspace import Workspace
 
@@ -307,6 +308,24 @@ def test_read_file_reads_through_a_symlink_inside_and_reports_the_target(workspa
     assert result.text == FOUR_LINES
     assert result.structured is not None
     assert result.structured["path"] == "real.txt"
+
+
+def test_a_small_file_is_read_on_the_event_loop_and_a_larger_one_in_a_thread(workspace: Workspace) -> None:
+    write(
+        workspace.root,
+        {"small.txt": "x" * files.INLINE_READ_BYTES, "large.txt": "x" * (files.INLINE_READ_BYTES + 1)},
+    )
+    os.mkfifo(workspace.root / "pipe")
+    env = ToolEnv(workspace=workspace, max_output_bytes=LIMIT)
+
+    def inline(path: str) -> bool:
+        return files.READ_FILE.plan(ReadFileParams(path=path), env).inline  # type: ignore[union-attr]
+
+    assert inline("small.txt") is True
+    assert inline("large.txt") is False
+    # Not a regular file, or not there: the threaded read reports what is wrong.
+    assert inline("pipe") is False
+    assert inline("missing.txt") is False
 
 
 # list_files
