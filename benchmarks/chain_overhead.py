@@ -2,8 +2,8 @@
 
 Goal: ratio <= 1.05 per call. Both sides are SDK low-level servers reached through the SDK's
 in-memory `Client` (default mode), answering the same tool on the same small file: the same
-listing (input and output schema), the same `read_file` function run in a worker thread, text and
-structured content back. oct-mcp's side is `build_server(build_app(...), transport="memory")`:
+listing (input and output schema), the same `read_file` function run on the event loop (as oct-mcp
+runs a read of a file under 32 KiB), text and structured content back. oct-mcp's side is `build_server(build_app(...), transport="memory")`:
 every layer of the default profile, the audit log written to a file, the consent round's state
 boundary. The bare side validates the arguments with the tool's model and calls the function.
 """
@@ -25,6 +25,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 
 from oct_mcp.app import App, build_app
+from oct_mcp.diagnostics import configure_diagnostics
 from oct_mcp.server import build_server
 from oct_mcp.tools.files import READ_FILE, ReadFileParams, read_file
 from oct_mcp.workspace import Workspace
@@ -61,7 +62,7 @@ def bare_server(workspace: Workspace, max_output_bytes: int) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         checked = ReadFileParams.model_validate(params.arguments or {})
-        result = await anyio.to_thread.run_sync(read_file, workspace, checked, max_output_bytes)
+        result = read_file(workspace, checked, max_output_bytes)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.text)],
             structured_content=dict(result.structured or {}),
@@ -112,6 +113,8 @@ async def _measure(rounds: int, project: Path) -> tuple[list[float], list[float]
 
 def main() -> None:
     args = arguments(__doc__ or "", default_rounds=21)
+    # As `oct-mcp serve` does at its default level: diagnostics on the path cost what they cost there.
+    configure_diagnostics(1)
     with tempfile.TemporaryDirectory() as temp:
         chain, reference = anyio.run(_measure, args.rounds, Path(temp).resolve())
     print_table(

@@ -368,6 +368,19 @@ def test_redact_value_masks_a_bare_value_under_a_secret_named_key() -> None:
     )
 
 
+@pytest.mark.parametrize("round_number", [1, 2, 3])
+def test_a_secret_key_is_masked_on_every_call_and_never_remembered_as_clean(round_number: int) -> None:
+    # Clean keys are remembered between calls; a key holding a secret must not be.
+    value = {"path": "notes.txt", GITHUB: 1}
+
+    redacted, count = redact_value(value)
+
+    assert redacted == {"path": "notes.txt", "[REDACTED:github_token]": 1}
+    assert count == 1
+    assert GITHUB not in oct_mcp.redaction.engine._CLEAN_KEYS
+    assert "path" in oct_mcp.redaction.engine._CLEAN_KEYS
+
+
 def test_redact_value_masks_keys_and_keeps_colliding_keys_apart() -> None:
     other = "ghp_" + "zY9xW8vU7tS6rQ5pO4nM3lK2jI1hG0fE9dC8"
 

@@ -359,15 +359,15 @@ def test_open_regular_file_refuses_a_symlink_loop(workspace: Workspace) -> None:
 
 
 def swap_after_contain(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None]) -> None:
-    """Run `swap` between contain() and the open, as a racing process would."""
-    real_contain = oct_mcp.workspace.contain
+    """Run `swap` between containment and the open, as a racing process would."""
+    real_contain = oct_mcp.workspace.contain_text
 
-    def contain_then_swap(path: str, root: Path) -> Path:
-        resolved = real_contain(path, root)
+    def contain_then_swap(path: str, top: str) -> str:
+        resolved = real_contain(path, top)
         swap()
         return resolved
 
-    monkeypatch.setattr(oct_mcp.workspace, "contain", contain_then_swap)
+    monkeypatch.setattr(oct_mcp.workspace, "contain_text", contain_then_swap)
 
 
 def test_open_regular_file_refuses_a_file_swapped_for_a_symlink_after_contain(

@@ -54,7 +54,7 @@ class PolicyEngine:
                 for path in value if isinstance(value, list | tuple) else (value,):
                     if path is None:
                         continue
-                    workspace.contain(path)
+                    workspace.contain_text(path)
                     # The name as given, not only where it leads: `.vscode` linked to `settings/`
                     # is still `.vscode` to the IDE that reads it.
                     given = Path(path) if Path(path).is_absolute() else workspace.root / path

