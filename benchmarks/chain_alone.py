@@ -3,8 +3,9 @@
 Goal: <= 25 us per call. The subject is `run_call` on the default chain built by `build_app`: an
 audit line to a file, the real rate limiter, validation (a path argument contained in the
 project), policy, the safety gate, redaction of 1 KiB of output, and the sandbox running the
-tool's in-process plan inline, as it runs oct_read_file's of a small file. The reference is the same loop calling `run_call` on a
-chain of as many no-op layers (linked by `compose`) around an endpoint that calls the same function.
+tool's in-process plan inline, as it runs oct_read_file on a small file. The reference is the
+same loop calling `run_call` on a chain of as many no-op layers (linked by `compose`) around an
+endpoint that calls the same function.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class AuditWriter:
     def _append(self, fields: Mapping[str, Any]) -> None:
         try:
             self._append_once(fields)
-        except _FolderRemoved:
+        except _FolderRemovedError:
             # The log's folder went away while serving: made again, lock file included.
             self._files.close()
             self._append_once(fields)
@@ -215,7 +215,7 @@ class AuditWriter:
         except FileNotFoundError:
             # Checked only here, not before each record: that stat cost 4 us a call (measured).
             if not os.path.isdir(self.path.parent):
-                raise _FolderRemoved from None
+                raise _FolderRemovedError from None
             on_disk = None
         current = os.fstat(log)
         if on_disk is None or (on_disk.st_dev, on_disk.st_ino) != (current.st_dev, current.st_ino):
@@ -261,7 +261,7 @@ class AuditWriter:
         self._failure = AuditFailure(since=since, reason=reason, lost=lost)
 
 
-class _FolderRemoved(Exception):
+class _FolderRemovedError(Exception):
     """The log's folder is gone: open everything again, from the folder down."""
 
 

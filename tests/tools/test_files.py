@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
-from oct_mcp.tools import files
 from oct_mcp.spec import ToolEnv
+from oct_mcp.tools import files
 from oct_mcp.tools.files import ListFilesParams, ReadFileParams, list_files, read_file
 from oct_mcp.workspace import Workspace
 
