@@ -104,7 +104,7 @@ class Gateway:
             raise SafeModeError(SAFE_MODE_MESSAGE)
         await self.limiter.admit(ctx.client.client_id)
         # One stat per call: a project root deleted or replaced while serving must not be used.
-        if not self.workspace.root.is_dir():
+        if not self.workspace.root_is_present():
             raise WorkspaceError("the project root is no longer an existing directory; restart the server")
         return await call_next(replace(ctx, workspace=self.workspace))
 

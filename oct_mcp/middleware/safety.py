@@ -119,6 +119,9 @@ class SafetyGate:
         args = params.model_dump()
         unconfirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: False})
         if not unconfirmed.requires_confirmation:
+            # Most calls (reads) leave dry_run as it is: no copy of the context for them.
+            if unconfirmed.dry_run == ctx.dry_run:
+                return await call_next(ctx)
             return await call_next(replace(ctx, dry_run=unconfirmed.dry_run))
         once_confirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: True})
         digest = argument_digest(args)
