@@ -12,6 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 import structlog
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oct_mcp.audit import (
     GENESIS,
@@ -24,6 +26,7 @@ from oct_mcp.audit import (
     rotated_path,
     verify_chain,
 )
+from oct_mcp.audit.writer import render_record
 
 # About five records of the size below per file: a few dozen records rotate several times.
 SMALL_FILE = 1_000
@@ -441,3 +444,47 @@ def test_a_record_that_cannot_be_rendered_is_lost_without_raising(tmp_path: Path
     assert written is False
     assert writer.failure is not None
     assert writer.failure.reason == "TypeError"
+
+
+# The line's rendering: orjson where it can, json.dumps where it cannot, ASCII either way.
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(fields=st.dictionaries(st.text(), _JSON_VALUES, max_size=6))
+def test_a_record_renders_as_one_ascii_line_of_the_same_json(fields: dict[str, object]) -> None:
+    line = render_record(fields)
+
+    assert line.isascii()
+    assert b"\n" not in line
+    assert json.loads(line) == json.loads(json.dumps(fields))
+
+
+@pytest.mark.parametrize(
+    ("value", "escaped"),
+    [
+        ("line\u2028separator", b"\\u2028"),  # UTF-8 from orjson: rendered again with escapes
+        ("caf\u00e9 \u0085", b"\\u0085"),
+        ("lone \ud800 surrogate", b"\\ud800"),  # orjson refuses it
+        (2**70, b"1180591620717411303424"),  # over 64 bits: orjson refuses it
+    ],
+)
+def test_what_orjson_cannot_write_as_ascii_goes_through_json(value: object, escaped: bytes) -> None:
+    line = render_record({"tool": value})
+
+    assert line.isascii()
+    assert escaped in line
+
+
+def test_the_time_is_utc_to_the_microsecond(tmp_path: Path) -> None:
+    writer = _writer(tmp_path / "audit.log")
+    _fill(writer, 1)
+
+    stamp = json.loads(_lines(tmp_path / "audit.log")[0])["time"]
+
+    assert len(stamp) == len("2026-12-01T03:25:20.366440Z")
+    assert stamp.endswith("Z")

@@ -46,7 +46,7 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
     structured: Any = result.structured
     masked = 0
     if structured is not None:
-        structured, masked = redact_value(dict(structured))
+        structured, masked = redact_value(structured)
         structured = _anonymise_value(structured, who)
     return replace(
         result,

@@ -77,6 +77,8 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
     Returns:
         The result unchanged when it fits; else cut, marked `truncated`, with a note saying so.
     """
+    if len(result.text) * 4 <= limit:
+        return result  # no UTF-8 character takes more than 4 bytes: it fits without encoding it
     encoded = result.text.encode("utf-8")
     if len(encoded) <= limit:
         return result
