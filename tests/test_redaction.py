@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from oct_mcp.redaction.checks import (
     looks_random,
     shannon_entropy,
 )
+from oct_mcp.redaction.detectors import DETECTORS, Detector
 
 PACKAGE = Path(oct_mcp.redaction.__file__).parent
 
@@ -579,3 +581,13 @@ def test_the_package_imports_no_sdk_no_layer_no_server_and_no_tool(path: Path) -
     forbidden = ("mcp", "mcp_types", "oct_mcp.middleware", "oct_mcp.server", "oct_mcp.tools", "oct_mcp.cli")
 
     assert [n for n in names if any(n == f or n.startswith(f + ".") for f in forbidden)] == []
+
+
+@pytest.mark.parametrize("detector", [d for d in DETECTORS if d.scan], ids=lambda d: d.kind)
+def test_a_scan_detector_never_matches_text_shorter_than_its_min_length(detector: Detector) -> None:
+    # redact() skips the scan for shorter text without a keyword; the pattern's own minimum width,
+    # as the regex compiler computes it, must not be below what the detector declares.
+    shortest = re._parser.parse(detector.pattern.pattern, detector.pattern.flags).getwidth()[0]  # type: ignore[attr-defined]
+
+    assert detector.min_length >= 1
+    assert shortest >= detector.min_length

@@ -61,6 +61,8 @@ class Detector:
     back: int = 0
     window: int = 0
     scan: bool = False
+    min_length: int = 0
+    """The fewest characters a match spans: a shorter text skips this `scan` detector's pass."""
     check: Callable[[str], bool] | None = None
     finish: Finish | None = None
 
@@ -736,6 +738,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         _compile(r"\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"),
         CONTEXT,
         scan=True,
+        min_length=35,
         finish=lambda detector, match: _with_head(detector, match, _DISCORD_ID),
     ),
     Detector(
@@ -762,6 +765,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         (),
         _compile(r"AC(?<![A-Za-z0-9]AC)[0-9a-fA-F]{32}" + _R),
         scan=True,
+        min_length=34,
         check=_token_ok,
     ),
     _prefixed(
