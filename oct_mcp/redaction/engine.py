@@ -86,7 +86,8 @@ _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu
 _SNAP_LIMIT: Final = 512
 # Mapping keys redact() found clean: the structured content of every call repeats its field
 # names, and redacting each again cost 2 us a key (10 us of a read_file call's 15 us, measured).
-_CLEAN_KEYS: set[str] = set()
+_CLEAN_KEYS: dict[str, bool] = {}
+"""Clean key -> whether it names a secret field (`password`, `api_key`)."""
 _CLEAN_KEYS_MAX: Final = 4_096
 _CLEAN_KEY_MAX_LENGTH: Final = 64
 _EXISTING_MASK: Final = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]", re.ASCII)
@@ -274,36 +275,47 @@ def _redact_items(items: Sequence[Any]) -> tuple[Any, int]:
     return (tuple(result) if isinstance(items, tuple) else result), total
 
 
-def _redact_key(key: str) -> tuple[str, int]:
-    """`redact(key)`, remembering keys that hold no secret: field names repeat on every call."""
-    if key in _CLEAN_KEYS:
-        return key, 0
+def _redact_key(key: str) -> tuple[str, int, bool]:
+    """`redact(key)`, and whether the key names a secret field; clean keys are remembered.
+
+    Field names repeat on every call. Only keys found clean are kept, so the memo never holds a
+    secret.
+    """
+    secret_named = _CLEAN_KEYS.get(key)
+    if secret_named is not None:
+        return key, 0, secret_named
     redacted, findings = redact(key)
+    secret_named = secret_field_name(key)
     if not findings and len(key) <= _CLEAN_KEY_MAX_LENGTH and len(_CLEAN_KEYS) < _CLEAN_KEYS_MAX:
-        # Only keys found clean are kept, so the set never holds a secret.
-        _CLEAN_KEYS.add(key)
-    return redacted, len(findings)
+        _CLEAN_KEYS[key] = secret_named
+    return redacted, len(findings), secret_named
 
 
 def _redact_mapping(mapping: Mapping[Any, Any]) -> tuple[dict[Any, Any], int]:
     total = 0
     result: dict[Any, Any] = {}
     for key, item in mapping.items():
-        new_key, count = _redact_key(key) if isinstance(key, str) else (key, 0)
-        total += count
-        if (
-            isinstance(key, str)
-            and isinstance(item, str)
-            and secret_field_name(key)
-            and is_literal_secret(item, quoted=True)
-        ):
-            # The key is the context a bare value lacks.
-            result[_unique(result, new_key)] = mask(secret_field_kind(key))
-            total += 1
-            continue
-        redacted, count = redact_value(item)
-        result[_unique(result, new_key)] = redacted
-        total += count
+        if isinstance(key, str):
+            new_key, count, secret_named = _redact_key(key)
+            total += count
+        else:
+            new_key, secret_named = key, False
+        if new_key in result:
+            new_key = _unique(result, new_key)
+        if isinstance(item, str):
+            if secret_named and is_literal_secret(item, quoted=True):
+                # The key is the context a bare value lacks.
+                result[new_key] = mask(secret_field_kind(key))
+                total += 1
+                continue
+            redacted, findings = redact(item)
+            result[new_key] = redacted
+            total += len(findings)
+        elif item is None or isinstance(item, bool | int | float):
+            result[new_key] = item  # no scalar but a string holds a secret
+        else:
+            result[new_key], count = redact_value(item)
+            total += count
     return result, total
 
 
