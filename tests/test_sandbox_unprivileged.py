@@ -32,6 +32,7 @@ PACKAGES = (
     "typing_extensions",
     "structlog",
     "pathspec",
+    "orjson",
     "ahocorasick_rs",
 )
 HARNESS = """
