@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,37 @@ def test_the_digest_ignores_confirm_only(args: dict[str, Any]) -> None:
     assert argument_digest({**args, "extra-key": 1}) != argument_digest(
         {key: value for key, value in args.items() if key != "extra-key"}
     )
+
+
+@pytest.mark.parametrize("last", [2.5, None], ids=["orjson", "json, for the null"])
+def test_the_digest_is_the_sha256_of_canonical_json(last: float | None) -> None:
+    written = "null" if last is None else str(last)
+    canonical = f'{{"a":"caf\u00e9","b":[1,{written}],"c":{{"x":false,"y":true}}}}'.encode()
+
+    digest = argument_digest(
+        {"c": {"y": True, "x": False}, "b": [1, last], "a": "caf\u00e9", "confirm": True}
+    )
+
+    assert digest == "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["lone \ud800 surrogate", 2**70, {1: "an integer key"}, object(), float("nan")],
+    ids=["surrogate", "big-int", "int-key", "object", "nan"],
+)
+def test_the_digest_takes_what_orjson_refuses_and_tells_it_apart(value: object) -> None:
+    digest = argument_digest({"path": value})
+
+    assert digest.startswith("sha256:")
+    assert digest == argument_digest({"path": value})
+    assert digest != argument_digest({"path": "other"})
+    assert digest != argument_digest({"path": None})
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_the_digest_tells_the_infinities_from_null(value: float) -> None:
+    assert argument_digest({"timeout": value}) != argument_digest({"timeout": None})
 
 
 # -- the middleware --------------------------------------------------------------------------
