@@ -3,7 +3,7 @@
 Goal: ratio <= 1.05 per call. Both sides are SDK low-level servers reached through the SDK's
 in-memory `Client` (default mode), answering the same tool on the same small file: the same
 listing (input and output schema), the same `read_file` function run on the event loop (as
-oct-mcp runs a read of a file under 32 KiB), text and structured content back. oct-mcp's side is
+oct-mcp runs a read of a file under 128 KiB), text and structured content back. oct-mcp's side is
 `build_server(build_app(...), transport="memory")`: every layer of the default profile, the audit
 log written to a file, the consent round's state boundary. The bare side validates the arguments
 with the tool's model and calls the function.

@@ -16,7 +16,7 @@ from strategies import path_texts
 
 import oct_mcp.workspace
 from oct_mcp.errors import NotFoundError, PathRefusedError
-from oct_mcp.workspace import Workspace, contain
+from oct_mcp.workspace import Workspace, contain, read_at_most
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 
@@ -406,3 +406,32 @@ def test_open_regular_file_refuses_a_folder_swapped_for_a_symlink_after_contain(
         workspace.open_regular_file("docs/secret.txt")
 
     assert caught.value.code == "path_refused"
+
+
+# read_at_most: what the tools read files with.
+
+
+@pytest.mark.parametrize(
+    ("size", "size_hint", "limit", "expected"),
+    [
+        (550, 550, 1_000, 550),  # the common case: the whole file
+        (0, 0, 1_000, 0),
+        (1_000, 1_000, 1_000, 1_000),  # exactly the limit is not over it
+        (5_000, 5_000, 1_000, 1_001),  # over: one byte past the limit, no more
+        (5_000, 10, 1_000, 1_001),  # grew after fstat: still stopped one past the limit
+        (700, 10, 1_000, 700),  # grew, but stays under the limit: read whole
+        (10, 700, 1_000, 10),  # shrank after fstat
+    ],
+)
+def test_read_at_most_reads_whole_files_and_stops_one_byte_past_the_limit(
+    tmp_path: Path, size: int, size_hint: int, limit: int, expected: int
+) -> None:
+    content = bytes(index % 251 for index in range(size))
+    (tmp_path / "data").write_bytes(content)
+    fd = os.open(tmp_path / "data", os.O_RDONLY)
+    try:
+        data = read_at_most(fd, limit, size_hint)
+    finally:
+        os.close(fd)
+
+    assert data == content[:expected]

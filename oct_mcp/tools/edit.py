@@ -32,7 +32,7 @@ from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.workspace import Workspace
+from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
     "APPLY_PATCH",
@@ -104,9 +104,12 @@ def _existing(workspace: Workspace, target: Path) -> _Existing | None:
     if not stat.S_ISREG(info.st_mode):
         raise PathRefusedError("the path is not a regular file")
     fd = workspace.open_regular_file(str(target))
-    with os.fdopen(fd, "rb") as handle:
-        mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
-        data = handle.read(EDIT_READ_MAX_BYTES + 1)
+    try:
+        opened = os.fstat(fd)
+        mode = stat.S_IMODE(opened.st_mode)
+        data = read_at_most(fd, EDIT_READ_MAX_BYTES, opened.st_size)
+    finally:
+        os.close(fd)
     if len(data) > EDIT_READ_MAX_BYTES:
         raise FileTooLargeError(f"the file is over the edit limit of {EDIT_READ_MAX_BYTES} bytes")
     return _Existing(data, mode)

@@ -25,7 +25,7 @@ from oct_mcp.context import ToolResult
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
-from oct_mcp.workspace import Workspace
+from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
 
@@ -148,10 +148,13 @@ class _Search:
             fd = self.workspace.open_regular_file(str(path))
         except OctError:
             return None
-        with os.fdopen(fd, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size > FILE_MAX_BYTES:
+        try:
+            size = os.fstat(fd).st_size
+            if size > FILE_MAX_BYTES:
                 return None
-            data = handle.read(FILE_MAX_BYTES + 1)
+            data = read_at_most(fd, FILE_MAX_BYTES, size)
+        finally:
+            os.close(fd)
         if len(data) > FILE_MAX_BYTES or b"\x00" in data[:BINARY_SNIFF_BYTES]:
             return None
         return data

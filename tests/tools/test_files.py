@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
@@ -308,6 +310,22 @@ def test_read_file_reads_through_a_symlink_inside_and_reports_the_target(workspa
     assert result.text == FOUR_LINES
     assert result.structured is not None
     assert result.structured["path"] == "real.txt"
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(st.sampled_from("ab \n\r\u00e9"), max_size=40))
+def test_a_whole_read_counts_the_lines_a_range_read_numbers(workspace: Workspace, text: str) -> None:
+    (workspace.root / "counted.txt").write_bytes(text.encode())
+
+    whole = read_file(workspace, ReadFileParams(path="counted.txt"), LIMIT)
+    ranged = read_file(workspace, ReadFileParams(path="counted.txt", start_line=1), LIMIT)
+
+    assert whole.text == ranged.text == text
+    assert whole.structured == ranged.structured
+    assert whole.structured is not None
+    # Lines end at "\n" only; a last line without one still counts.
+    pieces = text.split("\n")
+    assert whole.structured["total_lines"] == len(pieces) - 1 + (1 if pieces[-1] else 0)
 
 
 def test_a_small_file_is_read_on_the_event_loop_and_a_larger_one_in_a_thread(workspace: Workspace) -> None:
