@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final, Protocol, cast
 
 import anyio
@@ -266,15 +268,20 @@ async def serve_stdio(app: App) -> None:
 
         tasks.start_soon(stop_on_signal)
         stdin = _cancellable_stdin()
-        # The SDK only iterates its stdin for lines: _StdinLines is that much of an AsyncFile.
-        async with stdio_server(stdin=cast(Any, stdin)) as (read_stream, write_stream):
-            if stdin is not None:
+        with _claimed_stdout() as stdout:
+            # The SDK only iterates its stdin for lines and awaits write and flush on its stdout:
+            # _StdinLines and _StdoutWriter are that much of an AsyncFile each.
+            async with stdio_server(stdin=cast(Any, stdin), stdout=cast(Any, stdout)) as (
+                read_stream,
+                write_stream,
+            ):
+                if stdin is not None:
 
-                async def reply(error: types.JSONRPCError) -> None:
-                    await write_stream.send(SessionMessage(error))
+                    async def reply(error: types.JSONRPCError) -> None:
+                        await write_stream.send(SessionMessage(error))
 
-                stdin.reply = reply
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+                    stdin.reply = reply
+                await server.run(read_stream, write_stream, server.create_initialization_options())
         tasks.cancel_scope.cancel()
 
 
@@ -337,6 +344,59 @@ class _StdinLines:
                 self._buffer += chunk
             else:
                 self._eof = True
+
+
+class _StdoutWriter:
+    """Messages to the client, written to a non-blocking pipe from the event loop, without a thread.
+
+    The SDK's own writer hands each message's write and flush to a worker thread: two hops, 77 us
+    a message (measured on a bare SDK server over stdio: 757 against 680 us a call), and a thread
+    stuck for good when a client stops reading. Here a full pipe is awaited, so a shutdown can
+    cancel the wait.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, text: str) -> None:
+        # "replace": a lone surrogate must not end the writer (and the server) with an encoding error.
+        data = memoryview(text.encode("utf-8", errors="replace"))
+        while data:
+            try:
+                written = os.write(self._fd, data)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            data = data[written:]
+
+    async def flush(self) -> None:
+        """Nothing is buffered: each write reached the pipe."""
+
+
+@contextmanager
+def _claimed_stdout() -> Iterator[_StdoutWriter | None]:
+    """The protocol's own copy of stdout, and fd 1 pointed at stderr while serving.
+
+    As the SDK does when it writes stdout itself: a library or a child that prints to fd 1 must
+    not put a stray line into the protocol stream. Where stdout is not a pipe or a socket (what
+    MCP clients give), None: the SDK's writer, which works with any file.
+    """
+    try:
+        mode = os.fstat(1).st_mode
+    except OSError:
+        mode = 0
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        yield None
+        return
+    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(2, 1)
+    os.set_blocking(private, False)
+    try:
+        yield _StdoutWriter(private)
+    finally:
+        os.set_blocking(private, True)
+        os.dup2(private, 1)
+        os.close(private)
 
 
 def _malformed(line: bytes) -> types.JSONRPCError | None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,17 @@ from mcp import Client, StdioServerParameters
 from oct_mcp.tools import default_catalog
 
 pytestmark = pytest.mark.anyio
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 
 
 def _server(project: Path, config_file: Path) -> StdioServerParameters:
@@ -62,3 +77,89 @@ async def test_the_server_exits_cleanly_when_the_client_closes_stdin(
     assert process.returncode == 0
     assert process.stdout == b""
     assert b"Traceback" not in process.stderr
+
+
+async def test_an_answer_larger_than_the_pipe_arrives_whole(project: Path, config_file: Path) -> None:
+    # 900 KB of text: the writer meets a full pipe (64 KiB) many times and waits for the client.
+    line = "".join(chr(0x41 + index % 26) for index in range(99)) + "\n"
+    text = line * 9_000
+    (project / "big.txt").write_text(text)
+
+    with anyio.fail_after(60):
+        async with Client(_server(project, config_file)) as client:
+            read = await client.call_tool("oct_read_file", {"path": "big.txt"})
+            after = await client.call_tool("oct_read_file", {"path": "src/pkg/core.py"})
+
+    assert read.is_error is False
+    assert _text(read) == text
+    assert _text(after) == "def answer() -> int:\n    return 42\n"
+
+
+def test_a_server_whose_client_stopped_reading_still_stops_on_sigterm(
+    project: Path, config_file: Path
+) -> None:
+    # Answers pile up in a pipe nobody reads: the writer waits on the full pipe, and a signal must
+    # still end the server (a writer thread blocked in write() would hold it).
+    (project / "big.txt").write_text("x" * 900_000)
+    command = [sys.executable, "-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as server:
+        assert server.stdin is not None
+        assert server.stdout is not None
+        try:
+            server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+            server.stdin.flush()
+            assert json.loads(server.stdout.readline())["id"] == 1
+            server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+            for ident in range(2, 6):
+                call = {"name": "oct_read_file", "arguments": {"path": "big.txt"}}
+                request = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": call}
+                server.stdin.write(json.dumps(request).encode() + b"\n")
+            server.stdin.flush()
+            time.sleep(1.0)  # the first answer fills the pipe; the writer is waiting
+            assert server.poll() is None
+
+            started = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            code = server.wait(timeout=20)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+
+    assert code == 0
+    assert time.monotonic() - started < 10
+
+
+def test_stray_writes_to_fd_1_while_serving_go_to_stderr_and_fd_1_comes_back(tmp_path: Path) -> None:
+    script = tmp_path / "claim.py"
+    script.write_text(
+        "import os\n"
+        "import anyio\n"
+        "from oct_mcp.server import _claimed_stdout\n"
+        "with _claimed_stdout() as stdout:\n"
+        "    assert stdout is not None\n"
+        "    os.write(1, b'stray\\n')\n"
+        "    anyio.run(stdout.write, 'protocol\\n')\n"
+        "os.write(1, b'after\\n')\n"
+    )
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, check=True, timeout=60)
+
+    assert done.stdout == b"protocol\nafter\n"
+    assert done.stderr == b"stray\n"
+
+
+def test_stdout_that_is_not_a_pipe_is_left_to_the_sdk(tmp_path: Path) -> None:
+    script = tmp_path / "claim.py"
+    script.write_text(
+        "from oct_mcp.server import _claimed_stdout\n"
+        "with _claimed_stdout() as stdout:\n"
+        "    assert stdout is None\n"
+        "print('plain')\n"
+    )
+    with (tmp_path / "out.txt").open("wb") as out:
+        subprocess.run([sys.executable, str(script)], stdout=out, check=True, timeout=60)
+
+    assert (tmp_path / "out.txt").read_text() == "plain\n"
