@@ -64,9 +64,8 @@ class InProcessPlan:
 
     In a worker thread under the time limit; or, with `inline`, on the event loop itself. Inline
     is for work bounded small by construction (reading a file of at most 128 KiB), where the hop to
-    a thread and back costs as much as the work or more (80 us against 20 for 1 KiB, measured); it
-    has no time limit,
-    so a plan is inline only where its size is known beforehand.
+    a thread and back costs as much as the work or more (80 us against 20 for 1 KiB, measured). An
+    inline plan has no time limit, so a plan is inline only where its size is known beforehand.
     """
 
     function: Callable[[], ToolResult]

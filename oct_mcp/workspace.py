@@ -18,6 +18,8 @@ _WINDOWS_DRIVE: Final = re.compile(r"^[A-Za-z]:")
 # Unicode's Cc (C0, DEL, C1 controls) and Cs (lone surrogates, which no file name can hold).
 _FORBIDDEN_CHARACTERS: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _PATH_MAX_LENGTH: Final = 4_096
+# What read_at_most asks for past fstat's size: a file that grew is read on in pieces this big.
+_READ_CHUNK: Final = 65_536
 
 
 def resolve_root(root: str | os.PathLike[str]) -> Path:
@@ -194,17 +196,19 @@ class Workspace:
 def read_at_most(fd: int, limit: int, size_hint: int) -> bytes:
     """Read a file's bytes from `fd`, stopping one byte past `limit`, so a caller sees it is over.
 
-    `size_hint` is what fstat said: one read takes the whole file and one more confirms the end.
-    Not `BufferedReader.read(limit + 1)`, which allocates the whole limit on every call (a 550-byte
-    file read with a 1 MiB limit: 22 us against 4, measured).
+    `size_hint` is what fstat said: one read takes the whole file and one more, of at most a
+    chunk, confirms the end. Not `BufferedReader.read(limit + 1)`, which allocates the whole limit
+    on every call (a 550-byte file read with a 1 MiB limit: 22 us against 4, measured).
     """
-    data = os.read(fd, min(max(size_hint, 0), limit) + 1)
-    while len(data) <= limit:
-        more = os.read(fd, limit + 1 - len(data))
+    first = os.read(fd, min(max(size_hint, 0), limit) + 1)
+    chunks, received = [first], len(first)
+    while received <= limit:
+        more = os.read(fd, min(limit + 1 - received, _READ_CHUNK))
         if not more:
             break
-        data += more
-    return data
+        chunks.append(more)
+        received += len(more)
+    return first if len(chunks) == 1 else b"".join(chunks)
 
 
 def _opened_path(fd: int) -> str | None:

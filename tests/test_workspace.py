@@ -421,6 +421,8 @@ def test_open_regular_file_refuses_a_folder_swapped_for_a_symlink_after_contain(
         (5_000, 10, 1_000, 1_001),  # grew after fstat: still stopped one past the limit
         (700, 10, 1_000, 700),  # grew, but stays under the limit: read whole
         (10, 700, 1_000, 10),  # shrank after fstat
+        (200_000, 10, 150_000, 150_001),  # grew by more than a chunk: read on in pieces, then stopped
+        (140_000, 10, 150_000, 140_000),
     ],
 )
 def test_read_at_most_reads_whole_files_and_stops_one_byte_past_the_limit(
