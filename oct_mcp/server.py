@@ -389,9 +389,9 @@ def _claimed_stdout() -> Iterator[_StdoutWriter | None]:
         yield None
         return
     private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.dup2(2, 1)
-    os.set_blocking(private, False)
     try:
+        os.dup2(2, 1)
+        os.set_blocking(private, False)
         yield _StdoutWriter(private)
     finally:
         os.set_blocking(private, True)
