@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -127,6 +127,9 @@ class ToolSpec:
     open_world: bool = False
     program: str | None = None
     """The program the tool runs (found in the project's venv, then PATH); None: it runs in-process."""
+    targets: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
+    """The paths a call would change that are no path field (a patch names its files inside), for
+    the question a human answers before a write; given the validated arguments, may raise."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
 
     @cached_property

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
@@ -161,14 +161,16 @@ def _format_confirmation_request(
     would change (its paths, whether it is a dry run), gives the argument digest,
     and says how to confirm.
     """
-    paths: list[str] = []
+    named: list[object] = []
     for name in sorted(spec.path_fields):
         value = args.get(name)
-        for path in value if isinstance(value, list | tuple) else (value,):
-            if isinstance(path, str):
-                paths.append(
-                    path if len(path) <= _SUMMARY_PATH_LENGTH else path[:_SUMMARY_PATH_LENGTH] + "..."
-                )
+        named.extend(value if isinstance(value, list | tuple) else (value,))
+    named.extend(_targets(spec, args))
+    paths = [
+        path if len(path) <= _SUMMARY_PATH_LENGTH else path[:_SUMMARY_PATH_LENGTH] + "..."
+        for path in named
+        if isinstance(path, str)
+    ]
     shown = ", ".join(paths[:_SUMMARY_PATHS])
     if len(paths) > _SUMMARY_PATHS:
         shown += f" and {len(paths) - _SUMMARY_PATHS} more"
@@ -186,6 +188,16 @@ def _format_confirmation_request(
         "A consent covers these exact arguments only.",
     ]
     return "\n".join(lines)
+
+
+def _targets(spec: ToolSpec, args: Mapping[str, Any]) -> Sequence[object]:
+    """The paths the tool says a call would change beyond its path fields; none if it cannot tell."""
+    if spec.targets is None:
+        return ()
+    try:
+        return spec.targets(args)
+    except Exception:  # noqa: BLE001 - the question must be asked whatever the arguments hold
+        return ()
 
 
 def _build(settings: SafetySettings, runtime: LayerRuntime) -> SafetyGate:

@@ -20,11 +20,11 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -910,6 +910,23 @@ def apply_patch(workspace: Workspace, params: ApplyPatchParams, *, dry_run: bool
     return ToolResult(text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump())
 
 
+def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
+    """The files a patch names, each side of a rename or copy included, for the consent question."""
+    patch = arguments.get("patch")
+    if not isinstance(patch, str):
+        return []
+    try:
+        parsed = parse_patch(patch)
+    except PatchError:
+        return []  # the tool refuses it before anything is written
+    names: list[str] = []
+    for file in parsed:
+        for side in (file.old_path, file.new_path):
+            if side is not None and side not in names:
+                names.append(side)
+    return names
+
+
 def _plan_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
     return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run))
@@ -949,5 +966,6 @@ APPLY_PATCH: Final = ToolSpec(
     output=ApplyPatchOutput,
     risk=Risk.WRITE,
     plan=_plan_apply_patch,
+    targets=_patch_targets,
     idempotent=False,
 )

@@ -165,6 +165,54 @@ def test_the_confirmation_request_always_starts_with_the_sentinel(
     assert "confirm=true" in text
 
 
+PATCH = """\
+--- a/src/app.py
++++ b/src/app.py
+@@ -1 +1 @@
+-print('old')
++print('new')
+diff --git a/docs/old.md b/docs/new.md
+similarity index 100%
+rename from docs/old.md
+rename to docs/new.md
+diff --git a/notes/added.txt b/notes/added.txt
+new file mode 100644
+--- /dev/null
++++ b/notes/added.txt
+@@ -0,0 +1 @@
++added
+"""
+
+
+def test_the_question_for_a_patch_names_the_files_it_changes() -> None:
+    spec = default_catalog()["oct_apply_patch"]
+
+    text = _format_confirmation_request(spec.name, spec, {"patch": PATCH}, "sha256:00", dry_run=False)
+
+    assert "Paths: src/app.py, docs/old.md, docs/new.md, notes/added.txt." in text
+
+
+@pytest.mark.parametrize("patch", ["not a diff", "", None])
+def test_the_question_for_a_patch_it_cannot_read_names_no_paths(patch: object) -> None:
+    spec = default_catalog()["oct_apply_patch"]
+
+    text = _format_confirmation_request(spec.name, spec, {"patch": patch}, "sha256:00", dry_run=True)
+
+    assert text.startswith(CONFIRMATION_PREFIX)
+    assert "Paths: none named." in text
+
+
+def test_a_targets_function_that_raises_still_gets_the_question_asked() -> None:
+    def broken(arguments: object) -> list[str]:
+        raise RuntimeError("cannot tell")
+
+    spec = replace(WRITE_TOOL, targets=broken)
+
+    text = _format_confirmation_request(spec.name, spec, {"path": "notes.txt"}, "sha256:00", dry_run=False)
+
+    assert "Paths: notes.txt." in text
+
+
 @given(args=arg_dicts)
 def test_the_digest_ignores_confirm_only(args: dict[str, Any]) -> None:
     assert argument_digest({**args, "confirm": True}) == argument_digest({**args, "confirm": False})
