@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
+from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias
 
 from pydantic import BaseModel, StringConstraints
@@ -106,6 +107,9 @@ class CommandPlan:
     """Tool settings for the environment; names that look like secrets or hijacks are dropped."""
     progress: Callable[[bytes], tuple[float, float | None, str | None] | None] | None = None
     """Reads one line of the tool's stdout as (progress, total, message), or None for no news."""
+    read_only_paths: tuple[Path, ...] = ()
+    """Folders outside the project the tool must read (a worktree's git folders), bound read-only.
+    The plan checks them: nothing a call's arguments name ever lands here."""
 
 
 Plan: TypeAlias = InProcessPlan | CommandPlan

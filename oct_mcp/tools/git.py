@@ -34,6 +34,7 @@ __all__ = [
     "LogOutput",
     "StatusOutput",
     "git_argv",
+    "worktree_git_folders",
 ]
 
 GIT_SAFETY_OPTIONS: Final = (
@@ -97,19 +98,60 @@ def _git_dir(root: Path) -> Path:
     return git
 
 
-def _config_files(git: Path) -> list[Path]:
-    """The repository's own config files: `config` of the common folder, `config.worktree` of this one."""
+def _git_folders(git: Path) -> tuple[Path, Path] | None:
+    """(this checkout's git folder, the repository's common one) for a `.git` folder or file.
+
+    A `.git` file (a linked worktree, a submodule) names its folder on a `gitdir:` line; a
+    worktree's folder names the common one in its `commondir` file. None: the file names nothing.
+    """
     folder = git
     if git.is_file():
         first = _read_small(git).split("\n", 1)[0]
         if not first.startswith("gitdir:"):
-            return []
+            return None
         folder = (git.parent / first.removeprefix("gitdir:").strip()).resolve()
     common = folder
     commondir = _read_small(folder / "commondir").strip()
     if commondir:
         common = (folder / commondir).resolve()
+    return folder, common
+
+
+def _config_files(git: Path) -> list[Path]:
+    """The repository's own config files: `config` of the common folder, `config.worktree` of this one."""
+    folders = _git_folders(git)
+    if folders is None:
+        return []
+    folder, common = folders
     return [common / "config", folder / "config.worktree"]
+
+
+def worktree_git_folders(root: Path) -> tuple[Path, ...]:
+    """The git folders outside the project that git must read when the project is a linked worktree.
+
+    The worktree's `.git` file names `<repository>/.git/worktrees/<name>`, whose `gitdir` file
+    names that `.git` file back, and whose `commondir` names the repository's git folder. Only
+    such a pair, checked both ways, is returned, so a `.git` file that names any other folder gets
+    nothing of it into the sandbox (git then finds no repository there). Empty for a plain
+    repository, whose git folder is inside the project.
+    """
+    git = root / ".git"
+    if git.is_symlink() or not git.is_file():
+        return ()
+    folders = _git_folders(git)
+    if folders is None:
+        return ()
+    folder, common = folders
+    back = _read_small(folder / "gitdir").strip()
+    if not back or Path(back).resolve() != git.resolve():
+        return ()
+    if folder == common or not (common / "HEAD").is_file() or not (common / "objects").is_dir():
+        return ()
+    outside = [path for path in (common, folder) if not path.is_relative_to(root)]
+    # The worktree's folder sits inside the common one as a rule: one bind then covers both.
+    return tuple(
+        path for path in outside if not any(path != other and path.is_relative_to(other) for other in outside)
+    )
 
 
 def _read_small(path: Path) -> str:
@@ -375,7 +417,7 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return CommandPlan(argv=argv, parse=_parse_status_run)
+    return CommandPlan(argv=argv, parse=_parse_status_run, read_only_paths=worktree_git_folders(root))
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------
@@ -503,7 +545,9 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         f"--unified={params.context_lines}",
         *_pathspec(env.workspace, params.path),
     )
-    return CommandPlan(argv=argv, parse=_diff_parser(params.staged))
+    return CommandPlan(
+        argv=argv, parse=_diff_parser(params.staged), read_only_paths=worktree_git_folders(root)
+    )
 
 
 # -- oct_git_log ---------------------------------------------------------------------------------
@@ -564,7 +608,7 @@ def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
         "--no-color",
         *_pathspec(env.workspace, params.path),
     )
-    return CommandPlan(argv=argv, parse=_parse_log_run)
+    return CommandPlan(argv=argv, parse=_parse_log_run, read_only_paths=worktree_git_folders(root))
 
 
 _DEFANGED: Final = "Runs git sandboxed, read-only, without hooks, pager, external diff or filters."

@@ -23,6 +23,7 @@ from oct_mcp.tools.git import (
     git_argv,
     parse_diff,
     parse_status,
+    worktree_git_folders,
 )
 
 _CLIENTS = itertools.count()
@@ -174,6 +175,46 @@ def test_a_symlinked_dot_git_is_refused(repo: Path, tmp_path: Path, config_file:
 
 
 # oct_git_diff
+
+
+def test_a_linked_worktree_is_read_through_its_repositorys_git_folder(
+    repo: Path, tmp_path: Path, config_file: Path
+) -> None:
+    # Under bubblewrap, which sees only what is bound: the worktree's git folders must be.
+    config_file.write_text(json.dumps({"sandbox_backend": "bubblewrap"}))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "All of it")
+    worktree = (tmp_path / "feature").resolve()
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(worktree))
+    (worktree / "a.py").write_text("def f():\n    return 2\n")
+
+    status = result(worktree, config_file, "oct_git_status")
+    diff = result(worktree, config_file, "oct_git_diff")
+    log = result(worktree, config_file, "oct_git_log", {"max_count": 1})
+
+    assert worktree_git_folders(worktree) == (repo / ".git",)
+    assert status.structured is not None
+    assert status.structured["branch"] == "feature"
+    assert [entry["path"] for entry in status.structured["entries"]] == ["a.py"]
+    assert "+    return 2" in diff.text
+    assert log.structured is not None
+    assert [commit["subject"] for commit in log.structured["commits"]] == ["All of it"]
+
+
+def test_a_dot_git_file_naming_a_git_folder_that_does_not_name_it_back_gets_nothing_bound(
+    repo: Path, tmp_path: Path, config_file: Path
+) -> None:
+    # Another repository's git folder, named by a .git file it never wrote: not a worktree of it.
+    config_file.write_text(json.dumps({"sandbox_backend": "bubblewrap"}))
+    project = (tmp_path / "forged").resolve()
+    project.mkdir()
+    (project / ".git").write_text(f"gitdir: {repo / '.git'}\n")
+
+    outcome = call(project, config_file, "oct_git_log", {})
+
+    assert worktree_git_folders(project) == ()
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "not_found"
 
 
 def test_diff_shows_unstaged_changes_with_counts(repo: Path, config_file: Path) -> None:
