@@ -127,13 +127,14 @@ def _config_files(git: Path) -> list[Path]:
 
 
 def worktree_git_folders(root: Path) -> tuple[Path, ...]:
-    """The git folders outside the project that git must read when the project is a linked worktree.
+    """The git folders outside the project that git must read when its `.git` is a file.
 
-    The worktree's `.git` file names `<repository>/.git/worktrees/<name>`, whose `gitdir` file
-    names that `.git` file back, and whose `commondir` names the repository's git folder. Only
-    such a pair, checked both ways, is returned, so a `.git` file that names any other folder gets
-    nothing of it into the sandbox (git then finds no repository there). Empty for a plain
-    repository, whose git folder is inside the project.
+    A linked worktree's `.git` file names `<repository>/.git/worktrees/<name>`, whose `gitdir`
+    file names that `.git` file back and whose `commondir` names the repository's git folder. A
+    submodule's names `<superproject>/.git/modules/<name>`, whose config's `core.worktree` names
+    the checkout back. Only folders that name the project back are returned, so a `.git` file
+    naming any other folder gets nothing of it into the sandbox (git then finds no repository
+    there). Empty for a plain repository, whose git folder is inside the project.
     """
     git = root / ".git"
     if git.is_symlink() or not git.is_file():
@@ -142,16 +143,27 @@ def worktree_git_folders(root: Path) -> tuple[Path, ...]:
     if folders is None:
         return ()
     folder, common = folders
-    back = _read_small(folder / "gitdir").strip()
-    if not back or Path(back).resolve() != git.resolve():
+    if folder != common:
+        back = _read_small(folder / "gitdir").strip()
+        if not back or Path(back).resolve() != git.resolve():
+            return ()
+    elif _core_worktree(folder) != root:
         return ()
-    if folder == common or not (common / "HEAD").is_file() or not (common / "objects").is_dir():
+    if not (common / "HEAD").is_file() or not (common / "objects").is_dir():
         return ()
-    outside = [path for path in (common, folder) if not path.is_relative_to(root)]
-    # The worktree's folder sits inside the common one as a rule: one bind then covers both.
+    outside = [path for path in dict.fromkeys((common, folder)) if not path.is_relative_to(root)]
+    # A worktree's folder sits inside the common one as a rule: one bind then covers both.
     return tuple(
         path for path in outside if not any(path != other and path.is_relative_to(other) for other in outside)
     )
+
+
+def _core_worktree(folder: Path) -> Path | None:
+    """Where a git folder's own config says its checkout is (`core.worktree`), resolved; None if unsaid."""
+    for section, subsection, key, value in _config_entries(_read_small(folder / "config")):
+        if section == "core" and subsection is None and key == "worktree" and value:
+            return (folder / value).resolve()
+    return None
 
 
 def _read_small(path: Path) -> str:

@@ -201,6 +201,35 @@ def test_a_linked_worktree_is_read_through_its_repositorys_git_folder(
     assert [commit["subject"] for commit in log.structured["commits"]] == ["All of it"]
 
 
+def test_a_submodule_checkout_is_read_through_the_superprojects_git_folder(
+    tmp_path: Path, config_file: Path
+) -> None:
+    config_file.write_text(json.dumps({"sandbox_backend": "bubblewrap"}))
+    library = (tmp_path / "library").resolve()
+    library.mkdir()
+    git(library, "init", "-q", "-b", "main")
+    (library / "lib.py").write_text("VALUE = 1\n")
+    git(library, "add", "-A")
+    git(library, "commit", "-q", "-m", "The library")
+    superproject = (tmp_path / "super").resolve()
+    superproject.mkdir()
+    git(superproject, "init", "-q", "-b", "main")
+    git(
+        superproject, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib"
+    )
+    checkout = superproject / "vendor" / "lib"
+    (checkout / "lib.py").write_text("VALUE = 2\n")
+
+    status = result(checkout, config_file, "oct_git_status")
+    log = result(checkout, config_file, "oct_git_log")
+
+    assert worktree_git_folders(checkout) == (superproject / ".git" / "modules" / "vendor" / "lib",)
+    assert status.structured is not None
+    assert [entry["path"] for entry in status.structured["entries"]] == ["lib.py"]
+    assert log.structured is not None
+    assert [commit["subject"] for commit in log.structured["commits"]] == ["The library"]
+
+
 def test_a_dot_git_file_naming_a_git_folder_that_does_not_name_it_back_gets_nothing_bound(
     repo: Path, tmp_path: Path, config_file: Path
 ) -> None:
