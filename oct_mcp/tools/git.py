@@ -144,8 +144,9 @@ def worktree_git_folders(root: Path) -> tuple[Path, ...]:
         return ()
     folder, common = folders
     if folder != common:
+        # Absolute as git writes it, or relative to the folder (worktree.useRelativePaths).
         back = _read_small(folder / "gitdir").strip()
-        if not back or Path(back).resolve() != git.resolve():
+        if not back or (folder / back).resolve() != git.resolve():
             return ()
     elif _core_worktree(folder) != root:
         return ()

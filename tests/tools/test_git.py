@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,18 @@ def test_a_linked_worktree_is_read_through_its_repositorys_git_folder(
     assert "+    return 2" in diff.text
     assert log.structured is not None
     assert [commit["subject"] for commit in log.structured["commits"]] == ["All of it"]
+
+
+def test_a_worktree_whose_folder_names_it_back_by_a_relative_path_is_recognised(
+    repo: Path, tmp_path: Path
+) -> None:
+    # Newer git can write the back link relative to the worktree's folder (worktree.useRelativePaths).
+    worktree = (tmp_path / "feature").resolve()
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(worktree))
+    folder = repo / ".git" / "worktrees" / "feature"
+    (folder / "gitdir").write_text(os.path.relpath(worktree / ".git", folder) + "\n")
+
+    assert worktree_git_folders(worktree) == (repo / ".git",)
 
 
 def test_a_submodule_checkout_is_read_through_the_superprojects_git_folder(
