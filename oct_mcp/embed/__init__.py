@@ -78,6 +78,16 @@ def _foreign_spec(name: str, tool: Mapping[str, Any] | None, declared: ForeignTo
     )
 
 
+def _spec_for(
+    specs: dict[str, ToolSpec], tools: Mapping[str, ForeignTool], name: str, listed: Mapping[str, Any] | None
+) -> ToolSpec:
+    """`name` as the chain sees it, kept in `specs`: from its listing when given, else as known so far,
+    else destructive (a tool never listed asks before it runs)."""
+    if listed is not None or name not in specs:
+        specs[name] = _foreign_spec(name, listed, tools.get(name))
+    return specs[name]
+
+
 @dataclass
 class OctGuard:
     """The SDK middleware: the chain around the host's `tools/call`, the policy over its `tools/list`."""
@@ -89,9 +99,7 @@ class OctGuard:
 
     def spec_for(self, name: str, listed: Mapping[str, Any] | None = None) -> ToolSpec:
         """The tool as the chain sees it: from its listing when seen, destructive until then."""
-        if listed is not None or name not in self.specs:
-            self.specs[name] = _foreign_spec(name, listed, self.tools.get(name))
-        return self.specs[name]
+        return _spec_for(self.specs, self.tools, name, listed)
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: SdkCallNext) -> HandlerResult:
         if ctx.method == "tools/list":

@@ -21,7 +21,7 @@ from fastmcp.tools.base import ToolResult as FastMCPToolResult
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
 from oct_mcp.context import CallContext, Outcome, ToolResult
-from oct_mcp.embed import EMBEDDED_PROFILE, ForeignTool, _foreign_spec, _with_confirm_argument
+from oct_mcp.embed import EMBEDDED_PROFILE, ForeignTool, _spec_for, _with_confirm_argument
 from oct_mcp.server import call_with_consent
 from oct_mcp.spec import Risk, ToolSpec
 
@@ -46,8 +46,7 @@ class OctFastMCPMiddleware(Middleware):
             if tool.annotations
             else {},
         }
-        spec = self.specs[tool.name] = _foreign_spec(tool.name, listed, self.tools.get(tool.name))
-        return spec
+        return _spec_for(self.specs, self.tools, tool.name, listed)
 
     async def on_list_tools(
         self,
@@ -79,8 +78,7 @@ class OctFastMCPMiddleware(Middleware):
             tool = await fastmcp_context.fastmcp.get_tool(params.name)
             if tool is not None:
                 self._learn(tool)
-        if params.name not in self.specs:
-            self.specs[params.name] = _foreign_spec(params.name, None, self.tools.get(params.name))
+        _spec_for(self.specs, self.tools, params.name, None)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
             host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
