@@ -117,6 +117,12 @@ class ExecutionError(OctError):
     code = "execution_failed"
 
 
+class ProtectedPathCreatedError(ExecutionError):
+    """A writable run created a protected path that did not exist before it (removed again where safe)."""
+
+    code = "protected_path_created"
+
+
 class ToolTimeoutError(ExecutionError):
     code = "timeout"
 

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-__all__ = ["PROTECTED_RULES", "ProtectedPaths", "ProtectedRule", "existing_protected_paths"]
+__all__ = [
+    "PROTECTED_RULES",
+    "ProtectedPaths",
+    "ProtectedRule",
+    "existing_protected_paths",
+    "present_protected_names",
+    "remove_created_protected_paths",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +150,49 @@ _TOP_LEVEL_CANDIDATES: Final = (
     ".zprofile",
     ".envrc",
 )
+
+
+def present_protected_names(root: Path) -> frozenset[str]:
+    """The usual protected paths in the project now, symlinks included: what a writable run starts with."""
+    return frozenset(name for name in _TOP_LEVEL_CANDIDATES if os.path.lexists(root / name))
+
+
+def remove_created_protected_paths(
+    root: Path, before: frozenset[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Remove the usual protected paths a writable run created: absent in `before`, present now.
+
+    A sandbox can shield only the protected paths that exist (it binds them read-only; it cannot
+    bind what is not there without creating it in the user's project). What a run created in
+    their place is removed after it, before anything (git, an IDE) reads it. Never through a
+    link: a path whose folder is no longer a real folder inside the root is left, and named.
+
+    Returns:
+        The names removed, and the names created but left because removing them was not safe.
+    """
+    removed: list[str] = []
+    left: list[str] = []
+    for name in _TOP_LEVEL_CANDIDATES:
+        if name in before:
+            continue
+        path = root / name
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue  # not there (or a file on the way): nothing was created
+        if os.path.realpath(path.parent) != os.path.normpath(path.parent):
+            left.append(name)
+            continue
+        try:
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            left.append(name)
+            continue
+        removed.append(name)
+    return tuple(removed), tuple(left)
 
 
 def existing_protected_paths(root: Path) -> tuple[Path, ...]:

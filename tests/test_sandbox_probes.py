@@ -27,7 +27,7 @@ from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.context import ToolResult
-from oct_mcp.errors import SandboxUnavailableError, ToolTimeoutError
+from oct_mcp.errors import ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.workspace import Workspace
@@ -167,6 +167,60 @@ async def test_t2_a_write_tool_cannot_touch_git_hooks_or_config(backend: Backend
         assert (world / ".git" / "config").read_text() == "[core]\n"
     else:
         assert result.text.split() == ["DONE", "DONE"]
+
+
+async def _writable_run(backend: Backend, project: Path, code: str) -> ProtectedPathCreatedError:
+    (project / "probe.py").write_text(textwrap.dedent(code))
+    params = ProbeParams(script="probe.py", writes=True)
+    ctx = replace(make_context("test_probe", Workspace(project)), spec=PROBE_TOOL, params=params)
+    with anyio.fail_after(60), pytest.raises(ProtectedPathCreatedError) as caught:
+        await _sandbox(backend)(ctx, lambda ctx: pytest.fail("terminal layer called next"))
+    return caught.value
+
+
+async def test_protected_paths_a_write_tool_creates_are_removed_and_the_call_fails(
+    backend: Backend, world: Path
+) -> None:
+    # bubblewrap binds only existing protected paths read-only; missing ones are checked after the run.
+    (world / ".husky").mkdir()
+    (world / ".husky" / "pre-commit").write_text("npm test\n")
+    code = """
+        from pathlib import Path
+        Path(".vscode").mkdir()
+        Path(".vscode/tasks.json").write_text('{"runOn": "folderOpen"}')
+        Path(".pre-commit-config.yaml").write_text("repos: []")
+        Path(".github/workflows").mkdir(parents=True)
+        Path(".github/workflows/pwn.yml").write_text("on: push")
+        Path("formatted.py").write_text("x = 1\\n")
+    """
+
+    error = await _writable_run(backend, world, code)
+
+    assert error.code == "protected_path_created"
+    assert ".vscode" in error.message
+    assert ".pre-commit-config.yaml" in error.message
+    assert not (world / ".vscode").exists()
+    assert not (world / ".pre-commit-config.yaml").exists()
+    assert not (world / ".github" / "workflows").exists()
+    assert (world / "formatted.py").read_text() == "x = 1\n"  # its other changes are kept
+    assert (world / ".husky" / "pre-commit").read_text() == "npm test\n"  # there before: not touched
+
+
+async def test_a_protected_path_created_behind_a_link_is_named_not_removed_through_it(
+    backend: Backend, world: Path
+) -> None:
+    outside = world.parent / "outside"
+    (outside / "workflows").mkdir()
+    (outside / "workflows" / "keep.yml").write_text("keep\n")
+    code = f"""
+        import os
+        os.symlink({str(outside)!r}, ".github")
+    """
+
+    error = await _writable_run(backend, world, code)
+
+    assert ".github/workflows (left" in error.message
+    assert (outside / "workflows" / "keep.yml").read_text() == "keep\n"
 
 
 async def test_t3_a_read_tool_cannot_write_the_project(backend: Backend, world: Path) -> None:

@@ -30,8 +30,12 @@ from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
-from oct_mcp.errors import SandboxUnavailableError, ToolTimeoutError
-from oct_mcp.protected import existing_protected_paths
+from oct_mcp.errors import ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
+from oct_mcp.protected import (
+    existing_protected_paths,
+    present_protected_names,
+    remove_created_protected_paths,
+)
 from oct_mcp.spec import CommandPlan, InProcessPlan, RunResult, ToolEnv
 
 __all__ = ["LAYER", "ExecutionSandbox", "Runner", "SandboxSettings", "cap_output"]
@@ -144,6 +148,8 @@ class ExecutionSandbox:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
+        before = present_protected_names(project) if plan.writes_project else None
+        created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
         try:
             home, tmp = self.backend.home_and_tmp(scratch)
@@ -189,6 +195,9 @@ class ExecutionSandbox:
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+            if before is not None:
+                created = remove_created_protected_paths(project, before)
+        _refuse_created_protected_paths(*created)
         if run.timed_out:
             setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
             raise ToolTimeoutError(
@@ -206,6 +215,21 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _refuse_created_protected_paths(removed: tuple[str, ...], left: tuple[str, ...]) -> None:
+    """A writable run that created protected paths fails, whatever else it did, saying what became of them."""
+    if not removed and not left:
+        return
+    parts = []
+    if removed:
+        parts.append(f"{', '.join(removed)} (removed again)")
+    if left:
+        parts.append(f"{', '.join(left)} (left: it sits behind a link; remove it yourself)")
+    raise ProtectedPathCreatedError(
+        f"the tool created protected paths, which no tool may write: {'; '.join(parts)}; "
+        "its other changes were kept"
+    )
 
 
 def _progress_reader(
