@@ -41,6 +41,19 @@ def _names(*names: str) -> frozenset[str]:
     return frozenset(name.casefold() for name in names)
 
 
+# pre-commit, husky, lefthook and a hooks folder set as core.hooksPath: what runs on a commit or push.
+_GIT_HOOK_MANAGERS: Final = (
+    ".pre-commit-config.yaml",
+    ".husky",
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    ".lefthook",
+    ".githooks",
+)
+
 # Names compare case-folded: on macOS and Windows `.GIT/config` is `.git/config`.
 PROTECTED_RULES: Final = (
     ProtectedRule("git", "the repository's own data", components=_names(".git")),
@@ -67,17 +80,7 @@ PROTECTED_RULES: Final = (
     ProtectedRule(
         "git_hooks",
         "git hook managers' configuration, which runs commands on the user's next commit or push",
-        components=_names(
-            ".pre-commit-config.yaml",
-            ".husky",
-            "lefthook.yml",
-            "lefthook.yaml",
-            ".lefthook.yml",
-            ".lefthook.yaml",
-            "lefthook-local.yml",
-            ".lefthook",
-            ".githooks",
-        ),
+        components=_names(*_GIT_HOOK_MANAGERS),
     ),
     ProtectedRule(
         "agent_config",
@@ -126,15 +129,7 @@ _TOP_LEVEL_CANDIDATES: Final = (
     "Jenkinsfile",
     ".circleci",
     ".buildkite",
-    ".pre-commit-config.yaml",
-    ".husky",
-    "lefthook.yml",
-    "lefthook.yaml",
-    ".lefthook.yml",
-    ".lefthook.yaml",
-    "lefthook-local.yml",
-    ".lefthook",
-    ".githooks",
+    *_GIT_HOOK_MANAGERS,
     ".vscode",
     ".idea",
     ".claude",
