@@ -32,6 +32,7 @@ from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.files import split_lines
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -115,12 +116,6 @@ def _existing(workspace: Workspace, target: Path) -> _Existing | None:
     return _Existing(data, mode)
 
 
-def _split_lines(text: str) -> list[str]:
-    """Lines with their endings; only "\\n" ends a line, as for git and compilers."""
-    lines = text.split("\n")
-    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-
-
 @dataclass(frozen=True, slots=True)
 class _Diff:
     text: str
@@ -140,8 +135,8 @@ def unified_diff(old: str | None, new: str | None, old_name: str, new_name: str)
     lines: list[str] = []
     added = removed = 0
     produced = difflib.unified_diff(
-        _split_lines(old or ""),
-        _split_lines(new or ""),
+        split_lines(old or ""),
+        split_lines(new or ""),
         fromfile=_DEV_NULL if old is None else old_name,
         tofile=_DEV_NULL if new is None else new_name,
     )
@@ -650,7 +645,7 @@ def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str) -> str:
     Raises:
         PatchError: A hunk's removed and context lines are not in the text.
     """
-    lines = _split_lines(text)
+    lines = split_lines(text)
     result: list[str] = []
     cursor = offset = 0
     for number, hunk in enumerate(hunks, start=1):

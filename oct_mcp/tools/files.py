@@ -15,7 +15,7 @@ from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
-__all__ = ["LIST_FILES", "READ_FILE", "list_files", "read_file"]
+__all__ = ["LIST_FILES", "READ_FILE", "count_lines", "list_files", "read_file", "split_lines"]
 
 # Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
 BINARY_SNIFF_BYTES: Final = 8_192
@@ -55,6 +55,20 @@ class ReadFileOutput(BaseModel):
     size_bytes: int
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings; a last line without one still counts.
+
+    Only "\\n" ends a line, as for git, compilers, linters and grep, whose line numbers callers pass in.
+    """
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def count_lines(text: str) -> int:
+    """`len(split_lines(text))`, counted without building the lines."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
 def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: int) -> ToolResult:
     """Read a UTF-8 text file of the project, whole or a range of lines.
 
@@ -83,8 +97,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BinaryFileError("the file is not UTF-8 text") from None
-    # Only "\n" ends a line, as for compilers, linters and grep, whose line numbers callers pass in.
-    total = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    total = count_lines(text)
     first = params.start_line or 1
     last = min(params.end_line or total, total)
     if not wants_range:
@@ -93,9 +106,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     elif first > total:
         selected = ""
     else:
-        lines = text.split("\n")
-        lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-        selected = "".join(lines[first - 1 : last])
+        selected = "".join(split_lines(text)[first - 1 : last])
     output = ReadFileOutput(
         path=workspace.relative(resolved),
         start_line=first,
