@@ -145,6 +145,20 @@ class ToolSpec:
             if any(isinstance(m, PathArgument) for m in _all_metadata(info.annotation, info.metadata))
         )
 
+    def given_paths(self, arguments: BaseModel | Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(field, path) for each path a call gives in the path fields, field by field in name order.
+
+        Args:
+            arguments: The validated params, or their dump.
+        """
+        found: list[tuple[str, str]] = []
+        for name in sorted(self.path_fields):
+            value = arguments.get(name) if isinstance(arguments, Mapping) else getattr(arguments, name, None)
+            for path in value if isinstance(value, list | tuple) else (value,):
+                if isinstance(path, str):
+                    found.append((name, path))
+        return found
+
     @cached_property
     def annotations(self) -> dict[str, Any]:
         """MCP tool annotations that match the risk (readOnlyHint, destructiveHint, ...)."""

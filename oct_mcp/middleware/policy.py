@@ -49,21 +49,17 @@ class PolicyEngine:
         if spec is None or params is None or workspace is None:
             raise RuntimeError("the policy layer was reached without validated params")
         if spec.risk is Risk.WRITE:
-            for name in sorted(spec.path_fields):
-                value = getattr(params, name)
-                for path in value if isinstance(value, list | tuple) else (value,):
-                    if path is None:
-                        continue
-                    workspace.contain_text(path)
-                    # The name as given, not only where it leads: `.vscode` linked to `settings/`
-                    # is still `.vscode` to the IDE that reads it.
-                    given = Path(path) if Path(path).is_absolute() else workspace.root / path
-                    rule = self.protected.rule_for(given)
-                    if rule is not None:
-                        raise PolicyError(
-                            f"{spec.name} may not write to {rule.why} (protected path rule: {rule.name}, "
-                            f"argument: {name})"
-                        )
+            for name, path in spec.given_paths(params):
+                workspace.contain_text(path)
+                # The name as given, not only where it leads: `.vscode` linked to `settings/`
+                # is still `.vscode` to the IDE that reads it.
+                given = Path(path) if Path(path).is_absolute() else workspace.root / path
+                rule = self.protected.rule_for(given)
+                if rule is not None:
+                    raise PolicyError(
+                        f"{spec.name} may not write to {rule.why} (protected path rule: {rule.name}, "
+                        f"argument: {name})"
+                    )
         return await call_next(ctx)
 
 

@@ -161,10 +161,7 @@ def _format_confirmation_request(
     would change (its paths, whether it is a dry run), gives the argument digest,
     and says how to confirm.
     """
-    named: list[object] = []
-    for name in sorted(spec.path_fields):
-        value = args.get(name)
-        named.extend(value if isinstance(value, list | tuple) else (value,))
+    named: list[object] = [path for _field, path in spec.given_paths(args)]
     named.extend(_targets(spec, args))
     paths = [
         path if len(path) <= _SUMMARY_PATH_LENGTH else path[:_SUMMARY_PATH_LENGTH] + "..."

@@ -44,11 +44,8 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
             for error in exc.errors(include_url=False, include_input=False, include_context=False)
         ]
         raise InvalidArgumentsError(spec.name, problems) from None
-    for name in spec.path_fields:
-        value = getattr(params, name)
-        for path in value if isinstance(value, list | tuple) else (value,):
-            if path is not None:
-                workspace.contain_text(path)
+    for _field, path in spec.given_paths(params):
+        workspace.contain_text(path)
     return params
 
 
