@@ -94,7 +94,7 @@ def _resolve_plain(absolute: str, top: str) -> str | None:
     None where realpath must decide: a symlink, `..`, a component that is missing or not a folder,
     or a root that is no longer a real folder.
     """
-    prefix = top if top.endswith(os.sep) else top + os.sep
+    prefix = _folder_prefix(top)
     if not absolute.startswith(prefix):
         return None
     parts = [part for part in absolute[len(prefix) :].split(os.sep) if part not in ("", ".")]
@@ -115,7 +115,12 @@ def _resolve_plain(absolute: str, top: str) -> str | None:
 
 def _is_inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
     path, root = os.fspath(path), os.fspath(root)
-    return path == root or path.startswith(root if root.endswith(os.sep) else root + os.sep)
+    return path == root or path.startswith(_folder_prefix(root))
+
+
+def _folder_prefix(folder: str) -> str:
+    """What every path below `folder` starts with: the folder and one separator (`/` stays `/`)."""
+    return folder if folder.endswith(os.sep) else folder + os.sep
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +147,7 @@ class Workspace:
         text, top = str(path), str(self.root)
         if text == top:
             return "."
-        prefix = top if top.endswith(os.sep) else top + os.sep
+        prefix = _folder_prefix(top)
         if not text.startswith(prefix):
             raise ValueError(f"{text!r} is not inside the project root")
         return text[len(prefix) :]
