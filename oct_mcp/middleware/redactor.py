@@ -35,6 +35,10 @@ class _Who:
     home: str
     user: str
 
+    def anonymise(self, text: str) -> str:
+        """`anonymise_paths` with this root, home and user name."""
+        return anonymise_paths(text, project_root=self.project_root, home=self.home, user=self.user)
+
 
 def scrub(result: ToolResult, who: _Who) -> ToolResult:
     """Mask secrets and anonymise paths in a tool's text and structured content.
@@ -43,7 +47,7 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
         The result, its `redactions` raised by the number of secrets masked.
     """
     text, findings = redact(result.text)
-    text = anonymise_paths(text, project_root=who.project_root, home=who.home, user=who.user)
+    text = who.anonymise(text)
     structured: Any = result.structured
     masked = 0
     if structured is not None:
@@ -60,7 +64,7 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
 
 def _anonymise_value(value: Any, who: _Who) -> Any:
     if isinstance(value, str):
-        return anonymise_paths(value, project_root=who.project_root, home=who.home, user=who.user)
+        return who.anonymise(value)
     if isinstance(value, dict):
         return {key: _anonymise_value(item, who) for key, item in value.items()}
     if isinstance(value, list | tuple):
