@@ -190,14 +190,12 @@ def remove_created_protected_paths(
     return tuple(removed), tuple(left)
 
 
-def existing_protected_paths(root: Path) -> tuple[Path, ...]:
-    """The protected paths at their usual places in a project (not symlinks, which lead elsewhere)."""
-    found = []
-    for candidate in _TOP_LEVEL_CANDIDATES:
-        path = root / candidate
-        if path.exists() and not path.is_symlink():
-            found.append(path)
-    return tuple(found)
+def existing_protected_paths(root: Path, present: frozenset[str]) -> tuple[Path, ...]:
+    """The protected paths a writable run keeps read-only: those `present` (present_protected_names)
+    at their usual places, less symlinks, which lead elsewhere."""
+    return tuple(
+        root / name for name in _TOP_LEVEL_CANDIDATES if name in present and not (root / name).is_symlink()
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,7 +159,7 @@ class ExecutionSandbox:
                 project=project,
                 writable=plan.writes_project,
                 network=plan.needs_network,
-                protected=existing_protected_paths(project) if plan.writes_project else (),
+                protected=existing_protected_paths(project, before) if before is not None else (),
                 read_only_binds=(*install_roots(Path(plan.argv[0]), project), *plan.read_only_paths),
                 env=sandbox_environment(
                     path_dirs=path_dirs,
