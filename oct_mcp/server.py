@@ -381,11 +381,7 @@ def _claimed_stdout() -> Iterator[_StdoutWriter | None]:
     not put a stray line into the protocol stream. Where stdout is not a pipe or a socket (what
     MCP clients give), None: the SDK's writer, which works with any file.
     """
-    try:
-        mode = os.fstat(1).st_mode
-    except OSError:
-        mode = 0
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+    if not _is_pipe_or_socket(1):
         yield None
         return
     private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -434,8 +430,13 @@ def _malformed(line: bytes) -> types.JSONRPCError | None:
 
 def _cancellable_stdin() -> _StdinLines | None:
     """Our own stdin reader where stdin is a pipe or socket (what MCP clients give); else the SDK's."""
+    return _StdinLines(0) if _is_pipe_or_socket(0) else None
+
+
+def _is_pipe_or_socket(fd: int) -> bool:
+    """What the event loop can wait on (epoll refuses regular files), and what MCP clients give."""
     try:
-        mode = os.fstat(0).st_mode
+        mode = os.fstat(fd).st_mode
     except OSError:
-        return None
-    return _StdinLines(0) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
