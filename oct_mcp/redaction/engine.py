@@ -218,7 +218,10 @@ def redact(text: str) -> tuple[str, tuple[Finding, ...]]:
     """
     if not text:
         return text, ()
-    spans = _merge(_spans(text), text)
+    found = _spans(text)
+    if not found:
+        return text, ()  # most text: no second look for masks in it
+    spans = _merge(found, text)
     if not spans:
         return text, ()
     pieces: list[str] = []
