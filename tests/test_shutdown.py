@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from test_sandbox_probes import _processes_with
+from test_stdio import handshake
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -35,26 +36,14 @@ def _start(project: Path, config: Path, backend: str) -> subprocess.Popen[bytes]
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     assert server.stdin is not None
-    assert server.stdout is not None
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "oct_test", "arguments": {}}},
-    ]
-    server.stdin.write(json.dumps(messages[0]).encode() + b"\n")
-    server.stdin.flush()
-    assert json.loads(server.stdout.readline())["id"] == 1
-    for message in messages[1:]:
-        server.stdin.write(json.dumps(message).encode() + b"\n")
+    handshake(server)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "oct_test", "arguments": {}},
+    }
+    server.stdin.write(json.dumps(call).encode() + b"\n")
     server.stdin.flush()
     return server
 

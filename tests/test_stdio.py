@@ -31,6 +31,17 @@ INITIALIZE = {
 }
 
 
+def handshake(server: subprocess.Popen[bytes]) -> None:
+    """initialize, its answer read, then initialized: a client opening a session over raw stdio."""
+    assert server.stdin is not None
+    assert server.stdout is not None
+    server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())["id"] == 1
+    server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    server.stdin.flush()
+
+
 def _server(project: Path, config_file: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
@@ -108,10 +119,7 @@ def test_a_server_whose_client_stopped_reading_still_stops_on_sigterm(
         assert server.stdin is not None
         assert server.stdout is not None
         try:
-            server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
-            server.stdin.flush()
-            assert json.loads(server.stdout.readline())["id"] == 1
-            server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+            handshake(server)
             for ident in range(2, 6):
                 call = {"name": "oct_read_file", "arguments": {"path": "big.txt"}}
                 request = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": call}
