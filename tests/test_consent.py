@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from clients import only_text
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -46,12 +47,6 @@ class Human:
         return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
 
 
-def _text(result: types.CallToolResult) -> str:
-    (content,) = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
-
-
 async def _call(
     project: Path,
     config_file: Path,
@@ -73,7 +68,7 @@ async def test_a_human_who_accepts_lets_the_write_run(project: Path, config_file
 
     result = await _call(project, config_file, mode, WRITE, human)
 
-    assert (result.is_error, _text(result)) == (False, "wrote notes.txt")
+    assert (result.is_error, only_text(result)) == (False, "wrote notes.txt")
     assert (project / "notes.txt").read_text() == "hello\n"
     (shown,) = human.shown
     assert shown.startswith(f"{CONFIRMATION_PREFIX} test_write_file")
@@ -88,7 +83,7 @@ async def test_a_human_who_declines_or_cancels_stops_the_write(
     result = await _call(project, config_file, mode, WRITE, Human(approve=approve, action=action))
 
     assert result.is_error is True
-    assert _text(result) == "[declined] the user declined test_write_file; nothing ran."
+    assert only_text(result) == "[declined] the user declined test_write_file; nothing ran."
     assert not (project / "notes.txt").exists()
 
 
@@ -116,10 +111,10 @@ async def test_without_elicitation_the_seed_sentinel_then_confirm_true_runs(
             second = await client.call_tool("test_write_file", {**WRITE, "confirm": True})
 
     assert first.is_error is True
-    assert _text(first).startswith(CONFIRMATION_PREFIX)
-    assert "re-submit the identical call with confirm=true" in _text(first)
+    assert only_text(first).startswith(CONFIRMATION_PREFIX)
+    assert "re-submit the identical call with confirm=true" in only_text(first)
     assert written_after_first is False
-    assert (second.is_error, _text(second)) == (False, "wrote notes.txt")
+    assert (second.is_error, only_text(second)) == (False, "wrote notes.txt")
     assert (project / "notes.txt").read_text() == "hello\n"
 
 
@@ -156,7 +151,7 @@ async def test_the_dry_run_default_holds_after_consent(project: Path, config_fil
 
     result = await _call(project, config_file, "auto", arguments, Human(approve=True))
 
-    assert (result.is_error, _text(result)) == (False, "would write notes.txt")
+    assert (result.is_error, only_text(result)) == (False, "would write notes.txt")
     assert not (project / "notes.txt").exists()
 
 
@@ -167,8 +162,8 @@ async def test_strict_refuses_a_write_where_the_client_cannot_ask_a_human(
     result = await _call(project, config_file, mode, {**WRITE, "confirm": True}, profile="strict")
 
     assert result.is_error is True
-    assert _text(result).startswith("[consent_unavailable] ")
-    assert "elicitation" in _text(result)
+    assert only_text(result).startswith("[consent_unavailable] ")
+    assert "elicitation" in only_text(result)
     assert not (project / "notes.txt").exists()
 
 
@@ -176,7 +171,7 @@ async def test_strict_refuses_a_write_where_the_client_cannot_ask_a_human(
 async def test_strict_runs_a_write_on_a_human_answer(project: Path, config_file: Path, mode: Any) -> None:
     result = await _call(project, config_file, mode, WRITE, Human(approve=True), profile="strict")
 
-    assert (result.is_error, _text(result)) == (False, "wrote notes.txt")
+    assert (result.is_error, only_text(result)) == (False, "wrote notes.txt")
 
 
 async def test_a_read_tool_needs_no_consent_by_default(project: Path, config_file: Path) -> None:
@@ -194,5 +189,5 @@ async def test_a_policy_refusal_comes_before_any_question(project: Path, config_
 
     result = await _call(project, config_file, "auto", {**WRITE, "path": ".git/config"}, human)
 
-    assert _text(result).startswith("[policy] ")
+    assert only_text(result).startswith("[policy] ")
     assert human.shown == []

@@ -7,20 +7,14 @@ import shutil
 from pathlib import Path
 
 import anyio
-import mcp_types as types
 import pytest
+from clients import only_text
 from mcp import Client
 
 from oct_mcp.app import build_app
 from oct_mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
-
-
-def _text(result: types.CallToolResult) -> str:
-    (content,) = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
 
 
 async def test_an_unwritable_audit_log_loses_no_result(project: Path, tmp_path: Path) -> None:
@@ -34,7 +28,7 @@ async def test_an_unwritable_audit_log_loses_no_result(project: Path, tmp_path: 
         async with Client(build_server(app, transport="memory")) as client:
             results = [await client.call_tool("oct_read_file", {"path": "README.md"}) for _ in range(3)]
 
-    assert [(r.is_error, _text(r)) for r in results] == [(False, "# Demo\n\nline 3\nline 4\n")] * 3
+    assert [(r.is_error, only_text(r)) for r in results] == [(False, "# Demo\n\nline 3\nline 4\n")] * 3
     assert app.audit is not None
     assert app.audit.writer.status().startswith("failing since")
 
@@ -57,7 +51,7 @@ async def test_a_project_root_deleted_while_serving_is_a_clear_error_then_served
             (root / "a.txt").write_text("back\n")
             after = await client.call_tool("oct_read_file", {"path": "a.txt"})
 
-    assert _text(before) == "here\n"
-    assert _text(gone).startswith("[workspace] the project root is no longer an existing directory")
+    assert only_text(before) == "here\n"
+    assert only_text(gone).startswith("[workspace] the project root is no longer an existing directory")
     assert listed.tools
-    assert _text(after) == "back\n"
+    assert only_text(after) == "back\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
+from clients import only_text
 from mcp import Client
 from pydantic import BaseModel, ConfigDict
 from structlog.testing import capture_logs
@@ -32,12 +32,6 @@ SECRET_DETAIL = "secret internal detail /etc/shadow"  # noqa: S105 - a stand-in,
 @pytest.fixture
 def app(project: Path, config_file: Path) -> App:
     return build_app(project, config_path=config_file, environ={})
-
-
-def _text(result: types.CallToolResult) -> str:
-    (content,) = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -64,7 +58,7 @@ async def test_read_file_returns_text_and_structured_content(app: App, mode: Any
             result = await client.call_tool("oct_read_file", {"path": "README.md", "start_line": 3})
 
     assert result.is_error is False
-    assert _text(result) == "line 3\nline 4\n"
+    assert only_text(result) == "line 3\nline 4\n"
     assert result.structured_content == {
         "path": "README.md",
         "start_line": 3,
@@ -81,7 +75,12 @@ async def test_list_files_skips_what_gitignore_ignores(app: App, mode: Any) -> N
             result = await client.call_tool("oct_list_files", {})
 
     assert result.is_error is False
-    assert _text(result).splitlines() == [".gitignore", "README.md", "src/pkg/__init__.py", "src/pkg/core.py"]
+    assert only_text(result).splitlines() == [
+        ".gitignore",
+        "README.md",
+        "src/pkg/__init__.py",
+        "src/pkg/core.py",
+    ]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -94,8 +93,8 @@ async def test_a_path_outside_the_project_is_refused_with_a_stable_code(
             result = await client.call_tool("oct_read_file", {"path": path})
 
     assert result.is_error is True
-    assert _text(result).startswith("[path_refused] ")
-    assert path not in _text(result)
+    assert only_text(result).startswith("[path_refused] ")
+    assert path not in only_text(result)
     assert result.structured_content is None
 
 
@@ -106,7 +105,9 @@ async def test_bad_arguments_are_a_tool_error_naming_the_field(app: App, mode: A
             result = await client.call_tool("oct_read_file", {"path": "README.md", "start_line": "two"})
 
     assert result.is_error is True
-    assert _text(result).startswith("[invalid_arguments] invalid arguments for oct_read_file: start_line:")
+    assert only_text(result).startswith(
+        "[invalid_arguments] invalid arguments for oct_read_file: start_line:"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -116,7 +117,7 @@ async def test_an_unknown_tool_is_a_tool_error(app: App, mode: Any) -> None:
             result = await client.session.call_tool("oct_nope", {})
 
     assert result.is_error is True
-    assert _text(result).startswith("[unknown_tool] ")
+    assert only_text(result).startswith("[unknown_tool] ")
 
 
 class _Crashing:
@@ -147,7 +148,7 @@ async def test_an_exception_inside_the_chain_never_reaches_the_client_as_text(ap
             result = await client.call_tool("oct_read_file", {"path": "README.md"})
 
     assert result.is_error is True
-    assert _text(result) == f"[internal_error] {INTERNAL_ERROR_MESSAGE}"
+    assert only_text(result) == f"[internal_error] {INTERNAL_ERROR_MESSAGE}"
     assert SECRET_DETAIL not in str(result.model_dump())
     crashed = [log for log in logs if log["event"] == "call_crashed"]
     assert len(crashed) == 1
@@ -159,7 +160,7 @@ def test_a_consent_request_becomes_the_seed_sentinel_text() -> None:
     result = to_call_tool_result(ConsentRequest(tool="oct_format", digest="sha256:abc", message=message))
 
     assert result.is_error is True
-    assert _text(result) == message
+    assert only_text(result) == message
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -188,7 +189,7 @@ async def test_a_tool_outside_a_profiles_allowlist_is_neither_listed_nor_callabl
 
     assert [tool.name for tool in listed.tools] == ["oct_read_file"]
     assert refused.is_error is True
-    assert _text(refused).startswith("[policy] ")
+    assert only_text(refused).startswith("[policy] ")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -202,7 +203,7 @@ async def test_safe_mode_refuses_every_call_through_the_server(
             result = await client.call_tool("oct_read_file", {"path": "README.md"})
 
     assert result.is_error is True
-    assert _text(result).startswith("[safe_mode] oct-mcp is in safe mode")
+    assert only_text(result).startswith("[safe_mode] oct-mcp is in safe mode")
 
 
 @pytest.mark.parametrize("profile", ["default", "strict", "airgapped"])
@@ -220,4 +221,4 @@ async def test_strict_caps_the_rate_limit(project: Path, config_file: Path) -> N
         results = [await client.call_tool("oct_read_file", {"path": "README.md"}) for _ in range(21)]
 
     assert [r.is_error for r in results] == [False] * 20 + [True]
-    assert _text(results[-1]).startswith("[rate_limited] rate limited: at most 20 calls per minute")
+    assert only_text(results[-1]).startswith("[rate_limited] rate limited: at most 20 calls per minute")

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from clients import oct_server, only_text
+from mcp import Client
 
 from oct_mcp.tools import default_catalog
 
@@ -42,26 +42,12 @@ def handshake(server: subprocess.Popen[bytes]) -> None:
     server.stdin.flush()
 
 
-def _server(project: Path, config_file: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)],
-        cwd=str(project),
-    )
-
-
-def _text(result: types.CallToolResult) -> str:
-    (content,) = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
-
-
 @pytest.mark.parametrize(("mode", "protocol"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
 async def test_a_client_over_stdio_lists_reads_and_is_refused_outside_the_project(
     project: Path, config_file: Path, mode: Any, protocol: str
 ) -> None:
     with anyio.fail_after(60):
-        async with Client(_server(project, config_file), mode=mode) as client:
+        async with Client(oct_server(project, config_file, cwd=project), mode=mode) as client:
             negotiated = client.session.protocol_version
             listed = await client.list_tools()
             read = await client.call_tool("oct_read_file", {"path": "src/pkg/core.py"})
@@ -71,11 +57,11 @@ async def test_a_client_over_stdio_lists_reads_and_is_refused_outside_the_projec
     assert negotiated == protocol
     assert [tool.name for tool in listed.tools] == list(default_catalog())
     assert read.is_error is False
-    assert _text(read) == "def answer() -> int:\n    return 42\n"
-    assert _text(files).splitlines() == ["src/pkg/__init__.py", "src/pkg/core.py"]
+    assert only_text(read) == "def answer() -> int:\n    return 42\n"
+    assert only_text(files).splitlines() == ["src/pkg/__init__.py", "src/pkg/core.py"]
     assert refused.is_error is True
-    assert _text(refused).startswith("[path_refused] ")
-    assert "not yours" not in _text(refused)
+    assert only_text(refused).startswith("[path_refused] ")
+    assert "not yours" not in only_text(refused)
 
 
 async def test_the_server_exits_cleanly_when_the_client_closes_stdin(
@@ -97,13 +83,13 @@ async def test_an_answer_larger_than_the_pipe_arrives_whole(project: Path, confi
     (project / "big.txt").write_text(text)
 
     with anyio.fail_after(60):
-        async with Client(_server(project, config_file)) as client:
+        async with Client(oct_server(project, config_file, cwd=project)) as client:
             read = await client.call_tool("oct_read_file", {"path": "big.txt"})
             after = await client.call_tool("oct_read_file", {"path": "src/pkg/core.py"})
 
     assert read.is_error is False
-    assert _text(read) == text
-    assert _text(after) == "def answer() -> int:\n    return 42\n"
+    assert only_text(read) == text
+    assert only_text(after) == "def answer() -> int:\n    return 42\n"
 
 
 def test_a_server_whose_client_stopped_reading_still_stops_on_sigterm(

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from clients import oct_server, only_text
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.anyio
@@ -46,29 +47,16 @@ def fixture_project(tmp_path: Path) -> Path:
     return root
 
 
-def _server(project: Path, config_file: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)],
-    )
-
-
 class Accept:
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"approve": True})
-
-
-def _text(result: types.CallToolResult) -> str:
-    (content,) = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
 
 
 async def test_the_python_tools_are_listed_with_truthful_annotations(
     fixture_project: Path, config_file: Path
 ) -> None:
     with anyio.fail_after(60):
-        async with Client(_server(fixture_project, config_file)) as client:
+        async with Client(oct_server(fixture_project, config_file)) as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     for name in ("oct_lint", "oct_test", "oct_typecheck"):
@@ -85,7 +73,7 @@ async def test_the_python_tools_are_listed_with_truthful_annotations(
 
 async def test_lint_returns_each_problem_structured(fixture_project: Path, config_file: Path) -> None:
     with anyio.fail_after(60):
-        async with Client(_server(fixture_project, config_file)) as client:
+        async with Client(oct_server(fixture_project, config_file)) as client:
             result = await client.call_tool("oct_lint", {})
 
     assert result.is_error is False
@@ -100,12 +88,12 @@ async def test_lint_returns_each_problem_structured(fixture_project: Path, confi
         "fixable": True,
         "severity": "error",
     }
-    assert "demo/core.py:1:8: F401" in _text(result)
+    assert "demo/core.py:1:8: F401" in only_text(result)
 
 
 async def test_typecheck_returns_mypys_diagnostics(fixture_project: Path, config_file: Path) -> None:
     with anyio.fail_after(120):
-        async with Client(_server(fixture_project, config_file)) as client:
+        async with Client(oct_server(fixture_project, config_file)) as client:
             result = await client.call_tool("oct_typecheck", {"paths": ["demo"]})
 
     assert result.is_error is False
@@ -121,7 +109,7 @@ async def test_test_reports_counts_failures_and_progress(fixture_project: Path, 
         updates.append((progress, total))
 
     with anyio.fail_after(120):
-        async with Client(_server(fixture_project, config_file)) as client:
+        async with Client(oct_server(fixture_project, config_file)) as client:
             result = await client.call_tool("oct_test", {}, progress_callback=on_progress)
 
     assert result.is_error is False
@@ -136,7 +124,7 @@ async def test_test_reports_counts_failures_and_progress(fixture_project: Path, 
 
 async def test_test_filters_by_keyword(fixture_project: Path, config_file: Path) -> None:
     with anyio.fail_after(120):
-        async with Client(_server(fixture_project, config_file)) as client:
+        async with Client(oct_server(fixture_project, config_file)) as client:
             result = await client.call_tool("oct_test", {"keyword": "test_add"})
 
     assert result.structured_content is not None
@@ -148,11 +136,11 @@ async def test_test_refuses_an_expression_that_could_be_an_option(
     fixture_project: Path, config_file: Path, keyword: str
 ) -> None:
     with anyio.fail_after(60):
-        async with Client(_server(fixture_project, config_file)) as client:
+        async with Client(oct_server(fixture_project, config_file)) as client:
             result = await client.call_tool("oct_test", {"keyword": keyword})
 
     assert result.is_error is True
-    assert _text(result).startswith("[invalid_arguments] ")
+    assert only_text(result).startswith("[invalid_arguments] ")
 
 
 async def test_format_shows_the_diff_then_formats_with_consent(
@@ -160,7 +148,7 @@ async def test_format_shows_the_diff_then_formats_with_consent(
 ) -> None:
     before = (fixture_project / "demo" / "core.py").read_text()
     with anyio.fail_after(120):
-        async with Client(_server(fixture_project, config_file), elicitation_callback=Accept()) as client:
+        async with Client(oct_server(fixture_project, config_file), elicitation_callback=Accept()) as client:
             preview = await client.call_tool("oct_format", {"apply": False})
             unchanged = (fixture_project / "demo" / "core.py").read_text()
             applied = await client.call_tool("oct_format", {"apply": True})
@@ -184,7 +172,7 @@ async def test_fix_previews_by_default_then_fixes_when_asked(
     fixture_project: Path, config_file: Path
 ) -> None:
     with anyio.fail_after(120):
-        async with Client(_server(fixture_project, config_file), elicitation_callback=Accept()) as client:
+        async with Client(oct_server(fixture_project, config_file), elicitation_callback=Accept()) as client:
             preview = await client.call_tool("oct_fix", {})
             still_there = "import os" in (fixture_project / "demo" / "core.py").read_text()
             fixed = await client.call_tool("oct_fix", {"dry_run": False})
@@ -211,8 +199,8 @@ async def test_a_missing_tool_is_a_clear_result(fixture_project: Path, config_fi
             result = await client.call_tool("oct_typecheck", {})
 
     assert result.is_error is True
-    assert _text(result).startswith("[tool_unavailable] mypy is not installed")
-    assert "pip install mypy" in _text(result)
+    assert only_text(result).startswith("[tool_unavailable] mypy is not installed")
+    assert "pip install mypy" in only_text(result)
 
 
 async def test_fastmcps_client_over_stdio_lists_reads_lints_is_refused_and_writes_with_consent(
@@ -245,10 +233,10 @@ async def test_fastmcps_client_over_stdio_lists_reads_lints_is_refused_and_write
             formatted = await client.call_tool("oct_format", {"apply": True})
 
     assert {"oct_read_file", "oct_lint", "oct_format"} <= set(names)
-    assert _text(read) == "import os\n"
+    assert only_text(read) == "import os\n"
     assert lint.structured_content is not None
     assert lint.structured_content["count"] == 1
     assert refused.is_error is True
-    assert _text(refused).startswith("[path_refused] ")
+    assert only_text(refused).startswith("[path_refused] ")
     assert formatted.structured_content is not None
     assert formatted.structured_content["changed_files"] == ["demo/core.py", "tests/test_core.py"]

@@ -1,0 +1,25 @@
+"""What the tests that speak MCP to oct-mcp share: how to start it over stdio, how to read a result."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import mcp_types as types
+from mcp import StdioServerParameters
+
+
+def oct_server(project: Path, config_file: Path, *, cwd: Path | None = None) -> StdioServerParameters:
+    """`python -m oct_mcp` serving `project` with `config_file`, for the SDK's stdio client."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)],
+        cwd=str(cwd) if cwd is not None else None,
+    )
+
+
+def only_text(result: types.CallToolResult) -> str:
+    """The text of a result that holds exactly one content item, a text."""
+    (content,) = result.content
+    assert isinstance(content, types.TextContent)
+    return content.text
