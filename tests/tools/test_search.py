@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import ValidationError
+from test_files import write
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.context import ClientInfo, ToolResult
@@ -27,16 +28,6 @@ def workspace(tmp_path: Path) -> Workspace:
     root.mkdir()
     (tmp_path / "outside.txt").write_text("needle outside\n")
     return Workspace(root)
-
-
-def write(root: Path, contents: dict[str, str | bytes]) -> None:
-    for name, content in contents.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
 
 
 def found(workspace: Workspace, **arguments: Any) -> list[tuple[str, int, str]]:
