@@ -7,13 +7,13 @@ The Inspector declares no elicitation, so a write gets the seed's sentinel, then
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from optional import missing
 
 INSPECTOR = (
     Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "mcp-inspector"
@@ -24,9 +24,7 @@ VENV_BIN = Path(sys.executable).parent
 @pytest.fixture
 def inspector() -> Path:
     if not INSPECTOR.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f".ci/run installs the MCP Inspector, yet it is not at {INSPECTOR}")
-        pytest.skip("the MCP Inspector is not installed (bash .ci/run installs it with npm)")
+        missing("the MCP Inspector", "bash .ci/run installs it with npm")
     return INSPECTOR
 
 
