@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, NotFoundError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.tools.programs import find_program
+from oct_mcp.tools.programs import find_server_program
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -259,7 +259,7 @@ def git_argv(root: Path, *arguments: str) -> tuple[str, ...]:
         ExecutionError: The repository's filter drivers cannot be switched off.
     """
     git_dir = _git_dir(root)
-    program = find_program(root, "git")
+    program = find_server_program(root, "git")
     return (
         str(program),
         *GIT_SAFETY_OPTIONS,
@@ -624,7 +624,10 @@ def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
     return CommandPlan(argv=argv, parse=_parse_log_run, read_only_paths=worktree_git_folders(root))
 
 
-_DEFANGED: Final = "Runs git sandboxed, read-only, without hooks, pager, external diff or filters."
+_DEFANGED: Final = (
+    "Runs the server's own git (from its PATH, never a program inside the project), sandboxed, "
+    "read-only, without hooks, pager, external diff or filters."
+)
 
 GIT_STATUS: Final = ToolSpec(
     name="oct_git_status",

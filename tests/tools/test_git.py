@@ -555,3 +555,45 @@ def test_the_git_tools_are_read_only_idempotent_and_closed_world() -> None:
         assert (annotations["readOnlyHint"], annotations["destructiveHint"]) == (True, False)
         assert (annotations["idempotentHint"], annotations["openWorldHint"]) == (True, False)
         assert spec.output is not None
+
+
+# which git runs
+
+
+@pytest.mark.parametrize("venv", [".venv", "venv"])
+def test_the_git_tools_never_run_a_git_the_project_holds(
+    repo: Path, tmp_path: Path, native_config: Path, venv: str
+) -> None:
+    # A read tool asks no consent: a program inside the project would be project code run unasked.
+    marker = tmp_path / "ran"
+    planted = repo / venv / "bin" / "git"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    planted.chmod(0o755)
+
+    status = result(repo, native_config, "oct_git_status")
+    log = result(repo, native_config, "oct_git_log", {"max_count": 1})
+
+    assert not marker.exists()
+    assert status.structured is not None
+    assert status.structured["branch"] == "main"
+    assert log.structured is not None
+    assert log.structured["count"] == 1
+
+
+def test_a_path_entry_inside_the_project_is_not_the_servers_git(
+    repo: Path, tmp_path: Path, native_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    planted = repo / "tools" / "git"
+    planted.parent.mkdir()
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted.parent}{os.pathsep}tools{os.pathsep}{os.environ['PATH']}")
+
+    argv = git_argv(repo, "status")
+    status = result(repo, native_config, "oct_git_status")
+
+    assert Path(argv[0]).parent != planted.parent
+    assert not marker.exists()
+    assert status.structured is not None
