@@ -157,7 +157,7 @@ class ExecutionSandbox:
     ) -> ToolResult:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
-        timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
+        timeout = limit = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
         before = present_protected_names(project) if plan.writes_project else None
         created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
@@ -197,6 +197,18 @@ class ExecutionSandbox:
                     f"this profile needs {', '.join(sorted(missing))}, which the {self.backend.name} "
                     f"backend cannot give here; {_HOW_TO_ISOLATE}"
                 )
+            if plan.then is not None:
+                first = await self.runner(
+                    prepared, backend=self.backend.name, time_limit=timeout, max_output=self.max_output_bytes
+                )
+                if first.timed_out:
+                    raise ToolTimeoutError(_timeout_message(timeout, plan))
+                argv = plan.then(first)
+                if argv[0] != plan.argv[0]:
+                    # The binds and PATH were computed for the first command's program.
+                    raise RuntimeError("a plan's second command must run the same program as its first")
+                prepared = self.backend.prepare(replace(request, argv=argv))
+                timeout = max(timeout - first.duration_seconds, 0.0)
             run = await self.runner(
                 prepared,
                 backend=self.backend.name,
@@ -210,10 +222,7 @@ class ExecutionSandbox:
                 created = remove_created_protected_paths(project, before)
         _refuse_created_protected_paths(*created)
         if run.timed_out:
-            setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
-            raise ToolTimeoutError(
-                f"the tool ran past its limit of {timeout:g} s ({setting}) and was stopped"
-            )
+            raise ToolTimeoutError(_timeout_message(limit, plan))
         degraded = tuple(
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
@@ -226,6 +235,11 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _timeout_message(limit: float, plan: CommandPlan) -> str:
+    setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
+    return f"the tool ran past its limit of {limit:g} s ({setting}) and was stopped"
 
 
 def _refuse_created_protected_paths(removed: tuple[str, ...], left: tuple[str, ...]) -> None:
