@@ -4,7 +4,8 @@ Nothing the project holds decides a bind: its `pyvenv.cfg` is never read, and a 
 interpreter link inside the project counts only where its real target (the resolved path)
 lies in a real Python install (a standard library, or a venv) outside the project. Every
 folder is checked by where it really is: never `/`, the home folder or one above it, a
-folder of secrets in the home folder, `/proc`, `/sys`, `/run` or `/dev`.
+folder of secrets in the home folder, `/proc`, `/sys`, `/run` or `/dev`, nor one writable by
+all or owned by another user.
 
 Why a Python install and not a search for sockets: a venv holds tens of thousands of files,
 too many to walk on every run, a bounded walk misses what lies past its bound, and a socket
@@ -141,9 +142,19 @@ def _homes() -> set[Path]:
 
 
 def _may_show(path: Path) -> bool:
-    """Whether the sandbox may show `path`, judged by where it really is."""
+    """Whether the sandbox may show `path`, judged by where it really is and who may change it.
+
+    Only root's or the server user's own, and not writable by all: a shared folder such as
+    `/tmp` holds other users' sockets, and anyone could plant a Python install in it.
+    """
     real = Path(os.path.realpath(path))
     if real == Path("/") or any(real.is_relative_to(never) for never in _NEVER):
+        return False
+    try:
+        info = real.stat()
+    except OSError:
+        return False
+    if info.st_uid not in (0, os.getuid()) or info.st_mode & stat.S_IWOTH:
         return False
     for home in _homes():
         if home.is_relative_to(real):

@@ -269,3 +269,19 @@ def test_install_roots_refuse_a_program_in_a_secret_folder_of_the_home(
 
     with pytest.raises(InstallRefusedError):
         install_roots(program, (tmp_path / "project").resolve())
+
+
+def test_install_roots_refuse_a_python_install_planted_in_a_folder_writable_by_all(tmp_path: Path) -> None:
+    # /tmp is one: other users' sockets live there, and anyone can plant lib/python3.x/os.py in it.
+    shared = (tmp_path / "shared").resolve()
+    (shared / "lib" / "python3.11").mkdir(parents=True)
+    (shared / "lib" / "python3.11" / "os.py").write_text("")
+    (shared / "bin").mkdir()
+    (shared / "bin" / "python").write_bytes(b"\x7fELF")
+    shared.chmod(0o1777)
+    project = (tmp_path / "project").resolve()
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(shared / "bin" / "python")
+
+    with pytest.raises(InstallRefusedError):
+        install_roots(project / ".venv" / "bin" / "python", project)
