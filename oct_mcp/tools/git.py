@@ -193,10 +193,18 @@ def _named_back(folder: Path) -> Path | None:
 def _link_file(path: Path) -> str | None:
     """A one-path file as git reads it (trailing CR and LF cut); None if unreadable or not one clean path."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(_LINK_FILE_MAX_BYTES + 1)
+        # Non-blocking, regular files only: a FIFO or a link to /dev/stdin must not hang the server.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        raw = os.read(descriptor, _LINK_FILE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
     text = os.fsdecode(raw.rstrip(b"\r\n"))
     if len(raw) > _LINK_FILE_MAX_BYTES or any(char in text for char in "\0\n\r"):
         return None

@@ -758,3 +758,15 @@ def test_a_submodule_folder_that_names_another_checkout_is_refused(
 
     assert isinstance(outcome, CallFailure)
     assert outcome.code == "git_layout_refused"
+
+
+def test_a_commondir_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path, native_config: Path) -> None:
+    project = (tmp_path / "piped").resolve()
+    real = project / ".gitreal"
+    real.mkdir(parents=True)
+    (project / ".git").write_text("gitdir: .gitreal\n")
+    (real / "HEAD").write_text("ref: refs/heads/main\n")
+    os.mkfifo(real / "commondir")
+
+    with pytest.raises(GitLayoutRefusedError):
+        worktree_git_folders(project)
