@@ -13,12 +13,16 @@ __all__ = [
     "ExecutionError",
     "FieldProblem",
     "FileTooLargeError",
+    "GitConfigUnreadableError",
+    "GitLayoutRefusedError",
+    "InstallRefusedError",
     "InvalidArgumentsError",
     "NotFoundError",
     "OctError",
     "OutputLimitError",
     "PathRefusedError",
     "PolicyError",
+    "ProjectCodeRefusedError",
     "RateLimitedError",
     "RefusedError",
     "SafeModeError",
@@ -88,6 +92,24 @@ class ConsentUnavailableError(RefusedError):
     code = "consent_unavailable"
 
 
+class InstallRefusedError(RefusedError):
+    """A tool's program leads to files outside the project that the sandbox must not show."""
+
+    code = "install_refused"
+
+
+class ProjectCodeRefusedError(RefusedError):
+    """A read tool would run a program that lies inside the project, which is project code."""
+
+    code = "project_code_refused"
+
+
+class GitLayoutRefusedError(RefusedError):
+    """The project's `.git` names git folders that are no real worktree or submodule of it."""
+
+    code = "git_layout_refused"
+
+
 @dataclass(frozen=True, slots=True)
 class FieldProblem:
     """One bad argument: where it is and what is wrong with it (never its value)."""
@@ -147,6 +169,12 @@ class BinaryFileError(ExecutionError):
 
 class FileTooLargeError(ExecutionError):
     code = "file_too_large"
+
+
+class GitConfigUnreadableError(ExecutionError):
+    """git could not list its own config, so its filter drivers cannot all be switched off."""
+
+    code = "git_config_unreadable"
 
 
 class ConfigError(OctError):

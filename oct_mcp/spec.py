@@ -110,6 +110,10 @@ class CommandPlan:
     read_only_paths: tuple[Path, ...] = ()
     """Folders outside the project the tool must read (a worktree's git folders), bound read-only.
     The plan checks them: nothing a call's arguments name ever lands here."""
+    then: Callable[[RunResult], tuple[str, ...]] | None = None
+    """A second command: `argv` runs first, in the same sandbox, and what it printed decides the
+    argv run next (the same program), whose output `parse` reads; it raises to refuse the call.
+    A runner that ignored it would run `argv` only, never a second command unchecked."""
 
 
 Plan: TypeAlias = InProcessPlan | CommandPlan

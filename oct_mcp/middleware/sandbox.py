@@ -26,17 +26,22 @@ from oct_mcp.backends import (
     select_backend,
 )
 from oct_mcp.backends.environment import sandbox_environment
-from oct_mcp.backends.installs import install_roots
+from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
-from oct_mcp.errors import ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
+from oct_mcp.errors import (
+    ProjectCodeRefusedError,
+    ProtectedPathCreatedError,
+    SandboxUnavailableError,
+    ToolTimeoutError,
+)
 from oct_mcp.protected import (
     existing_protected_paths,
     present_protected_names,
     remove_created_protected_paths,
 )
-from oct_mcp.spec import CommandPlan, InProcessPlan, RunResult, ToolEnv
+from oct_mcp.spec import CommandPlan, InProcessPlan, Risk, RunResult, ToolEnv
 
 __all__ = ["LAYER", "ExecutionSandbox", "Runner", "SandboxSettings", "cap_output"]
 
@@ -127,6 +132,11 @@ class ExecutionSandbox:
         if isinstance(plan, InProcessPlan):
             result = plan.function() if plan.inline else await self._run_in_process(plan)
         else:
+            if ctx.spec.risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
+                # A read tool asks no consent; a program inside the project is project code.
+                raise ProjectCodeRefusedError(
+                    "a read tool may not run a program that lies inside the project; nothing ran"
+                )
             result = await self._run_command(plan, ctx.workspace.root, ctx.progress)
         return replace(
             cap_output(result, self.max_output_bytes),
@@ -147,20 +157,21 @@ class ExecutionSandbox:
     ) -> ToolResult:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
-        timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
+        timeout = limit = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
         before = present_protected_names(project) if plan.writes_project else None
         created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
         try:
             home, tmp = self.backend.home_and_tmp(scratch)
-            path_dirs = [*_venv_bins(Path(plan.argv[0])), *_SYSTEM_PATH]
+            roots = install_roots(Path(plan.argv[0]), project)
+            path_dirs = [*tool_path_dirs(Path(plan.argv[0]), project, roots), *_SYSTEM_PATH]
             request = SandboxRequest(
                 argv=plan.argv,
                 project=project,
                 writable=plan.writes_project,
                 network=plan.needs_network,
                 protected=existing_protected_paths(project, before) if before is not None else (),
-                read_only_binds=(*install_roots(Path(plan.argv[0]), project), *plan.read_only_paths),
+                read_only_binds=(*roots, *plan.read_only_paths),
                 env=sandbox_environment(
                     path_dirs=path_dirs,
                     home=home,
@@ -186,6 +197,18 @@ class ExecutionSandbox:
                     f"this profile needs {', '.join(sorted(missing))}, which the {self.backend.name} "
                     f"backend cannot give here; {_HOW_TO_ISOLATE}"
                 )
+            if plan.then is not None:
+                first = await self.runner(
+                    prepared, backend=self.backend.name, time_limit=timeout, max_output=self.max_output_bytes
+                )
+                if first.timed_out:
+                    raise ToolTimeoutError(_timeout_message(timeout, plan))
+                argv = plan.then(first)
+                if argv[0] != plan.argv[0]:
+                    # The binds and PATH were computed for the first command's program.
+                    raise RuntimeError("a plan's second command must run the same program as its first")
+                prepared = self.backend.prepare(replace(request, argv=argv))
+                timeout = max(timeout - first.duration_seconds, 0.0)
             run = await self.runner(
                 prepared,
                 backend=self.backend.name,
@@ -199,10 +222,7 @@ class ExecutionSandbox:
                 created = remove_created_protected_paths(project, before)
         _refuse_created_protected_paths(*created)
         if run.timed_out:
-            setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
-            raise ToolTimeoutError(
-                f"the tool ran past its limit of {timeout:g} s ({setting}) and was stopped"
-            )
+            raise ToolTimeoutError(_timeout_message(limit, plan))
         degraded = tuple(
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
@@ -215,6 +235,11 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _timeout_message(limit: float, plan: CommandPlan) -> str:
+    setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
+    return f"the tool ran past its limit of {limit:g} s ({setting}) and was stopped"
 
 
 def _refuse_created_protected_paths(removed: tuple[str, ...], left: tuple[str, ...]) -> None:
@@ -246,12 +271,6 @@ def _progress_reader(
             await report(*news)
 
     return on_line
-
-
-def _venv_bins(executable: Path) -> list[str]:
-    """The tool's own venv first on PATH, so what it spawns comes from the same install."""
-    venv = executable.parent.parent
-    return [str(executable.parent)] if (venv / "pyvenv.cfg").is_file() else []
 
 
 def _make_server_undumpable() -> None:

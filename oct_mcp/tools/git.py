@@ -1,28 +1,31 @@
 """oct_git_status, oct_git_diff and oct_git_log: git's machine-readable output, parsed, git itself defanged.
 
-git runs in the sandbox with the project read-only, on the repository at the project
-root only (`--git-dir`, `--work-tree`: no discovery upwards, no `core.worktree`
-elsewhere), without hooks, fsmonitor, pager, external diff, textconv, signature
-checks or optional locks, and with every filter driver the repository's own config
-defines switched off: status and diff would otherwise run a repository's clean filter,
-a command of its choosing, on each file whose stat data changed.
+git (the server's, never one inside the project) runs in the sandbox with the project
+read-only, on the repository at the project root only (`--git-dir`, `--work-tree`,
+GIT_COMMON_DIR: no discovery upwards, no `core.worktree` or `commondir` elsewhere), without
+hooks, fsmonitor, pager, external diff, textconv, signature checks or optional locks, and
+with every filter driver its config defines switched off: status and diff would otherwise
+run a repository's clean filter, a command of its choosing, on each file whose stat data
+changed. Which filters exist, git itself says: each call first lists its config's names,
+in the same sandbox, and the real call switches off each filter.* name listed.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Callable, Iterator
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from oct_mcp.context import ToolResult
-from oct_mcp.errors import ExecutionError, NotFoundError
+from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.tools.programs import find_program
+from oct_mcp.tools.programs import find_server_program
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -31,9 +34,11 @@ __all__ = [
     "GIT_SAFETY_OPTIONS",
     "GIT_STATUS",
     "DiffOutput",
+    "GitLayout",
     "LogOutput",
     "StatusOutput",
     "git_argv",
+    "git_layout",
     "worktree_git_folders",
 ]
 
@@ -65,13 +70,16 @@ LOG_MAX: Final = 200
 DIFF_MAX_CHARS: Final = 512 * 1_024
 DIFF_CONTEXT_MAX: Final = 100
 _FILTER_NAMES_MAX: Final = 64
-_CONFIG_FILE_MAX_BYTES: Final = 1_048_576
-_CONFIG_FILES_MAX: Final = 32
-_INCLUDE_DEPTH_MAX: Final = 8
-_SECTION: Final = re.compile(r'^\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\](.*)$')
-_UNESCAPE: Final = re.compile(r"\\(.)")
+_LINK_FILE_MAX_BYTES: Final = 4_096
+_CONFIG_READ_TIMEOUT_SECONDS: Final = 10
+_CONFIG_NAMES: Final = ("config", "--list", "--includes", "--null", "--name-only")
 _NOT_A_REPOSITORY: Final = (
     "the project is not a git repository (no .git at the project root); git init makes one"
+)
+_NOT_A_CHECKOUT_OF_IT: Final = (
+    "the project's .git file names a git folder outside the project that is no linked worktree or "
+    "submodule of this checkout (it must sit under worktrees/ or modules/ of a repository and name "
+    "this checkout back); git was not run"
 )
 
 
@@ -79,10 +87,69 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-# -- running git ---------------------------------------------------------------------------------
+# -- where the repository is ------------------------------------------------------------------------
 
 
-def _git_dir(root: Path) -> Path:
+@dataclass(frozen=True, slots=True)
+class GitLayout:
+    """This checkout's repository as the server found it: git is told where it is, never left to look."""
+
+    git_dir: Path
+    """Passed as `--git-dir`: the `.git` folder, or the folder a `.git` file names."""
+    common_dir: Path
+    """Passed as GIT_COMMON_DIR, so git follows no `commondir` file of its own accord."""
+    binds: tuple[Path, ...]
+    """Git folders outside the project that the sandbox shows, read-only."""
+
+
+def git_layout(root: Path) -> GitLayout:
+    """Where the repository of the checkout at `root` is, checked before git runs.
+
+    A `.git` folder, or a `.git` file naming a folder inside the project, is the project's own
+    repository: its `commondir`, if any, must stay inside the project. A `.git` file naming a
+    folder outside the project is accepted only as a real linked worktree (a folder under
+    `<common>/worktrees/` whose `gitdir` names this `.git` back and whose `commondir` names
+    `<common>`) or a real submodule (its own repository under a git folder's `modules/`, whose
+    `core.worktree` names this checkout).
+
+    Raises:
+        NotFoundError: No `.git` at the project root, or a symlink there.
+        GitLayoutRefusedError: Any other layout: git is not run.
+    """
+    project = Path(os.path.realpath(root))
+    git = _dot_git(root)
+    folder = Path(os.path.realpath(git)) if git.is_dir() else _gitfile_target(git)
+    common = _common_dir(folder)
+    if folder.is_relative_to(project):
+        if not common.is_relative_to(project):
+            raise GitLayoutRefusedError(
+                "the project's git folder names a common git folder outside the project (commondir), "
+                "which would make git read another repository; git was not run"
+            )
+        return GitLayout(git_dir=folder, common_dir=common, binds=())
+    if common != folder:
+        is_worktree = folder.parent.name == "worktrees" and folder.parent.parent == common
+        if not is_worktree or _named_back(folder) != project / ".git" or not _is_repository(common):
+            raise GitLayoutRefusedError(_NOT_A_CHECKOUT_OF_IT)
+        return GitLayout(git_dir=folder, common_dir=common, binds=(common,))
+    is_submodule = any(
+        parent.name == "modules" and _is_repository(parent.parent) for parent in folder.parents
+    )
+    if not is_submodule or not _is_repository(folder) or _core_worktree(project, folder) != project:
+        raise GitLayoutRefusedError(_NOT_A_CHECKOUT_OF_IT)
+    return GitLayout(git_dir=folder, common_dir=folder, binds=(folder,))
+
+
+def worktree_git_folders(root: Path) -> tuple[Path, ...]:
+    """The git folders outside the project that git must read: a linked worktree's or a submodule's.
+
+    Raises:
+        NotFoundError, GitLayoutRefusedError: As `git_layout`.
+    """
+    return git_layout(root).binds
+
+
+def _dot_git(root: Path) -> Path:
     """The `.git` at the project root: a folder, or a file naming one (worktrees, submodules).
 
     Raises:
@@ -98,141 +165,105 @@ def _git_dir(root: Path) -> Path:
     return git
 
 
-def _git_folders(git: Path) -> tuple[Path, Path] | None:
-    """(this checkout's git folder, the repository's common one) for a `.git` folder or file.
-
-    A `.git` file (a linked worktree, a submodule) names its folder on a `gitdir:` line; a
-    worktree's folder names the common one in its `commondir` file. None: the file names nothing.
-    """
-    folder = git
-    if git.is_file():
-        first = _read_small(git).split("\n", 1)[0]
-        if not first.startswith("gitdir:"):
-            return None
-        folder = (git.parent / first.removeprefix("gitdir:").strip()).resolve()
-    common = folder
-    commondir = _read_small(folder / "commondir").strip()
-    if commondir:
-        common = (folder / commondir).resolve()
-    return folder, common
+def _gitfile_target(git: Path) -> Path:
+    """The folder a `.git` file names (`gitdir: <path>`, relative to the file's folder), resolved."""
+    text = _link_file(git)
+    if text is None or not text.startswith("gitdir: "):
+        raise GitLayoutRefusedError("the project's .git file names no git folder; git was not run")
+    return Path(os.path.realpath(git.parent / text.removeprefix("gitdir: ")))
 
 
-def _config_files(git: Path) -> list[Path]:
-    """The repository's own config files: `config` of the common folder, `config.worktree` of this one."""
-    folders = _git_folders(git)
-    if folders is None:
-        return []
-    folder, common = folders
-    return [common / "config", folder / "config.worktree"]
+def _common_dir(folder: Path) -> Path:
+    """The common git folder a git folder's `commondir` names, resolved; without one, the folder itself."""
+    path = folder / "commondir"
+    if not os.path.lexists(path):
+        return folder
+    text = _link_file(path)
+    if not text:
+        raise GitLayoutRefusedError("a git folder's commondir file cannot be read; git was not run")
+    return Path(os.path.realpath(folder / text))
 
 
-def worktree_git_folders(root: Path) -> tuple[Path, ...]:
-    """The git folders outside the project that git must read when its `.git` is a file.
-
-    A linked worktree's `.git` file names `<repository>/.git/worktrees/<name>`, whose `gitdir`
-    file names that `.git` file back and whose `commondir` names the repository's git folder. A
-    submodule's names `<superproject>/.git/modules/<name>`, whose config's `core.worktree` names
-    the checkout back. Only folders that name the project back are returned, so a `.git` file
-    naming any other folder gets nothing of it into the sandbox (git then finds no repository
-    there). Empty for a plain repository, whose git folder is inside the project.
-    """
-    git = root / ".git"
-    if git.is_symlink() or not git.is_file():
-        return ()
-    folders = _git_folders(git)
-    if folders is None:
-        return ()
-    folder, common = folders
-    if folder != common:
-        # Absolute as git writes it, or relative to the folder (worktree.useRelativePaths).
-        back = _read_small(folder / "gitdir").strip()
-        if not back or (folder / back).resolve() != git.resolve():
-            return ()
-    elif _core_worktree(folder) != root:
-        return ()
-    if not (common / "HEAD").is_file() or not (common / "objects").is_dir():
-        return ()
-    outside = [path for path in dict.fromkeys((common, folder)) if not path.is_relative_to(root)]
-    # A worktree's folder sits inside the common one as a rule: one bind then covers both.
-    return tuple(
-        path for path in outside if not any(path != other and path.is_relative_to(other) for other in outside)
-    )
+def _named_back(folder: Path) -> Path | None:
+    """The `.git` file a linked worktree's folder names back (`gitdir`: absolute, or relative to it)."""
+    text = _link_file(folder / "gitdir")
+    return Path(os.path.realpath(folder / text)) if text else None
 
 
-def _core_worktree(folder: Path) -> Path | None:
-    """Where a git folder's own config says its checkout is (`core.worktree`), resolved; None if unsaid."""
-    for section, subsection, key, value in _config_entries(_read_small(folder / "config")):
-        if section == "core" and subsection is None and key == "worktree" and value:
-            return (folder / value).resolve()
-    return None
-
-
-def _read_small(path: Path) -> str:
+def _link_file(path: Path) -> str | None:
+    """A one-path file as git reads it (trailing CR and LF cut); None if unreadable or not one clean path."""
     try:
-        with path.open("rb") as handle:
-            return handle.read(_CONFIG_FILE_MAX_BYTES).decode("utf-8", errors="replace")
+        # Non-blocking, regular files only: a FIFO or a link to /dev/stdin must not hang the server.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        raw = os.read(descriptor, _LINK_FILE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    text = os.fsdecode(raw.rstrip(b"\r\n"))
+    if len(raw) > _LINK_FILE_MAX_BYTES or any(char in text for char in "\0\n\r"):
+        return None
+    return text
 
 
-def filter_driver_names(git: Path) -> set[str]:
-    """Names of the filter drivers the repository's config (and what it includes) defines.
+def _is_repository(folder: Path) -> bool:
+    return (folder / "HEAD").is_file() and (folder / "objects").is_dir()
 
-    With no system or global config (the sandbox's environment), this config is the only
-    place a filter driver can come from. `~/` includes are skipped: inside the sandbox
-    `~` is an empty scratch home, so git does not find them either.
+
+def _core_worktree(project: Path, folder: Path) -> Path | None:
+    """Where a submodule's git folder says its checkout is (`core.worktree`), as git itself reads it."""
+    try:
+        completed = subprocess.run(  # fixed argv, no shell; a config file outside the project, no includes
+            [
+                str(find_server_program(project, "git")),
+                "config",
+                "--file",
+                str(folder / "config"),
+                "--get",
+                "core.worktree",
+            ],
+            env={"PATH": os.defpath, "HOME": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"},
+            cwd="/",
+            capture_output=True,
+            timeout=_CONFIG_READ_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    value = os.fsdecode(completed.stdout.rstrip(b"\n"))
+    if completed.returncode != 0 or not value:
+        return None
+    return Path(os.path.realpath(folder / value))
+
+
+# -- running git -----------------------------------------------------------------------------------
+
+
+def _listed_filter_names(run: RunResult) -> frozenset[str]:
+    """The filter driver names in `git config --list --includes --null --name-only`, as git read them.
+
+    Raises:
+        GitConfigUnreadableError: git could not list its config, or the list was cut.
     """
-    names: set[str] = set()
-    pending = [(path, 0) for path in _config_files(git)]
-    seen: set[Path] = set()
-    while pending and len(seen) < _CONFIG_FILES_MAX:
-        path, depth = pending.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for section, subsection, key, value in _config_entries(_read_small(path)):
-            if section == "filter" and subsection is not None:
-                names.add(subsection)
-            is_include = section in ("include", "includeif") and key == "path"
-            if is_include and value and not value.startswith("~") and depth < _INCLUDE_DEPTH_MAX:
-                pending.append(((path.parent / value).resolve(), depth + 1))
-    return names
+    if run.exit_code != 0 or run.truncated or run.timed_out:
+        raise GitConfigUnreadableError(
+            "git could not list the repository's config, so its filter drivers cannot be switched off; "
+            "git was not run (git config --list shows what is wrong)"
+        )
+    names = set()
+    for raw in run.stdout.split(b"\0"):
+        key = os.fsdecode(raw)
+        if key[:7].lower() == "filter." and key.count(".") >= 2:
+            names.add(key[7 : key.rindex(".")])
+    return frozenset(names)
 
 
-def _config_entries(text: str) -> Iterator[tuple[str, str | None, str | None, str | None]]:
-    """(section, subsection, key, value) for each section header and each `key = value` line."""
-    section, subsection = "", None
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if line.startswith("["):
-            found = _SECTION.match(line)
-            if found is None:
-                continue
-            name, quoted, line = found.group(1), found.group(2), found.group(3).strip()
-            if quoted is not None:
-                section, subsection = name.lower(), _UNESCAPE.sub(r"\1", quoted)
-            elif "." in name:
-                # The old `[section.subsection]` form: git lower-cases the subsection.
-                head, _, tail = name.partition(".")
-                section, subsection = head.lower(), tail.lower()
-            else:
-                section, subsection = name.lower(), None
-            yield section, subsection, None, None
-        if not line or line.startswith(("#", ";")) or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        yield section, subsection, key.strip().lower(), _config_value(value)
-
-
-def _config_value(value: str) -> str:
-    value = value.strip()
-    if value.startswith('"'):
-        end = value.find('"', 1)
-        return value[1:end] if end > 0 else value[1:]
-    return re.split(r"\s[#;]", value, maxsplit=1)[0].strip()
-
-
-def _filter_overrides(names: set[str]) -> list[str]:
+def _filter_overrides(names: frozenset[str]) -> list[str]:
     """`-c filter.<name>.clean=` and its siblings for each name: an empty command is no command.
 
     Raises:
@@ -250,23 +281,48 @@ def _filter_overrides(names: set[str]) -> list[str]:
     return options
 
 
-def git_argv(root: Path, *arguments: str) -> tuple[str, ...]:
-    """git's argv for the repository at `root`, with every safety option before the subcommand.
+def git_argv(root: Path, *arguments: str, filter_names: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """git's argv for the repository at `root`, every safety option and filter override before the subcommand.
 
     Raises:
         NotFoundError: The project root is not a git repository.
-        ToolUnavailableError: git is not installed.
-        ExecutionError: The repository's filter drivers cannot be switched off.
+        GitLayoutRefusedError: Its `.git` names git folders that are not its own.
+        ToolUnavailableError: git is not on the server's PATH.
+        ExecutionError: The filter drivers cannot be switched off.
     """
-    git_dir = _git_dir(root)
-    program = find_program(root, "git")
+    return _argv(find_server_program(root, "git"), git_layout(root), root, filter_names, arguments)
+
+
+def _argv(
+    program: Path, layout: GitLayout, root: Path, filter_names: frozenset[str], arguments: tuple[str, ...]
+) -> tuple[str, ...]:
     return (
         str(program),
         *GIT_SAFETY_OPTIONS,
-        *_filter_overrides(filter_driver_names(git_dir)),
-        f"--git-dir={git_dir}",
+        *_filter_overrides(filter_names),
+        f"--git-dir={layout.git_dir}",
         f"--work-tree={root}",
         *arguments,
+    )
+
+
+def _git_plan(
+    env: ToolEnv, arguments: tuple[str, ...], parse: Callable[[RunResult], ToolResult]
+) -> CommandPlan:
+    """git run twice in the same sandbox: first to list its config's names, then with each filter off.
+
+    The same binary, environment, git folders and working directory read the config both times,
+    so the list names every filter driver the real call would see (includes, any spelling).
+    """
+    root = env.workspace.root
+    layout = git_layout(root)
+    program = find_server_program(root, "git")
+    return CommandPlan(
+        argv=_argv(program, layout, root, frozenset(), _CONFIG_NAMES),
+        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), arguments),
+        parse=parse,
+        read_only_paths=layout.binds,
+        tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)),),
     )
 
 
@@ -418,9 +474,7 @@ def _parse_status_run(run: RunResult) -> ToolResult:
 
 
 def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
-    root = env.workspace.root
-    argv = git_argv(
-        root,
+    arguments = (
         "status",
         "--porcelain=v2",
         "--branch",
@@ -430,7 +484,7 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return CommandPlan(argv=argv, parse=_parse_status_run, read_only_paths=worktree_git_folders(root))
+    return _git_plan(env, arguments, _parse_status_run)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------
@@ -538,9 +592,7 @@ def _diff_parser(staged: bool) -> Callable[[RunResult], ToolResult]:
 
 
 def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
-    root = env.workspace.root
-    argv = git_argv(
-        root,
+    arguments = (
         "diff",
         *(["--cached"] if params.staged else []),
         "--no-ext-diff",
@@ -558,9 +610,7 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         f"--unified={params.context_lines}",
         *_pathspec(env.workspace, params.path),
     )
-    return CommandPlan(
-        argv=argv, parse=_diff_parser(params.staged), read_only_paths=worktree_git_folders(root)
-    )
+    return _git_plan(env, arguments, _diff_parser(params.staged))
 
 
 # -- oct_git_log ---------------------------------------------------------------------------------
@@ -610,9 +660,7 @@ def _parse_log_run(run: RunResult) -> ToolResult:
 
 
 def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
-    root = env.workspace.root
-    argv = git_argv(
-        root,
+    arguments = (
         "log",
         "-z",
         f"--max-count={params.max_count}",
@@ -621,10 +669,13 @@ def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
         "--no-color",
         *_pathspec(env.workspace, params.path),
     )
-    return CommandPlan(argv=argv, parse=_parse_log_run, read_only_paths=worktree_git_folders(root))
+    return _git_plan(env, arguments, _parse_log_run)
 
 
-_DEFANGED: Final = "Runs git sandboxed, read-only, without hooks, pager, external diff or filters."
+_DEFANGED: Final = (
+    "Runs the server's own git (from its PATH, never a program inside the project), sandboxed, "
+    "read-only, without hooks, pager, external diff or filters."
+)
 
 GIT_STATUS: Final = ToolSpec(
     name="oct_git_status",

@@ -1,15 +1,15 @@
-"""Finding the program a tool runs: the project's own venv first, then the system PATH."""
+"""Finding the program a tool runs: project tooling from its venv first; the rest from the server's PATH."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Final
 
+from oct_mcp.backends.installs import is_inside
 from oct_mcp.errors import ToolUnavailableError
 
-__all__ = ["find_program"]
+__all__ = ["find_program", "find_server_program"]
 
 PROJECT_VENVS: Final = (".venv", "venv")
 _INSTALL_HINTS: Final = {
@@ -22,7 +22,10 @@ _INSTALL_HINTS: Final = {
 
 
 def find_program(root: Path, name: str) -> Path:
-    """The absolute path of `name`: `<root>/.venv/bin`, `<root>/venv/bin`, then the server's PATH.
+    """The project's own tooling: `<root>/.venv/bin`, `<root>/venv/bin`, then the server's PATH.
+
+    A program found inside the project is project code: only tools of `execute` or `write`
+    risk may run what this returns.
 
     Raises:
         ToolUnavailableError: Nowhere to be found; the message says how to install it.
@@ -31,8 +34,38 @@ def find_program(root: Path, name: str) -> Path:
         candidate = root / venv / "bin" / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    found = shutil.which(name)
+    found = _on_server_path(root, name)
     if found is not None:
-        return Path(found).absolute()
-    hint = _INSTALL_HINTS.get(name, f"install {name}")
-    raise ToolUnavailableError(f"{name} is not installed in the project's .venv nor on PATH: {hint}")
+        return found
+    raise ToolUnavailableError(f"{name} is not installed in the project's .venv nor on PATH: {_hint(name)}")
+
+
+def find_server_program(root: Path, name: str) -> Path:
+    """A program that is not the project's tooling (git): from the server's PATH only, never the project.
+
+    PATH entries that are relative or lie inside the project are skipped: what they hold is
+    the project's choice, not the server's.
+
+    Raises:
+        ToolUnavailableError: Not on the server's PATH; the message says how to install it.
+    """
+    found = _on_server_path(root, name)
+    if found is None:
+        raise ToolUnavailableError(f"{name} is not on the server's PATH: {_hint(name)}")
+    return found
+
+
+def _on_server_path(root: Path, name: str) -> Path | None:
+    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        candidate = Path(os.path.normpath(entry)) / name
+        if is_inside(candidate, root):
+            continue
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _hint(name: str) -> str:
+    return _INSTALL_HINTS.get(name, f"install {name}")

@@ -478,7 +478,8 @@ LINT: Final = _spec(
     "Lint with ruff",
     "Run the project's ruff linter (its own config) and return each problem with file, line, column, rule "
     "code, message and whether oct_fix can fix it. Prefer it to running ruff in a shell: the output is "
-    "structured and the run is sandboxed. Read-only.",
+    "structured and the run is sandboxed, the project read-only. The project's own ruff (its .venv first) "
+    "is project code: this tool counts as running project code.",
     LintParams,
     DiagnosticsOutput,
     Risk.EXECUTE,
@@ -490,7 +491,7 @@ FIX: Final = _spec(
     "Fix lint problems with ruff",
     "Apply ruff's safe fixes to the project (ruff check --fix). With dry_run (the default unless the server "
     "says otherwise) it only returns the diff it would make; otherwise it writes and lists the changed "
-    "files. Needs your confirmation.",
+    "files. Runs the project's own ruff (its .venv first), which is project code. Needs your confirmation.",
     FixParams,
     ChangeOutput,
     Risk.WRITE,
@@ -502,8 +503,8 @@ FORMAT: Final = _spec(
     "oct_format",
     "Format with ruff",
     "Format Python files with ruff format (the project's config). apply=false returns the diff applying "
-    "would make and changes nothing; apply=true formats and lists the changed files. "
-    "Needs your confirmation.",
+    "would make and changes nothing; apply=true formats and lists the changed files. Runs the project's own "
+    "ruff (its .venv first), which is project code. Needs your confirmation.",
     FormatParams,
     ChangeOutput,
     Risk.WRITE,
@@ -515,7 +516,8 @@ TYPECHECK: Final = _spec(
     "oct_typecheck",
     "Type-check",
     "Type-check the project with mypy (or pyright, when the project configures pyright) and return each "
-    "diagnostic with file, line, column, code and message. Read-only, sandboxed.",
+    "diagnostic with file, line, column, code and message. Sandboxed, the project read-only. The project's "
+    "own mypy or pyright (its .venv first) and its plugins are project code: this tool counts as running it.",
     TypecheckParams,
     DiagnosticsOutput,
     Risk.EXECUTE,

@@ -18,7 +18,7 @@ from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.sandbox_exec import SandboxExec, seatbelt_profile
-from oct_mcp.errors import ConfigError
+from oct_mcp.errors import ConfigError, InstallRefusedError
 
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
 
@@ -227,3 +227,61 @@ def test_auto_picks_a_working_backend_and_every_backend_reports_why() -> None:
     assert set(reported) == {"bubblewrap", "sandbox_exec", "native"}
     assert reported[backend.name].usable is True
     assert all(a.detail for a in reported.values())
+
+
+def test_install_roots_never_read_the_home_line_of_a_venv_inside_the_project(tmp_path: Path) -> None:
+    project = (tmp_path / "project").resolve()
+    named = (tmp_path / "named" / "bin").resolve()
+    named.mkdir(parents=True)
+    (named.parent / "lib" / "python3.11").mkdir(parents=True)
+    (named.parent / "lib" / "python3.11" / "os.py").write_text("")
+    bin_dir = project / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text(f"home = {named}\n")
+    (bin_dir / "python").symlink_to(os.path.realpath(sys.executable))
+    (bin_dir / "tool").write_text(f"#!{bin_dir / 'python'}\n")
+
+    roots = install_roots(bin_dir / "tool", project)
+
+    assert named.parent not in roots
+    assert roots == (Path(os.path.realpath(sys.executable)).parent.parent,)
+
+
+def test_install_roots_of_a_lone_program_on_path_are_the_program_not_its_folder(tmp_path: Path) -> None:
+    program = (tmp_path / "tools" / "bin" / "lint").resolve()
+    program.parent.mkdir(parents=True)
+    program.write_bytes(b"\x7fELF")
+    (tmp_path / "tools" / "credentials.toml").write_text("token = x\n")
+
+    roots = install_roots(program, (tmp_path / "project").resolve())
+
+    assert roots == (program,)
+
+
+def test_install_roots_refuse_a_program_in_a_secret_folder_of_the_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = (tmp_path / "home").resolve()
+    program = home / ".ssh" / "bin" / "tool"
+    program.parent.mkdir(parents=True)
+    program.write_bytes(b"\x7fELF")
+    monkeypatch.setenv("HOME", str(home))
+
+    with pytest.raises(InstallRefusedError):
+        install_roots(program, (tmp_path / "project").resolve())
+
+
+def test_install_roots_refuse_a_python_install_planted_in_a_folder_writable_by_all(tmp_path: Path) -> None:
+    # /tmp is one: other users' sockets live there, and anyone can plant lib/python3.x/os.py in it.
+    shared = (tmp_path / "shared").resolve()
+    (shared / "lib" / "python3.11").mkdir(parents=True)
+    (shared / "lib" / "python3.11" / "os.py").write_text("")
+    (shared / "bin").mkdir()
+    (shared / "bin" / "python").write_bytes(b"\x7fELF")
+    shared.chmod(0o1777)
+    project = (tmp_path / "project").resolve()
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(shared / "bin" / "python")
+
+    with pytest.raises(InstallRefusedError):
+        install_roots(project / ".venv" / "bin" / "python", project)

@@ -14,13 +14,12 @@ import pytest
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.context import ClientInfo, ToolResult
-from oct_mcp.errors import ExecutionError, NotFoundError
+from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
 from oct_mcp.tools.git import (
     GIT_DIFF,
     GIT_LOG,
     GIT_SAFETY_OPTIONS,
     GIT_STATUS,
-    filter_driver_names,
     git_argv,
     parse_diff,
     parse_status,
@@ -243,20 +242,22 @@ def test_a_submodule_checkout_is_read_through_the_superprojects_git_folder(
     assert [commit["subject"] for commit in log.structured["commits"]] == ["The library"]
 
 
-def test_a_dot_git_file_naming_a_git_folder_that_does_not_name_it_back_gets_nothing_bound(
-    repo: Path, tmp_path: Path, config_file: Path
+@pytest.mark.parametrize("backend", ["bubblewrap", "native"])
+def test_a_dot_git_file_naming_another_repositorys_git_folder_is_refused(
+    repo: Path, tmp_path: Path, config_file: Path, backend: str
 ) -> None:
     # Another repository's git folder, named by a .git file it never wrote: not a worktree of it.
-    config_file.write_text(json.dumps({"sandbox_backend": "bubblewrap"}))
+    config_file.write_text(json.dumps({"sandbox_backend": backend}))
     project = (tmp_path / "forged").resolve()
     project.mkdir()
     (project / ".git").write_text(f"gitdir: {repo / '.git'}\n")
 
     outcome = call(project, config_file, "oct_git_log", {})
 
-    assert worktree_git_folders(project) == ()
+    with pytest.raises(GitLayoutRefusedError):
+        worktree_git_folders(project)
     assert isinstance(outcome, CallFailure)
-    assert outcome.code == "not_found"
+    assert outcome.code == "git_layout_refused"
 
 
 def test_diff_shows_unstaged_changes_with_counts(repo: Path, config_file: Path) -> None:
@@ -452,52 +453,6 @@ def test_git_argv_puts_every_safety_option_before_the_subcommand(repo: Path) -> 
     assert "--no-pager" in argv
 
 
-def test_git_argv_switches_off_every_filter_driver_the_config_names(repo: Path) -> None:
-    git(repo, "config", "filter.lfs.clean", "git-lfs clean")
-
-    argv = git_argv(repo, "status")
-
-    assert argv.count("filter.lfs.clean=") == 1
-    assert "filter.lfs.smudge=" in argv
-    assert "filter.lfs.process=" in argv
-    assert "filter.lfs.required=false" in argv
-
-
-def test_filter_names_come_from_every_config_form_and_include(tmp_path: Path) -> None:
-    git_dir = tmp_path / ".git"
-    git_dir.mkdir()
-    (tmp_path / "inc").mkdir()
-    (git_dir / "config").write_text(
-        '[core]\n\tbare = false\n[filter "a"]\n\tclean = x\n[Filter.OldStyle]\n\tclean = y\n'
-        '[filter "q\\"uote"] clean = z\n[include]\n\tpath = ../inc/one ; a comment\n'
-        '[includeIf "gitdir:/"]\n\tpath = "/nonexistent/two"\n[include]\n\tpath = ~/home-only\n'
-    )
-    (tmp_path / "inc" / "one").write_text('[filter "from-include"]\n\tsmudge = w\n[include]\npath = one\n')
-
-    assert filter_driver_names(git_dir) == {"a", "oldstyle", 'q"uote', "from-include"}
-
-
-def test_filter_names_follow_a_gitfile_to_the_common_config(tmp_path: Path) -> None:
-    common = tmp_path / "main.git"
-    worktree_dir = common / "worktrees" / "wt"
-    worktree_dir.mkdir(parents=True)
-    (common / "config").write_text('[filter "common"]\n\tclean = x\n')
-    (worktree_dir / "commondir").write_text("../..\n")
-    (worktree_dir / "config.worktree").write_text('[filter "local"]\n\tclean = x\n')
-    project = tmp_path / "wt"
-    project.mkdir()
-    (project / ".git").write_text(f"gitdir: {worktree_dir}\n")
-
-    assert filter_driver_names(project / ".git") == {"common", "local"}
-
-
-def test_a_filter_name_git_cannot_address_stops_the_call(repo: Path) -> None:
-    (repo / ".git" / "config").write_text('[filter "a=b"]\n\tclean = x\n', encoding="utf-8")
-
-    with pytest.raises(ExecutionError):
-        git_argv(repo, "status")
-
-
 def test_git_argv_refuses_a_folder_without_dot_git(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         git_argv(tmp_path, "status")
@@ -555,3 +510,263 @@ def test_the_git_tools_are_read_only_idempotent_and_closed_world() -> None:
         assert (annotations["readOnlyHint"], annotations["destructiveHint"]) == (True, False)
         assert (annotations["idempotentHint"], annotations["openWorldHint"]) == (True, False)
         assert spec.output is not None
+
+
+# which git runs
+
+
+@pytest.mark.parametrize("venv", [".venv", "venv"])
+def test_the_git_tools_never_run_a_git_the_project_holds(
+    repo: Path, tmp_path: Path, native_config: Path, venv: str
+) -> None:
+    # A read tool asks no consent: a program inside the project would be project code run unasked.
+    marker = tmp_path / "ran"
+    planted = repo / venv / "bin" / "git"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    planted.chmod(0o755)
+
+    status = result(repo, native_config, "oct_git_status")
+    log = result(repo, native_config, "oct_git_log", {"max_count": 1})
+
+    assert not marker.exists()
+    assert status.structured is not None
+    assert status.structured["branch"] == "main"
+    assert log.structured is not None
+    assert log.structured["count"] == 1
+
+
+def test_a_path_entry_inside_the_project_is_not_the_servers_git(
+    repo: Path, tmp_path: Path, native_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    planted = repo / "tools" / "git"
+    planted.parent.mkdir()
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted.parent}{os.pathsep}tools{os.pathsep}{os.environ['PATH']}")
+
+    argv = git_argv(repo, "status")
+    status = result(repo, native_config, "oct_git_status")
+
+    assert Path(argv[0]).parent != planted.parent
+    assert not marker.exists()
+    assert status.structured is not None
+
+
+# filter drivers in every spelling git reads
+
+
+FILTER_SPELLINGS = {
+    "a byte order mark before the first header": lambda existing, clean: (
+        f'\ufeff[filter "evil"]\n\tclean = {clean}\n' + existing
+    ),
+    "two headers on one line": lambda existing, clean: (
+        existing + f'[core][filter "evil"]\n\tclean = {clean}\n'
+    ),
+    "two headers on one line with a space": lambda existing, clean: (
+        existing + f'[core] [filter "evil"]\n\tclean = {clean}\n'
+    ),
+    "a lone carriage return between headers": lambda existing, clean: (
+        existing + f'[core]\r[filter "evil"]\n\tclean = {clean}\n'
+    ),
+    "an include through /proc/self/cwd": lambda existing, clean: (
+        existing + "[include]\n\tpath = /proc/self/cwd/included.config\n"
+    ),
+    "an old-style subsection": lambda existing, clean: existing + f"[filter.Evil]\n\tclean = {clean}\n",
+}
+
+
+@pytest.fixture
+def filtered_repo(tmp_path: Path) -> Path:
+    """One committed file, whose stat data changed since: git must re-read it, through its filter if any."""
+    root = (tmp_path / "filtered").resolve()
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "data.txt").write_text("hello\n")
+    (root / ".gitattributes").write_text("data.txt filter=evil\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "Data")
+    return root
+
+
+def _plant_filter(root: Path, marker: Path, spelling: str) -> None:
+    # The filter's output differs from the file: had it run, status would report data.txt changed.
+    script = root / "filter.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker} 2>/dev/null\necho FILTERED\n")
+    script.chmod(0o755)
+    (root / "included.config").write_text(f'[filter "evil"]\n\tclean = {script}\n')
+    config = root / ".git" / "config"
+    write = FILTER_SPELLINGS[spelling]
+    if spelling == "an old-style subsection":
+        (root / ".gitattributes").write_text("data.txt filter=evil\n")
+    config.write_bytes(write(config.read_text(), str(script)).encode("utf-8"))
+    os.utime(root / "data.txt", (1, 1))
+
+
+@pytest.mark.parametrize("spelling", sorted(FILTER_SPELLINGS))
+def test_plain_git_runs_the_filter_of_each_spelling(
+    filtered_repo: Path, tmp_path: Path, spelling: str
+) -> None:
+    # The check below is meaningful: git itself reads each of these spellings and runs the filter.
+    marker = tmp_path / "ran"
+    _plant_filter(filtered_repo, marker, spelling)
+
+    subprocess.run(
+        ["git", "status", "--porcelain"],
+        cwd=filtered_repo,
+        env={"PATH": os.environ["PATH"], "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)},
+        check=True,
+        capture_output=True,
+    )
+
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "native"])
+@pytest.mark.parametrize("spelling", sorted(FILTER_SPELLINGS))
+def test_status_never_runs_a_filter_in_any_spelling_git_reads(
+    filtered_repo: Path, tmp_path: Path, config_file: Path, spelling: str, backend: str
+) -> None:
+    config_file.write_text(json.dumps({"sandbox_backend": backend}))
+    marker = tmp_path / "ran"
+    _plant_filter(filtered_repo, marker, spelling)
+
+    status = result(filtered_repo, config_file, "oct_git_status")
+
+    assert not marker.exists()
+    assert status.structured is not None
+    assert [entry["path"] for entry in status.structured["entries"]] == [
+        "filter.sh",
+        "included.config",
+    ]
+
+
+def test_a_config_git_cannot_list_stops_the_call(filtered_repo: Path, native_config: Path) -> None:
+    with (filtered_repo / ".git" / "config").open("a") as config:
+        config.write("[broken\n")
+
+    outcome = call(filtered_repo, native_config, "oct_git_status", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "git_config_unreadable"
+
+
+def test_a_filter_name_git_cannot_address_stops_the_call(filtered_repo: Path, native_config: Path) -> None:
+    with (filtered_repo / ".git" / "config").open("a") as config:
+        config.write('[filter "a=b"]\n\tclean = x\n')
+
+    outcome = call(filtered_repo, native_config, "oct_git_status", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "execution_failed"
+
+
+# a .git file and a commondir naming another repository
+
+
+@pytest.fixture
+def other_repository(tmp_path: Path) -> Path:
+    other = (tmp_path / "elsewhere").resolve()
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    (other / "private.txt").write_text("OTHER REPOSITORY CONTENT\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-q", "-m", "Other repository history")
+    return other
+
+
+def _borrowing_project(tmp_path: Path, other: Path) -> Path:
+    """A `.git` file naming `.gitreal/` inside the project, which names it back and borrows `other`."""
+    project = (tmp_path / "borrower").resolve()
+    real = project / ".gitreal"
+    real.mkdir(parents=True)
+    (project / ".git").write_text("gitdir: .gitreal\n")
+    (real / "gitdir").write_text(f"{project / '.git'}\n")
+    (real / "commondir").write_text(f"{other / '.git'}\n")
+    (real / "HEAD").write_text("ref: refs/heads/main\n")
+    return project
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"sandbox_backend": "bubblewrap"}, {"sandbox_backend": "native"}, {"profile": "airgapped"}],
+    ids=["bubblewrap", "native", "airgapped"],
+)
+def test_a_commondir_inside_the_project_never_borrows_another_repository(
+    tmp_path: Path, other_repository: Path, config_file: Path, settings: dict[str, str]
+) -> None:
+    config_file.write_text(json.dumps(settings))
+    project = _borrowing_project(tmp_path, other_repository)
+
+    log = call(project, config_file, "oct_git_log", {})
+    staged = call(project, config_file, "oct_git_diff", {"staged": True})
+
+    for outcome in (log, staged):
+        assert isinstance(outcome, CallFailure), outcome
+        assert outcome.code == "git_layout_refused"
+
+
+def test_a_commondir_in_a_dot_git_folder_never_borrows_another_repository(
+    repo: Path, other_repository: Path, native_config: Path
+) -> None:
+    (repo / ".git" / "commondir").write_text(f"{other_repository / '.git'}\n")
+
+    outcome = call(repo, native_config, "oct_git_log", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "git_layout_refused"
+
+
+def test_a_worktree_folder_outside_worktrees_is_refused(
+    repo: Path, tmp_path: Path, native_config: Path
+) -> None:
+    # Names the project back and names a real common folder, but sits where git never puts a worktree.
+    folder = (tmp_path / "loose").resolve()
+    folder.mkdir()
+    project = (tmp_path / "checkout").resolve()
+    project.mkdir()
+    (project / ".git").write_text(f"gitdir: {folder}\n")
+    (folder / "gitdir").write_text(f"{project / '.git'}\n")
+    (folder / "commondir").write_text(f"{repo / '.git'}\n")
+    (folder / "HEAD").write_text("ref: refs/heads/main\n")
+
+    outcome = call(project, native_config, "oct_git_log", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "git_layout_refused"
+
+
+def test_a_submodule_folder_that_names_another_checkout_is_refused(
+    tmp_path: Path, native_config: Path
+) -> None:
+    library = (tmp_path / "library").resolve()
+    library.mkdir()
+    git(library, "init", "-q", "-b", "main")
+    git(library, "commit", "-q", "--allow-empty", "-m", "The library")
+    superproject = (tmp_path / "super").resolve()
+    superproject.mkdir()
+    git(superproject, "init", "-q", "-b", "main")
+    git(
+        superproject, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib"
+    )
+    project = (tmp_path / "impostor").resolve()
+    project.mkdir()
+    (project / ".git").write_text(f"gitdir: {superproject / '.git' / 'modules' / 'vendor' / 'lib'}\n")
+
+    outcome = call(project, native_config, "oct_git_log", {})
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "git_layout_refused"
+
+
+def test_a_commondir_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path, native_config: Path) -> None:
+    project = (tmp_path / "piped").resolve()
+    real = project / ".gitreal"
+    real.mkdir(parents=True)
+    (project / ".git").write_text("gitdir: .gitreal\n")
+    (real / "HEAD").write_text("ref: refs/heads/main\n")
+    os.mkfifo(real / "commondir")
+
+    with pytest.raises(GitLayoutRefusedError):
+        worktree_git_folders(project)

@@ -13,6 +13,9 @@ import pytest
 from clients import oct_server, only_text
 from mcp import Client, StdioServerParameters
 
+from oct_mcp.spec import Risk
+from oct_mcp.tools import default_catalog
+
 pytestmark = pytest.mark.anyio
 
 VENV_BIN = Path(sys.executable).parent
@@ -240,3 +243,19 @@ async def test_fastmcps_client_over_stdio_lists_reads_lints_is_refused_and_write
     assert only_text(refused).startswith("[path_refused] ")
     assert formatted.structured_content is not None
     assert formatted.structured_content["changed_files"] == ["demo/core.py", "tests/test_core.py"]
+
+
+def test_every_tool_that_runs_project_tooling_is_project_code_and_says_so() -> None:
+    runs_project_tooling = [spec for spec in default_catalog().values() if spec.program is not None]
+
+    assert {spec.name for spec in runs_project_tooling} == {
+        "oct_lint",
+        "oct_test",
+        "oct_typecheck",
+        "oct_format",
+        "oct_fix",
+    }
+    for spec in runs_project_tooling:
+        assert spec.risk in (Risk.EXECUTE, Risk.WRITE)
+        assert spec.annotations["readOnlyHint"] is False
+        assert "project code" in spec.description
