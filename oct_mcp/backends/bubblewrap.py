@@ -113,6 +113,11 @@ class Bubblewrap:
             argv += ["--ro-bind", str(path), str(path)]
         argv += ["--bind" if request.writable else "--ro-bind", project, project]
         if request.writable:
+            # A mount point cannot be renamed or removed (EBUSY), but the folders above one can,
+            # taking it along: each folder on the way to a protected path is bound onto itself,
+            # writable still, so none can be renamed away for a new one to take its place.
+            for path in _folders_on_the_way(request.project, request.protected):
+                argv += ["--bind", str(path), str(path)]
             # Bound after the project, so these mounts cover its writable ones.
             for path in request.protected:
                 argv += ["--ro-bind", str(path), str(path)]
@@ -189,3 +194,18 @@ def _explain_failure(executable: str, stderr: str) -> str:
     if "No space left" in stderr or "ENOSPC" in stderr:
         return f"{executable} cannot create namespaces ({text}): raise user.max_user_namespaces"
     return f"{executable} failed its probe ({text})"
+
+
+def _folders_on_the_way(project: Path, protected: tuple[Path, ...]) -> list[Path]:
+    """The real folders between the project and each protected path, shallowest first."""
+    folders: set[Path] = set()
+    for path in protected:
+        try:
+            parts = path.relative_to(project).parts
+        except ValueError:
+            continue
+        for depth in range(1, len(parts)):
+            folder = project.joinpath(*parts[:depth])
+            if folder.is_dir() and not folder.is_symlink():
+                folders.add(folder)
+    return sorted(folders, key=lambda folder: (len(folder.parts), folder))

@@ -30,11 +30,15 @@ from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
+from oct_mcp.display import quote_name
 from oct_mcp.errors import ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
 from oct_mcp.protected import (
-    existing_protected_paths,
-    present_protected_names,
-    remove_created_protected_paths,
+    SNAPSHOT_MAX_ENTRIES,
+    ProjectTooLargeError,
+    ProtectedChanges,
+    ProtectedSnapshot,
+    settle_protected_paths,
+    snapshot_protected,
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, RunResult, ToolEnv
 
@@ -148,8 +152,8 @@ class ExecutionSandbox:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
-        before = present_protected_names(project) if plan.writes_project else None
-        created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        before = _protected_before(project) if plan.writes_project else None
+        changes: ProtectedChanges | None = None
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
         try:
             home, tmp = self.backend.home_and_tmp(scratch)
@@ -159,7 +163,7 @@ class ExecutionSandbox:
                 project=project,
                 writable=plan.writes_project,
                 network=plan.needs_network,
-                protected=existing_protected_paths(project, before) if before is not None else (),
+                protected=before.bind_paths(project) if before is not None else (),
                 read_only_binds=(*install_roots(Path(plan.argv[0]), project), *plan.read_only_paths),
                 env=sandbox_environment(
                     path_dirs=path_dirs,
@@ -196,8 +200,9 @@ class ExecutionSandbox:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
             if before is not None:
-                created = remove_created_protected_paths(project, before)
-        _refuse_created_protected_paths(*created)
+                changes = _settle(project, before)
+        if changes:
+            _refuse_protected_changes(changes)
         if run.timed_out:
             setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
             raise ToolTimeoutError(
@@ -217,17 +222,42 @@ class ExecutionSandbox:
         )
 
 
-def _refuse_created_protected_paths(removed: tuple[str, ...], left: tuple[str, ...]) -> None:
-    """A writable run that created protected paths fails, whatever else it did, saying what became of them."""
-    if not removed and not left:
-        return
+def _protected_before(project: Path) -> ProtectedSnapshot:
+    try:
+        return snapshot_protected(project)
+    except ProjectTooLargeError:
+        raise SandboxUnavailableError(
+            f"the project holds more than {SNAPSHOT_MAX_ENTRIES} files and folders, more than the check "
+            "of protected paths around a writable run walks; run the tool yourself, or remove what "
+            "the project does not need (build output, caches)"
+        ) from None
+
+
+def _settle(project: Path, before: ProtectedSnapshot) -> ProtectedChanges:
+    try:
+        return settle_protected_paths(project, before)
+    except ProjectTooLargeError:
+        # Fail closed: what the run did to protected paths cannot be told.
+        return ProtectedChanges(left=(f"(more than {SNAPSHOT_MAX_ENTRIES} entries: not checked)",))
+
+
+def _refuse_protected_changes(changes: ProtectedChanges) -> None:
+    """A writable run that touched protected paths fails, whatever else it did, saying what became of them."""
     parts = []
-    if removed:
-        parts.append(f"{', '.join(removed)} (removed again)")
-    if left:
-        parts.append(f"{', '.join(left)} (left: it sits behind a link; remove it yourself)")
+    if changes.removed:
+        parts.append(f"{', '.join(map(quote_name, changes.removed))} (created; removed again)")
+    if changes.left:
+        parts.append(
+            f"{', '.join(map(quote_name, changes.left))} (created; left: it sits behind a link, holds "
+            "what was there before, or made a folder a git directory; remove it yourself)"
+        )
+    if changes.changed:
+        parts.append(
+            f"{', '.join(map(quote_name, changes.changed))} (changed, moved or deleted; restore it "
+            "from version control or a backup)"
+        )
     raise ProtectedPathCreatedError(
-        f"the tool created protected paths, which no tool may write: {'; '.join(parts)}; "
+        f"the tool wrote protected paths, which no tool may write: {'; '.join(parts)}; "
         "its other changes were kept"
     )
 

@@ -81,6 +81,21 @@ def test_bubblewrap_keeps_protected_paths_read_only_over_a_writable_project(tmp_
     assert (git, git) in _pairs(argv, "--ro-bind")
 
 
+def test_bubblewrap_binds_each_folder_on_the_way_to_a_protected_path_onto_itself(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (project / ".github" / "workflows").mkdir(parents=True)
+    protected = (project / ".github" / "workflows", project / "vendor" / "lib" / ".git")
+    request = _request(tmp_path, writable=True, protected=protected)
+
+    argv = Bubblewrap().prepare(request).argv
+
+    # A mount point cannot be renamed: none of these folders can be moved away with what it holds.
+    folders = [str(project / name) for name in (".github", "vendor", "vendor/lib")]
+    assert _pairs(argv, "--bind") == [(str(project), str(project)), *((f, f) for f in folders)]
+    assert [pair[0] for pair in _pairs(argv, "--ro-bind")][-2:] == [str(path) for path in protected]
+
+
 def test_bubblewrap_shares_the_network_only_when_the_tool_needs_it(tmp_path: Path) -> None:
     prepared = Bubblewrap().prepare(_request(tmp_path, network=True))
 
