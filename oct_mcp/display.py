@@ -5,12 +5,15 @@ from __future__ import annotations
 import unicodedata
 from typing import Final
 
-__all__ = ["has_hidden_characters", "is_hidden_character", "quote_name"]
+__all__ = ["has_format_characters", "has_hidden_characters", "is_hidden_character", "quote_name"]
 
 # Cc: controls (a newline starts a line of its own); Cf: format characters (bidi overrides that
 # reorder what is shown, zero-width ones); Zl, Zp: line and paragraph separators; Cs: lone
 # surrogates; Co, Cn: private use and unassigned, which no font shows the same way.
 _HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+# What reorders or breaks text without showing itself: U+202A-U+202E, U+2066-U+2069, zero-width
+# characters and the like (Cf), U+2028 (Zl) and U+2029 (Zp).
+_FORMAT_CATEGORIES: Final = frozenset({"Cf", "Zl", "Zp"})
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
 
 
@@ -27,6 +30,11 @@ def has_hidden_characters(text: str) -> bool:
     if text.isascii() and text.isprintable():
         return False
     return any(is_hidden_character(char) for char in text)
+
+
+def has_format_characters(text: str) -> bool:
+    """`text` holds a format character or a line or paragraph separator (ASCII holds none)."""
+    return not text.isascii() and any(unicodedata.category(char) in _FORMAT_CATEGORIES for char in text)
 
 
 def quote_name(name: str) -> str:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.config import McpConfig
-from oct_mcp.consent import CONFIRM_FIELD, DECLINED_PREFIX, argument_digest
+from oct_mcp.consent import CONFIRM_FIELD, CONFIRMATION_PREFIX, DECLINED_PREFIX, argument_digest
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
 from oct_mcp.display import quote_name
 from oct_mcp.errors import ConsentUnavailableError, OctError
@@ -26,7 +26,6 @@ __all__ = [
     "SafetySettings",
 ]
 
-CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
 FORMAT_TOOL: Final = "oct_format"
 # Files whose change alters what runs later: pytest's and the build's config, the interpreter's.
 _CODE_CONFIG_FILES: Final = frozenset(
