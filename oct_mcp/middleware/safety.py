@@ -199,8 +199,12 @@ def _format_confirmation_request(
         Risk.READ: "read the project",
     }[spec.risk]
     files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else ["Files: none named."]
+    # Said before the list, which a host may show cut: how many of the files configure code.
+    flagged = sum(line.endswith(f"({_CONFIGURES_CODE})") for line in shown)
+    warning = [f"{flagged} of the files configure code that runs later; each is marked."] if flagged else []
     lines = [
         f"{CONFIRMATION_PREFIX} {tool_name} ({spec.title}) would {effect}.",
+        *warning,
         *files,
         f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
         f"Arguments digest: {digest}",

@@ -227,5 +227,8 @@ async def test_the_consent_question_shows_every_file_of_a_patch_where_it_lands(
         *(f"  demo/new_{number}.py" for number in range(2, 11)),
         f"  .venv/pyvenv.cfg{flag}",
     ]
-    assert "\n".join(["Files (11):", *listed]) in shown
+    assert (
+        "\n".join(["2 of the files configure code that runs later; each is marked.", "Files (11):", *listed])
+        in shown
+    )
     assert not (repo / "conftest.py").exists()
