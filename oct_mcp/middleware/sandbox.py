@@ -152,7 +152,8 @@ class ExecutionSandbox:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
-        before = _protected_before(project) if plan.writes_project else None
+        # In a worker thread: a walk over a large project must not hold up the other calls.
+        before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
         try:
@@ -200,7 +201,9 @@ class ExecutionSandbox:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
             if before is not None:
-                changes = _settle(project, before)
+                # Shielded: a run cut short by a timeout or a shutdown is checked all the same.
+                with anyio.CancelScope(shield=True):
+                    changes = await anyio.to_thread.run_sync(_settle, project, before)
         if changes:
             _refuse_protected_changes(changes)
         if run.timed_out:
