@@ -131,6 +131,7 @@ _GIT_CHURN: Final = frozenset(
     {"objects", "logs", "lfs", "index", "FETCH_HEAD", "ORIG_HEAD", "packed-refs", "refs", "COMMIT_EDITMSG"}
 )
 _GIT_MARKERS: Final = ("HEAD", "objects", "refs", "commondir")
+_FOLDED_GIT_MARKERS: Final = frozenset(marker.casefold() for marker in _GIT_MARKERS)
 SNAPSHOT_MAX_ENTRIES: Final = 200_000
 """Files and folders the protected-path walk visits before it gives up (and the run is refused)."""
 
@@ -140,10 +141,11 @@ def is_git_directory(names: Iterable[str]) -> bool:
 
     As git's own test (setup.c, is_git_directory): a HEAD, and objects/ and refs/ beside it or in
     the folder a `commondir` file names. What HEAD holds and where the commondir points are not
-    checked: a folder in a project that comes that close is refused as if it were one.
+    checked: a folder in a project that comes that close is refused as if it were one. Names
+    compare case-folded: on macOS and Windows git finds `head` as `HEAD`.
     """
-    present = set(names)
-    return "HEAD" in present and ({"objects", "refs"} <= present or "commondir" in present)
+    present = {name.casefold() for name in names}
+    return "head" in present and ({"objects", "refs"} <= present or "commondir" in present)
 
 
 def git_directory_made(root: Path, written: Iterable[Path]) -> Path | None:
@@ -162,7 +164,7 @@ def git_directory_made(root: Path, written: Iterable[Path]) -> Path | None:
         for depth in range(1, len(parts)):
             folder = root.joinpath(*parts[:depth])
             markers.setdefault(folder, set())
-            if parts[depth] in _GIT_MARKERS:
+            if parts[depth].casefold() in _FOLDED_GIT_MARKERS:
                 markers[folder].add(parts[depth])
     for folder, created in sorted(markers.items()):
         if is_git_directory(created | git_directory_markers(str(folder))):
