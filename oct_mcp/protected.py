@@ -286,9 +286,6 @@ def snapshot_protected(root: Path, limit: int = SNAPSHOT_MAX_ENTRIES) -> Protect
                 seen = _fingerprint_tree(path, relative, entries, seen, limit, git=rule.name == "git")
             elif is_folder:
                 pending.append((os.path.join(folder, name), (*parts, name)))
-    # A root found inside a git directory found later is not a root of its own.
-    for name in [name for name in roots if "/" in name and _inside(name.rsplit("/", 1)[0], roots)]:
-        del roots[name]
     return ProtectedSnapshot(roots=roots, entries=entries)
 
 

@@ -27,7 +27,7 @@ from oct_mcp.backends.runner import run_prepared
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ProtectedPathCreatedError
 from oct_mcp.middleware.sandbox import ExecutionSandbox
-from oct_mcp.protected import snapshot_protected
+from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.tools.python import FORMAT, FormatParams
 from oct_mcp.workspace import Workspace
 
@@ -276,3 +276,23 @@ async def test_oct_format_apply_over_stdio_reports_the_protected_path_it_created
         "(created; removed again)"
     )
     assert not (project / "sub" / ".vscode").exists()
+
+
+def test_the_walk_gives_up_past_its_limit(project: Path) -> None:
+    with pytest.raises(ProjectTooLargeError):
+        snapshot_protected(project, limit=5)
+
+
+def test_the_check_leaves_git_churn_alone_but_not_a_hook(project: Path) -> None:
+    git = project / "vendor" / "lib" / ".git"
+    (git / "hooks").mkdir()
+    before = snapshot_protected(project)
+    (git / "index").write_text("rewritten by an IDE's git status\n")
+    (git / "objects").mkdir()
+    (git / "objects" / "ab").write_text("an object\n")
+    assert not settle_protected_paths(project, before)
+
+    (git / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+
+    changes = settle_protected_paths(project, before)
+    assert changes.changed == ("vendor/lib/.git/hooks/pre-commit",)
