@@ -262,9 +262,9 @@ def test_the_walk_finds_protected_names_at_any_depth_and_git_directories(project
 
 
 async def test_oct_format_apply_over_stdio_reports_the_protected_path_it_created(
-    project: Path, config_file: Path
+    project: Path, config_file: Path, backend: Backend
 ) -> None:
-    config_file.write_text(json.dumps({"sandbox_backend": "native"}))
+    config_file.write_text(json.dumps({"sandbox_backend": backend.name}))
     _fake_ruff(project, "mkdir -p sub/.vscode && echo '{}' > sub/.vscode/tasks.json")
     with anyio.fail_after(60):
         async with Client(oct_server(project, config_file)) as client:
