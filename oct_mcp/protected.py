@@ -229,10 +229,17 @@ class ProtectedSnapshot:
     """The roots and every entry below them (git's own churn left out), by project-relative path."""
 
     def bind_paths(self, root: Path) -> tuple[Path, ...]:
-        """The roots a sandbox keeps read-only, shallowest first; symlinks, which lead elsewhere, left out."""
+        """The roots a sandbox keeps read-only, symlinks (which lead elsewhere) left out.
+
+        Repositories first, then the shallowest: a sandbox that can mount only so many keeps
+        those whose config git runs from.
+        """
+        git_rules = ("git", GIT_DIRECTORY_RULE.name)
         return tuple(
             root / name
-            for name in sorted(self.roots, key=lambda name: name.count("/"))
+            for name in sorted(
+                self.roots, key=lambda name: (self.roots[name].name not in git_rules, name.count("/"))
+            )
             if self.entries[name].kind != stat.S_IFLNK
         )
 

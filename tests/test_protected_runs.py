@@ -296,3 +296,15 @@ def test_the_check_leaves_git_churn_alone_but_not_a_hook(project: Path) -> None:
 
     changes = settle_protected_paths(project, before)
     assert changes.changed == ("vendor/lib/.git/hooks/pre-commit",)
+
+
+def test_repositories_come_first_among_the_paths_a_sandbox_keeps_read_only(project: Path) -> None:
+    (project / ".vscode").mkdir()
+
+    paths = snapshot_protected(project).bind_paths(project)
+
+    assert paths == (
+        project / "vendor" / "lib" / ".git",
+        project / ".vscode",
+        project / ".github" / "workflows",
+    )
