@@ -356,9 +356,11 @@ class ProtectedChanges:
     inside, a folder made a git directory) or failed."""
     changed: tuple[str, ...] = ()
     """There before, and written, replaced, moved away or deleted by the run."""
+    unchecked: bool = False
+    """The project grew past the walk's limit during the run: nothing could be compared."""
 
     def __bool__(self) -> bool:
-        return bool(self.removed or self.left or self.changed)
+        return bool(self.removed or self.left or self.changed or self.unchecked)
 
 
 def settle_protected_paths(root: Path, before: ProtectedSnapshot) -> ProtectedChanges:

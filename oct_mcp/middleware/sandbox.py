@@ -48,6 +48,8 @@ TRUNCATION_NOTE: Final = "\n[oct-mcp: output truncated at {limit} bytes (max_out
 _MIB: Final = 1_048_576
 _CPU_BACKSTOP_SECONDS: Final = 5
 _MAX_TOOL_THREADS: Final = 4
+# Protected paths an error names; a run that planted thousands is described by the first ones.
+_NAMES_SHOWN: Final = 20
 _SYSTEM_PATH: Final = ("/usr/local/bin", "/usr/bin", "/bin")
 _PR_SET_DUMPABLE: Final = 4
 _HOW_TO_ISOLATE: Final = (
@@ -241,28 +243,38 @@ def _settle(project: Path, before: ProtectedSnapshot) -> ProtectedChanges:
         return settle_protected_paths(project, before)
     except ProjectTooLargeError:
         # Fail closed: what the run did to protected paths cannot be told.
-        return ProtectedChanges(left=(f"(more than {SNAPSHOT_MAX_ENTRIES} entries: not checked)",))
+        return ProtectedChanges(unchecked=True)
 
 
 def _refuse_protected_changes(changes: ProtectedChanges) -> None:
     """A writable run that touched protected paths fails, whatever else it did, saying what became of them."""
     parts = []
     if changes.removed:
-        parts.append(f"{', '.join(map(quote_name, changes.removed))} (created; removed again)")
+        parts.append(f"{_listed(changes.removed)} (created; removed again)")
     if changes.left:
         parts.append(
-            f"{', '.join(map(quote_name, changes.left))} (created; left: it sits behind a link, holds "
-            "what was there before, or made a folder a git directory; remove it yourself)"
+            f"{_listed(changes.left)} (created; left: it sits behind a link, holds what was there "
+            "before, or made a folder a git directory; remove it yourself)"
         )
     if changes.changed:
         parts.append(
-            f"{', '.join(map(quote_name, changes.changed))} (changed, moved or deleted; restore it "
-            "from version control or a backup)"
+            f"{_listed(changes.changed)} (changed, moved or deleted; restore it from version control "
+            "or a backup)"
+        )
+    if changes.unchecked:
+        parts.append(
+            f"none could be checked: the project grew past {SNAPSHOT_MAX_ENTRIES} files and folders "
+            "during the run; check them with oct_git_status"
         )
     raise ProtectedPathCreatedError(
         f"the tool wrote protected paths, which no tool may write: {'; '.join(parts)}; "
         "its other changes were kept"
     )
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    shown = ", ".join(map(quote_name, names[:_NAMES_SHOWN]))
+    return shown if len(names) <= _NAMES_SHOWN else f"{shown} and {len(names) - _NAMES_SHOWN} more"
 
 
 def _progress_reader(
