@@ -10,7 +10,28 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["CONFIRM_FIELD", "CONSENT_FORM_SCHEMA", "DECLINED_PREFIX", "Consent", "argument_digest"]
+from oct_mcp.display import is_hidden_character
+
+__all__ = [
+    "CONFIRMATION_PREFIX",
+    "CONFIRM_FIELD",
+    "CONSENT_FORM_SCHEMA",
+    "CONSENT_META_KEY",
+    "DECLINED_PREFIX",
+    "OUTPUT_PREFIX",
+    "Consent",
+    "argument_digest",
+    "unmistakable_output",
+]
+
+CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
+"""The seed's sentinel: how the text of a consent request starts, for clients that cannot be asked."""
+
+CONSENT_META_KEY: Final = "oct-mcp/consent"
+"""Where a consent request says what it is in the result's `_meta`, which no tool output can write."""
+
+OUTPUT_PREFIX: Final = "[oct-mcp output] "
+"""Put before a tool's text that would otherwise start like a consent request."""
 
 CONFIRM_FIELD: Final = "confirm"
 """The seed's stateless protocol: the host re-submits the identical call with `confirm=True`."""
@@ -50,6 +71,22 @@ def argument_digest(arguments: Mapping[str, Any]) -> str:
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
         canonical = text.encode("utf-8", errors="surrogatepass")
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def unmistakable_output(text: str) -> str:
+    """A tool's text as it may go to the host: never starting like a consent request.
+
+    A file's first line, a name with a newline, or git output can begin with the sentinel; a
+    host that reads the start of a result's text must not take such output for a question.
+    Leading blanks and characters no one sees are skipped, and case ignored, as a reader would.
+    """
+    start = 0
+    while start < len(text) and (text[start].isspace() or is_hidden_character(text[start])):
+        start += 1
+    head = text[start : start + len(CONFIRMATION_PREFIX)]
+    if head.casefold() == CONFIRMATION_PREFIX.casefold():
+        return OUTPUT_PREFIX + text
+    return text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

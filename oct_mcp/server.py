@@ -24,7 +24,7 @@ from pydantic import TypeAdapter
 
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
-from oct_mcp.consent import CONSENT_FORM_SCHEMA, Consent
+from oct_mcp.consent import CONSENT_FORM_SCHEMA, CONSENT_META_KEY, Consent, unmistakable_output
 from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
@@ -108,11 +108,15 @@ def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:
         )
     if isinstance(outcome, ConsentRequest):
         # The seed's sentinel. Marked as an error: the tool did not run, and a tool with an output
-        # schema owes structured content on every result that is not one.
+        # schema owes structured content on every result that is not one. The `_meta` entry says
+        # so structurally, where no tool's output can reach.
+        consent = {"tool": outcome.tool, "digest": outcome.digest, "human_required": outcome.human_required}
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=outcome.message)], is_error=True
+            content=[types.TextContent(type="text", text=outcome.message)],
+            is_error=True,
+            meta={CONSENT_META_KEY: consent},
         )
-    text = types.TextContent(type="text", text=outcome.text)
+    text = types.TextContent(type="text", text=unmistakable_output(outcome.text))
     return types.CallToolResult(
         content=[text, *map(_CONTENT_BLOCK.validate_python, outcome.passthrough_content)],
         # A client checks structured content against the output schema: an error result carries none.

@@ -10,14 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from oct_mcp.display import has_format_characters
 from oct_mcp.errors import NotFoundError, PathRefusedError
 
-__all__ = ["Workspace", "contain", "contain_text", "read_at_most", "resolve_root"]
+__all__ = ["NO_FORMAT_CHARACTERS", "Workspace", "contain", "contain_text", "read_at_most", "resolve_root"]
 
 _WINDOWS_DRIVE: Final = re.compile(r"^[A-Za-z]:")
 # Unicode's Cc (C0, DEL, C1 controls) and Cs (lone surrogates, which no file name can hold).
 _FORBIDDEN_CHARACTERS: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _PATH_MAX_LENGTH: Final = 4_096
+NO_FORMAT_CHARACTERS: Final = (
+    "a path must not contain format characters (bidi controls such as U+202E, zero-width characters) "
+    "or line and paragraph separators (U+2028, U+2029), which hide what it names"
+)
 # What read_at_most asks for past fstat's size: a file that grew is read on in pieces this big.
 _READ_CHUNK: Final = 65_536
 
@@ -42,7 +47,8 @@ def contain(path: str, root: Path) -> Path:
 def contain_text(path: str, top: str) -> str:
     """Resolve `path` inside the root `top`, or refuse it.
 
-    Refused: an empty or overlong path; NUL or control characters; a leading
+    Refused: an empty or overlong path; NUL, control or format characters and line or
+    paragraph separators; a leading
     `-` (a CLI would read it as an option); a Windows drive or UNC path; an
     absolute path outside the root; `..` that climbs out; a symlink on the way
     that leads outside. The root itself is allowed; a symlink loop is returned as
@@ -65,6 +71,8 @@ def contain_text(path: str, top: str) -> str:
         raise PathRefusedError(f"a path must have 1 to {_PATH_MAX_LENGTH} characters")
     if _FORBIDDEN_CHARACTERS.search(path):
         raise PathRefusedError("a path must not contain NUL, control characters or lone surrogates")
+    if has_format_characters(path):
+        raise PathRefusedError(NO_FORMAT_CHARACTERS)
     if path.startswith("-"):
         raise PathRefusedError("a path must not start with '-'; write ./-name for such a file")
     if _WINDOWS_DRIVE.match(path) or path.startswith(("\\\\", "//")):

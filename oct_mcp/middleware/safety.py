@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
@@ -10,10 +11,12 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.config import McpConfig
-from oct_mcp.consent import CONFIRM_FIELD, DECLINED_PREFIX, argument_digest
+from oct_mcp.consent import CONFIRM_FIELD, CONFIRMATION_PREFIX, DECLINED_PREFIX, argument_digest
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
-from oct_mcp.errors import ConsentUnavailableError
+from oct_mcp.display import quote_name
+from oct_mcp.errors import ConsentUnavailableError, OctError
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.workspace import Workspace
 
 __all__ = [
     "CONFIRMATION_PREFIX",
@@ -23,10 +26,23 @@ __all__ = [
     "SafetySettings",
 ]
 
-CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
 FORMAT_TOOL: Final = "oct_format"
-_SUMMARY_PATHS: Final = 10
-_SUMMARY_PATH_LENGTH: Final = 200
+# Files whose change alters what runs later: pytest's and the build's config, the interpreter's.
+_CODE_CONFIG_FILES: Final = frozenset(
+    {
+        "conftest.py",
+        "pyproject.toml",
+        "setup.cfg",
+        "setup.py",
+        "tox.ini",
+        "noxfile.py",
+        "pytest.ini",
+        "sitecustomize.py",
+        "usercustomize.py",
+    }
+)
+_VENV_FOLDERS: Final = frozenset({".venv", "venv"})
+_CONFIGURES_CODE: Final = "configures code that runs later: check it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +72,9 @@ class SafetySettings(BaseModel):
 class SafetyGate:
     """HITL consent and dry-run enforcement for every tool call.
 
-    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`. Writes `ctx.dry_run`.
-    Answers a `ConsentRequest` when a call needs consent it does not have, and a
-    declined result when the human said no. Raises `ConsentUnavailableError` when
+    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`, `ctx.workspace`;
+    writes `ctx.dry_run`. Answers a `ConsentRequest` when a call needs consent it does not
+    have, and a declined result when the human said no. Raises `ConsentUnavailableError` when
     the profile requires a human and the client cannot ask one. Stateless.
     """
 
@@ -146,45 +162,82 @@ class SafetyGate:
             tool=ctx.tool,
             digest=digest,
             message=_format_confirmation_request(
-                ctx.tool, spec, args, digest, dry_run=once_confirmed.dry_run
+                ctx.tool, spec, args, digest, dry_run=once_confirmed.dry_run, workspace=ctx.workspace
             ),
             human_required=human_required,
         )
 
 
 def _format_confirmation_request(
-    tool_name: str, spec: ToolSpec, args: Mapping[str, Any], digest: str, *, dry_run: bool
+    tool_name: str,
+    spec: ToolSpec,
+    args: Mapping[str, Any],
+    digest: str,
+    *,
+    dry_run: bool,
+    workspace: Workspace | None = None,
 ) -> str:
     """The text returned to the host when a call needs confirmation.
 
     It starts with `[oct-mcp requires_confirmation]`, names the tool, says what it
-    would change (its paths, whether it is a dry run), gives the argument digest,
-    and says how to confirm.
+    would change (every file, whether it is a dry run), gives the argument digest,
+    and says how to confirm. Each file is shown where it lands: resolved inside the
+    project (`docs/x/../../conftest.py` is `conftest.py`), whole, with characters a reader
+    cannot see escaped, and flagged when it configures code that runs later.
     """
     named: list[object] = [path for _field, path in spec.given_paths(args)]
     named.extend(_targets(spec, args))
-    paths = [
-        path if len(path) <= _SUMMARY_PATH_LENGTH else path[:_SUMMARY_PATH_LENGTH] + "..."
-        for path in named
-        if isinstance(path, str)
-    ]
-    shown = ", ".join(paths[:_SUMMARY_PATHS])
-    if len(paths) > _SUMMARY_PATHS:
-        shown += f" and {len(paths) - _SUMMARY_PATHS} more"
+    shown: list[str] = []
+    for path in named:
+        if isinstance(path, str):
+            line = _shown_path(path, workspace)
+            if line not in shown:
+                shown.append(line)
     effect = {
         Risk.WRITE: "change files in the project",
         Risk.EXECUTE: "run project code",
         Risk.READ: "read the project",
     }[spec.risk]
+    files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else ["Files: none named."]
+    # Said before the list, which a host may show cut: how many of the files configure code.
+    flagged = sum(line.endswith(f"({_CONFIGURES_CODE})") for line in shown)
+    warning = [f"{flagged} of the files configure code that runs later; each is marked."] if flagged else []
     lines = [
         f"{CONFIRMATION_PREFIX} {tool_name} ({spec.title}) would {effect}.",
-        f"Paths: {shown or 'none named'}.",
+        *warning,
+        *files,
         f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
         f"Arguments digest: {digest}",
         "To confirm, re-submit the identical call with confirm=true. "
         "A consent covers these exact arguments only.",
     ]
     return "\n".join(lines)
+
+
+def _shown_path(path: str, workspace: Workspace | None) -> str:
+    """One file of the question: where it lands in the project, quoted if need be, and flagged."""
+    if workspace is None:
+        relative = os.path.normpath(path)
+    else:
+        try:
+            relative = workspace.relative(workspace.contain_text(path))
+        except (OctError, ValueError):
+            return f"{quote_name(path)} (outside the project or not a usable path: the tool refuses it)"
+    shown = quote_name(relative)
+    if configures_code(relative):
+        shown += f" ({_CONFIGURES_CODE})"
+    return shown
+
+
+def configures_code(relative: str) -> bool:
+    """A project file that configures code which runs later: tests, builds, the interpreter itself."""
+    parts = relative.split("/")
+    name = parts[-1].casefold()
+    return (
+        name in _CODE_CONFIG_FILES
+        or name.endswith(".pth")
+        or any(part.casefold() in _VENV_FOLDERS for part in parts[:-1])
+    )
 
 
 def _targets(spec: ToolSpec, args: Mapping[str, Any]) -> Sequence[object]:

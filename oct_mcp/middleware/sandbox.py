@@ -30,6 +30,7 @@ from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
+from oct_mcp.display import quote_name
 from oct_mcp.errors import (
     ProjectCodeRefusedError,
     ProtectedPathCreatedError,
@@ -37,9 +38,12 @@ from oct_mcp.errors import (
     ToolTimeoutError,
 )
 from oct_mcp.protected import (
-    existing_protected_paths,
-    present_protected_names,
-    remove_created_protected_paths,
+    SNAPSHOT_MAX_ENTRIES,
+    ProjectTooLargeError,
+    ProtectedChanges,
+    ProtectedSnapshot,
+    settle_protected_paths,
+    snapshot_protected,
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, Risk, RunResult, ToolEnv
 
@@ -49,6 +53,8 @@ TRUNCATION_NOTE: Final = "\n[oct-mcp: output truncated at {limit} bytes (max_out
 _MIB: Final = 1_048_576
 _CPU_BACKSTOP_SECONDS: Final = 5
 _MAX_TOOL_THREADS: Final = 4
+# Protected paths an error names; a run that planted thousands is described by the first ones.
+_NAMES_SHOWN: Final = 20
 _SYSTEM_PATH: Final = ("/usr/local/bin", "/usr/bin", "/bin")
 _PR_SET_DUMPABLE: Final = 4
 _HOW_TO_ISOLATE: Final = (
@@ -158,8 +164,9 @@ class ExecutionSandbox:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         timeout = limit = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
-        before = present_protected_names(project) if plan.writes_project else None
-        created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        # In a worker thread: a walk over a large project must not hold up the other calls.
+        before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
+        changes: ProtectedChanges | None = None
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
         try:
             home, tmp = self.backend.home_and_tmp(scratch)
@@ -170,7 +177,7 @@ class ExecutionSandbox:
                 project=project,
                 writable=plan.writes_project,
                 network=plan.needs_network,
-                protected=existing_protected_paths(project, before) if before is not None else (),
+                protected=before.bind_paths(project) if before is not None else (),
                 read_only_binds=(*roots, *plan.read_only_paths),
                 env=sandbox_environment(
                     path_dirs=path_dirs,
@@ -219,8 +226,11 @@ class ExecutionSandbox:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
             if before is not None:
-                created = remove_created_protected_paths(project, before)
-        _refuse_created_protected_paths(*created)
+                # Shielded: a run cut short by a timeout or a shutdown is checked all the same.
+                with anyio.CancelScope(shield=True):
+                    changes = await anyio.to_thread.run_sync(_settle, project, before)
+        if changes:
+            _refuse_protected_changes(changes)
         if run.timed_out:
             raise ToolTimeoutError(_timeout_message(limit, plan))
         degraded = tuple(
@@ -242,19 +252,54 @@ def _timeout_message(limit: float, plan: CommandPlan) -> str:
     return f"the tool ran past its limit of {limit:g} s ({setting}) and was stopped"
 
 
-def _refuse_created_protected_paths(removed: tuple[str, ...], left: tuple[str, ...]) -> None:
-    """A writable run that created protected paths fails, whatever else it did, saying what became of them."""
-    if not removed and not left:
-        return
+def _protected_before(project: Path) -> ProtectedSnapshot:
+    try:
+        return snapshot_protected(project)
+    except ProjectTooLargeError:
+        raise SandboxUnavailableError(
+            f"the project holds more than {SNAPSHOT_MAX_ENTRIES} files and folders, more than the check "
+            "of protected paths around a writable run walks; run the tool yourself, or remove what "
+            "the project does not need (build output, caches)"
+        ) from None
+
+
+def _settle(project: Path, before: ProtectedSnapshot) -> ProtectedChanges:
+    try:
+        return settle_protected_paths(project, before)
+    except ProjectTooLargeError:
+        # Fail closed: what the run did to protected paths cannot be told.
+        return ProtectedChanges(unchecked=True)
+
+
+def _refuse_protected_changes(changes: ProtectedChanges) -> None:
+    """A writable run that touched protected paths fails, whatever else it did, saying what became of them."""
     parts = []
-    if removed:
-        parts.append(f"{', '.join(removed)} (removed again)")
-    if left:
-        parts.append(f"{', '.join(left)} (left: it sits behind a link; remove it yourself)")
+    if changes.removed:
+        parts.append(f"{_listed(changes.removed)} (created; removed again)")
+    if changes.left:
+        parts.append(
+            f"{_listed(changes.left)} (created; left: it sits behind a link, holds what was there "
+            "before, or made a folder a git directory; remove it yourself)"
+        )
+    if changes.changed:
+        parts.append(
+            f"{_listed(changes.changed)} (changed, moved or deleted; restore it from version control "
+            "or a backup)"
+        )
+    if changes.unchecked:
+        parts.append(
+            f"none could be checked: the project grew past {SNAPSHOT_MAX_ENTRIES} files and folders "
+            "during the run; check them with oct_git_status"
+        )
     raise ProtectedPathCreatedError(
-        f"the tool created protected paths, which no tool may write: {'; '.join(parts)}; "
+        f"the tool wrote protected paths, which no tool may write: {'; '.join(parts)}; "
         "its other changes were kept"
     )
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    shown = ", ".join(map(quote_name, names[:_NAMES_SHOWN]))
+    return shown if len(names) <= _NAMES_SHOWN else f"{shown} and {len(names) - _NAMES_SHOWN} more"
 
 
 def _progress_reader(

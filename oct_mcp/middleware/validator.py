@@ -10,9 +10,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome
+from oct_mcp.display import has_format_characters
 from oct_mcp.errors import FieldProblem, InvalidArgumentsError, UnknownToolError
 from oct_mcp.spec import ToolSpec
-from oct_mcp.workspace import Workspace
+from oct_mcp.workspace import NO_FORMAT_CHARACTERS, Workspace
 
 __all__ = ["LAYER", "InputValidator", "ValidatorSettings", "validate_arguments"]
 
@@ -33,7 +34,8 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
         The validated params.
 
     Raises:
-        InvalidArgumentsError: Each bad field and why, never its value.
+        InvalidArgumentsError: Each bad field and why, never its value; a path with format
+            characters or line and paragraph separators.
         PathRefusedError: A path field would leave the project root.
     """
     try:
@@ -44,6 +46,13 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
             for error in exc.errors(include_url=False, include_input=False, include_context=False)
         ]
         raise InvalidArgumentsError(spec.name, problems) from None
+    hidden = [
+        FieldProblem(field=name, problem=NO_FORMAT_CHARACTERS)
+        for name, path in spec.given_paths(params)
+        if has_format_characters(path)
+    ]
+    if hidden:
+        raise InvalidArgumentsError(spec.name, hidden)
     for _field, path in spec.given_paths(params):
         workspace.contain_text(path)
     return params

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
-from oct_mcp.protected import ProtectedPaths
+from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.files import split_lines
 from oct_mcp.workspace import Workspace, read_at_most
@@ -288,6 +288,17 @@ def _refuse_protected(workspace: Workspace, requested: str, resolved: Path, wher
         raise PolicyError(f"{where} may not write to {rule.why} (protected path rule: {rule.name})")
 
 
+def _refuse_git_directory(workspace: Workspace, written: list[Path], where: str) -> None:
+    """Refuse a call whose files, with what is on disk, would make a folder a git directory.
+
+    Git opens such a folder as a repository and runs what its config names (core.fsmonitor) at
+    the user's next `git status` there; `.git` is protected by name, this by shape.
+    """
+    if git_directory_made(workspace.root, written) is not None:
+        rule = GIT_DIRECTORY_RULE
+        raise PolicyError(f"{where} may not make a folder {rule.why} (protected path rule: {rule.name})")
+
+
 def _cut(diff: str) -> tuple[str, bool]:
     return (diff, False) if len(diff) <= DIFF_MAX_CHARS else (diff[:DIFF_MAX_CHARS], True)
 
@@ -339,6 +350,7 @@ def write_file(workspace: Workspace, params: WriteFileParams, *, dry_run: bool) 
     """
     target = workspace.contain(params.path)
     _refuse_protected(workspace, params.path, target, "oct_write_file")
+    _refuse_git_directory(workspace, [target], "oct_write_file")
     old = _existing(workspace, target)
     relative = workspace.relative(target)
     new = params.content.encode("utf-8")
@@ -870,6 +882,8 @@ def apply_patch(workspace: Workspace, params: ApplyPatchParams, *, dry_run: bool
         planned = [_plan_file(workspace, item) for item in parsed]
     except PatchError as exc:
         return ToolResult(text=f"the patch does not apply; nothing was changed.\n{exc}", is_error=True)
+    written = [change.target for change in planned if change.parsed.action != "delete"]
+    _refuse_git_directory(workspace, written, "oct_apply_patch")
     if not dry_run:
         _apply(workspace, planned)
     files = [

@@ -10,6 +10,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oct_mcp.context import ToolResult
+from oct_mcp.display import quote_name
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
@@ -175,7 +176,8 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
         files.append(ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size))
     truncated = truncated or walk.stopped_early
-    text = "\n".join(f.path for f in files)
+    # A name with a newline would start a line of its own: such names are quoted.
+    text = "\n".join(quote_name(f.path) for f in files)
     if truncated:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"
     output = ListFilesOutput(

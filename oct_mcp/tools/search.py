@@ -22,6 +22,7 @@ import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from oct_mcp.context import ToolResult
+from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
@@ -239,7 +240,7 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
 
 
 def _text(output: SearchOutput) -> str:
-    lines = [f"{m.path}:{m.line}:{m.text}" for m in output.matches]
+    lines = [f"{quote_name(m.path)}:{m.line}:{m.text}" for m in output.matches]
     if output.count:
         summary = f"{output.count} matching line(s) in {output.files_with_matches} file(s)"
     else:

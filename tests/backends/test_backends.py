@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oct_mcp.backends import Limits, SandboxRequest, probe_backends, select_backend
-from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.bubblewrap import MAX_PROTECTED_MOUNTS, Bubblewrap
 from oct_mcp.backends.environment import is_never_passed, sandbox_environment
 from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.native import Native
@@ -79,6 +79,40 @@ def test_bubblewrap_keeps_protected_paths_read_only_over_a_writable_project(tmp_
     assert _pairs(argv, "--bind") == [(project, project)]
     assert argv.index("--bind") < argv.index(git)
     assert (git, git) in _pairs(argv, "--ro-bind")
+
+
+def test_bubblewrap_binds_each_folder_on_the_way_to_a_protected_path_onto_itself(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (project / ".github" / "workflows").mkdir(parents=True)
+    protected = (project / ".github" / "workflows", project / "vendor" / "lib" / ".git")
+    request = _request(tmp_path, writable=True, protected=protected)
+
+    argv = Bubblewrap().prepare(request).argv
+
+    # A mount point cannot be renamed: none of these folders can be moved away with what it holds.
+    folders = [str(project / name) for name in (".github", "vendor", "vendor/lib")]
+    assert _pairs(argv, "--bind") == [(str(project), str(project)), *((f, f) for f in folders)]
+    assert [pair[0] for pair in _pairs(argv, "--ro-bind")][-2:] == [str(path) for path in protected]
+
+
+def test_bubblewrap_mounts_at_most_its_budget_of_protected_paths_the_shallowest_first(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    deep = []
+    for number in range(MAX_PROTECTED_MOUNTS):
+        folder = project / "node_modules" / f"pkg{number}"
+        folder.mkdir(parents=True)
+        deep.append(folder / ".travis.yml")
+    protected = (project / ".git", *deep)
+    request = _request(tmp_path, writable=True, protected=protected)
+
+    argv = Bubblewrap().prepare(request).argv
+
+    mounts = _pairs(argv, "--bind")[1:] + _pairs(argv, "--ro-bind")
+    shielded = [source for source, _ in mounts if source.startswith(str(project)) and source != str(project)]
+    assert MAX_PROTECTED_MOUNTS - 1 <= len(shielded) <= MAX_PROTECTED_MOUNTS
+    assert (str(project / ".git"), str(project / ".git")) in _pairs(argv, "--ro-bind")
+    assert str(deep[-1]) not in shielded  # left to the check after the run
 
 
 def test_bubblewrap_shares_the_network_only_when_the_tool_needs_it(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from oct_mcp.middleware.safety import (
     SafetyGate,
     SafetySettings,
     _format_confirmation_request,
+    configures_code,
 )
 from oct_mcp.profiles import Profile
 from oct_mcp.spec import Risk
@@ -189,7 +190,7 @@ def test_the_question_for_a_patch_names_the_files_it_changes() -> None:
 
     text = _format_confirmation_request(spec.name, spec, {"patch": PATCH}, "sha256:00", dry_run=False)
 
-    assert "Paths: src/app.py, docs/old.md, docs/new.md, notes/added.txt." in text
+    assert "Files (4):\n  src/app.py\n  docs/old.md\n  docs/new.md\n  notes/added.txt\n" in text
 
 
 @pytest.mark.parametrize("patch", ["not a diff", "", None])
@@ -199,7 +200,7 @@ def test_the_question_for_a_patch_it_cannot_read_names_no_paths(patch: object) -
     text = _format_confirmation_request(spec.name, spec, {"patch": patch}, "sha256:00", dry_run=True)
 
     assert text.startswith(CONFIRMATION_PREFIX)
-    assert "Paths: none named." in text
+    assert "Files: none named." in text
 
 
 def test_a_targets_function_that_raises_still_gets_the_question_asked() -> None:
@@ -210,7 +211,7 @@ def test_a_targets_function_that_raises_still_gets_the_question_asked() -> None:
 
     text = _format_confirmation_request(spec.name, spec, {"path": "notes.txt"}, "sha256:00", dry_run=False)
 
-    assert "Paths: notes.txt." in text
+    assert "Files (1):\n  notes.txt\n" in text
 
 
 @given(args=arg_dicts)
@@ -400,3 +401,52 @@ def test_the_gate_sits_after_the_policy_in_every_shipped_profile() -> None:
     for name in PROFILE_NAMES:
         layers = shipped_profile(name).layers
         assert layers.index("policy") < layers.index("safety") < layers.index("sandbox")
+
+
+def test_the_question_shows_each_file_where_it_lands_and_flags_code_configuration(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path.resolve())
+    hidden = "docs/release-notes-" + "n" * 200 + "/../../conftest.py"
+
+    text = _format_confirmation_request(
+        "oct_write_file", WRITE_TOOL, {"path": hidden}, "sha256:00", dry_run=False, workspace=workspace
+    )
+
+    assert "Files (1):\n  conftest.py (configures code that runs later: check it)\n" in text
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        ("notes\u202etxt.py", '"notes\\u202etxt.py"'),
+        ("a\u2028b", '"a\\u2028b"'),
+        ("zero\u200bwidth", '"zero\\u200bwidth"'),
+        ('"quoted"', '"\\"quoted\\""'),
+        ("café.txt", "café.txt"),
+    ],
+)
+def test_the_question_escapes_what_a_reader_cannot_see(path: str, shown: str) -> None:
+    text = _format_confirmation_request(
+        "oct_write_file", WRITE_TOOL, {"path": path}, "sha256:00", dry_run=True
+    )
+
+    assert f"Files (1):\n  {shown}\n" in text
+
+
+@pytest.mark.parametrize(
+    ("path", "flagged"),
+    [
+        ("conftest.py", True),
+        ("tests/conftest.py", True),
+        ("pyproject.toml", True),
+        ("setup.cfg", True),
+        ("tox.ini", True),
+        ("noxfile.py", True),
+        ("lib/site-packages/evil.pth", True),
+        (".venv/pyvenv.cfg", True),
+        ("venv/bin/python", True),
+        ("src/app.py", False),
+        ("docs/venv.md", False),
+    ],
+)
+def test_files_that_configure_code_are_flagged(path: str, flagged: bool) -> None:
+    assert configures_code(path) is flagged

@@ -724,3 +724,67 @@ def test_the_write_tools_are_destructive_closed_world_and_honest_about_idempoten
     assert WRITE_FILE.annotations["openWorldHint"] is APPLY_PATCH.annotations["openWorldHint"] is False
     for spec in (WRITE_FILE, APPLY_PATCH):
         assert {"dry_run", "confirm"} <= set(spec.params.model_fields)
+
+
+def _created(*paths: str) -> str:
+    """A patch that creates each file with one line."""
+    return "".join(f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n" for path in paths)
+
+
+def test_apply_patch_refuses_to_make_a_folder_a_git_directory(workspace: Workspace) -> None:
+    (workspace.root / "src").mkdir()
+    text = _created("src/HEAD", "src/config", "src/objects/.keep", "src/refs/.keep")
+
+    with pytest.raises(PolicyError) as caught:
+        patch(workspace, text)
+
+    assert caught.value.code == "policy"
+    assert "(protected path rule: git_directory)" in caught.value.message
+    assert files_of(workspace.root) == {}
+
+
+def test_a_write_that_completes_a_git_directory_with_what_is_on_disk_is_refused(workspace: Workspace) -> None:
+    (workspace.root / "src" / "objects").mkdir(parents=True)
+    (workspace.root / "src" / "refs").mkdir()
+
+    with pytest.raises(PolicyError) as caught:
+        write(workspace, "src/HEAD", "ref: refs/heads/main\n")
+
+    assert "(protected path rule: git_directory)" in caught.value.message
+    assert not (workspace.root / "src" / "HEAD").exists()
+
+
+def test_a_head_beside_a_commondir_makes_a_git_directory_too(workspace: Workspace) -> None:
+    with pytest.raises(PolicyError):
+        patch(workspace, _created("wt/HEAD", "wt/commondir"))
+
+
+def test_a_write_inside_a_git_directory_on_disk_is_refused(workspace: Workspace) -> None:
+    bare = workspace.root / "fixtures" / "repo.git"
+    (bare / "objects").mkdir(parents=True)
+    (bare / "refs").mkdir()
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+
+    with pytest.raises(PolicyError) as caught:
+        write(workspace, "fixtures/repo.git/config", "[core]\n\tfsmonitor = touch pwned\n")
+
+    assert "(protected path rule: git_directory)" in caught.value.message
+
+
+def test_files_named_like_git_markers_in_plain_folders_are_written(workspace: Workspace) -> None:
+    result = patch(workspace, _created("docs/HEAD", "docs/config", "other/objects/a", "other/refs/b"))
+
+    assert result.is_error is False, result.text
+    assert sorted(files_of(workspace.root)) == ["docs/HEAD", "docs/config", "other/objects/a", "other/refs/b"]
+
+
+def test_write_file_through_the_chain_refuses_a_git_directory(project: Path, config_file: Path) -> None:
+    (project / "src" / "objects").mkdir()
+    (project / "src" / "refs").mkdir()
+
+    outcome = call(
+        project, config_file, "oct_write_file", {"path": "src/HEAD", "content": "x\n", "confirm": True}
+    )
+
+    assert isinstance(outcome, CallFailure)
+    assert outcome.code == "policy"

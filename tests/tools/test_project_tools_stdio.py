@@ -195,3 +195,40 @@ async def test_writes_to_protected_paths_are_refused(repo: Path, config_file: Pa
     assert "file 1 of the patch" in only_text(patched)
     assert not (repo / ".github").exists()
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+
+
+class Decline:
+    """A human who reads each consent question and says no."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.shown.append(params.message)
+        return types.ElicitResult(action="decline")
+
+
+async def test_the_consent_question_shows_every_file_of_a_patch_where_it_lands(
+    repo: Path, config_file: Path
+) -> None:
+    hidden = "x/docs/release-notes-" + "n" * 200 + "/../../../conftest.py"
+    names = [hidden, *(f"demo/new_{number}.py" for number in range(2, 11)), ".venv/pyvenv.cfg"]
+    patch = "".join(f"--- /dev/null\n+++ {name}\n@@ -0,0 +1 @@\n+x = 1\n" for name in names)
+    human = Decline()
+    with anyio.fail_after(60):
+        async with Client(oct_server(repo, config_file), elicitation_callback=human) as client:
+            result = await client.call_tool("oct_apply_patch", {"patch": patch, "dry_run": False})
+
+    assert only_text(result).startswith("[declined]")
+    (shown,) = human.shown
+    flag = " (configures code that runs later: check it)"
+    listed = [
+        f"  conftest.py{flag}",
+        *(f"  demo/new_{number}.py" for number in range(2, 11)),
+        f"  .venv/pyvenv.cfg{flag}",
+    ]
+    assert (
+        "\n".join(["2 of the files configure code that runs later; each is marked.", "Files (11):", *listed])
+        in shown
+    )
+    assert not (repo / "conftest.py").exists()

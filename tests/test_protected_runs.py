@@ -1,0 +1,310 @@
+"""Writable runs and protected paths: a project's own `.venv/bin/ruff`, run by oct_format apply=true.
+
+The program is a shell script standing in for a malicious formatter. Each test makes one of the
+moves a red-team review made; bubblewrap must block it or the check after the run must catch it,
+native (which confines nothing) must catch it after the run, and the call fails either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+from clients import oct_server, only_text
+from fakes import make_context
+from mcp import Client
+
+from oct_mcp.backends import Backend
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.context import ToolResult
+from oct_mcp.errors import ProtectedPathCreatedError
+from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
+from oct_mcp.tools.python import FORMAT, FormatParams
+from oct_mcp.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+MIB = 1_048_576
+# What printf turns into a git config whose fsmonitor runs a program at the next `git status`.
+FSMONITOR = r"[core]\n\tfsmonitor = touch pwned\n"
+CI = "on: push\njobs: {}\n"
+
+
+def _bubblewrap() -> Bubblewrap:
+    backend = Bubblewrap()
+    availability = backend.probe()
+    if not availability.usable:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs bubblewrap, yet it does not work: {availability.detail}")
+        pytest.skip(f"bubblewrap does not work on this machine: {availability.detail}")
+    return backend
+
+
+@pytest.fixture(params=["bubblewrap", "native"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return _bubblewrap() if request.param == "bubblewrap" else Native()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project with CI, a vendored repository, a subfolder and a Python file to format."""
+    root = tmp_path.resolve() / "project"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "workflows" / "ci.yml").write_text(CI)
+    (root / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (root / "vendor" / "lib" / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (root / "vendor" / "lib" / "mod.py").write_text("x=1\n")
+    (root / "sub").mkdir()
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("y=2\n")
+    return root
+
+
+def _fake_ruff(project: Path, body: str) -> None:
+    """`.venv/bin/ruff`: a shell script that does `body`, then formats app.py and exits 0."""
+    bin_folder = project / ".venv" / "bin"
+    bin_folder.mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text("include-system-site-packages = false\n")
+    script = bin_folder / "ruff"
+    script.write_text("#!/bin/sh\n" + textwrap.dedent(body) + "\necho 'y = 2' > src/app.py\nexit 0\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def _sandbox(backend: Backend) -> ExecutionSandbox:
+    return ExecutionSandbox(
+        backend=backend,
+        runner=run_prepared,
+        required=frozenset(),
+        allow_degraded=False,
+        max_output_bytes=MIB,
+        timeout_seconds=30,
+        test_timeout_seconds=30,
+        memory_bytes=512 * MIB,
+        threads=2,
+    )
+
+
+async def _format(backend: Backend, project: Path) -> ToolResult | ProtectedPathCreatedError:
+    """oct_format apply=true, as the chain hands it to the sandbox once the human said yes."""
+    params = FormatParams(apply=True)
+    ctx = replace(make_context("oct_format", Workspace(project)), spec=FORMAT, params=params)
+    try:
+        with anyio.fail_after(60):
+            outcome = await _sandbox(backend)(ctx, lambda ctx: pytest.fail("terminal layer called next"))
+    except ProtectedPathCreatedError as error:
+        return error
+    assert isinstance(outcome, ToolResult)
+    return outcome
+
+
+async def test_renaming_github_away_for_a_new_workflows_folder_is_blocked_or_caught(
+    backend: Backend, project: Path
+) -> None:
+    _fake_ruff(
+        project,
+        """
+        mv .github .github-old
+        mkdir -p .github/workflows
+        echo 'on: push' > .github/workflows/pwn.yml
+        """,
+    )
+
+    outcome = await _format(backend, project)
+
+    assert not (project / ".github" / "workflows" / "pwn.yml").exists()
+    if backend.name == "bubblewrap":
+        # .github is a mount point in the sandbox: it cannot be renamed (EBUSY), its workflows not written.
+        assert isinstance(outcome, ToolResult)
+        assert outcome.is_error is False
+        assert (project / ".github" / "workflows" / "ci.yml").read_text() == CI
+        assert not (project / ".github-old").exists()
+    else:
+        assert isinstance(outcome, ProtectedPathCreatedError)
+        assert outcome.code == "protected_path_created"
+        assert outcome.message == (
+            "the tool wrote protected paths, which no tool may write: .github/workflows (created; removed "
+            "again); .github/workflows (changed, moved or deleted; restore it from version control or a "
+            "backup); its other changes were kept"
+        )
+        assert (project / ".github-old" / "workflows" / "ci.yml").read_text() == CI
+    assert (project / "src" / "app.py").read_text() == "y = 2\n"  # its other changes are kept
+
+
+async def test_renaming_a_vendored_repository_away_for_a_new_git_config_is_blocked_or_caught(
+    backend: Backend, project: Path
+) -> None:
+    _fake_ruff(
+        project,
+        f"""
+        mv vendor/lib vendor/lib-old
+        mkdir -p vendor/lib/.git
+        printf '{FSMONITOR}' > vendor/lib/.git/config
+        """,
+    )
+
+    outcome = await _format(backend, project)
+
+    if backend.name == "bubblewrap":
+        # vendor/lib leads to a protected path: bound onto itself, it cannot be renamed either.
+        assert isinstance(outcome, ToolResult)
+        assert (project / "vendor" / "lib" / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+    else:
+        assert isinstance(outcome, ProtectedPathCreatedError)
+        assert outcome.message.startswith(
+            "the tool wrote protected paths, which no tool may write: vendor/lib/.git (created; removed "
+            "again); vendor/lib-old/.git (created; left: "
+        )
+        assert "; vendor/lib/.git (changed, moved or deleted;" in outcome.message
+        assert not (project / "vendor" / "lib" / ".git").exists()
+        assert (project / "vendor" / "lib-old" / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+
+
+PLANTED = [
+    pytest.param(
+        f"mkdir -p vendor/other/.git && printf '{FSMONITOR}' > vendor/other/.git/config",
+        "vendor/other/.git",
+        id="a-git-config-planted-deep",
+    ),
+    pytest.param(
+        "mkdir -p sub/.vscode && echo '{\"tasks\": []}' > sub/.vscode/tasks.json",
+        "sub/.vscode",
+        id="vscode-tasks-in-a-subfolder",
+    ),
+    pytest.param(
+        "mkdir -p .config/fish && echo 'echo pwned' > .config/fish/config.fish",
+        ".config/fish/config.fish",
+        id="a-fish-config",
+    ),
+    pytest.param("echo 'echo pwned' > .bash_login", ".bash_login", id="bash-login"),
+    pytest.param("echo 'echo pwned' > sub/.zlogin", "sub/.zlogin", id="a-zlogin-in-a-subfolder"),
+]
+
+
+@pytest.mark.parametrize(("script", "planted"), PLANTED)
+async def test_a_protected_path_created_at_any_depth_fails_the_call_and_is_removed(
+    backend: Backend, project: Path, script: str, planted: str
+) -> None:
+    _fake_ruff(project, script)
+
+    outcome = await _format(backend, project)
+
+    assert isinstance(outcome, ProtectedPathCreatedError)
+    assert outcome.message == (
+        f"the tool wrote protected paths, which no tool may write: {planted} (created; removed again); "
+        "its other changes were kept"
+    )
+    assert not (project / planted).exists()
+    assert (project / "src" / "app.py").read_text() == "y = 2\n"
+
+
+async def test_a_folder_made_a_git_directory_fails_the_call(backend: Backend, project: Path) -> None:
+    _fake_ruff(
+        project,
+        f"""
+        mkdir -p src/objects src/refs
+        echo 'ref: refs/heads/main' > src/HEAD
+        printf '{FSMONITOR}' > src/config
+        """,
+    )
+
+    outcome = await _format(backend, project)
+
+    assert isinstance(outcome, ProtectedPathCreatedError)
+    assert outcome.message.startswith(
+        "the tool wrote protected paths, which no tool may write: src (created; left: "
+    )
+
+
+async def test_a_protected_file_changed_in_place_fails_the_call_on_native(project: Path) -> None:
+    (project / ".bash_login").write_text("# mine\n")
+    _fake_ruff(project, "echo 'echo pwned' >> .bash_login")
+
+    outcome = await _format(Native(), project)
+
+    assert isinstance(outcome, ProtectedPathCreatedError)
+    assert ".bash_login (changed, moved or deleted;" in outcome.message
+
+
+async def test_a_run_that_leaves_protected_paths_alone_succeeds(backend: Backend, project: Path) -> None:
+    _fake_ruff(project, "true")
+
+    outcome = await _format(backend, project)
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.text == "changed 1 file(s):\nsrc/app.py"
+
+
+def test_the_walk_finds_protected_names_at_any_depth_and_git_directories(project: Path) -> None:
+    (project / "a" / "b" / ".idea").mkdir(parents=True)
+    (project / "a" / "b" / "config.fish").write_text("")
+    (project / "bare" / "objects").mkdir(parents=True)
+    (project / "bare" / "refs").mkdir()
+    (project / "bare" / "HEAD").write_text("ref: refs/heads/main\n")
+
+    snapshot = snapshot_protected(project)
+
+    assert {name: rule.name for name, rule in snapshot.roots.items()} == {
+        ".github/workflows": "ci",
+        "vendor/lib/.git": "git",
+        "a/b/.idea": "agent_config",
+        "a/b/config.fish": "shell_rc",
+        "bare": "git_directory",
+    }
+
+
+async def test_oct_format_apply_over_stdio_reports_the_protected_path_it_created(
+    project: Path, config_file: Path, backend: Backend
+) -> None:
+    config_file.write_text(json.dumps({"sandbox_backend": backend.name}))
+    _fake_ruff(project, "mkdir -p sub/.vscode && echo '{}' > sub/.vscode/tasks.json")
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file)) as client:
+            result = await client.call_tool("oct_format", {"apply": True, "confirm": True})
+
+    assert result.is_error is True
+    assert only_text(result).startswith(
+        "[protected_path_created] the tool wrote protected paths, which no tool may write: sub/.vscode "
+        "(created; removed again)"
+    )
+    assert not (project / "sub" / ".vscode").exists()
+
+
+def test_the_walk_gives_up_past_its_limit(project: Path) -> None:
+    with pytest.raises(ProjectTooLargeError):
+        snapshot_protected(project, limit=5)
+
+
+def test_the_check_leaves_git_churn_alone_but_not_a_hook(project: Path) -> None:
+    git = project / "vendor" / "lib" / ".git"
+    (git / "hooks").mkdir()
+    before = snapshot_protected(project)
+    (git / "index").write_text("rewritten by an IDE's git status\n")
+    (git / "objects").mkdir()
+    (git / "objects" / "ab").write_text("an object\n")
+    assert not settle_protected_paths(project, before)
+
+    (git / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+
+    changes = settle_protected_paths(project, before)
+    assert changes.changed == ("vendor/lib/.git/hooks/pre-commit",)
+
+
+def test_repositories_come_first_among_the_paths_a_sandbox_keeps_read_only(project: Path) -> None:
+    (project / ".vscode").mkdir()
+
+    paths = snapshot_protected(project).bind_paths(project)
+
+    assert paths == (
+        project / "vendor" / "lib" / ".git",
+        project / ".vscode",
+        project / ".github" / "workflows",
+    )
