@@ -9,6 +9,7 @@ from typing import ClassVar
 __all__ = [
     "BinaryFileError",
     "ConfigError",
+    "ConsentReplayedError",
     "ConsentUnavailableError",
     "ExecutionError",
     "FieldProblem",
@@ -86,6 +87,12 @@ class ConsentUnavailableError(RefusedError):
     """The profile needs a human's answer and the client has no way to ask one."""
 
     code = "consent_unavailable"
+
+
+class ConsentReplayedError(RefusedError):
+    """A human's answer came back with a sealed consent state that was already used once."""
+
+    code = "consent_replayed"
 
 
 @dataclass(frozen=True, slots=True)
