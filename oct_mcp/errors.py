@@ -8,6 +8,7 @@ from typing import ClassVar
 
 __all__ = [
     "BinaryFileError",
+    "BusyError",
     "ConfigError",
     "ConsentReplayedError",
     "ConsentUnavailableError",
@@ -49,6 +50,12 @@ class RefusedError(OctError):
     """A layer refused the call; nothing inside that layer ran."""
 
     code = "refused"
+
+
+class BusyError(RefusedError):
+    """In-process work that ran past its time limit is still finishing: new in-process calls wait."""
+
+    code = "busy"
 
 
 class UnknownToolError(RefusedError):

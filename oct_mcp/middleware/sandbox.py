@@ -7,9 +7,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -30,7 +31,8 @@ from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
-from oct_mcp.errors import ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
+from oct_mcp.deadline import Deadline
+from oct_mcp.errors import BusyError, ProtectedPathCreatedError, SandboxUnavailableError, ToolTimeoutError
 from oct_mcp.protected import (
     existing_protected_paths,
     present_protected_names,
@@ -38,7 +40,7 @@ from oct_mcp.protected import (
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, RunResult, ToolEnv
 
-__all__ = ["LAYER", "ExecutionSandbox", "Runner", "SandboxSettings", "cap_output"]
+__all__ = ["LAYER", "AbandonedWork", "ExecutionSandbox", "Runner", "SandboxSettings", "cap_output"]
 
 TRUNCATION_NOTE: Final = "\n[oct-mcp: output truncated at {limit} bytes (max_output_bytes)]"
 _MIB: Final = 1_048_576
@@ -69,6 +71,77 @@ class Runner(Protocol):
         max_output: int,
         on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
     ) -> Awaitable[RunResult]: ...
+
+
+class _ThreadRun:
+    """One in-process run's thread: what it answered, once it has, and whether the call gave up on it."""
+
+    __slots__ = ("abandoned", "done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: ToolResult | None = None
+        self.error: BaseException | None = None
+        self.abandoned = False
+
+    def outcome(self) -> ToolResult:
+        if self.error is not None:
+            raise self.error
+        if self.result is None:
+            raise RuntimeError("an in-process run ended without a result")
+        return self.result
+
+
+class AbandonedWork:
+    """In-process runs the sandbox stopped waiting for whose threads still run: counted, refused meanwhile.
+
+    Such a thread holds a worker and the interpreter's lock until the plan notices its deadline (or
+    its blocking read returns); starting more work beside it slows every call and piles threads up.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._idle = threading.Event()
+        self._idle.set()
+
+    @property
+    def running(self) -> int:
+        """How many abandoned runs have not ended yet."""
+        return self._running
+
+    def refuse_while_running(self) -> None:
+        """Raises:
+        BusyError: An abandoned run is still going.
+        """
+        running = self._running
+        if running:
+            raise BusyError(
+                f"{running} in-process call(s) that ran past their time limit are still finishing; "
+                "wait a few seconds and call again"
+            )
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no abandoned run is left (for shutdown and tests); False on the timeout."""
+        return self._idle.wait(timeout)
+
+    def abandon(self, run: _ThreadRun) -> None:
+        """Count `run` until its thread ends, unless it has ended already."""
+        with self._lock:
+            if run.done.is_set():
+                return
+            run.abandoned = True
+            self._running += 1
+            self._idle.clear()
+
+    def finish(self, run: _ThreadRun) -> None:
+        """Called by the run's thread as it ends."""
+        with self._lock:
+            run.done.set()
+            if run.abandoned:
+                self._running -= 1
+                if not self._running:
+                    self._idle.set()
 
 
 def cap_output(result: ToolResult, limit: int) -> ToolResult:
@@ -111,21 +184,26 @@ class ExecutionSandbox:
     test_timeout_seconds: float
     memory_bytes: int | None
     threads: int
+    abandoned: AbandonedWork = field(default_factory=AbandonedWork)
+    """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         if ctx.spec is None or ctx.params is None or ctx.workspace is None:
             # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
+        deadline = Deadline(self.timeout_seconds)
         env = ToolEnv(
             workspace=ctx.workspace,
             max_output_bytes=self.max_output_bytes,
             max_jobs=self.threads,
             dry_run=ctx.dry_run,
+            deadline=deadline,
         )
         plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         if isinstance(plan, InProcessPlan):
-            result = plan.function() if plan.inline else await self._run_in_process(plan)
+            self.abandoned.refuse_while_running()
+            result = plan.function() if plan.inline else await self._run_in_process(plan, deadline)
         else:
             result = await self._run_command(plan, ctx.workspace.root, ctx.progress)
         return replace(
@@ -133,14 +211,40 @@ class ExecutionSandbox:
             duration_seconds=time.perf_counter() - started,
         )
 
-    async def _run_in_process(self, plan: InProcessPlan) -> ToolResult:
-        with anyio.move_on_after(self.timeout_seconds):
-            # abandon_on_cancel: a timed-out read cannot be interrupted, but the call must
-            # still return; the worker thread ends by itself when its read completes.
-            return await anyio.to_thread.run_sync(plan.function, abandon_on_cancel=True)
-        raise ToolTimeoutError(
-            f"the tool ran past its limit of {self.timeout_seconds:g} s (timeout_default_seconds)"
-        )
+    async def _run_in_process(self, plan: InProcessPlan, deadline: Deadline) -> ToolResult:
+        run = _ThreadRun()
+        work = self.abandoned
+
+        def in_thread() -> ToolResult:
+            try:
+                run.result = plan.function()
+            except BaseException as exc:
+                run.error = exc
+                raise
+            finally:
+                work.finish(run)
+            return run.result
+
+        answered = False
+        try:
+            with anyio.move_on_after(deadline.seconds):
+                # abandon_on_cancel: a thread cannot be interrupted, but the call must still return;
+                # the plan stops at its next deadline check, and never begins a write after it.
+                result = await anyio.to_thread.run_sync(in_thread, abandon_on_cancel=True)
+                answered = True
+                return result
+        except BaseException:
+            answered = run.done.is_set()
+            raise
+        finally:
+            if not answered and deadline.expire():
+                work.abandon(run)
+        if deadline.expired:
+            raise deadline.timeout_error()
+        # The time ran out while the plan was writing: its writes are bounded, and the answer
+        # must say what they did.
+        await anyio.to_thread.run_sync(run.done.wait)
+        return run.outcome()
 
     async def _run_command(
         self, plan: CommandPlan, project: Path, progress: ProgressReporter | None

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.context import ClientInfo, ToolResult
-from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError
+from oct_mcp.deadline import Deadline
+from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, ToolTimeoutError
 from oct_mcp.tools.edit import (
     APPLY_PATCH,
     WRITE_FILE,
@@ -724,3 +725,38 @@ def test_the_write_tools_are_destructive_closed_world_and_honest_about_idempoten
     assert WRITE_FILE.annotations["openWorldHint"] is APPLY_PATCH.annotations["openWorldHint"] is False
     for spec in (WRITE_FILE, APPLY_PATCH):
         assert {"dry_run", "confirm"} <= set(spec.params.model_fields)
+
+
+def test_a_patch_past_its_deadline_writes_nothing(workspace: Workspace) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\n")
+    patch = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+    deadline = Deadline(0)
+
+    with pytest.raises(ToolTimeoutError) as caught:
+        apply_patch(workspace, ApplyPatchParams(patch=patch), dry_run=False, deadline=deadline)
+
+    assert caught.value.code == "timeout"
+    assert (workspace.root / "a.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_write_whose_run_was_given_up_creates_neither_file_nor_folder(workspace: Workspace) -> None:
+    deadline = Deadline(3_600)
+    deadline.expire()
+
+    with pytest.raises(ToolTimeoutError):
+        write_file(
+            workspace, WriteFileParams(path="new/dir/a.txt", content="x\n"), dry_run=False, deadline=deadline
+        )
+
+    assert not (workspace.root / "new").exists()
+
+
+def test_a_hunk_is_found_at_the_nearest_place_among_many_equal_lines() -> None:
+    text = "".join(["x\n"] * 50 + ["a\n", "b\n"] + ["x\n"] * 50 + ["a\n", "b\n"] + ["x\n"] * 50)
+    (hunk,) = parse_patch("--- a/f\n+++ b/f\n@@ -100,3 +100,3 @@\n x\n a\n-b\n+B\n")[0].hunks
+
+    patched = apply_hunks(text, (hunk,), "f")
+
+    lines = patched.splitlines()
+    assert lines.index("B") == 103
+    assert lines.count("b") == 1
