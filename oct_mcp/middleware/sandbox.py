@@ -26,8 +26,10 @@ from oct_mcp.backends import (
     SandboxRequest,
     select_backend,
 )
+from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.installs import install_roots
+from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
@@ -46,6 +48,8 @@ TRUNCATION_NOTE: Final = "\n[oct-mcp: output truncated at {limit} bytes (max_out
 _MIB: Final = 1_048_576
 _CPU_BACKSTOP_SECONDS: Final = 5
 _MAX_TOOL_THREADS: Final = 4
+RUN_PROCESSES: Final = 256
+"""Processes and threads one command run may have (pids.max) or add to the user's (RLIMIT_NPROC)."""
 _SYSTEM_PATH: Final = ("/usr/local/bin", "/usr/bin", "/bin")
 _PR_SET_DUMPABLE: Final = 4
 _HOW_TO_ISOLATE: Final = (
@@ -255,6 +259,7 @@ class ExecutionSandbox:
         before = present_protected_names(project) if plan.writes_project else None
         created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
+        cgroup = _run_cgroup(self.memory_bytes)
         try:
             home, tmp = self.backend.home_and_tmp(scratch)
             path_dirs = [*_venv_bins(Path(plan.argv[0])), *_SYSTEM_PATH]
@@ -276,14 +281,16 @@ class ExecutionSandbox:
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
                     cpu_seconds=int(timeout) + _CPU_BACKSTOP_SECONDS,
-                    # RLIMIT_NPROC counts every process of the user, so it cannot be a per-run budget;
-                    # the kernel ignores it for root. The timeout and the tree kill bound a fork bomb.
-                    processes=None,
+                    # The run's cgroup caps its processes where there is one; else RLIMIT_NPROC, a
+                    # budget over the user's current count (None for root, whom it does not bind).
+                    processes=None if cgroup is not None else process_budget(RUN_PROCESSES),
                 ),
                 scratch=scratch,
                 strict_files="reads_confined" in self.required,
             )
             prepared = self.backend.prepare(request)
+            if cgroup is not None:
+                prepared = replace(prepared, argv=(*cgroup.join_prefix(), *prepared.argv))
             missing = self.required - prepared.guarantees
             if missing and (NO_NETWORK in missing or not self.allow_degraded):
                 raise SandboxUnavailableError(
@@ -298,6 +305,9 @@ class ExecutionSandbox:
                 on_stdout_line=_progress_reader(plan, progress),
             )
         finally:
+            if cgroup is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(cgroup.close)
             shutil.rmtree(scratch, ignore_errors=True)
             if before is not None:
                 created = remove_created_protected_paths(project, before)
@@ -319,6 +329,17 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _run_cgroup(memory_bytes: int | None) -> RunCgroup | None:
+    """A cgroup for this run (memory for all its processes, their count), where the server may make one."""
+    parent = delegated_cgroup()
+    if parent is None:
+        return None
+    try:
+        return RunCgroup.create(parent, memory_bytes=memory_bytes, processes=RUN_PROCESSES)
+    except OSError:
+        return None  # the delegation went away: the rlimits still hold
 
 
 def _refuse_created_protected_paths(removed: tuple[str, ...], left: tuple[str, ...]) -> None:
