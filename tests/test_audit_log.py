@@ -604,11 +604,13 @@ def test_a_record_the_lock_keeps_out_is_lost_counted_and_noted_once_the_lock_com
     _fill(writer, 1)
     holder = _hold_lock(path)
     try:
+        probed = _writer(path).status()
         written = writer.write({"index": 1})
         status = writer.status()
     finally:
         _release(holder)
 
+    assert probed.startswith("writable, but the audit lock (.lock file) is held by another process now")
     assert written is False
     assert "1 record(s) lost" in status
     assert writer.write({"index": 2})

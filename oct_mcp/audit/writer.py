@@ -276,7 +276,14 @@ class AuditWriter:
             since = failure.since.isoformat(timespec="seconds")
             return f"failing since {since} ({failure.reason}), {failure.lost} record(s) lost"
         problem = _probe(self.path)
-        return "writable" if problem is None else f"failing ({problem})"
+        if problem is not None:
+            return f"failing ({problem})"
+        if _lock_held_elsewhere(self.path.with_name(self.path.name + LOCK_SUFFIX)):
+            return (
+                f"writable, but {_LOCK_BUSY} now: records wait {LOCK_WAIT_SECONDS:g} s for it, "
+                "then are counted lost"
+            )
+        return "writable"
 
     def close(self) -> None:
         """Close the files; a later write opens them again."""
@@ -535,6 +542,23 @@ def _probe(path: Path) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"cannot create files in {ancestor}"
     return None
+
+
+def _lock_held_elsewhere(lock: Path) -> bool:
+    """True when another process holds the lock file now (probed with a shared lock, let go at once)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing it lets go of the shared lock, if it was taken
+    return False
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -42,7 +42,15 @@ from oct_mcp.protected import (
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, RunResult, ToolEnv
 
-__all__ = ["LAYER", "AbandonedWork", "ExecutionSandbox", "Runner", "SandboxSettings", "cap_output"]
+__all__ = [
+    "LAYER",
+    "RUN_PROCESSES",
+    "AbandonedWork",
+    "ExecutionSandbox",
+    "Runner",
+    "SandboxSettings",
+    "cap_output",
+]
 
 TRUNCATION_NOTE: Final = "\n[oct-mcp: output truncated at {limit} bytes (max_output_bytes)]"
 _MIB: Final = 1_048_576
