@@ -25,7 +25,7 @@ import re
 import secrets
 import stat
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -150,11 +150,12 @@ def unified_diff(
     """
     lines: list[str] = []
     added = removed = 0
-    produced = difflib.unified_diff(
+    produced = _unified_lines(
         split_lines(old or ""),
         split_lines(new or ""),
-        fromfile=_DEV_NULL if old is None else old_name,
-        tofile=_DEV_NULL if new is None else new_name,
+        _DEV_NULL if old is None else old_name,
+        _DEV_NULL if new is None else new_name,
+        deadline,
     )
     for number, line in enumerate(produced):
         if deadline is not None and not number % _CHECK_EVERY:
@@ -170,6 +171,52 @@ def unified_diff(
             f"+++ {_DEV_NULL if new is None else new_name}\n",
         ]
     return _Diff("".join(lines), added, removed)
+
+
+class _CheckedMatcher(difflib.SequenceMatcher[str]):
+    """difflib's matcher, checking the deadline at each block it looks for: a diff of a large file
+    takes seconds in there, and a thread cannot be stopped from outside."""
+
+    def __init__(self, a: list[str], b: list[str], deadline: Deadline | None) -> None:
+        self._deadline = deadline
+        super().__init__(None, a, b)
+
+    def find_longest_match(
+        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
+    ) -> difflib.Match:
+        if self._deadline is not None:
+            self._deadline.check()
+        return super().find_longest_match(alo, ahi, blo, bhi)
+
+
+def _unified_lines(
+    a: list[str], b: list[str], fromfile: str, tofile: str, deadline: Deadline | None
+) -> Iterator[str]:
+    """The lines `difflib.unified_diff(a, b, fromfile, tofile)` yields, through `_CheckedMatcher`."""
+    started = False
+    for group in _CheckedMatcher(a, b, deadline).get_grouped_opcodes(3):
+        if not started:
+            started = True
+            yield f"--- {fromfile}\n"
+            yield f"+++ {tofile}\n"
+        first, last = group[0], group[-1]
+        yield f"@@ -{_unified_range(first[1], last[2])} +{_unified_range(first[3], last[4])} @@\n"
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in a[i1:i2])
+                continue
+            if tag in ("replace", "delete"):
+                yield from ("-" + line for line in a[i1:i2])
+            if tag in ("replace", "insert"):
+                yield from ("+" + line for line in b[j1:j2])
+
+
+def _unified_range(start: int, stop: int) -> str:
+    """A hunk header's range as difflib writes it: `start,length`, the length left out when it is 1."""
+    beginning, length = start + 1, stop - start
+    if length == 1:
+        return str(beginning)
+    return f"{beginning - 1 if not length else beginning},{length}"
 
 
 def _open_folder(workspace: Workspace, folder: Path, created: list[Path]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
 import stat
@@ -26,6 +27,7 @@ from oct_mcp.tools.edit import (
     ApplyPatchParams,
     PatchError,
     WriteFileParams,
+    _unified_lines,
     apply_hunks,
     apply_patch,
     parse_patch,
@@ -760,3 +762,21 @@ def test_a_hunk_is_found_at_the_nearest_place_among_many_equal_lines() -> None:
     lines = patched.splitlines()
     assert lines.index("B") == 103
     assert lines.count("b") == 1
+
+
+@given(
+    old=st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d", ""]), max_size=30),
+    new=st.lists(st.sampled_from(["a\n", "b\n", "c\n", "e\n", "d"]), max_size=30),
+)
+def test_the_checked_diff_writes_exactly_what_difflib_writes(old: list[str], new: list[str]) -> None:
+    ours = list(_unified_lines(old, new, "a/f", "b/f", Deadline(3_600)))
+
+    assert ours == list(difflib.unified_diff(old, new, fromfile="a/f", tofile="b/f"))
+
+
+def test_a_diff_stops_inside_the_matcher_once_its_deadline_has_passed() -> None:
+    old = [f"line {number}\n" for number in range(2_000)]
+    new = [line.upper() if number % 100 == 0 else line for number, line in enumerate(old)]
+
+    with pytest.raises(ToolTimeoutError):
+        next(_unified_lines(old, new, "a/f", "b/f", Deadline(0)))
