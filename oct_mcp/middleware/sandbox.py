@@ -269,6 +269,12 @@ class ExecutionSandbox:
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
         cgroup = _run_cgroup(self.memory_bytes)
         try:
+            # The cgroup caps the run's processes where there is one; else RLIMIT_NPROC, a budget
+            # over the user's current count (None for root, whom it does not bind). Counting reads
+            # /proc, milliseconds on a busy machine: not on the event loop.
+            processes = (
+                None if cgroup is not None else await anyio.to_thread.run_sync(process_budget, RUN_PROCESSES)
+            )
             home, tmp = self.backend.home_and_tmp(scratch)
             path_dirs = [*_venv_bins(Path(plan.argv[0])), *_SYSTEM_PATH]
             request = SandboxRequest(
@@ -289,9 +295,7 @@ class ExecutionSandbox:
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
                     cpu_seconds=int(timeout) + _CPU_BACKSTOP_SECONDS,
-                    # The run's cgroup caps its processes where there is one; else RLIMIT_NPROC, a
-                    # budget over the user's current count (None for root, whom it does not bind).
-                    processes=None if cgroup is not None else process_budget(RUN_PROCESSES),
+                    processes=processes,
                 ),
                 scratch=scratch,
                 strict_files="reads_confined" in self.required,
