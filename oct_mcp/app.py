@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 from oct_mcp.audit import AuditSink
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
-from oct_mcp.consent import Consent
+from oct_mcp.consent import Consent, UsedConsents
 from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError
@@ -47,6 +47,8 @@ class App:
     """Where the audit layer records (for doctor); None when the app was assembled without one."""
     metrics: MetricsEndpoint | None = None
     """The running `/metrics` endpoint, when the server serves one."""
+    used_consents: UsedConsents = field(default_factory=UsedConsents)
+    """Sealed consent states already answered: each answer runs its call once."""
 
     def visible_tools(self) -> list[ToolSpec]:
         """The tools `tools/list` shows: the catalog minus what the chain hides."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -218,6 +219,7 @@ def print_doctor(app: App, out: TextIO) -> None:
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
+    write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
     write("\ntools:\n")
     for spec in app.catalog.values():
         shown = "listed" if app.chain.is_visible(spec) else "hidden by the profile"
@@ -232,6 +234,26 @@ def audit_status(app: App) -> str:
     if app.audit is None:
         return f"{path}: status unknown (this app has no audit sink)"
     return f"{path}: {app.audit.writer.status()}"
+
+
+def run_limits_status(memory_limit_mb: int) -> str:
+    """Which caps hold over one command run here: a cgroup per run, RLIMIT_NPROC, or per process only."""
+    from oct_mcp.backends.cgroups import delegated_cgroup
+    from oct_mcp.middleware.sandbox import RUN_PROCESSES
+
+    memory = f"{memory_limit_mb} MiB" if memory_limit_mb else "no memory limit"
+    parent = delegated_cgroup()
+    if parent is not None:
+        return f"a cgroup per run under {parent}: {memory} and {RUN_PROCESSES} processes for the whole run"
+    if os.geteuid() != 0:
+        return (
+            f"per process ({memory} each, RLIMIT_DATA); RLIMIT_NPROC lets a run add {RUN_PROCESSES} "
+            "processes to the user's count (no delegated cgroup v2 here)"
+        )
+    return (
+        f"per process only ({memory} each, RLIMIT_DATA); no process cap: RLIMIT_NPROC does not bind root "
+        "and there is no delegated cgroup v2 here (the timeout and the tree kill bound a run)"
+    )
 
 
 def _availability(app: App, spec: ToolSpec) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -17,9 +19,11 @@ __all__ = [
     "CONFIRM_FIELD",
     "CONSENT_FORM_SCHEMA",
     "CONSENT_META_KEY",
+    "CONSENT_STATE_TTL_SECONDS",
     "DECLINED_PREFIX",
     "OUTPUT_PREFIX",
     "Consent",
+    "UsedConsents",
     "argument_digest",
     "unmistakable_output",
 ]
@@ -37,6 +41,10 @@ CONFIRM_FIELD: Final = "confirm"
 """The seed's stateless protocol: the host re-submits the identical call with `confirm=True`."""
 
 DECLINED_PREFIX: Final = "[declined]"
+
+CONSENT_STATE_TTL_SECONDS: Final = 600.0
+"""How long a sealed consent round's request state is accepted; its nonce is kept as long."""
+USED_CONSENTS_MAX: Final = 10_000
 """How the text of a call the human declined starts: nothing ran."""
 
 CONSENT_FORM_SCHEMA: Final[dict[str, Any]] = {
@@ -96,7 +104,43 @@ class Consent:
     tool: str
     digest: str
     approved: bool
+    replayed: bool = False
+    """The answer came with a sealed state already answered once: it counts for nothing."""
 
     def covers(self, tool: str, digest: str) -> bool:
         """True only for the exact tool and arguments the human was shown."""
         return self.tool == tool and self.digest == digest
+
+
+class UsedConsents:
+    """The nonces of sealed consent states already answered, each kept until its state expires.
+
+    A sealed state stays valid for its whole lifetime, so without this an approved write could be
+    run again by sending the same answer twice. In memory, for this process: replicas that share
+    the sealing key would need one shared store of used nonces.
+    """
+
+    def __init__(self, capacity: int = USED_CONSENTS_MAX, clock: Callable[[], float] = time.time) -> None:
+        self._capacity = capacity
+        self._clock = clock
+        self._used: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, nonce: str, expires_at: float) -> bool:
+        """Mark `nonce` used; True only the first time, for a state that has not expired.
+
+        When the store is full of live nonces, nothing more is accepted until some expire: an
+        answer is refused rather than a used nonce forgotten.
+        """
+        now = self._clock()
+        if expires_at <= now:
+            return False
+        with self._lock:
+            if nonce in self._used:
+                return False
+            if len(self._used) >= self._capacity:
+                self._used = {key: until for key, until in self._used.items() if until > now}
+                if len(self._used) >= self._capacity:
+                    return False
+            self._used[nonce] = expires_at
+        return True

@@ -8,7 +8,9 @@ from typing import ClassVar
 
 __all__ = [
     "BinaryFileError",
+    "BusyError",
     "ConfigError",
+    "ConsentReplayedError",
     "ConsentUnavailableError",
     "ExecutionError",
     "FieldProblem",
@@ -52,6 +54,12 @@ class RefusedError(OctError):
     """A layer refused the call; nothing inside that layer ran."""
 
     code = "refused"
+
+
+class BusyError(RefusedError):
+    """In-process work that ran past its time limit is still finishing: new in-process calls wait."""
+
+    code = "busy"
 
 
 class UnknownToolError(RefusedError):
@@ -108,6 +116,12 @@ class GitLayoutRefusedError(RefusedError):
     """The project's `.git` names git folders that are no real worktree or submodule of it."""
 
     code = "git_layout_refused"
+
+
+class ConsentReplayedError(RefusedError):
+    """A human's answer came back with a sealed consent state that was already used once."""
+
+    code = "consent_replayed"
 
 
 @dataclass(frozen=True, slots=True)

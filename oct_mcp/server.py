@@ -5,8 +5,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import signal
 import stat
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Protocol, cast
@@ -24,7 +26,14 @@ from pydantic import TypeAdapter
 
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
-from oct_mcp.consent import CONSENT_FORM_SCHEMA, CONSENT_META_KEY, Consent, unmistakable_output
+from oct_mcp.consent import (
+    CONSENT_FORM_SCHEMA,
+    CONSENT_META_KEY,
+    CONSENT_STATE_TTL_SECONDS,
+    Consent,
+    UsedConsents,
+    unmistakable_output,
+)
 from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
@@ -154,7 +163,9 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     # Seals the consent round's request state (AES-GCM, bound by the SDK to the tool and its
     # arguments) under a key that lives and dies with this process.
     server.middleware.append(
-        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+        RequestStateBoundary(
+            RequestStateSecurity.ephemeral(ttl=CONSENT_STATE_TTL_SECONDS), default_audience=SERVER_NAME
+        )
     )
     return server
 
@@ -183,7 +194,7 @@ async def call_with_consent(
     client = client_info(request, transport)
     arguments = params.arguments or {}
     progress = progress_reporter(request)
-    consent = consent_from_retry(params)
+    consent = consent_from_retry(params, app.used_consents)
     outcome = await run_call(
         app, params.name, arguments, client, consent=consent, progress=progress, forward=forward
     )
@@ -217,14 +228,27 @@ def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:
 def input_required(request: ConsentRequest) -> types.InputRequiredResult:
     form = types.ElicitRequestFormParams(message=request.message, requested_schema=CONSENT_FORM_SCHEMA)
     # Our own binding inside the sealed state: the gate accepts the answer only for this tool and digest.
-    state = json.dumps({"v": 1, "tool": request.tool, "digest": request.digest})
+    # The nonce makes the answer single use (UsedConsents); the expiry says how long to remember it.
+    state = json.dumps(
+        {
+            "v": 2,
+            "tool": request.tool,
+            "digest": request.digest,
+            "nonce": secrets.token_hex(16),
+            "expires": time.time() + CONSENT_STATE_TTL_SECONDS,
+        }
+    )
     return types.InputRequiredResult(
         input_requests={CONSENT_INPUT_KEY: types.ElicitRequest(params=form)}, request_state=state
     )
 
 
-def consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
-    """The human's answer carried by a 2026-07-28 retry, bound to what our sealed state names."""
+def consent_from_retry(params: types.CallToolRequestParams, used: UsedConsents) -> Consent | None:
+    """The human's answer carried by a 2026-07-28 retry, bound to what our sealed state names.
+
+    A state answered before (its nonce in `used`) gives a consent marked `replayed`, which the
+    safety gate refuses.
+    """
     answer = (params.input_responses or {}).get(CONSENT_INPUT_KEY)
     if answer is None or params.request_state is None or not isinstance(answer, types.ElicitResult):
         return None
@@ -232,9 +256,17 @@ def consent_from_retry(params: types.CallToolRequestParams) -> Consent | None:
         state = json.loads(params.request_state)
     except ValueError:
         return None
-    if not isinstance(state, dict) or state.get("v") != 1:
+    if not isinstance(state, dict) or state.get("v") != 2:
         return None
-    return Consent(tool=str(state.get("tool")), digest=str(state.get("digest")), approved=_approves(answer))
+    nonce, expires = state.get("nonce"), state.get("expires")
+    if not isinstance(nonce, str) or not isinstance(expires, int | float):
+        return None
+    return Consent(
+        tool=str(state.get("tool")),
+        digest=str(state.get("digest")),
+        approved=_approves(answer),
+        replayed=not used.claim(nonce, float(expires)),
+    )
 
 
 async def elicit_consent(ctx: RequestFacts, request: ConsentRequest) -> Consent:

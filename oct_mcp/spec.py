@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, TypeAlias
 from pydantic import BaseModel, StringConstraints
 
 from oct_mcp.context import ToolResult
+from oct_mcp.deadline import Deadline
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -57,13 +58,16 @@ class ToolEnv:
     """The most parallel jobs a tool may be asked for."""
     dry_run: bool = False
     """The safety gate's decision: a tool that can change files must not."""
+    deadline: Deadline = field(default_factory=Deadline.unlimited)
+    """An in-process plan checks it in its loops and claims it before it writes (`begin_writing`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class InProcessPlan:
     """Run `function` over the workspace, in the server's process (no subprocess).
 
-    In a worker thread under the time limit; or, with `inline`, on the event loop itself. Inline
+    In a worker thread under the time limit, which the function checks through `ToolEnv.deadline`
+    (a thread cannot be stopped from outside); or, with `inline`, on the event loop itself. Inline
     is for work bounded small by construction (reading a file of at most 128 KiB), where the hop to
     a thread and back costs as much as the work or more (80 us against 20 for 1 KiB, measured). An
     inline plan has no time limit, so a plan is inline only where its size is known beforehand.

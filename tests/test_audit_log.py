@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
+import signal
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import pytest
 import structlog
 from hypothesis import given
 from hypothesis import strategies as st
+from test_stdio import handshake
 
 from oct_mcp.audit import (
     GENESIS,
@@ -257,8 +262,9 @@ def test_a_record_without_prev_at_the_start_is_a_break(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
     path.write_text('{"tool":"x"}\n')
 
-    assert [(b.line, b.problem) for b in verify_chain(path).breaks] == [
-        (1, "changed: the record has no `prev`")
+    assert [(b.line, b.problem.split(":")[0]) for b in verify_chain(path).breaks] == [
+        (1, "changed"),
+        (1, "unsealed"),  # written by hand: no head beside it
     ]
 
 
@@ -488,3 +494,161 @@ def test_the_time_is_utc_to_the_microsecond(tmp_path: Path) -> None:
 
     assert len(stamp) == len("2026-12-01T03:25:20.366440Z")
     assert stamp.endswith("Z")
+
+
+# -- the end of the log, sealed in its head --------------------------------------------------------
+
+
+def _head(path: Path) -> Path:
+    return path.with_name(path.name + ".head")
+
+
+def test_the_head_seals_the_last_record_in_an_owner_only_file(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 3)
+
+    sealed = json.loads(_head(path).read_bytes())
+
+    assert (sealed["seq"], sealed["hash"]) == (3, line_digest(_lines(path)[-1]))
+    assert stat.S_IMODE(_head(path).stat().st_mode) == 0o600
+
+
+def test_verify_reports_a_log_whose_end_was_cut_off(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 5)
+    _rewrite(path, _lines(path)[:3])
+
+    verification = verify_chain(path)
+
+    assert not verification.is_intact
+    assert [(b.file, b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(path, 3, "cut")]
+
+
+def test_verify_reports_a_last_record_changed_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 3)
+    lines = _lines(path)
+    lines[-1] = lines[-1].replace(b'"outcome":"ok"', b'"outcome":"no"')
+    _rewrite(path, lines)
+
+    verification = verify_chain(path)
+
+    assert [(b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(3, "changed")]
+
+
+def test_a_writer_that_finds_the_log_cut_records_a_chain_break_and_never_reuses_numbers(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 5)
+    _rewrite(path, _lines(path)[:3])
+
+    _fill(_writer(path, max_bytes=1_000_000), 1)
+
+    records = list(iter_records(path))
+    assert [r["seq"] for r in records] == [1, 2, 3, 6, 7]
+    assert records[3]["event"] == "chain_break"
+    assert records[4]["index"] == 0
+    verification = verify_chain(path)
+    assert [(b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(4, "chain_break")]
+
+
+def test_verify_reports_a_log_without_its_head(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 2)
+    _head(path).unlink()
+
+    verification = verify_chain(path)
+
+    assert [(b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(2, "unsealed")]
+
+
+# -- another process holding the lock -------------------------------------------------------------
+
+
+def _hold_lock(path: Path) -> subprocess.Popen[str]:
+    """A second process that takes the log's lock and keeps it until its stdin closes."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+            str(path.with_name(path.name + ".lock")),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _release(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None
+    holder.stdin.close()
+    holder.wait(timeout=30)
+    if holder.stdout is not None:
+        holder.stdout.close()
+
+
+def test_a_record_the_lock_keeps_out_is_lost_counted_and_noted_once_the_lock_comes_back(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.log"
+    writer = _writer(path, max_bytes=1_000_000)
+    _fill(writer, 1)
+    holder = _hold_lock(path)
+    try:
+        probed = _writer(path).status()
+        written = writer.write({"index": 1})
+        status = writer.status()
+    finally:
+        _release(holder)
+
+    assert probed.startswith("writable, but the audit lock (.lock file) is held by another process now")
+    assert written is False
+    assert "1 record(s) lost" in status
+    assert writer.write({"index": 2})
+    records = list(iter_records(path))
+    assert [(r["seq"], r.get("lost_before")) for r in records] == [(1, None), (2, 1)]
+
+
+def test_a_call_answers_and_sigterm_stops_the_server_while_another_process_holds_the_lock(
+    project: Path, tmp_path: Path, config_file: Path
+) -> None:
+    audit_log = tmp_path / "logs" / "audit.log"
+    audit_log.parent.mkdir(mode=0o700)
+    config_file.write_text(json.dumps({"audit_log_path": str(audit_log)}))
+    holder = _hold_lock(audit_log)
+    command = [sys.executable, "-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)]
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert server.stdin is not None
+        assert server.stdout is not None
+        handshake(server)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        call["params"] = {"name": "oct_read_file", "arguments": {"path": "README.md"}}
+        server.stdin.write(json.dumps(call).encode() + b"\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], 30)
+        answer = json.loads(server.stdout.readline()) if ready else None
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for pipe in (server.stdin, server.stdout, server.stderr):
+            if pipe is not None:
+                pipe.close()
+        _release(holder)
+
+    assert answer is not None
+    assert answer["id"] == 2
+    assert answer["result"]["isError"] is False
+    assert code == 0

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from oct_mcp.backends.cgroups import delegated_cgroup
 from oct_mcp.cli import EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
 
 
@@ -268,3 +270,17 @@ def test_doctor_says_when_the_profile_has_no_audit_layer(
     _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
 
     assert "audit: off: the profile has no audit layer" in out
+
+
+def test_doctor_says_which_caps_hold_over_a_command_run(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    (line,) = [line for line in out.splitlines() if line.startswith("run limits: ")]
+    if delegated_cgroup() is not None:
+        assert line.startswith("run limits: a cgroup per run under ")
+    elif os.geteuid() != 0:
+        assert "RLIMIT_NPROC lets a run add" in line
+    else:
+        assert "no process cap: RLIMIT_NPROC does not bind root" in line

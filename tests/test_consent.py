@@ -14,6 +14,7 @@ from clients import only_text
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from oct_mcp.consent import UsedConsents
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 
 pytestmark = pytest.mark.anyio
@@ -146,6 +147,38 @@ async def test_a_retry_with_changed_arguments_after_consent_does_not_run(
     assert not (project / "notes.txt").exists()
 
 
+async def test_a_sealed_consent_replayed_a_second_time_is_refused(project: Path, config_file: Path) -> None:
+    accept = types.ElicitResult(action="accept", content={"approve": True})
+    with anyio.fail_after(60):
+        async with Client(_server(project, config_file), elicitation_callback=Human(approve=True)) as client:
+            await client.list_tools()
+            first = await client.session.call_tool("test_write_file", WRITE, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            (key,) = first.input_requests or {}
+            answered = await client.session.call_tool(
+                "test_write_file",
+                WRITE,
+                input_responses={key: accept},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            assert isinstance(answered, types.CallToolResult)
+            assert answered.is_error is False
+            (project / "notes.txt").unlink()
+            replayed = await client.session.call_tool(
+                "test_write_file",
+                WRITE,
+                input_responses={key: accept},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+    assert isinstance(replayed, types.CallToolResult)
+    assert replayed.is_error is True
+    assert only_text(replayed).startswith("[consent_replayed]")
+    assert not (project / "notes.txt").exists()
+
+
 async def test_the_dry_run_default_holds_after_consent(project: Path, config_file: Path) -> None:
     arguments = {"path": "notes.txt", "content": "hello\n"}
 
@@ -191,3 +224,24 @@ async def test_a_policy_refusal_comes_before_any_question(project: Path, config_
 
     assert only_text(result).startswith("[policy] ")
     assert human.shown == []
+
+
+def test_used_consents_accepts_a_nonce_once_and_never_an_expired_one() -> None:
+    now = [1_000.0]
+    used = UsedConsents(capacity=2, clock=lambda: now[0])
+
+    assert used.claim("a", 1_600.0) is True
+    assert used.claim("a", 1_600.0) is False
+    assert used.claim("late", 999.0) is False
+
+
+def test_used_consents_full_of_live_nonces_refuses_rather_than_forgets() -> None:
+    now = [1_000.0]
+    used = UsedConsents(capacity=2, clock=lambda: now[0])
+    used.claim("a", 1_100.0)
+    used.claim("b", 1_600.0)
+
+    assert used.claim("c", 1_600.0) is False
+    now[0] = 1_200.0  # "a" has expired: its place is free again, and "b" is still remembered
+    assert used.claim("c", 1_600.0) is True
+    assert used.claim("b", 1_600.0) is False

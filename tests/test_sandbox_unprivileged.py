@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from oct_mcp.middleware.sandbox import RUN_PROCESSES
+
 NOBODY = 65534
 PACKAGES = (
     "oct_mcp",
@@ -176,6 +178,51 @@ for backend in ("native", "bubblewrap"):
 print(json.dumps(results))
 """
 
+FORK_BOMB_HARNESS = """
+import json, sys
+from pathlib import Path
+import anyio
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.context import ToolResult
+from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.spec import CommandPlan
+
+project = Path(sys.argv[1])
+(project / "bomb.py").write_text(
+    "import os, time\\n"
+    "children = 0\\n"
+    "try:\\n"
+    "    while children < 1000:\\n"
+    "        if os.fork() == 0:\\n"
+    "            time.sleep(60)\\n"
+    "            os._exit(0)\\n"
+    "        children += 1\\n"
+    "except OSError:\\n"
+    "    print('STOPPED', children)\\n"
+    "else:\\n"
+    "    print('UNBOUNDED', children)\\n"
+)
+plan = CommandPlan(
+    argv=(sys.executable, "-I", str(project / "bomb.py")),
+    parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
+)
+results = {}
+for backend in (Native(), Bubblewrap()):
+    if not backend.probe().usable:
+        results[backend.name] = None
+        continue
+    sandbox = ExecutionSandbox(
+        backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=True,
+        max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
+        memory_bytes=512 * 1024 * 1024, threads=1,
+    )
+    result = anyio.run(lambda: sandbox._run_command(plan, project, None))
+    results[backend.name] = result.text.split()
+print(json.dumps(results))
+"""
+
 
 def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv_home_line(
     tmp_path: Path,
@@ -223,3 +270,24 @@ def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv
         assert results["bubblewrap oct_git_status"].startswith("## ")
         assert "SSH-KEY-MATERIAL" not in results["bubblewrap oct_lint"]
         assert "BLOCKED FileNotFoundError" in results["bubblewrap oct_lint"]
+
+
+def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tree: Path) -> None:
+    python = _unprivileged_python()
+    (shared_tree / "bomb_harness.py").write_text(textwrap.dedent(FORK_BOMB_HARNESS))
+    (shared_tree / "bomb_harness.py").chmod(0o644)
+    command = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+        "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}", "HOME=/nonexistent",
+        python, "-s", str(shared_tree / "bomb_harness.py"), str(shared_tree / "project"),
+    ]  # fmt: skip
+
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    for backend, words in results.items():
+        if words is None:
+            continue
+        assert words[0] == "STOPPED", backend
+        assert int(words[1]) <= RUN_PROCESSES, backend

@@ -26,7 +26,8 @@ class AuditSink:
     def from_config(cls, config: McpConfig, metrics: CallMetrics | None = None) -> AuditSink:
         return cls(writer=AuditWriter.from_config(config), metrics=metrics)
 
-    def record(self, record: Mapping[str, Any]) -> None:
-        written = self.writer.write(record)
+    async def record(self, record: Mapping[str, Any]) -> None:
+        """Write `record`, waiting a bounded time for another process's hold on the lock."""
+        written = await self.writer.write_async(record)
         if self.metrics is not None:
             self.metrics.observe(record, written=written)

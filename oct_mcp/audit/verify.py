@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oct_mcp.audit.writer import GENESIS, line_digest
+from oct_mcp.audit.writer import CHAIN_BREAK, GENESIS, head_path, line_digest, read_head
 
 __all__ = [
     "Break",
@@ -95,7 +95,9 @@ def verify_chain(path: str | Path) -> Verification:
 
     A broken link is explained by what fits: a record whose `prev` is the hash of another line
     was reordered; a jump in `seq` means records were deleted; otherwise the line before it is
-    not what was written (changed). The newest line is sealed only once a record follows it.
+    not what was written (changed). The newest record is checked against the head beside the
+    log (`audit.log.head`, its `seq` and hash): a log ending before it was cut. Where a writer
+    found that, its `chain_break` record is a break too.
 
     Args:
         path: The current log (`audit.log`); its rotated files are found beside it.
@@ -111,6 +113,9 @@ def verify_chain(path: str | Path) -> Verification:
             record = _parse(raw)
             if record is None:
                 breaks.append(Break(file, number, "changed: not a JSON audit record"))
+            elif record.get("event") == CHAIN_BREAK:
+                found = record.get("problem")
+                breaks.append(Break(file, number, f"chain_break: the writer found the log's end {found}"))
             prev = record.get("prev") if record is not None else None
             seq = record.get("seq") if record is not None else None
             lines.append(
@@ -123,6 +128,7 @@ def verify_chain(path: str | Path) -> Verification:
                 )
             )
     where = {line.digest: position for position, line in enumerate(lines)}
+    # An unparsable line or a chain_break record already says what is wrong there.
     unparsable = {(b.file, b.line) for b in breaks}
     for position, line in enumerate(lines):
         if position == 0:
@@ -136,6 +142,9 @@ def verify_chain(path: str | Path) -> Verification:
             breaks.append(found)
     if lines and lines[0].prev is None and (files[0], 1) not in unparsable:
         breaks.append(Break(files[0], 1, "changed: the record has no `prev`"))
+    end = _check_head(Path(path), lines, where, files)
+    if end is not None:
+        breaks.append(end)
     breaks.sort(key=lambda b: (files.index(b.file), b.line))
     return Verification(
         files=files,
@@ -143,6 +152,31 @@ def verify_chain(path: str | Path) -> Verification:
         breaks=tuple(breaks),
         first_seq=lines[0].seq if lines else None,
     )
+
+
+def _check_head(
+    path: Path, lines: list[_Line], where: Mapping[str, int], files: tuple[Path, ...]
+) -> Break | None:
+    """The log's end against its head: the record the head seals must be in the log."""
+    head = read_head(path)
+    if not lines:
+        if head is None or head.seq == 0:
+            return None
+        return Break(head_path(path), 1, f"cut: the log is empty or gone, but its head seals seq {head.seq}")
+    last = lines[-1]
+    at = Break(files[last.file], last.number, "")
+    if head is None:
+        problem = f"unsealed: no {head_path(path).name} beside the log, so a cut end would not show"
+        return Break(at.file, at.line, problem)
+    if head.hash in where:
+        # Records after the sealed one: a crash between a record and its seal, or a torn line.
+        return None
+    if last.seq is not None and last.seq < head.seq:
+        missing = head.seq - last.seq
+        return Break(
+            at.file, at.line, f"cut: {missing} record(s) after this one are gone (seq {head.seq} was written)"
+        )
+    return Break(at.file, at.line, f"changed: the record its head seals (seq {head.seq}) is not in the log")
 
 
 def _explain(

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 import orjson
 
 from oct_mcp.diagnostics import get_logger
@@ -23,14 +25,35 @@ from oct_mcp.diagnostics import get_logger
 if TYPE_CHECKING:
     from oct_mcp.config import McpConfig
 
-__all__ = ["GENESIS", "AuditFailure", "AuditWriter", "line_digest", "render_record", "rotated_path"]
+__all__ = [
+    "CHAIN_BREAK",
+    "GENESIS",
+    "HEAD_SUFFIX",
+    "AuditFailure",
+    "AuditWriter",
+    "Head",
+    "head_path",
+    "line_digest",
+    "read_head",
+    "render_record",
+    "rotated_path",
+]
 
 GENESIS: Final = "0" * 64
 """The `prev` of the very first record: there is no line before it."""
 FILE_MODE: Final = 0o600
 DIRECTORY_MODE: Final = 0o700
 LOCK_SUFFIX: Final = ".lock"
+HEAD_SUFFIX: Final = ".head"
+CHAIN_BREAK: Final = "chain_break"
+"""The `event` of the record a writer adds where it found the log's end not as its head seals it."""
+LOCK_WAIT_SECONDS: Final = 1.0
+"""How long a record waits for another process's hold on the lock (a write takes microseconds)."""
+_LOCK_RETRY_FIRST: Final = 0.001
+_LOCK_RETRY_MAX: Final = 0.05
+_HEAD_BYTES: Final = 160
 _TAIL_BLOCK: Final = 8_192
+_LOCK_BUSY: Final = f"the audit lock ({LOCK_SUFFIX} file) is held by another process"
 
 _log = get_logger(__name__)
 
@@ -67,6 +90,46 @@ def rotated_path(path: Path, number: int) -> Path:
     return path.with_name(f"{path.name}.{number}")
 
 
+def head_path(path: Path) -> Path:
+    """Where the log at `path` keeps its head: the `seq` and hash of the last record written."""
+    return path.with_name(path.name + HEAD_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The end of the log as its writers left it, kept outside the log: a cut end shows against it."""
+
+    seq: int
+    hash: str
+
+
+def read_head(path: Path) -> Head | None:
+    """The head beside the log at `path`; None when there is none (or it cannot be read as one)."""
+    try:
+        with head_path(path).open("rb") as file:
+            return _parse_head(file.read(_HEAD_BYTES))
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def _parse_head(data: bytes) -> Head | None:
+    try:
+        sealed = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(sealed, dict):
+        return None
+    seq, digest = sealed.get("seq"), sealed.get("hash")
+    if not isinstance(seq, int) or not isinstance(digest, str):
+        return None
+    return Head(seq=seq, hash=digest)
+
+
+def _render_head(seq: int, digest: str) -> bytes:
+    # Fixed width: each seal overwrites the last one whole, in one write at offset 0.
+    return orjson.dumps({"seq": seq, "hash": digest}).ljust(_HEAD_BYTES - 1) + b"\n"
+
+
 @dataclass(frozen=True, slots=True)
 class AuditFailure:
     """Records are not reaching the disk: since when, why (the latest reason), how many were lost."""
@@ -79,20 +142,21 @@ class AuditFailure:
 class _Files:
     """The open descriptors: the log, and the lock file that serialises writers across processes."""
 
-    __slots__ = ("identity", "lock", "log")
+    __slots__ = ("head", "identity", "lock", "log")
 
     def __init__(self) -> None:
         self.log: int | None = None
         self.lock: int | None = None
+        self.head: int | None = None
         self.identity: tuple[int, int, int] | None = None
         """(device, inode, size) of the log as this writer left it: changed means someone else wrote."""
 
     def close(self) -> None:
-        for fd in (self.log, self.lock):
+        for fd in (self.log, self.lock, self.head):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.log = self.lock = None
+        self.log = self.lock = self.head = None
         self.identity = None
 
 
@@ -102,9 +166,12 @@ class AuditWriter:
     Rotation as `logging.handlers.RotatingFileHandler`: before a record would take the file past
     `max_bytes`, `audit.log` becomes `audit.log.1` (`.1` becomes `.2`, ..., `.max_files` is
     dropped). The chain runs on across files. One writer per process serves every task and
-    thread (a lock); writers in several processes take turns on `audit.log.lock` (flock), and
-    each continues the chain from the line the file actually ends with. `write` never raises:
-    a failure is logged, counted and kept for `oct-mcp doctor`.
+    thread (a lock); writers in several processes take turns on `audit.log.lock` (flock, waited
+    for at most `LOCK_WAIT_SECONDS`), and each continues the chain from the line the file
+    actually ends with. After each record, `audit.log.head` seals its `seq` and hash: a writer
+    that finds the log ending before what its head seals writes a `chain_break` record and goes
+    on from the head's numbers. `write` never raises: a failure (the lock held too long
+    included) is logged, counted and kept for `oct-mcp doctor`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, max_bytes: int, max_files: int) -> None:
@@ -121,6 +188,8 @@ class AuditWriter:
         self._seq = 0
         self._failure: AuditFailure | None = None
         self._lost_since_last_write = 0
+        self._break: dict[str, Any] | None = None
+        """The chain_break record the next write puts first, when the disk disagreed with the head."""
 
     @classmethod
     def from_config(cls, config: McpConfig) -> AuditWriter:
@@ -139,16 +208,66 @@ class AuditWriter:
     def write(self, fields: Mapping[str, Any]) -> bool:
         """Append one record: `time` first, then `fields`, then the chain's `seq` and `prev`.
 
+        Blocks while another process holds the lock, `LOCK_WAIT_SECONDS` at most: not for use
+        on an event loop (`write_async` is).
+
         Returns:
             True if the record reached the file; False if it was lost (the failure is kept).
         """
+        written = self.try_write(fields)
+        if written is not None:
+            return written
+        delay = _LOCK_RETRY_FIRST
+        give_up = time.monotonic() + self._lock_wait()
+        while time.monotonic() < give_up:
+            time.sleep(delay)
+            delay = min(delay * 2, _LOCK_RETRY_MAX)
+            written = self.try_write(fields)
+            if written is not None:
+                return written
+        return self._lose_to_the_lock()
+
+    async def write_async(self, fields: Mapping[str, Any]) -> bool:
+        """`write` for the event loop: waits for the lock in sleeps, so the loop runs meanwhile.
+
+        The wait is shielded: a call cancelled (a SIGTERM) still gets its record, within the bound.
+        """
+        written = self.try_write(fields)
+        if written is not None:
+            return written
+        with anyio.CancelScope(shield=True):
+            delay = _LOCK_RETRY_FIRST
+            give_up = anyio.current_time() + self._lock_wait()
+            while anyio.current_time() < give_up:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, _LOCK_RETRY_MAX)
+                written = self.try_write(fields)
+                if written is not None:
+                    return written
+        return self._lose_to_the_lock()
+
+    def try_write(self, fields: Mapping[str, Any]) -> bool | None:
+        """One attempt at `write`, without waiting: None when another process holds the lock."""
         with self._lock:
             try:
                 self._append(fields)
+            except _LockBusyError:
+                return None
             except Exception as exc:  # noqa: BLE001 - an audit failure must never cost a call its result
                 self._fail(exc)
                 return False
         return True
+
+    def _lock_wait(self) -> float:
+        # Already losing records to a held lock: each call waiting out the bound again would make
+        # every call that much slower while the lock stays held. One attempt each, until it frees.
+        failure = self._failure
+        return 0.0 if failure is not None and failure.reason == _LOCK_BUSY else LOCK_WAIT_SECONDS
+
+    def _lose_to_the_lock(self) -> bool:
+        with self._lock:
+            self._count_lost(_LOCK_BUSY)
+        return False
 
     def status(self) -> str:
         """`writable`, or what stands in the way: for `oct-mcp doctor`. Creates nothing."""
@@ -157,7 +276,14 @@ class AuditWriter:
             since = failure.since.isoformat(timespec="seconds")
             return f"failing since {since} ({failure.reason}), {failure.lost} record(s) lost"
         problem = _probe(self.path)
-        return "writable" if problem is None else f"failing ({problem})"
+        if problem is not None:
+            return f"failing ({problem})"
+        if _lock_held_elsewhere(self.path.with_name(self.path.name + LOCK_SUFFIX)):
+            return (
+                f"writable, but {_LOCK_BUSY} now: records wait {LOCK_WAIT_SECONDS:g} s for it, "
+                "then are counted lost"
+            )
+        return "writable"
 
     def close(self) -> None:
         """Close the files; a later write opens them again."""
@@ -174,30 +300,45 @@ class AuditWriter:
 
     def _append_once(self, fields: Mapping[str, Any]) -> None:
         lock, log = self._open()
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _LockBusyError from None
         try:
             log, current = self._follow_disk(log)
+            if self._break is not None:
+                log = self._put(log, current, self._break)
+                self._break = None
+                current = os.fstat(log)
             record: dict[str, Any] = {"time": None, **fields}
             if self._lost_since_last_write:
                 record["lost_before"] = self._lost_since_last_write
-            record["seq"] = self._seq + 1
-            record["prev"] = self._prev if self._prev is not None else GENESIS
-            # `time` is stamped here, in file order; it was put first above, where it is shown.
-            record["time"] = _now()
-            data = render_record(record)
-            if current.st_size > 0 and current.st_size + len(data) + 1 > self.max_bytes:
-                log = self._rotate(log)
-                current = os.fstat(log)
-            _write_all(log, data + b"\n")
-            self._files.identity = (current.st_dev, current.st_ino, current.st_size + len(data) + 1)
+            self._put(log, current, record)
+            head = self._files.head
+            if head is not None and self._prev is not None:
+                os.pwrite(head, _render_head(self._seq, self._prev), 0)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-        self._prev = line_digest(data)
-        self._seq += 1
         self._lost_since_last_write = 0
         if self._failure is not None:
             _log.error("audit_recovered", path=str(self.path), lost=self._failure.lost)
             self._failure = None
+
+    def _put(self, log: int, current: os.stat_result, record: dict[str, Any]) -> int:
+        """Write `record` as the chain's next line, rotating first if it would not fit; returns the log."""
+        record["seq"] = self._seq + 1
+        record["prev"] = self._prev if self._prev is not None else GENESIS
+        # `time` is stamped here, in file order; it was put first, where it is shown.
+        record["time"] = _now()
+        data = render_record(record)
+        if current.st_size > 0 and current.st_size + len(data) + 1 > self.max_bytes:
+            log = self._rotate(log)
+            current = os.fstat(log)
+        _write_all(log, data + b"\n")
+        self._files.identity = (current.st_dev, current.st_ino, current.st_size + len(data) + 1)
+        self._prev = line_digest(data)
+        self._seq += 1
+        return log
 
     def _open(self) -> tuple[int, int]:
         """The lock file's and the log's descriptors, opened (the directory made) if need be."""
@@ -212,6 +353,7 @@ class AuditWriter:
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocker))
             parent.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
         lock = files.lock = _open_owner_only(self.path.with_name(self.path.name + LOCK_SUFFIX), os.O_RDWR)
+        files.head = _open_owner_only(head_path(self.path), os.O_RDWR)
         log = files.log = _open_owner_only(self.path, os.O_WRONLY | os.O_APPEND)
         return lock, log
 
@@ -250,10 +392,19 @@ class AuditWriter:
             # A torn line (a crash mid-write): end it, so this record starts a line of its own.
             _write_all(log, b"\n")
         last = _last_line(self.path) or _last_line(rotated_path(self.path, 1))
+        head_fd = self._files.head
+        head = _parse_head(os.pread(head_fd, _HEAD_BYTES, 0)) if head_fd is not None else None
         if last is not None:
             self._prev = line_digest(last)
             self._seq = _seq_of(last)
         # Nothing on disk: a writer that has written keeps its chain (the files may have been removed).
+        problem = _disagreement(head, last)
+        if problem is not None:
+            _log.error("audit_chain_break", path=str(self.path), problem=problem)
+            self._break = {"time": None, "event": CHAIN_BREAK, "problem": problem}
+        if head is not None:
+            # Numbers are never used twice, whatever the disk now ends with.
+            self._seq = max(self._seq, head.seq)
         current = os.fstat(log)
         self._files.identity = _identity(current)
         return log, current
@@ -273,8 +424,10 @@ class AuditWriter:
 
     def _fail(self, exc: Exception) -> None:
         self._files.close()
+        self._count_lost(_describe(exc))
+
+    def _count_lost(self, reason: str) -> None:
         self._lost_since_last_write += 1
-        reason = _describe(exc)
         previous = self._failure
         if previous is None or previous.reason != reason:
             _log.error("audit_write_failed", path=str(self.path), problem=reason)
@@ -285,6 +438,32 @@ class AuditWriter:
 
 class _FolderRemovedError(Exception):
     """The log's folder is gone: open everything again, from the folder down."""
+
+
+class _LockBusyError(Exception):
+    """Another process holds the lock: try again shortly, or count the record lost."""
+
+
+def _disagreement(head: Head | None, last: bytes | None) -> str | None:
+    """What is wrong with the log's last line against its head, or None when they agree.
+
+    A head one record behind is a crash between a record and its seal, not tampering; a last
+    line that is no record (torn) is ended, and reported by verify, but says nothing of the head.
+    """
+    if head is None:
+        if last is None:
+            return None
+        return "unsealed: the log has records but no head beside it (removed, or an older writer's log)"
+    if last is None:
+        return f"cut: the log is empty or gone, but its head seals seq {head.seq}"
+    seq = _record_seq(last)
+    if seq is None:
+        return None
+    if seq < head.seq:
+        return f"cut: the log ends at seq {seq}, but its head seals seq {head.seq}"
+    if seq == head.seq and line_digest(last) != head.hash:
+        return f"changed: the last record (seq {seq}) is not the one its head seals"
+    return None
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int]:
@@ -330,11 +509,17 @@ def _last_line(path: Path) -> bytes | None:
 
 
 def _seq_of(line: bytes) -> int:
+    seq = _record_seq(line)
+    return 0 if seq is None else seq
+
+
+def _record_seq(line: bytes) -> int | None:
+    """The `seq` of a record's line; None for a line that is no record."""
     try:
         seq = json.loads(line).get("seq")
     except (ValueError, AttributeError):
-        return 0
-    return seq if isinstance(seq, int) else 0
+        return None
+    return seq if isinstance(seq, int) else None
 
 
 def _probe(path: Path) -> str | None:
@@ -357,6 +542,23 @@ def _probe(path: Path) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"cannot create files in {ancestor}"
     return None
+
+
+def _lock_held_elsewhere(lock: Path) -> bool:
+    """True when another process holds the lock file now (probed with a shared lock, let go at once)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing it lets go of the shared lock, if it was taken
+    return False
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import sys
@@ -10,7 +11,7 @@ from typing import Final
 
 from oct_mcp.backends import Limits
 
-__all__ = ["limit_prefix"]
+__all__ = ["limit_prefix", "process_budget"]
 
 # Sets the limits, then execs the command: used where prlimit is missing (macOS, minimal systems).
 # Not preexec_fn: it is not thread-safe, and anyio does not expose it.
@@ -63,3 +64,49 @@ def _within_hard_limit(name: str, value: int | None) -> int | None:
         return None
     _, hard = resource.getrlimit(getattr(resource, name))
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def process_budget(margin: int) -> int | None:
+    """An RLIMIT_NPROC that lets one run start `margin` more tasks than this user has now.
+
+    RLIMIT_NPROC counts every task (threads too) of the user, not of one run: the budget is the
+    user's current count plus the margin, so a fork bomb stops there. None for root, whom the
+    kernel does not limit, and where /proc cannot be read.
+
+    Args:
+        margin: How many processes and threads one run may add.
+    """
+    if os.geteuid() == 0:
+        return None
+    try:
+        tasks = _tasks_of(os.getuid())
+    except OSError:
+        return None
+    return tasks + margin
+
+
+def _tasks_of(uid: int) -> int:
+    """The tasks (processes and their threads) whose real user is `uid`, as the kernel counts them."""
+    count = 0
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/status", "rb") as status:
+                    fields = dict(_status_fields(status.read()))
+            except OSError:
+                continue  # gone meanwhile, or hidden (hidepid)
+            real_uid = fields.get(b"Uid", b"").split()[:1]
+            if real_uid == [str(uid).encode()]:
+                count += int(fields.get(b"Threads", b"1") or b"1")
+    return count
+
+
+def _status_fields(text: bytes) -> list[tuple[bytes, bytes]]:
+    pairs = []
+    for line in text.splitlines():
+        name, _, value = line.partition(b":")
+        if name in (b"Uid", b"Threads"):
+            pairs.append((name, value.strip()))
+    return pairs

@@ -54,7 +54,7 @@ class AuditLogger:
             return outcome
         finally:
             cancelled = error is not None and isinstance(error, anyio.get_cancelled_exc_class())
-            self.sink.record(
+            await self.sink.record(
                 audit_record(
                     ctx,
                     outcome,

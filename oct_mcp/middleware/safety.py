@@ -14,7 +14,7 @@ from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONFIRM_FIELD, CONFIRMATION_PREFIX, DECLINED_PREFIX, argument_digest
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
 from oct_mcp.display import quote_name
-from oct_mcp.errors import ConsentUnavailableError, OctError
+from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
 from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.workspace import Workspace
 
@@ -143,6 +143,11 @@ class SafetyGate:
         digest = argument_digest(args)
         consent = ctx.consent
         if consent is not None and consent.covers(ctx.tool, digest):
+            if consent.replayed:
+                raise ConsentReplayedError(
+                    f"this answer to {ctx.tool}'s consent question was already used; each answer runs "
+                    "the call once: call the tool again to be asked anew"
+                )
             if not consent.approved:
                 return ToolResult(
                     text=f"{DECLINED_PREFIX} the user declined {ctx.tool}; nothing ran.", is_error=True

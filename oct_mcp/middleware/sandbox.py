@@ -7,9 +7,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -25,13 +26,17 @@ from oct_mcp.backends import (
     SandboxRequest,
     select_backend,
 )
+from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
+from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
+from oct_mcp.deadline import Deadline
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
+    BusyError,
     ProjectCodeRefusedError,
     ProtectedPathCreatedError,
     SandboxUnavailableError,
@@ -47,7 +52,15 @@ from oct_mcp.protected import (
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, Risk, RunResult, ToolEnv
 
-__all__ = ["LAYER", "ExecutionSandbox", "Runner", "SandboxSettings", "cap_output"]
+__all__ = [
+    "LAYER",
+    "RUN_PROCESSES",
+    "AbandonedWork",
+    "ExecutionSandbox",
+    "Runner",
+    "SandboxSettings",
+    "cap_output",
+]
 
 TRUNCATION_NOTE: Final = "\n[oct-mcp: output truncated at {limit} bytes (max_output_bytes)]"
 _MIB: Final = 1_048_576
@@ -55,6 +68,8 @@ _CPU_BACKSTOP_SECONDS: Final = 5
 _MAX_TOOL_THREADS: Final = 4
 # Protected paths an error names; a run that planted thousands is described by the first ones.
 _NAMES_SHOWN: Final = 20
+RUN_PROCESSES: Final = 256
+"""Processes and threads one command run may have (pids.max) or add to the user's (RLIMIT_NPROC)."""
 _SYSTEM_PATH: Final = ("/usr/local/bin", "/usr/bin", "/bin")
 _PR_SET_DUMPABLE: Final = 4
 _HOW_TO_ISOLATE: Final = (
@@ -80,6 +95,77 @@ class Runner(Protocol):
         max_output: int,
         on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
     ) -> Awaitable[RunResult]: ...
+
+
+class _ThreadRun:
+    """One in-process run's thread: what it answered, once it has, and whether the call gave up on it."""
+
+    __slots__ = ("abandoned", "done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: ToolResult | None = None
+        self.error: BaseException | None = None
+        self.abandoned = False
+
+    def outcome(self) -> ToolResult:
+        if self.error is not None:
+            raise self.error
+        if self.result is None:
+            raise RuntimeError("an in-process run ended without a result")
+        return self.result
+
+
+class AbandonedWork:
+    """In-process runs the sandbox stopped waiting for whose threads still run: counted, refused meanwhile.
+
+    Such a thread holds a worker and the interpreter's lock until the plan notices its deadline (or
+    its blocking read returns); starting more work beside it slows every call and piles threads up.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._idle = threading.Event()
+        self._idle.set()
+
+    @property
+    def running(self) -> int:
+        """How many abandoned runs have not ended yet."""
+        return self._running
+
+    def refuse_while_running(self) -> None:
+        """Raises:
+        BusyError: An abandoned run is still going.
+        """
+        running = self._running
+        if running:
+            raise BusyError(
+                f"{running} in-process call(s) that ran past their time limit are still finishing; "
+                "wait a few seconds and call again"
+            )
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no abandoned run is left (for shutdown and tests); False on the timeout."""
+        return self._idle.wait(timeout)
+
+    def abandon(self, run: _ThreadRun) -> None:
+        """Count `run` until its thread ends, unless it has ended already."""
+        with self._lock:
+            if run.done.is_set():
+                return
+            run.abandoned = True
+            self._running += 1
+            self._idle.clear()
+
+    def finish(self, run: _ThreadRun) -> None:
+        """Called by the run's thread as it ends."""
+        with self._lock:
+            run.done.set()
+            if run.abandoned:
+                self._running -= 1
+                if not self._running:
+                    self._idle.set()
 
 
 def cap_output(result: ToolResult, limit: int) -> ToolResult:
@@ -122,21 +208,26 @@ class ExecutionSandbox:
     test_timeout_seconds: float
     memory_bytes: int | None
     threads: int
+    abandoned: AbandonedWork = field(default_factory=AbandonedWork)
+    """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         if ctx.spec is None or ctx.params is None or ctx.workspace is None:
             # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
+        deadline = Deadline(self.timeout_seconds)
         env = ToolEnv(
             workspace=ctx.workspace,
             max_output_bytes=self.max_output_bytes,
             max_jobs=self.threads,
             dry_run=ctx.dry_run,
+            deadline=deadline,
         )
         plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         if isinstance(plan, InProcessPlan):
-            result = plan.function() if plan.inline else await self._run_in_process(plan)
+            self.abandoned.refuse_while_running()
+            result = plan.function() if plan.inline else await self._run_in_process(plan, deadline)
         else:
             if ctx.spec.risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
                 # A read tool asks no consent; a program inside the project is project code.
@@ -149,14 +240,40 @@ class ExecutionSandbox:
             duration_seconds=time.perf_counter() - started,
         )
 
-    async def _run_in_process(self, plan: InProcessPlan) -> ToolResult:
-        with anyio.move_on_after(self.timeout_seconds):
-            # abandon_on_cancel: a timed-out read cannot be interrupted, but the call must
-            # still return; the worker thread ends by itself when its read completes.
-            return await anyio.to_thread.run_sync(plan.function, abandon_on_cancel=True)
-        raise ToolTimeoutError(
-            f"the tool ran past its limit of {self.timeout_seconds:g} s (timeout_default_seconds)"
-        )
+    async def _run_in_process(self, plan: InProcessPlan, deadline: Deadline) -> ToolResult:
+        run = _ThreadRun()
+        work = self.abandoned
+
+        def in_thread() -> ToolResult:
+            try:
+                run.result = plan.function()
+            except BaseException as exc:
+                run.error = exc
+                raise
+            finally:
+                work.finish(run)
+            return run.result
+
+        answered = False
+        try:
+            with anyio.move_on_after(deadline.seconds):
+                # abandon_on_cancel: a thread cannot be interrupted, but the call must still return;
+                # the plan stops at its next deadline check, and never begins a write after it.
+                result = await anyio.to_thread.run_sync(in_thread, abandon_on_cancel=True)
+                answered = True
+                return result
+        except BaseException:
+            answered = run.done.is_set()
+            raise
+        finally:
+            if not answered and deadline.expire():
+                work.abandon(run)
+        if deadline.expired:
+            raise deadline.timeout_error()
+        # The time ran out while the plan was writing: its writes are bounded, and the answer
+        # must say what they did.
+        await anyio.to_thread.run_sync(run.done.wait)
+        return run.outcome()
 
     async def _run_command(
         self, plan: CommandPlan, project: Path, progress: ProgressReporter | None
@@ -168,7 +285,14 @@ class ExecutionSandbox:
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
         scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
+        cgroup = _run_cgroup(self.memory_bytes)
         try:
+            # The cgroup caps the run's processes where there is one; else RLIMIT_NPROC, a budget
+            # over the user's current count (None for root, whom it does not bind). Counting reads
+            # /proc, milliseconds on a busy machine: not on the event loop.
+            processes = (
+                None if cgroup is not None else await anyio.to_thread.run_sync(process_budget, RUN_PROCESSES)
+            )
             home, tmp = self.backend.home_and_tmp(scratch)
             roots = install_roots(Path(plan.argv[0]), project)
             path_dirs = [*tool_path_dirs(Path(plan.argv[0]), project, roots), *_SYSTEM_PATH]
@@ -190,14 +314,12 @@ class ExecutionSandbox:
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
                     cpu_seconds=int(timeout) + _CPU_BACKSTOP_SECONDS,
-                    # RLIMIT_NPROC counts every process of the user, so it cannot be a per-run budget;
-                    # the kernel ignores it for root. The timeout and the tree kill bound a fork bomb.
-                    processes=None,
+                    processes=processes,
                 ),
                 scratch=scratch,
                 strict_files="reads_confined" in self.required,
             )
-            prepared = self.backend.prepare(request)
+            prepared = _prepare(self.backend, request, cgroup)
             missing = self.required - prepared.guarantees
             if missing and (NO_NETWORK in missing or not self.allow_degraded):
                 raise SandboxUnavailableError(
@@ -214,7 +336,7 @@ class ExecutionSandbox:
                 if argv[0] != plan.argv[0]:
                     # The binds and PATH were computed for the first command's program.
                     raise RuntimeError("a plan's second command must run the same program as its first")
-                prepared = self.backend.prepare(replace(request, argv=argv))
+                prepared = _prepare(self.backend, replace(request, argv=argv), cgroup)
                 timeout = max(timeout - first.duration_seconds, 0.0)
             run = await self.runner(
                 prepared,
@@ -224,6 +346,9 @@ class ExecutionSandbox:
                 on_stdout_line=_progress_reader(plan, progress),
             )
         finally:
+            if cgroup is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(cgroup.close)
             shutil.rmtree(scratch, ignore_errors=True)
             if before is not None:
                 # Shielded: a run cut short by a timeout or a shutdown is checked all the same.
@@ -245,6 +370,23 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _prepare(backend: Backend, request: SandboxRequest, cgroup: RunCgroup | None) -> Prepared:
+    """The backend's command, moved into the run's cgroup first where there is one."""
+    prepared = backend.prepare(request)
+    return prepared if cgroup is None else replace(prepared, argv=(*cgroup.join_prefix(), *prepared.argv))
+
+
+def _run_cgroup(memory_bytes: int | None) -> RunCgroup | None:
+    """A cgroup for this run (memory for all its processes, their count), where the server may make one."""
+    parent = delegated_cgroup()
+    if parent is None:
+        return None
+    try:
+        return RunCgroup.create(parent, memory_bytes=memory_bytes, processes=RUN_PROCESSES)
+    except OSError:
+        return None  # the delegation went away: the rlimits still hold
 
 
 def _timeout_message(limit: float, plan: CommandPlan) -> str:

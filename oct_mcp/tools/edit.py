@@ -10,6 +10,10 @@ Every write goes through a descriptor on its folder, reached from the root one
 component at a time without following symlinks, into a temporary file in that
 folder, fsync'd, then renamed over the target: a reader sees the old file or the new
 one, never half of one, and a failed write leaves the old file as it was.
+
+The work runs in a thread under the call's deadline: the loops check it, and the first change
+to the project (a folder, a temporary file) claims it, so a call answered `[timeout]` has
+written nothing and never will.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -29,6 +34,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from oct_mcp.context import ToolResult
+from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
@@ -62,6 +68,10 @@ _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEX
 _HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _C_ESCAPES: Final = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _REGULAR_MODES: Final = {"100644": 0o666, "100755": 0o777}
+# Loop turns between two deadline checks: a check costs a clock read, a turn far less.
+_CHECK_EVERY: Final = 1_024
+# Lines either side of where a hunk's header puts it that are searched before the file is indexed.
+_NEAR: Final = 64
 
 
 class _Params(BaseModel):
@@ -123,7 +133,9 @@ class _Diff:
     removed: int
 
 
-def unified_diff(old: str | None, new: str | None, old_name: str, new_name: str) -> _Diff:
+def unified_diff(
+    old: str | None, new: str | None, old_name: str, new_name: str, deadline: Deadline | None = None
+) -> _Diff:
     """A unified diff git and oct_apply_patch can apply, with `\\ No newline at end of file` marks.
 
     Args:
@@ -131,16 +143,23 @@ def unified_diff(old: str | None, new: str | None, old_name: str, new_name: str)
         new: The new text; None when the file is deleted.
         old_name: The old side's name (`a/path`); `/dev/null` is used when `old` is None.
         new_name: The new side's name (`b/path`); `/dev/null` is used when `new` is None.
+        deadline: Checked as the diff is produced.
+
+    Raises:
+        ToolTimeoutError: The deadline passed.
     """
     lines: list[str] = []
     added = removed = 0
-    produced = difflib.unified_diff(
+    produced = _unified_lines(
         split_lines(old or ""),
         split_lines(new or ""),
-        fromfile=_DEV_NULL if old is None else old_name,
-        tofile=_DEV_NULL if new is None else new_name,
+        _DEV_NULL if old is None else old_name,
+        _DEV_NULL if new is None else new_name,
+        deadline,
     )
     for number, line in enumerate(produced):
+        if deadline is not None and not number % _CHECK_EVERY:
+            deadline.check()
         if number >= 2:
             added += line.startswith("+")
             removed += line.startswith("-")
@@ -152,6 +171,52 @@ def unified_diff(old: str | None, new: str | None, old_name: str, new_name: str)
             f"+++ {_DEV_NULL if new is None else new_name}\n",
         ]
     return _Diff("".join(lines), added, removed)
+
+
+class _CheckedMatcher(difflib.SequenceMatcher[str]):
+    """difflib's matcher, checking the deadline at each block it looks for: a diff of a large file
+    takes seconds in there, and a thread cannot be stopped from outside."""
+
+    def __init__(self, a: list[str], b: list[str], deadline: Deadline | None) -> None:
+        self._deadline = deadline
+        super().__init__(None, a, b)
+
+    def find_longest_match(
+        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
+    ) -> difflib.Match:
+        if self._deadline is not None:
+            self._deadline.check()
+        return super().find_longest_match(alo, ahi, blo, bhi)
+
+
+def _unified_lines(
+    a: list[str], b: list[str], fromfile: str, tofile: str, deadline: Deadline | None
+) -> Iterator[str]:
+    """The lines `difflib.unified_diff(a, b, fromfile, tofile)` yields, through `_CheckedMatcher`."""
+    started = False
+    for group in _CheckedMatcher(a, b, deadline).get_grouped_opcodes(3):
+        if not started:
+            started = True
+            yield f"--- {fromfile}\n"
+            yield f"+++ {tofile}\n"
+        first, last = group[0], group[-1]
+        yield f"@@ -{_unified_range(first[1], last[2])} +{_unified_range(first[3], last[4])} @@\n"
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in a[i1:i2])
+                continue
+            if tag in ("replace", "delete"):
+                yield from ("-" + line for line in a[i1:i2])
+            if tag in ("replace", "insert"):
+                yield from ("+" + line for line in b[j1:j2])
+
+
+def _unified_range(start: int, stop: int) -> str:
+    """A hunk header's range as difflib writes it: `start,length`, the length left out when it is 1."""
+    beginning, length = start + 1, stop - start
+    if length == 1:
+        return str(beginning)
+    return f"{beginning - 1 if not length else beginning},{length}"
 
 
 def _open_folder(workspace: Workspace, folder: Path, created: list[Path]) -> int:
@@ -225,11 +290,18 @@ def _write(
     *,
     mode: int | None = None,
     new_mode: int = 0o666,
+    deadline: Deadline | None = None,
 ) -> Undo:
     """Atomically put `data` at `target`; returns how to put back what was there.
 
     The file gets `mode` when given, else the replaced file's mode, else `new_mode` less the umask.
+    `deadline` is claimed before the first change (a folder, the temporary file).
+
+    Raises:
+        ToolTimeoutError: The deadline passed before anything was written.
     """
+    if deadline is not None:
+        deadline.begin_writing()
     created: list[Path] = []
     exact = mode if mode is not None else (None if old is None else old.mode)
     try:
@@ -251,8 +323,12 @@ def _write(
     return undo_create
 
 
-def _delete(workspace: Workspace, target: Path, old: _Existing | None = None) -> Undo:
-    """Remove the file at `target`; returns how to put `old` back."""
+def _delete(
+    workspace: Workspace, target: Path, old: _Existing | None = None, deadline: Deadline | None = None
+) -> Undo:
+    """Remove the file at `target`; returns how to put `old` back. `deadline` is claimed first."""
+    if deadline is not None:
+        deadline.begin_writing()
     folder_fd = _open_folder(workspace, target.parent, [])
     try:
         os.unlink(target.name, dir_fd=folder_fd)
@@ -340,10 +416,13 @@ class WriteFileOutput(BaseModel):
     diff_cut: bool
 
 
-def write_file(workspace: Workspace, params: WriteFileParams, *, dry_run: bool) -> ToolResult:
+def write_file(
+    workspace: Workspace, params: WriteFileParams, *, dry_run: bool, deadline: Deadline | None = None
+) -> ToolResult:
     """Create or replace a project file with `params.content`, atomically; or only diff it.
 
     Raises:
+        ToolTimeoutError: The deadline passed; nothing was written.
         PathRefusedError: Outside the project, through a symlink leading out, a folder, not a file.
         PolicyError: A protected path.
         ExecutionError: The write failed; the old file is untouched.
@@ -362,10 +441,10 @@ def write_file(workspace: Workspace, params: WriteFileParams, *, dry_run: bool) 
     if old is not None and old_text is None:
         diff = _Diff(f"Binary or non-UTF-8 file {relative} replaced ({len(old.data)} bytes)\n", 0, 0)
     else:
-        diff = unified_diff(old_text, params.content, f"a/{relative}", f"b/{relative}")
+        diff = unified_diff(old_text, params.content, f"a/{relative}", f"b/{relative}", deadline)
     if not dry_run and action != "unchanged":
         try:
-            _write(workspace, target, new, old)
+            _write(workspace, target, new, old, deadline=deadline)
         except OSError as exc:
             raise _failed_write(exc) from exc
     text, cut = _cut(diff.text)
@@ -393,7 +472,7 @@ def write_file(workspace: Workspace, params: WriteFileParams, *, dry_run: bool) 
 def _plan_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
     # Its own dry_run field when given, else the safety gate's decision.
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(write_file, env.workspace, params, dry_run=dry_run))
+    return InProcessPlan(partial(write_file, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
 
 
 # -- parsing a unified diff ----------------------------------------------------------------------
@@ -651,21 +730,25 @@ def _strip_prefixes(old: str | None, new: str | None) -> tuple[str | None, str |
 # -- applying it ---------------------------------------------------------------------------------
 
 
-def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str) -> str:
+def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str, deadline: Deadline | None = None) -> str:
     """`text` with each hunk applied in order: its lines exactly, at its line or the nearest offset.
 
     Raises:
         PatchError: A hunk's removed and context lines are not in the text.
+        ToolTimeoutError: The deadline passed.
     """
     lines = split_lines(text)
+    finder = _HunkFinder(lines, deadline)
     result: list[str] = []
     cursor = offset = 0
     for number, hunk in enumerate(hunks, start=1):
+        if deadline is not None:
+            deadline.check()
         expected = [line for tag, line in hunk.lines if tag != "+"]
         replacement = [line for tag, line in hunk.lines if tag != "-"]
         # A hunk that removes nothing inserts after line old_start; one that does, starts at it.
         base = hunk.old_start if not expected else hunk.old_start - 1
-        at = _find(lines, expected, base + offset, cursor)
+        at = finder.find(expected, base + offset, cursor)
         if at is None:
             raise PatchError(
                 f"{where}, hunk {number} (at line {hunk.old_start}): its context and removed lines are not "
@@ -679,21 +762,55 @@ def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str) -> str:
     return "".join(result)
 
 
-def _find(lines: list[str], expected: list[str], hint: int, low: int) -> int | None:
-    high = len(lines) - len(expected)
-    if high < low:
-        return None
-    hint = min(max(hint, low), high)
-    size = len(expected)
-    for distance in range(max(hint - low, high - hint) + 1):
-        for at in (hint - distance, hint + distance) if distance else (hint,):
-            if (
-                low <= at <= high
-                and (not size or lines[at] == expected[0])
-                and lines[at : at + size] == expected
-            ):
+class _HunkFinder:
+    """Where a hunk's old lines stand in the file: the match nearest its header's line, lowest first.
+
+    Near the hint first; past that, the candidates are the places of the hunk's rarest line (an
+    index of the file's lines, built once per file when first needed), each compared in place:
+    no slice is copied, and a file of many equal lines does not make every offset a candidate.
+    """
+
+    def __init__(self, lines: list[str], deadline: Deadline | None) -> None:
+        self._lines = lines
+        self._deadline = deadline
+        self._places: dict[str, list[int]] | None = None
+
+    def find(self, expected: list[str], hint: int, low: int) -> int | None:
+        lines = self._lines
+        high = len(lines) - len(expected)
+        if high < low:
+            return None
+        hint = min(max(hint, low), high)
+        if not expected:
+            return hint
+        # Near the hint first, where a hunk after the first almost always is: no index to build.
+        for distance in range(_NEAR + 1):
+            for at in (hint - distance, hint + distance) if distance else (hint,):
+                if low <= at <= high and lines[at] == expected[0] and self._matches(expected, at):
+                    return at
+        places = self._index()
+        rarest = min(range(len(expected)), key=lambda i: len(places.get(expected[i], ())))
+        starts = [p - rarest for p in places.get(expected[rarest], ()) if low <= p - rarest <= high]
+        starts.sort(key=lambda at: (abs(at - hint), at))
+        deadline = self._deadline
+        for turn, at in enumerate(starts):
+            if deadline is not None and not turn % _CHECK_EVERY:
+                deadline.check()
+            if self._matches(expected, at):
                 return at
-    return None
+        return None
+
+    def _matches(self, expected: list[str], at: int) -> bool:
+        lines = self._lines
+        return all(lines[at + i] == line for i, line in enumerate(expected))
+
+    def _index(self) -> dict[str, list[int]]:
+        if self._places is None:
+            places: defaultdict[str, list[int]] = defaultdict(list)
+            for number, line in enumerate(self._lines):
+                places[line].append(number)
+            self._places = places
+        return self._places
 
 
 class PatchedFile(BaseModel):
@@ -760,7 +877,7 @@ def _text_of(existing: _Existing, parsed: ParsedFile, path: str) -> str:
     return text
 
 
-def _plan_file(workspace: Workspace, parsed: ParsedFile) -> _Planned:
+def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | None) -> _Planned:
     old_path, new_path = parsed.old_path, parsed.new_path
     where = f"file {parsed.number} of the patch ({new_path or old_path})"
     source = None
@@ -770,8 +887,8 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile) -> _Planned:
         target = _contained(workspace, new_path, parsed)
         if _existing(workspace, target) is not None:
             raise PatchError(f"{where}: the patch creates it, but it already exists")
-        text = apply_hunks("", parsed.hunks, where)
-        diff = unified_diff(None, text, "", f"b/{workspace.relative(target)}")
+        text = apply_hunks("", parsed.hunks, where, deadline)
+        diff = unified_diff(None, text, "", f"b/{workspace.relative(target)}", deadline=deadline)
         return _Planned(parsed, target, None, None, text.encode("utf-8"), diff)
     old_target = _contained(workspace, old_path, parsed)
     if parsed.action in ("rename", "copy") and new_path is not None:
@@ -788,13 +905,14 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile) -> _Planned:
     if existing is None:
         raise PatchError(f"{where}: the file does not exist")
     old_text = _text_of(existing, parsed, old_path)
-    new_text = apply_hunks(old_text, parsed.hunks, where)
+    new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
     old_name = f"a/{workspace.relative(source or target)}"
     if parsed.action == "delete":
         if new_text:
             raise PatchError(f"{where}: the patch deletes the file, but its hunks do not remove every line")
-        return _Planned(parsed, target, None, existing, None, unified_diff(old_text, None, old_name, ""))
-    diff = unified_diff(old_text, new_text, old_name, f"b/{workspace.relative(target)}")
+        deleted = unified_diff(old_text, None, old_name, "", deadline)
+        return _Planned(parsed, target, None, existing, None, deleted)
+    diff = unified_diff(old_text, new_text, old_name, f"b/{workspace.relative(target)}", deadline)
     return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff)
 
 
@@ -807,12 +925,17 @@ def _modes(old_mode: int | None, executable: bool | None) -> tuple[int | None, i
     return (old_mode | ((old_mode & 0o444) >> 2) if executable else old_mode & ~0o111), 0o666
 
 
-def _apply(workspace: Workspace, planned: list[_Planned]) -> None:
+def _apply(workspace: Workspace, planned: list[_Planned], deadline: Deadline | None) -> None:
     """Make every planned change, or none: on a failure, undo what was done, newest first.
+
+    The first change claims `deadline`; once claimed, the rest follow whatever the time.
 
     Raises:
         ExecutionError: A write failed; the message says whether everything was put back.
+        ToolTimeoutError: The deadline passed before the first change; nothing was written.
     """
+    if deadline is not None:
+        deadline.begin_writing()
     undo: list[Undo] = []
     try:
         for change in planned:
@@ -866,7 +989,9 @@ def _refuse_repeats(workspace: Workspace, parsed: list[ParsedFile]) -> None:
             seen.add(resolved)
 
 
-def apply_patch(workspace: Workspace, params: ApplyPatchParams, *, dry_run: bool) -> ToolResult:
+def apply_patch(
+    workspace: Workspace, params: ApplyPatchParams, *, dry_run: bool, deadline: Deadline | None = None
+) -> ToolResult:
     """Check that every hunk of the patch applies, then apply them all, or show what would change.
 
     A patch that does not apply is an error result and changes nothing.
@@ -875,17 +1000,18 @@ def apply_patch(workspace: Workspace, params: ApplyPatchParams, *, dry_run: bool
         PathRefusedError: A path in the patch leaves the project.
         PolicyError: A path in the patch is protected.
         ExecutionError: A write failed; what was written was put back.
+        ToolTimeoutError: The deadline passed; nothing was written.
     """
     try:
         parsed = parse_patch(params.patch)
         _refuse_repeats(workspace, parsed)
-        planned = [_plan_file(workspace, item) for item in parsed]
+        planned = [_plan_file(workspace, item, deadline) for item in parsed]
     except PatchError as exc:
         return ToolResult(text=f"the patch does not apply; nothing was changed.\n{exc}", is_error=True)
     written = [change.target for change in planned if change.parsed.action != "delete"]
     _refuse_git_directory(workspace, written, "oct_apply_patch")
     if not dry_run:
-        _apply(workspace, planned)
+        _apply(workspace, planned, deadline)
     files = [
         PatchedFile(
             path=workspace.relative(change.target),
@@ -938,7 +1064,7 @@ def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
 
 def _plan_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run))
+    return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
 
 
 WRITE_FILE: Final = ToolSpec(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 from fakes import RecordingNext, make_context
 from hypothesis import given
@@ -13,10 +15,11 @@ from hypothesis import strategies as st
 
 from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
 from oct_mcp.context import CallContext, ToolResult
-from oct_mcp.errors import NotFoundError, ToolTimeoutError
+from oct_mcp.errors import BusyError, NotFoundError, ToolTimeoutError
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
 from oct_mcp.spec import InProcessPlan
 from oct_mcp.tools import default_catalog
+from oct_mcp.tools.edit import ApplyPatchParams
 from oct_mcp.tools.files import ReadFileParams
 from oct_mcp.workspace import Workspace
 
@@ -94,6 +97,72 @@ async def test_sandbox_times_out_a_plan_that_runs_too_long(project: Path) -> Non
         release.set()
 
     assert caught.value.code == "timeout"
+
+
+def _slow_patch(project: Path) -> ApplyPatchParams:
+    """A patch of many hunks, each far from the line its header says, to a file of 100,000 lines."""
+    (project / "big.txt").write_text("".join(f"line {number}\n" for number in range(100_000)))
+    hunks = "".join(f"@@ -1,1 +1,1 @@\n-line {n}\n+LINE {n}\n" for n in range(500, 100_000, 500))
+    return ApplyPatchParams(patch=f"--- a/big.txt\n+++ b/big.txt\n{hunks}", dry_run=False)
+
+
+async def _wait_until_idle(sandbox: ExecutionSandbox) -> None:
+    with anyio.fail_after(60):
+        await anyio.to_thread.run_sync(sandbox.abandoned.wait_idle, abandon_on_cancel=True)
+
+
+def _in_process_context(project: Path, function: Callable[[], ToolResult]) -> CallContext:
+    spec = replace(default_catalog()["oct_read_file"], plan=lambda params, env: InProcessPlan(function))
+    return replace(
+        make_context("oct_read_file", Workspace(project)), spec=spec, params=ReadFileParams(path="README.md")
+    )
+
+
+async def test_a_patch_answered_timeout_leaves_the_file_untouched_once_its_thread_ends(
+    project: Path,
+) -> None:
+    params = _slow_patch(project)
+    before = (project / "big.txt").read_bytes()
+    ctx = replace(
+        make_context("oct_apply_patch", Workspace(project)),
+        spec=default_catalog()["oct_apply_patch"],
+        params=params,
+    )
+    sandbox = _sandbox(timeout=0.01)
+
+    with pytest.raises(ToolTimeoutError) as caught:
+        await sandbox(ctx, RecordingNext())
+    await _wait_until_idle(sandbox)
+
+    assert caught.value.code == "timeout"
+    assert (project / "big.txt").read_bytes() == before
+    assert sorted(p.name for p in project.iterdir() if p.name.startswith(".oct-write-")) == []
+
+
+async def test_new_in_process_calls_are_refused_while_an_abandoned_one_still_runs(project: Path) -> None:
+    release = threading.Event()
+
+    def stuck() -> ToolResult:
+        release.wait(30)
+        return ToolResult(text="late")
+
+    sandbox = _sandbox(timeout=0.05)
+    try:
+        with pytest.raises(ToolTimeoutError):
+            await sandbox(_in_process_context(project, stuck), RecordingNext())
+        with pytest.raises(BusyError) as refused:
+            await sandbox(_validated(project, "README.md"), RecordingNext())
+        running = sandbox.abandoned.running
+    finally:
+        release.set()
+    await _wait_until_idle(sandbox)
+    after = await sandbox(_validated(project, "README.md"), RecordingNext())
+
+    assert refused.value.code == "busy"
+    assert running == 1
+    assert sandbox.abandoned.running == 0
+    assert isinstance(after, ToolResult)
+    assert after.text == "# Demo\n\nline 3\nline 4\n"
 
 
 @pytest.mark.parametrize(("inline", "on_the_loop"), [(True, True), (False, False)])

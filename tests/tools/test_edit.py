@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
 import stat
@@ -18,13 +19,15 @@ from pydantic import ValidationError
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.context import ClientInfo, ToolResult
-from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError
+from oct_mcp.deadline import Deadline
+from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, ToolTimeoutError
 from oct_mcp.tools.edit import (
     APPLY_PATCH,
     WRITE_FILE,
     ApplyPatchParams,
     PatchError,
     WriteFileParams,
+    _unified_lines,
     apply_hunks,
     apply_patch,
     parse_patch,
@@ -788,3 +791,56 @@ def test_write_file_through_the_chain_refuses_a_git_directory(project: Path, con
 
     assert isinstance(outcome, CallFailure)
     assert outcome.code == "policy"
+
+
+def test_a_patch_past_its_deadline_writes_nothing(workspace: Workspace) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\n")
+    patch = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+    deadline = Deadline(0)
+
+    with pytest.raises(ToolTimeoutError) as caught:
+        apply_patch(workspace, ApplyPatchParams(patch=patch), dry_run=False, deadline=deadline)
+
+    assert caught.value.code == "timeout"
+    assert (workspace.root / "a.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_write_whose_run_was_given_up_creates_neither_file_nor_folder(workspace: Workspace) -> None:
+    deadline = Deadline(3_600)
+    deadline.expire()
+
+    with pytest.raises(ToolTimeoutError):
+        write_file(
+            workspace, WriteFileParams(path="new/dir/a.txt", content="x\n"), dry_run=False, deadline=deadline
+        )
+
+    assert not (workspace.root / "new").exists()
+
+
+def test_a_hunk_is_found_at_the_nearest_place_among_many_equal_lines() -> None:
+    text = "".join(["x\n"] * 50 + ["a\n", "b\n"] + ["x\n"] * 50 + ["a\n", "b\n"] + ["x\n"] * 50)
+    (hunk,) = parse_patch("--- a/f\n+++ b/f\n@@ -100,3 +100,3 @@\n x\n a\n-b\n+B\n")[0].hunks
+
+    patched = apply_hunks(text, (hunk,), "f")
+
+    lines = patched.splitlines()
+    assert lines.index("B") == 103
+    assert lines.count("b") == 1
+
+
+@given(
+    old=st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d", ""]), max_size=30),
+    new=st.lists(st.sampled_from(["a\n", "b\n", "c\n", "e\n", "d"]), max_size=30),
+)
+def test_the_checked_diff_writes_exactly_what_difflib_writes(old: list[str], new: list[str]) -> None:
+    ours = list(_unified_lines(old, new, "a/f", "b/f", Deadline(3_600)))
+
+    assert ours == list(difflib.unified_diff(old, new, fromfile="a/f", tofile="b/f"))
+
+
+def test_a_diff_stops_inside_the_matcher_once_its_deadline_has_passed() -> None:
+    old = [f"line {number}\n" for number in range(2_000)]
+    new = [line.upper() if number % 100 == 0 else line for number, line in enumerate(old)]
+
+    with pytest.raises(ToolTimeoutError):
+        next(_unified_lines(old, new, "a/f", "b/f", Deadline(0)))
