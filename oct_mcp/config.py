@@ -22,7 +22,7 @@ __all__ = [
     "load_settings",
 ]
 
-SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "sandbox_exec")
+SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "landlock", "sandbox_exec")
 PROFILE_NAMES: Final = ("default", "strict", "airgapped")
 PROFILE_NAME_MAX_LENGTH: Final = 64
 
