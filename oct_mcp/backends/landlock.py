@@ -63,6 +63,11 @@ _MINIMAL_ETC: Final = (
     "resolv.conf",
     "gitconfig",
 )
+_CACHES: Final = (
+    ("RUFF_CACHE_DIR", "ruff-cache"),
+    ("MYPY_CACHE_DIR", "mypy-cache"),
+    ("PYTHONPYCACHEPREFIX", "pycache"),
+)
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _SWEEP_SECONDS: Final = 2.0
 _AF_INET: Final = 2
@@ -184,9 +189,14 @@ class LandlockBackend:
             guarantees.discard(NO_NETWORK)
         if support.sweeps_leftovers:
             _become_subreaper()
+        env = dict(request.env)
+        if request.writable:
+            # No new entry can be made in the project root itself (see _allow_writes): caches go to TMPDIR.
+            for name, folder in _CACHES:
+                env.setdefault(name, f"{tmp}/{folder}")
         return Prepared(
             argv=(*limit_prefix(request.limits), *request.argv),
-            env=dict(request.env),
+            env=env,
             cwd=request.project,
             guarantees=frozenset(guarantees),
             confinement=_Domain(request=request, support=support),
