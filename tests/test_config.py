@@ -42,6 +42,7 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("trust_repo_config", False),
     ("safe_mode", False),
     ("sandbox_backend", "auto"),
+    ("allow_unconfined_project_code", False),
     ("memory_limit_mb", 512),
     ("metrics_port", None),
     ("policy_source", None),
@@ -54,6 +55,7 @@ BOOL_FIELDS: Final = (
     "redaction_always_on",
     "trust_repo_config",
     "safe_mode",
+    "allow_unconfined_project_code",
 )
 INT_FIELDS: Final = (
     "rate_limit_per_minute",
@@ -94,6 +96,7 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "trust_repo_config": True,
     "safe_mode": True,
     "sandbox_backend": "bubblewrap",
+    "allow_unconfined_project_code": True,
     "memory_limit_mb": 1_024,
     "metrics_port": 9_090,
     "policy_source": "https://example.com/policy.json",
@@ -124,7 +127,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 # McpConfig
 
 
-def test_mcp_config_has_exactly_the_seeds_eighteen_fields_in_order() -> None:
+def test_mcp_config_has_exactly_the_seeds_fields_and_the_unconfined_opt_in_in_order() -> None:
     assert tuple(f.name for f in dataclasses.fields(McpConfig)) == SEED_FIELD_NAMES
 
 
