@@ -143,6 +143,17 @@ async def test_pytest_runs_the_projects_tests(backend: Backend, python_project: 
     assert "1 passed" in result.text
 
 
+async def test_mypy_checks_the_project_under_the_default_memory_limit(
+    backend: Backend, python_project: Path
+) -> None:
+    (python_project / "src" / "typed.py").write_text("def half(x: int) -> int:\n    return x / 2\n")
+
+    result = await _run(backend, python_project, [str(VENV_BIN / "mypy"), "--no-error-summary", "src"])
+
+    assert result.exit_code == 1
+    assert 'typed.py:2: error: Incompatible return value type (got "float", expected "int")' in result.text
+
+
 async def test_git_reads_the_repository(backend: Backend, python_project: Path) -> None:
     git = shutil.which("git")
     assert git is not None
