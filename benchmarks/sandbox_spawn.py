@@ -97,6 +97,11 @@ def main() -> None:
                 comparisons.append(
                     Comparison(f"landlock / bare ({label})", confined_samples, samples[0], goal=float("inf"))
                 )
+                # Against native too: both pay the same limit trampoline (prlimit), landlock adds its rules.
+                against_native = Comparison(
+                    f"landlock / native ({label})", confined_samples, samples[1], goal=float("inf")
+                )
+                comparisons.append(against_native)
                 bare_median = statistics.median(samples[0])
                 landlock_extra_ms[label] = (
                     (statistics.median(confined_samples) - bare_median) * 1e3,
