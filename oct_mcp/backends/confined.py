@@ -184,7 +184,9 @@ async def start_confined(
 
     thread = threading.Thread(target=spawn_and_keep_domain, name="oct-confined-spawn", daemon=True)
     thread.start()
-    await anyio.to_thread.run_sync(started.wait)
+    # Shielded: a command that started must reach the caller, whose cleanup kills it if cancelled.
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(started.wait)
     result = outcome[0]
     if isinstance(result, Exception):
         await anyio.to_thread.run_sync(thread.join)

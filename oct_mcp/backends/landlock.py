@@ -252,15 +252,33 @@ class _Domain:
 
 
 def _children(pid: int) -> set[int]:
+    """The children of `pid`, from each thread's `children` list, or a scan of /proc without them."""
     found: set[int] = set()
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return found
     for task in tasks:
-        with contextlib.suppress(OSError, ValueError):
+        try:
             listed = Path(f"/proc/{pid}/task/{task}/children").read_text()
-            found.update(int(child) for child in listed.split())
+        except FileNotFoundError:
+            return _children_by_scan(pid)  # a kernel without CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+        found.update(int(child) for child in listed.split())
+    return found
+
+
+def _children_by_scan(pid: int) -> set[int]:
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # The name in `stat` may hold spaces and parentheses: the fields start after the last ")".
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.add(int(entry))
     return found
 
 

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -14,7 +15,7 @@ from test_sandbox_probes import _bubblewrap, _landlock
 
 from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.errors import SandboxUnavailableError
+from oct_mcp.errors import SandboxUnavailableError, ToolUnavailableError
 
 pytestmark = pytest.mark.anyio
 
@@ -114,3 +115,51 @@ def test_auto_picks_landlock_where_bubblewrap_cannot_make_namespaces(tmp_path: P
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split() == ["landlock"]
+
+
+async def test_a_landlock_run_cancelled_from_outside_still_kills_the_command_and_its_daemon(
+    tmp_path: Path,
+) -> None:
+    backend = _landlock()
+    (tmp_path / "src").mkdir()
+    pids = tmp_path / "src" / "pids"
+    code = textwrap.dedent(f"""
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            open({str(pids)!r}, "a").write(str(os.getpid()) + "\\n")
+            time.sleep(60)
+        open({str(pids)!r}, "a").write(str(os.getpid()) + "\\n")
+        time.sleep(60)
+    """)
+    request = _request(tmp_path, tmp_path, (sys.executable, "-I", "-c", code), writable=True)
+    prepared = backend.prepare(request)
+
+    with anyio.move_on_after(1):
+        await run_prepared(prepared, backend="landlock", time_limit=30, max_output=65_536)
+
+    with anyio.fail_after(10):
+        while any(_alive(int(pid)) for pid in pids.read_text().split()):
+            await anyio.sleep(0.05)
+    assert len(pids.read_text().split()) == 2
+
+
+async def test_a_missing_program_under_landlock_is_a_clear_error(tmp_path: Path) -> None:
+    backend = _landlock()
+    prepared = backend.prepare(_request(tmp_path, tmp_path, ("/usr/bin/true",)))
+    # Without the limit trampoline in front, which would report the missing program as its exit code.
+    prepared = replace(prepared, argv=(str(tmp_path / "no-such-tool"),))
+
+    with anyio.fail_after(30), pytest.raises(ToolUnavailableError) as caught:
+        await run_prepared(prepared, backend="landlock", time_limit=5, max_output=65_536)
+
+    assert caught.value.code == "tool_unavailable"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
