@@ -70,6 +70,10 @@ _CACHES: Final = (
 )
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _PR_SET_SECCOMP: Final = 22
+_PR_CAPBSET_DROP: Final = 24
+_PR_SET_SECUREBITS: Final = 28
+_SECBIT_NOROOT: Final = 1 << 0
+_SECBIT_NOROOT_LOCKED: Final = 1 << 1
 _SECCOMP_MODE_FILTER: Final = 2
 _BPF_INSTRUCTION_BYTES: Final = 8
 _SWEEP_SECONDS: Final = 2.0
@@ -217,6 +221,8 @@ class _Domain:
         from landlockpy import AccessNet, LandlockError, Ruleset, Scope
 
         request = self.request
+        if os.geteuid() == 0:
+            _drop_root_capabilities()
         try:
             # handled_net None: every network right this kernel knows is handled, and none granted.
             handled_net = AccessNet.NONE if request.network else None
@@ -249,6 +255,20 @@ class _Domain:
             if not any(killed):
                 return
             time.sleep(0.001)
+
+
+def _drop_root_capabilities() -> None:
+    """As root, the command would keep every capability, and with them (measured) read the
+    server's /proc/<pid>/environ despite Landlock. The thread drops them all from its bounding
+    set and locks SECBIT_NOROOT, so exec grants none: the command is uid 0 without privilege."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    capability = 0
+    while libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
+        capability += 1
+    if ctypes.get_errno() != errno.EINVAL or capability == 0:
+        raise SandboxUnavailableError("the run's thread could not drop root's capabilities")
+    if libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT | _SECBIT_NOROOT_LOCKED, 0, 0, 0) != 0:
+        raise SandboxUnavailableError("the run's thread could not lock out root's capabilities")
 
 
 def _children(pid: int) -> set[int]:
