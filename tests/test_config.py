@@ -552,6 +552,16 @@ def test_sandbox_env_overrides_the_files_backend(tmp_path: Path) -> None:
     assert (loaded.config.sandbox_backend, loaded.sources["sandbox_backend"]) == ("native", "env")
 
 
+def test_landlock_is_a_backend_the_file_and_the_environment_can_name(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"sandbox_backend": "landlock"})
+
+    from_file = load_settings(path, environ={})
+    from_env = load_settings(path, environ={"OCT_MCP_SANDBOX": "landlock"})
+
+    assert (from_file.config.sandbox_backend, from_file.sources["sandbox_backend"]) == ("landlock", "file")
+    assert (from_env.config.sandbox_backend, from_env.sources["sandbox_backend"]) == ("landlock", "env")
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "name", "expected"),
     [
