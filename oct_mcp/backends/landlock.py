@@ -15,7 +15,10 @@ import ctypes
 import errno
 import os
 import stat
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from oct_mcp.backends import (
     READS_CONFINED,
     WRITES_CONFINED,
     Availability,
+    Limits,
     Prepared,
     SandboxRequest,
 )
@@ -77,6 +81,8 @@ _SECBIT_NOROOT_LOCKED: Final = 1 << 1
 _SECCOMP_MODE_FILTER: Final = 2
 _BPF_INSTRUCTION_BYTES: Final = 8
 _SWEEP_SECONDS: Final = 2.0
+_PROBE_PROGRAM: Final = "/usr/bin/true"
+_PROBE_TIMEOUT_SECONDS: Final = 10
 _AF_INET: Final = 2
 _AF_INET6: Final = 10
 _SOCK_STREAM: Final = 1
@@ -174,6 +180,11 @@ class LandlockBackend:
         support = landlock_support()
         if support.problem is not None:
             return Availability(False, support.problem)
+        failure = _run_true_confined(support)
+        if failure is not None:
+            return Availability(
+                False, f"Landlock ABI {support.abi} is there, but a confined run failed: {failure}"
+            )
         missing = support.missing()
         gaps = "; ".join(f"no {name}: {why}" for name, why in sorted(missing.items()))
         detail = f"Landlock ABI {support.abi}, seccomp {'on' if support.seccomp else 'off'}"
@@ -208,6 +219,47 @@ class LandlockBackend:
             guarantees=frozenset(guarantees),
             confinement=_Domain(request=request, support=support),
         )
+
+
+def _run_true_confined(support: LandlockSupport) -> str | None:
+    """Run /usr/bin/true under a real domain, from a fresh thread: what failed, or None."""
+    failure: list[str] = []
+
+    def confined_true(folder: Path) -> None:
+        request = SandboxRequest(
+            argv=(_PROBE_PROGRAM,),
+            project=folder,
+            writable=False,
+            network=False,
+            protected=(),
+            read_only_binds=(),
+            env={},
+            limits=Limits(memory_bytes=None, cpu_seconds=_PROBE_TIMEOUT_SECONDS),
+            scratch=folder,
+            strict_files=True,
+        )
+        try:
+            _Domain(request=request, support=support).restrict_current_thread()
+            completed = subprocess.run(  # fixed argv, no shell
+                [_PROBE_PROGRAM], env={}, cwd=folder, capture_output=True,
+                timeout=_PROBE_TIMEOUT_SECONDS, check=False,
+            )  # fmt: skip
+        except SandboxUnavailableError as exc:
+            failure.append(exc.message)
+        except (OSError, subprocess.SubprocessError) as exc:
+            failure.append(type(exc).__name__)
+        else:
+            if completed.returncode != 0:
+                failure.append(f"{_PROBE_PROGRAM} exited with {completed.returncode}")
+
+    # Made and removed out here: the confined thread may not write where the folder sits.
+    with tempfile.TemporaryDirectory(prefix="oct-landlock-probe-") as scratch:
+        thread = threading.Thread(
+            target=confined_true, args=(Path(scratch),), name="oct-landlock-probe", daemon=True
+        )
+        thread.start()
+        thread.join()
+    return failure[0] if failure else None
 
 
 @dataclass(frozen=True, slots=True)
