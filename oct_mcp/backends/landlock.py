@@ -273,7 +273,7 @@ class _Domain:
         from landlockpy import AccessNet, LandlockError, Ruleset, Scope
 
         request = self.request
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and _thread_has_capabilities():
             _drop_root_capabilities()
         try:
             # handled_net None: every network right this kernel knows is handled, and none granted.
@@ -307,6 +307,17 @@ class _Domain:
             if not any(killed):
                 return
             time.sleep(0.001)
+
+
+def _thread_has_capabilities() -> bool:
+    """Whether an exec from this thread as root could grant a capability: its bounding set is not
+    empty (root in a container may have none left to drop, and no right to drop them)."""
+    try:
+        status = Path("/proc/thread-self/status").read_text()
+    except OSError:
+        return True  # unknown: drop them, or fail trying
+    bounding = [line.split()[1] for line in status.splitlines() if line.startswith("CapBnd:")]
+    return not bounding or int(bounding[0], 16) != 0
 
 
 def _drop_root_capabilities() -> None:
