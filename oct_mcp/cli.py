@@ -220,6 +220,14 @@ def print_doctor(app: App, out: TextIO) -> None:
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
+    write("landlock guarantees:\n")
+    for name, status in landlock_guarantee_status():
+        write(f"  {name:<16} {status}\n")
+    if config.allow_unconfined_project_code:
+        write(
+            "WARNING: allow_unconfined_project_code is on: where the backend confines nothing (native), "
+            "command tools run project code with this user's full rights\n"
+        )
     write("\ntools:\n")
     for spec in app.catalog.values():
         shown = "listed" if app.chain.is_visible(spec) else "hidden by the profile"
@@ -263,6 +271,20 @@ def _availability(app: App, spec: ToolSpec) -> str:
         return f"runs {find_program(app.workspace.root, spec.program)}"
     except ToolUnavailableError as exc:
         return f"unavailable: {exc.message}"
+
+
+def landlock_guarantee_status() -> list[tuple[str, str]]:
+    """This kernel's Landlock ABI, and each guarantee the landlock backend meets or misses, with why."""
+    from oct_mcp.backends import GUARANTEES
+    from oct_mcp.backends.landlock import landlock_support
+
+    support = landlock_support()
+    missing = support.missing()
+    rows = [("ABI", str(support.abi) if support.problem is None else f"none: {support.problem}")]
+    for guarantee in sorted(GUARANTEES):
+        reason = missing.get(guarantee)
+        rows.append((guarantee, "met" if reason is None else f"missed: {reason}"))
+    return rows
 
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:

@@ -22,7 +22,7 @@ __all__ = [
     "load_settings",
 ]
 
-SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "sandbox_exec")
+SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "landlock", "sandbox_exec")
 PROFILE_NAMES: Final = ("default", "strict", "airgapped")
 PROFILE_NAME_MAX_LENGTH: Final = 64
 
@@ -64,6 +64,8 @@ class McpConfig:
     trust_repo_config: bool = False
     safe_mode: bool = False
     sandbox_backend: str = "auto"
+    allow_unconfined_project_code: bool = False
+    """Run command tools (tests, linters, formatters) on a backend that confines nothing (native)."""
     memory_limit_mb: int = 512
     metrics_port: int | None = None
     policy_source: str | None = None
@@ -102,6 +104,7 @@ _BOOL_FIELDS: Final = frozenset(
         "redaction_always_on",
         "trust_repo_config",
         "safe_mode",
+        "allow_unconfined_project_code",
     }
 )
 _OPTIONAL_FIELDS: Final = frozenset({"metrics_port", "policy_source"})
@@ -225,6 +228,7 @@ _STRICT_BOOLS: Final = {
     "auto_approve_read_tools": False,
     "dry_run_default_for_writes": True,
     "redaction_always_on": True,
+    "allow_unconfined_project_code": False,
 }
 
 

@@ -284,3 +284,30 @@ def test_doctor_says_which_caps_hold_over_a_command_run(
         assert "RLIMIT_NPROC lets a run add" in line
     else:
         assert "no process cap: RLIMIT_NPROC does not bind root" in line
+
+
+def test_doctor_shows_the_landlock_abi_and_each_guarantee_met_or_missed(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oct_mcp.backends.landlock import landlock_support
+
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    support = landlock_support()
+    section = out.split("landlock guarantees:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    rows = {line.split()[0]: " ".join(line.split()[1:]) for line in section}
+    assert rows["ABI"] == (str(support.abi) if support.problem is None else f"none: {support.problem}")
+    for guarantee in ("no_network", "reads_confined", "writes_confined"):
+        reason = support.missing().get(guarantee)
+        assert rows[guarantee] == ("met" if reason is None else f"missed: {reason}")
+    assert "allow_unconfined_project_code is on" not in out
+
+
+def test_doctor_warns_when_unconfined_project_code_is_allowed(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file.write_text(json.dumps({"allow_unconfined_project_code": True}))
+
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    assert "WARNING: allow_unconfined_project_code is on" in out

@@ -42,6 +42,7 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("trust_repo_config", False),
     ("safe_mode", False),
     ("sandbox_backend", "auto"),
+    ("allow_unconfined_project_code", False),
     ("memory_limit_mb", 512),
     ("metrics_port", None),
     ("policy_source", None),
@@ -54,6 +55,7 @@ BOOL_FIELDS: Final = (
     "redaction_always_on",
     "trust_repo_config",
     "safe_mode",
+    "allow_unconfined_project_code",
 )
 INT_FIELDS: Final = (
     "rate_limit_per_minute",
@@ -94,6 +96,7 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "trust_repo_config": True,
     "safe_mode": True,
     "sandbox_backend": "bubblewrap",
+    "allow_unconfined_project_code": True,
     "memory_limit_mb": 1_024,
     "metrics_port": 9_090,
     "policy_source": "https://example.com/policy.json",
@@ -124,7 +127,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 # McpConfig
 
 
-def test_mcp_config_has_exactly_the_seeds_eighteen_fields_in_order() -> None:
+def test_mcp_config_has_exactly_the_seeds_fields_and_the_unconfined_opt_in_in_order() -> None:
     assert tuple(f.name for f in dataclasses.fields(McpConfig)) == SEED_FIELD_NAMES
 
 
@@ -547,6 +550,16 @@ def test_sandbox_env_overrides_the_files_backend(tmp_path: Path) -> None:
     loaded = load_settings(path, environ={"OCT_MCP_SANDBOX": "native"})
 
     assert (loaded.config.sandbox_backend, loaded.sources["sandbox_backend"]) == ("native", "env")
+
+
+def test_landlock_is_a_backend_the_file_and_the_environment_can_name(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"sandbox_backend": "landlock"})
+
+    from_file = load_settings(path, environ={})
+    from_env = load_settings(path, environ={"OCT_MCP_SANDBOX": "landlock"})
+
+    assert (from_file.config.sandbox_backend, from_file.sources["sandbox_backend"]) == ("landlock", "file")
+    assert (from_env.config.sandbox_backend, from_env.sources["sandbox_backend"]) == ("landlock", "env")
 
 
 @pytest.mark.parametrize(

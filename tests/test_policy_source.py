@@ -274,3 +274,11 @@ def test_repo_config_cannot_turn_safe_mode_off_or_pick_a_looser_profile(
     app = build_app(project, config_path=config_file, environ={})
 
     assert (app.loaded.config.safe_mode, app.loaded.config.profile) == (True, "airgapped")
+
+
+def test_a_trusted_repo_config_cannot_allow_unconfined_project_code(project: Path, config_file: Path) -> None:
+    (project / ".octrc.json").write_text(json.dumps({"allow_unconfined_project_code": True}))
+
+    app = build_app(project, config_path=config_file, environ={"OCT_TRUST_REPO_CONFIG": "1"})
+
+    assert app.loaded.config.allow_unconfined_project_code is False

@@ -1,8 +1,10 @@
 """Attack probes, each placed in the project as a malicious conftest.py would be, run by the real sandbox.
 
-Each probe prints what it managed. bubblewrap must block every one; native confines no files
-and no network, so where it cannot block a probe the test says so, and names the profile that
-refuses native for it (strict and airgapped need the guarantees native lacks).
+Each probe prints what it managed. bubblewrap and landlock must block every one they claim to;
+native confines no files and no network, so where it cannot block a probe the test says so,
+and names the profile that refuses native for it (every profile refuses native for command
+tools unless allow_unconfined_project_code is set; strict and airgapped need the guarantees
+native lacks).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import GUARANTEES, Backend
 from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.landlock import LandlockBackend, landlock_support
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.context import ToolResult
@@ -53,9 +56,24 @@ def _bubblewrap() -> Bubblewrap:
     return backend
 
 
-@pytest.fixture(params=["bubblewrap", "native"])
+def _landlock() -> LandlockBackend:
+    backend = LandlockBackend()
+    availability = backend.probe()
+    if not availability.usable or not landlock_support().sweeps_leftovers:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs on a kernel with Landlock ABI 6+, yet: {availability.detail}")
+        pytest.skip(f"Landlock ABI 6+ is not available on this machine: {availability.detail}")
+    return backend
+
+
+@pytest.fixture(params=["bubblewrap", "landlock", "native"])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    return _bubblewrap() if request.param == "bubblewrap" else Native()
+    if request.param == "bubblewrap":
+        return _bubblewrap()
+    return _landlock() if request.param == "landlock" else Native()
+
+
+CONFINING = ("bubblewrap", "landlock")
 
 
 class ProbeParams(BaseModel):
@@ -95,6 +113,7 @@ def _sandbox(
     required: frozenset[str] = frozenset(),
     timeout: float = 20,
     allow_degraded: bool = False,
+    allow_unconfined: bool = True,
 ) -> ExecutionSandbox:
     return ExecutionSandbox(
         backend=backend,
@@ -106,6 +125,7 @@ def _sandbox(
         test_timeout_seconds=timeout,
         memory_bytes=512 * MIB,
         threads=2,
+        allow_unconfined=allow_unconfined,
     )
 
 
@@ -151,7 +171,7 @@ async def test_t1_write_outside_the_project(backend: Backend, world: Path) -> No
 
     result = await _probe(backend, world, _try(f"open({str(target)!r}, 'w').write('x')"), writes=True)
 
-    if backend.name == "bubblewrap":
+    if backend.name in CONFINING:
         assert result.text.startswith("BLOCKED")
         assert not target.exists()
     else:
@@ -165,9 +185,11 @@ async def test_t2_a_write_tool_cannot_touch_git_hooks_or_config(backend: Backend
         f"open({str(world / '.git' / 'config')!r}, 'a').write('[core]\\nhooksPath=/tmp')"
     )
 
-    if backend.name == "bubblewrap":
+    if backend.name in CONFINING:
         result = await _probe(backend, world, code, writes=True)
-        assert result.text.split() == ["BLOCKED", "OSError", "BLOCKED", "OSError"]
+        # bubblewrap: a read-only bind (EROFS); landlock: no write right on .git (EACCES).
+        error = "OSError" if backend.name == "bubblewrap" else "PermissionError"
+        assert result.text.split() == ["BLOCKED", error, "BLOCKED", error]
         assert not hook.exists()
         assert (world / ".git" / "config").read_text() == "[core]\n"
     else:
@@ -203,6 +225,13 @@ async def test_protected_paths_a_write_tool_creates_are_removed_and_the_call_fai
         Path(".github/workflows/pwn.yml").write_text("on: push")
         Path("formatted.py").write_text("x = 1\\n")
     """
+    if backend.name == "landlock":
+        # No new entry can be made in the root at all: the first protected name is refused outright.
+        result = await _probe(backend, world, code, writes=True)
+        assert result.is_error
+        assert "PermissionError" in result.text
+        assert not (world / ".vscode").exists()
+        return
 
     error = await _writable_run(backend, world, code)
 
@@ -226,6 +255,11 @@ async def test_a_protected_path_created_behind_a_link_is_named_not_removed_throu
         import os
         os.symlink({str(outside)!r}, ".github")
     """
+    if backend.name == "landlock":
+        result = await _probe(backend, world, code, writes=True)
+        assert "PermissionError" in result.text
+        assert not os.path.lexists(world / ".github")
+        return
 
     error = await _writable_run(backend, world, code)
 
@@ -236,10 +270,37 @@ async def test_a_protected_path_created_behind_a_link_is_named_not_removed_throu
     assert (outside / "workflows" / "keep.yml").read_text() == "keep\n"
 
 
+async def test_landlock_removes_a_protected_path_made_inside_a_writable_folder(world: Path) -> None:
+    (world / ".github").mkdir()  # not protected itself: writable, and .github/workflows is not there yet
+    code = """
+        from pathlib import Path
+        Path(".github/workflows").mkdir()
+        Path(".github/workflows/pwn.yml").write_text("on: push")
+        Path(".github/dependabot.yml").write_text("version: 2")
+    """
+
+    error = await _writable_run(_landlock(), world, code)
+
+    assert ".github/workflows (removed again)" in error.message
+    assert not (world / ".github" / "workflows").exists()
+    assert (world / ".github" / "dependabot.yml").read_text() == "version: 2"
+
+
+async def test_landlock_gives_no_write_through_a_link_in_the_project(world: Path) -> None:
+    outside = world.parent / "outside"
+    (world / "docs").symlink_to(outside)
+    code = _try(f"open({str(world / 'docs' / 'pwned.txt')!r}, 'w').write('x')")
+
+    result = await _probe(_landlock(), world, code, writes=True)
+
+    assert result.text.split() == ["BLOCKED", "PermissionError"]
+    assert not (outside / "pwned.txt").exists()
+
+
 async def test_t3_a_read_tool_cannot_write_the_project(backend: Backend, world: Path) -> None:
     result = await _probe(backend, world, _try(f"open({str(world / 'new.py')!r}, 'w').write('x')"))
 
-    if backend.name == "bubblewrap":
+    if backend.name in CONFINING:
         assert result.text.startswith("BLOCKED")
         assert not (world / "new.py").exists()
     else:
@@ -249,7 +310,7 @@ async def test_t3_a_read_tool_cannot_write_the_project(backend: Backend, world: 
 async def test_t4_read_a_secret_outside_the_project(backend: Backend, world: Path) -> None:
     result = await _probe(backend, world, _try(f"print(open({str(world.parent / 'secret.txt')!r}).read())"))
 
-    if backend.name == "bubblewrap":
+    if backend.name in CONFINING:
         assert result.text.startswith("BLOCKED")
     else:
         assert "TOP SECRET" in result.text
@@ -278,6 +339,9 @@ async def test_t6_the_servers_environment_cannot_be_read_through_proc(backend: B
     if backend.name == "bubblewrap":
         # Its own PID namespace: the server is not even there to read.
         assert result.text.split() == ["BLOCKED", "FileNotFoundError"]
+    elif backend.name == "landlock":
+        # Outside the run's domain; and as root, the command has no capability left to get past it.
+        assert result.text.split() == ["BLOCKED", "PermissionError"]
     elif os.geteuid() == 0:
         # Gap while the server runs as root: root reads any process's environ.
         assert result.text.startswith("DONE")
@@ -333,6 +397,76 @@ async def test_t7_t8_t9_airgapped_reaches_no_network(world: Path, listener: sock
     assert verdicts[0::2][:2] == ["BLOCKED", "BLOCKED"]
     with pytest.raises(TimeoutError):
         listener.accept()
+
+
+async def test_landlock_reaches_no_host_socket_of_any_kind(
+    world: Path, listener: socket.socket, tmp_path: Path
+) -> None:
+    port = listener.getsockname()[1]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.5)
+    abstract = f"\0oct-probe-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(abstract)
+    unix.listen()
+    socket_path = str(tmp_path / "agent.sock")  # outside the project, as an ssh-agent or Docker socket
+    pathname = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    pathname.bind(socket_path)
+    pathname.listen()
+    pathname.settimeout(0.5)
+    code = (
+        "import socket\n"
+        + _try(f"socket.create_connection(('127.0.0.1', {port}), timeout=2)")
+        + _try(f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', {udp.getsockname()!r})")
+        + _try(f"s = socket.socket(socket.AF_UNIX); s.connect({abstract!r})")
+        + _try(f"s = socket.socket(socket.AF_UNIX); s.connect({socket_path!r})")
+        + _try("socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")
+        + _try("a, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'")
+    )
+    try:
+        result = await _probe(_landlock(), world, code, required=frozenset(GUARANTEES))
+        with pytest.raises(TimeoutError):
+            udp.recvfrom(16)
+        with pytest.raises(TimeoutError):
+            pathname.accept()
+    finally:
+        unix.close()
+        udp.close()
+        pathname.close()
+
+    assert result.text.split() == [*["BLOCKED", "PermissionError"] * 5, "DONE"]
+    with pytest.raises(TimeoutError):
+        listener.accept()
+
+
+async def test_landlock_cannot_signal_a_process_outside_the_run(world: Path) -> None:
+    outsider = await anyio.open_process([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        result = await _probe(_landlock(), world, _try(f"import os; os.kill({outsider.pid}, 9)"))
+        assert outsider.returncode is None
+    finally:
+        outsider.kill()
+        await outsider.wait()
+        await outsider.aclose()
+
+    assert result.text.split() == ["BLOCKED", "PermissionError"]
+
+
+async def test_native_refuses_command_tools_unless_unconfined_project_code_is_allowed(world: Path) -> None:
+    with pytest.raises(SandboxUnavailableError) as caught:
+        await _probe(Native(), world, "print('ran')", allow_unconfined=False)
+
+    assert caught.value.code == "sandbox_unavailable"
+    assert "bubblewrap" in caught.value.message
+    assert "Landlock" in caught.value.message
+    assert "allow_unconfined_project_code" in caught.value.message
+
+
+async def test_landlock_runs_command_tools_without_the_unconfined_opt_in(world: Path) -> None:
+    result = await _probe(_landlock(), world, "print('ran')", allow_unconfined=False)
+
+    assert result.text == "ran\n"
 
 
 async def test_airgapped_refuses_native_which_cannot_isolate_the_network(world: Path) -> None:
@@ -410,6 +544,45 @@ async def test_t13_an_output_flood_is_cut_and_the_server_keeps_running(backend: 
     assert len(result.text.encode()) <= MIB
     assert result.output_bytes is not None
     assert result.output_bytes > MIB
+
+
+def _daemon_code(beat: Path, *, then_sleep: bool) -> str:
+    return f"""
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                while True:
+                    with open({str(beat)!r}, "a") as f:
+                        f.write("x")
+                    time.sleep(0.02)
+            os._exit(0)
+        while not os.path.exists({str(beat)!r}):
+            time.sleep(0.01)
+        time.sleep({120 if then_sleep else 0})
+    """
+
+
+@pytest.mark.parametrize("then_sleep", [True, False], ids=["timed_out", "main_exits"])
+async def test_t14_t15_a_setsid_daemon_that_ignores_sigterm_is_gone_after_the_call_under_landlock(
+    world: Path, then_sleep: bool
+) -> None:
+    beat = world / "src" / "heartbeat"
+    (world / "src").mkdir()
+    code = _daemon_code(beat, then_sleep=then_sleep)
+
+    if then_sleep:
+        with pytest.raises(ToolTimeoutError):
+            await _probe(_landlock(), world, code, writes=True, timeout=2)
+    else:
+        await _probe(_landlock(), world, code, writes=True)
+    size = beat.stat().st_size
+    await anyio.sleep(0.5)
+
+    assert size > 0
+    assert beat.stat().st_size == size
 
 
 async def test_t14_a_daemon_that_ignores_sigterm_dies_with_the_run_under_bubblewrap(world: Path) -> None:

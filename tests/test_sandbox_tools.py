@@ -16,7 +16,7 @@ import anyio
 import pytest
 from fakes import make_context
 from pydantic import BaseModel, ConfigDict
-from test_sandbox_probes import MIB, _bubblewrap, _processes_with
+from test_sandbox_probes import MIB, _bubblewrap, _landlock, _processes_with
 
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
@@ -31,9 +31,11 @@ pytestmark = pytest.mark.anyio
 VENV_BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(params=["bubblewrap", "native"])
+@pytest.fixture(params=["bubblewrap", "landlock", "native"])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    return _bubblewrap() if request.param == "bubblewrap" else Native()
+    if request.param == "bubblewrap":
+        return _bubblewrap()
+    return _landlock() if request.param == "landlock" else Native()
 
 
 @pytest.fixture
@@ -88,6 +90,7 @@ async def _run(backend: Backend, project: Path, argv: list[str], **params: objec
         test_timeout_seconds=120,
         memory_bytes=512 * MIB,  # the default memory_limit_mb
         threads=2,
+        allow_unconfined=True,  # native confines nothing: these tests accept that on purpose
     )
     ctx = replace(
         make_context("test_command", Workspace(project)),
@@ -138,6 +141,17 @@ async def test_pytest_runs_the_projects_tests(backend: Backend, python_project: 
 
     assert result.exit_code == 0
     assert "1 passed" in result.text
+
+
+async def test_mypy_checks_the_project_under_the_default_memory_limit(
+    backend: Backend, python_project: Path
+) -> None:
+    (python_project / "src" / "typed.py").write_text("def half(x: int) -> int:\n    return x / 2\n")
+
+    result = await _run(backend, python_project, [str(VENV_BIN / "mypy"), "--no-error-summary", "src"])
+
+    assert result.exit_code == 1
+    assert 'typed.py:2: error: Incompatible return value type (got "float", expected "int")' in result.text
 
 
 async def test_git_reads_the_repository(backend: Backend, python_project: Path) -> None:

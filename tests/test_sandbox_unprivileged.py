@@ -37,6 +37,8 @@ PACKAGES = (
     "pathspec",
     "orjson",
     "ahocorasick_rs",
+    "landlockpy",
+    "seccompy",
 )
 HARNESS = """
 import json, os, sys
@@ -44,6 +46,7 @@ from pathlib import Path
 import anyio
 from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.middleware.sandbox import _make_server_undumpable
@@ -63,7 +66,7 @@ probe = (
 )
 (project / "probe.py").write_text(probe)
 results = {}
-for backend in (Native(), Bubblewrap()):
+for backend in (Native(), Bubblewrap(), LandlockBackend()):
     if not backend.probe().usable:
         results[backend.name] = None
         continue
@@ -151,6 +154,9 @@ def test_as_its_own_user_the_server_keeps_its_environment_and_etc_shadow_from_ev
     if results["bubblewrap"] is not None:
         # bubblewrap: the server is outside the PID namespace, and /etc/shadow is not there at all.
         assert results["bubblewrap"] == ["BLOCKED FileNotFoundError", "BLOCKED FileNotFoundError"]
+    if results["landlock"] is not None:
+        # landlock: /proc is there, but the server is outside the run's domain; /etc/shadow is no rule's.
+        assert results["landlock"] == ["BLOCKED PermissionError", "BLOCKED PermissionError"]
 
 
 APP_PACKAGES = (*PACKAGES, "re2", "attr", "pygments", "rich")
@@ -164,8 +170,9 @@ from oct_mcp.errors import ConfigError
 
 project, config = Path(sys.argv[1]), Path(sys.argv[2])
 results = {}
-for backend in ("native", "bubblewrap"):
-    config.write_text(json.dumps({"sandbox_backend": backend}))
+for backend in ("native", "bubblewrap", "landlock"):
+    # native confines nothing: command tools run there only where the user opted in.
+    config.write_text(json.dumps({"sandbox_backend": backend, "allow_unconfined_project_code": True}))
     try:
         app = build_app(project, config_path=config, environ={})
     except ConfigError:
@@ -183,6 +190,7 @@ import json, sys
 from pathlib import Path
 import anyio
 from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.context import ToolResult
@@ -209,14 +217,14 @@ plan = CommandPlan(
     parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
 )
 results = {}
-for backend in (Native(), Bubblewrap()):
+for backend in (Native(), Bubblewrap(), LandlockBackend()):
     if not backend.probe().usable:
         results[backend.name] = None
         continue
     sandbox = ExecutionSandbox(
         backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=True,
         max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
-        memory_bytes=512 * 1024 * 1024, threads=1,
+        memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=True,
     )
     result = anyio.run(lambda: sandbox._run_command(plan, project, None))
     results[backend.name] = result.text.split()
@@ -270,6 +278,10 @@ def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv
         assert results["bubblewrap oct_git_status"].startswith("## ")
         assert "SSH-KEY-MATERIAL" not in results["bubblewrap oct_lint"]
         assert "BLOCKED FileNotFoundError" in results["bubblewrap oct_lint"]
+    if results.get("landlock") is not None:
+        assert results["landlock oct_git_status"].startswith("## ")
+        assert "SSH-KEY-MATERIAL" not in results["landlock oct_lint"]
+        assert "BLOCKED PermissionError" in results["landlock oct_lint"]
 
 
 def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tree: Path) -> None:
@@ -291,3 +303,186 @@ def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tre
             continue
         assert words[0] == "STOPPED", backend
         assert int(words[1]) <= RUN_PROCESSES, backend
+
+
+# Every probe of the attack list, run by each backend that works here with the server as nobody.
+PROBE_HARNESS = """
+import json, os, socket, subprocess, sys, time
+from pathlib import Path
+import anyio
+from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.landlock import LandlockBackend
+from oct_mcp.backends.native import Native
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.middleware.sandbox import _make_server_undumpable
+
+_make_server_undumpable()
+base = Path(sys.argv[1])
+results = {}
+for backend in (Native(), Bubblewrap(), LandlockBackend()):
+    if not backend.probe().usable:
+        results[backend.name] = None
+        continue
+    project = base / backend.name / "project"
+    outside = base / backend.name / "outside"
+    for folder in (project / ".git" / "hooks", project / "src", outside, base / backend.name / "other"):
+        folder.mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\\n")
+    (project / "probe.py").write_text((base / "probe.py").read_text())
+    secret = base / backend.name / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    (base / backend.name / "other" / "notes.txt").write_text("other project")
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    unix_path = str(outside / "agent.sock")
+    pathname = socket.socket(socket.AF_UNIX)
+    pathname.bind(unix_path)
+    pathname.listen()
+    abstract = "\\0oct-nobody-%s-%d" % (backend.name, os.getpid())
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(abstract)
+    unix.listen()
+    for listening in (tcp, udp, pathname, unix):
+        listening.setblocking(False)
+    outsider = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    beat = project / "src" / "heartbeat"
+    request = SandboxRequest(
+        argv=(sys.executable, "-I", str(project / "probe.py"), json.dumps({
+            "outside": str(outside / "pwned"), "hook": str(project / ".git" / "hooks" / "pre-commit"),
+            "config": str(project / ".git" / "config"), "secret": str(secret),
+            "other": str(base / backend.name / "other" / "notes.txt"), "server": os.getpid(),
+            "tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1], "unix": unix_path,
+            "abstract": abstract, "outsider": outsider.pid, "beat": str(beat),
+        })),
+        project=project, writable=True, network=False, protected=(project / ".git",),
+        read_only_binds=(Path(sys.base_prefix),), env={"PATH": "/usr/bin:/bin"},
+        limits=Limits(memory_bytes=512 * 1024 * 1024, cpu_seconds=30),
+        scratch=base / backend.name / "scratch", strict_files=True,
+    )
+    request.scratch.mkdir()
+    prepared = backend.prepare(request)
+    run = anyio.run(lambda: run_prepared(prepared, backend=backend.name, time_limit=30, max_output=65536))
+    verdicts = dict(line.split(" ", 1) for line in run.stdout.decode().splitlines() if " " in line)
+    verdicts["stderr"] = run.stderr.decode(errors="replace")[-2000:]
+    size = beat.stat().st_size if beat.exists() else 0
+    time.sleep(0.5)
+    verdicts["daemon"] = "GONE" if size and beat.stat().st_size == size else "ALIVE"
+    verdicts["outside_written"] = str((outside / "pwned").exists())
+    verdicts["hook_written"] = str((project / ".git" / "hooks" / "pre-commit").exists())
+    for name, listening in (("tcp_seen", tcp), ("pathname_seen", pathname), ("abstract_seen", unix)):
+        try:
+            listening.accept()
+            verdicts[name] = "True"
+        except BlockingIOError:
+            verdicts[name] = "False"
+    try:
+        udp.recvfrom(16)
+        verdicts["udp_seen"] = "True"
+    except BlockingIOError:
+        verdicts["udp_seen"] = "False"
+    verdicts["outsider_alive"] = str(outsider.poll() is None)
+    if verdicts["daemon"] == "ALIVE" and verdicts.get("daemon_pid", "").isdigit():
+        os.kill(int(verdicts["daemon_pid"]), 9)  # native: the daemon it could not stop, by its PID
+    outsider.kill()
+    outsider.wait()
+    for listening in (tcp, udp, pathname, unix):
+        listening.close()
+    results[backend.name] = verdicts
+print(json.dumps(results))
+"""
+PROBE = """
+import json, os, signal, socket, sys, time
+args = json.loads(sys.argv[1])
+def attempt(name, action):
+    try:
+        action()
+        print(name, "DONE", flush=True)
+    except Exception as exc:
+        print(name, "BLOCKED", type(exc).__name__, flush=True)
+def unix_connect(address):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(address)
+attempt("write_outside", lambda: open(args["outside"], "w").write("x"))
+attempt("write_hook", lambda: open(args["hook"], "w").write("#!/bin/sh"))
+attempt("write_git_config", lambda: open(args["config"], "a").write("[core]"))
+attempt("read_secret", lambda: open(args["secret"]).read())
+attempt("read_other_project", lambda: open(args["other"]).read())
+attempt("read_server_environ", lambda: open("/proc/%d/environ" % args["server"], "rb").read())
+attempt("tcp", lambda: socket.create_connection(("127.0.0.1", args["tcp"]), timeout=2))
+def udp_send():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", args["udp"]))
+attempt("udp", udp_send)
+attempt("pathname_unix", lambda: unix_connect(args["unix"]))
+attempt("abstract_unix", lambda: unix_connect(args["abstract"]))
+attempt("kill_outside", lambda: os.kill(args["outsider"], signal.SIGKILL))
+attempt("memory_bomb", lambda: bytearray(2 * 1024 ** 3))
+if os.fork() == 0:
+    os.setsid()
+    daemon = os.fork()
+    if daemon == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        while True:
+            with open(args["beat"], "a") as f:
+                f.write("x")
+            time.sleep(0.02)
+    print("daemon_pid", daemon, flush=True)
+    os._exit(0)
+while not os.path.exists(args["beat"]):
+    time.sleep(0.01)
+"""
+BLOCKED_BY_CONFINING = (
+    "write_outside",
+    "write_hook",
+    "write_git_config",
+    "read_secret",
+    "read_other_project",
+    "read_server_environ",
+    "tcp",
+    "pathname_unix",
+    "abstract_unix",
+    "kill_outside",
+    "memory_bomb",
+)
+
+
+def test_as_nobody_every_probe_is_blocked_by_each_confining_backend(shared_tree: Path) -> None:
+    python = _unprivileged_python()
+    base = shared_tree / "probes"
+    base.mkdir()
+    shutil.chown(base, NOBODY, NOBODY)
+    (shared_tree / "probe_harness.py").write_text(textwrap.dedent(PROBE_HARNESS))
+    (base / "probe.py").write_text(textwrap.dedent(PROBE))
+    for path in (shared_tree / "probe_harness.py", base / "probe.py"):
+        path.chmod(0o644)
+    command = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+        "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}", "HOME=/nonexistent",
+        python, "-s", str(shared_tree / "probe_harness.py"), str(base),
+    ]  # fmt: skip
+
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    for name in ("bubblewrap", "landlock"):
+        verdicts = results[name]
+        if verdicts is None:
+            continue
+        assert {probe: verdicts[probe].split()[0] for probe in BLOCKED_BY_CONFINING} == dict.fromkeys(
+            BLOCKED_BY_CONFINING, "BLOCKED"
+        ), (name, verdicts)
+        # UDP may be "sent" into bubblewrap's own loopback: what counts is that the host never sees it.
+        seen = {key: verdicts[key] for key in verdicts if key.endswith(("_seen", "_written"))}
+        assert set(seen.values()) == {"False"}, (name, seen)
+        assert verdicts["outsider_alive"] == "True"
+        assert verdicts["daemon"] == "GONE"
+    if results["landlock"] is not None:
+        assert results["landlock"]["udp"].split()[0] == "BLOCKED"
+    # native confines nothing: every profile refuses it for command tools unless the user opts in.
+    native = results["native"]
+    assert native["write_outside"] == "DONE"
+    assert native["read_other_project"] == "DONE"
+    assert native["tcp"] == "DONE"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
+from oct_mcp.backends.confined import Confinement
 from oct_mcp.errors import ConfigError
 
 __all__ = [
@@ -70,6 +71,8 @@ class Prepared:
     cwd: Path
     guarantees: frozenset[str]
     """What this run is guaranteed, given the request and the backend."""
+    confinement: Confinement | None = None
+    """Applied to a fresh thread that then spawns the command (landlock); None: spawn as is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +107,16 @@ _cache = _ProbeCache()
 
 def _backends() -> Mapping[str, Backend]:
     from oct_mcp.backends.bubblewrap import Bubblewrap
+    from oct_mcp.backends.landlock import LandlockBackend
     from oct_mcp.backends.native import Native
     from oct_mcp.backends.sandbox_exec import SandboxExec
 
-    return {"bubblewrap": Bubblewrap(), "sandbox_exec": SandboxExec(), "native": Native()}
+    return {
+        "bubblewrap": Bubblewrap(),
+        "landlock": LandlockBackend(),
+        "sandbox_exec": SandboxExec(),
+        "native": Native(),
+    }
 
 
 def _probe(backend: Backend) -> Availability:
@@ -123,7 +132,8 @@ def probe_backends() -> list[tuple[str, Availability]]:
 
 
 def select_backend(name: str) -> tuple[Backend, Availability]:
-    """The backend `sandbox_backend` names; `auto` picks bubblewrap, then sandbox_exec on macOS, then native.
+    """The backend `sandbox_backend` names; `auto` picks bubblewrap, then landlock (sandbox_exec on
+    macOS), then native.
 
     Raises:
         ConfigError: An explicitly named backend does not work here (never a silent fallback).
@@ -137,7 +147,7 @@ def select_backend(name: str) -> tuple[Backend, Availability]:
                 f"sandbox_backend {name!r} does not work on this machine: {availability.detail}"
             )
         return backend, availability
-    order = ["bubblewrap", "native"] if sys.platform != "darwin" else ["sandbox_exec", "native"]
+    order = ["bubblewrap", "landlock", "native"] if sys.platform != "darwin" else ["sandbox_exec", "native"]
     for candidate in order:
         availability = _probe(backends[candidate])
         if availability.usable:

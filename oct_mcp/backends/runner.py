@@ -15,6 +15,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from oct_mcp.backends import Prepared
+from oct_mcp.backends.confined import ConfinedRun, start_confined
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.spec import RunResult
 
@@ -127,15 +128,7 @@ async def run_prepared(
     """
     started = time.perf_counter()
     try:
-        process = await anyio.open_process(
-            list(prepared.argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=prepared.cwd,
-            env=dict(prepared.env),
-            start_new_session=True,
-        )
+        process = await _spawn(prepared)
     except OSError as exc:
         raise ToolUnavailableError(
             f"the tool could not be started ({type(exc).__name__}); `oct-mcp doctor` shows what is missing"
@@ -154,8 +147,10 @@ async def run_prepared(
             timed_out = deadline.cancelled_caught
             if process.returncode is None:
                 await _kill_tree(process, grace)
-            # The leader is gone; anything it left in its group goes too.
+            # The leader is gone; anything it left in its group goes too, and in its domain.
             _signal_group(process.pid, signal.SIGKILL)
+            if isinstance(process, ConfinedRun):
+                await process.end_domain()
             with anyio.move_on_after(drain):
                 await stdout_done.wait()
                 await stderr_done.wait()
@@ -176,6 +171,20 @@ async def run_prepared(
         timed_out=timed_out,
         duration_seconds=time.perf_counter() - started,
         backend=backend,
+    )
+
+
+async def _spawn(prepared: Prepared) -> Process:
+    if prepared.confinement is not None:
+        return await start_confined(prepared.confinement, prepared.argv, prepared.env, prepared.cwd)
+    return await anyio.open_process(
+        list(prepared.argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=prepared.cwd,
+        env=dict(prepared.env),
+        start_new_session=True,
     )
 
 

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.backends import (
     GUARANTEES,
     NO_NETWORK,
+    READS_CONFINED,
+    WRITES_CONFINED,
     Backend,
     Limits,
     Prepared,
@@ -34,6 +36,7 @@ from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
 from oct_mcp.deadline import Deadline
+from oct_mcp.diagnostics import get_logger
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
     BusyError,
@@ -76,6 +79,13 @@ _HOW_TO_ISOLATE: Final = (
     "install bubblewrap (apt install bubblewrap) and enable unprivileged user namespaces, "
     "or use a profile that does not need this"
 )
+_HOW_TO_CONFINE: Final = (
+    "install bubblewrap (apt install bubblewrap; on Ubuntu 24.04+ also an AppArmor profile that "
+    "lets bwrap create user namespaces), or run on a kernel with Landlock (Linux 5.13+) for the "
+    "landlock backend; to accept the risk, set allow_unconfined_project_code to true"
+)
+
+_log = get_logger(__name__)
 
 
 class SandboxSettings(BaseModel):
@@ -208,6 +218,8 @@ class ExecutionSandbox:
     test_timeout_seconds: float
     memory_bytes: int | None
     threads: int
+    allow_unconfined: bool = False
+    """Run commands where the backend confines nothing (allow_unconfined_project_code)."""
     abandoned: AbandonedWork = field(default_factory=AbandonedWork)
     """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
@@ -320,6 +332,12 @@ class ExecutionSandbox:
                 strict_files="reads_confined" in self.required,
             )
             prepared = _prepare(self.backend, request, cgroup)
+            if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
+                # A command tool runs project code (a conftest.py, a plugin) or a program that writes.
+                raise SandboxUnavailableError(
+                    f"this tool runs project code, and the {self.backend.name} backend confines "
+                    f"nothing here; {_HOW_TO_CONFINE}"
+                )
             missing = self.required - prepared.guarantees
             if missing and (NO_NETWORK in missing or not self.allow_degraded):
                 raise SandboxUnavailableError(
@@ -471,6 +489,12 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
     config = runtime.config
     backend, _ = select_backend(config.sandbox_backend)
     _make_server_undumpable()
+    if config.allow_unconfined_project_code:
+        _log.warning(
+            "unconfined_project_code_allowed",
+            backend=backend.name,
+            problem="command tools run project code with the server user's rights where nothing confines it",
+        )
     return ExecutionSandbox(
         backend=backend,
         runner=run_prepared,
@@ -481,6 +505,7 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
         test_timeout_seconds=config.timeout_test_seconds,
         memory_bytes=config.memory_limit_mb * _MIB if config.memory_limit_mb else None,
         threads=max(1, min(os.cpu_count() or 1, config.max_jobs, _MAX_TOOL_THREADS)),
+        allow_unconfined=config.allow_unconfined_project_code,
     )
 
 

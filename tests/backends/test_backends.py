@@ -258,7 +258,7 @@ def test_auto_picks_a_working_backend_and_every_backend_reports_why() -> None:
 
     assert availability.usable is True
     reported = dict(probe_backends())
-    assert set(reported) == {"bubblewrap", "sandbox_exec", "native"}
+    assert set(reported) == {"bubblewrap", "landlock", "sandbox_exec", "native"}
     assert reported[backend.name].usable is True
     assert all(a.detail for a in reported.values())
 

@@ -398,7 +398,7 @@ def test_a_path_is_literal_not_pathspec_magic(repo: Path, config_file: Path) -> 
 def native_config(tmp_path: Path) -> Path:
     """The native backend: no namespaces, so a command git ran would show on the host."""
     path = tmp_path / "native-config.json"
-    path.write_text(json.dumps({"sandbox_backend": "native"}))
+    path.write_text(json.dumps({"sandbox_backend": "native", "allow_unconfined_project_code": True}))
     return path
 
 

@@ -1,0 +1,502 @@
+"""The landlock backend (Linux 5.13+): Landlock rules and a seccomp filter, no privilege, no namespace.
+
+For machines where bubblewrap cannot work (user namespaces blocked by AppArmor on Ubuntu 24.04+,
+most containers). The rules are applied to a fresh thread that then spawns the command
+(`confined.py`), so they are in force before the command's first instruction.
+
+Libraries: `landlockpy` (rulesets) and `seccompy` (the filter, assembled in Python, no
+libseccomp needed), both dependency-free, typed and kept up to date with the kernel's ABIs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from oct_mcp.backends import (
+    NO_NETWORK,
+    READS_CONFINED,
+    WRITES_CONFINED,
+    Availability,
+    Limits,
+    Prepared,
+    SandboxRequest,
+)
+from oct_mcp.backends.confined import kill_and_reap
+from oct_mcp.backends.rlimits import limit_prefix
+from oct_mcp.errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from landlockpy import Ruleset
+
+__all__ = ["LandlockBackend", "LandlockSupport", "landlock_support"]
+
+# Writes need TRUNCATE handled (ABI 3): before it, truncate(2) of any file was outside Landlock.
+_WRITES_ABI: Final = 3
+_TCP_ABI: Final = 4
+_SCOPE_ABI: Final = 6
+"""Abstract unix sockets and signals scoped to the domain; the sweep of leftovers relies on it."""
+_SYSTEM_READ: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc")
+_DEVICES_READ: Final = ("/dev/zero", "/dev/random", "/dev/urandom")
+_DEVICES_WRITE: Final = ("/dev/null", "/dev/full")
+_MINIMAL_ETC: Final = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "ssl",
+    "ca-certificates",
+    "alternatives",
+    "hosts",
+    "resolv.conf",
+    "gitconfig",
+)
+_CACHES: Final = (
+    ("RUFF_CACHE_DIR", "ruff-cache"),
+    ("MYPY_CACHE_DIR", "mypy-cache"),
+    ("PYTHONPYCACHEPREFIX", "pycache"),
+)
+_PR_SET_CHILD_SUBREAPER: Final = 36
+_PR_SET_SECCOMP: Final = 22
+_PR_CAPBSET_DROP: Final = 24
+_PR_SET_SECUREBITS: Final = 28
+_SECBIT_NOROOT: Final = 1 << 0
+_SECBIT_NOROOT_LOCKED: Final = 1 << 1
+_SECCOMP_MODE_FILTER: Final = 2
+_BPF_INSTRUCTION_BYTES: Final = 8
+_SWEEP_SECONDS: Final = 2.0
+_PROBE_PROGRAM: Final = "/usr/bin/true"
+_PROBE_TIMEOUT_SECONDS: Final = 10
+_AF_INET: Final = 2
+_AF_INET6: Final = 10
+_SOCK_STREAM: Final = 1
+_SOCK_TYPE_MASK: Final = 0xF
+_IPPROTO_TCP: Final = 6
+# io_uring performs socket() and connect() without those syscalls, so a filter on them needs it gone.
+_DENIED_SYSCALLS: Final = (
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "ptrace",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+)
+# x86-64 also takes x32 syscalls, numbered apart (bit 30): the filter must name those too.
+_X32_BIT: Final = 0x40000000
+_X32_DENIED: Final = (41, 425, 426, 427, 521, 321, 298, 323, 250, 248, 249)
+
+
+@dataclass(frozen=True, slots=True)
+class LandlockSupport:
+    """What this kernel's Landlock and seccomp give, and why not where they fall short."""
+
+    abi: int
+    seccomp: bool
+    problem: str | None
+    """Why the backend cannot run here at all; None when it can."""
+
+    def missing(self) -> dict[str, str]:
+        """Each guarantee this kernel cannot give, with the reason."""
+        reasons: dict[str, str] = {}
+        if self.problem is not None:
+            return dict.fromkeys((READS_CONFINED, WRITES_CONFINED, NO_NETWORK), self.problem)
+        if self.abi < _WRITES_ABI:
+            reasons[WRITES_CONFINED] = (
+                f"Landlock ABI {self.abi} cannot deny truncate (needs ABI 3, Linux 6.2)"
+            )
+        if self.abi < _TCP_ABI:
+            reasons[NO_NETWORK] = f"Landlock ABI {self.abi} cannot deny TCP (needs ABI 4, Linux 6.7)"
+        elif not self.seccomp:
+            reasons[NO_NETWORK] = "seccomp filters are unavailable: UDP and unix sockets stay open"
+        return reasons
+
+    @property
+    def sweeps_leftovers(self) -> bool:
+        return self.abi >= _SCOPE_ABI
+
+
+@cache
+def landlock_support() -> LandlockSupport:
+    """Probe the kernel once: Landlock's ABI and whether seccomp filters load."""
+    if not sys.platform.startswith("linux"):
+        return LandlockSupport(0, False, "Landlock is Linux only")
+    try:
+        import landlockpy
+        import seccompy
+    except ImportError:
+        return LandlockSupport(0, False, "the landlockpy and seccompy packages are not installed")
+    abi = landlockpy.abi_version()
+    if abi < 1:
+        return LandlockSupport(
+            0,
+            False,
+            "the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= boot list)",
+        )
+    return LandlockSupport(abi, seccompy.supported(), None)
+
+
+@cache
+def _become_subreaper() -> None:
+    """Orphans of a run (a `setsid` daemon) come back to the server, so the run's end can find them."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+class LandlockBackend:
+    """Confines each command with Landlock (files, TCP, scopes) and seccomp (other sockets).
+
+    Reads: the system folders, `/etc` (only the files a tool needs for strict profiles), the
+    interpreter and tool installs, the project, the run's scratch folder and a few devices.
+    Writes: the scratch folder, and for write tools every project entry but the protected
+    ones; Landlock only adds rights, so no right is ever given on the project root itself.
+    """
+
+    name = "landlock"
+
+    def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
+        return str(scratch / "home"), str(scratch / "tmp")
+
+    def probe(self) -> Availability:
+        support = landlock_support()
+        if support.problem is not None:
+            return Availability(False, support.problem)
+        failure = _run_true_confined(support)
+        if failure is not None:
+            return Availability(
+                False, f"Landlock ABI {support.abi} is there, but a confined run failed: {failure}"
+            )
+        missing = support.missing()
+        gaps = "; ".join(f"no {name}: {why}" for name, why in sorted(missing.items()))
+        detail = f"Landlock ABI {support.abi}, seccomp {'on' if support.seccomp else 'off'}"
+        if not support.sweeps_leftovers:
+            gaps = "; ".join(
+                filter(None, [gaps, "a setsid daemon can outlive its call (needs ABI 6, Linux 6.12)"])
+            )
+        return Availability(True, f"{detail}; {gaps}" if gaps else f"{detail}; every guarantee holds")
+
+    def prepare(self, request: SandboxRequest) -> Prepared:
+        support = landlock_support()
+        if support.problem is not None:
+            raise SandboxUnavailableError(f"the landlock backend cannot run here: {support.problem}")
+        home, tmp = self.home_and_tmp(request.scratch)
+        Path(home).mkdir(mode=0o700, exist_ok=True)
+        Path(tmp).mkdir(mode=0o700, exist_ok=True)
+        missing = support.missing()
+        guarantees = {READS_CONFINED, WRITES_CONFINED, NO_NETWORK} - set(missing)
+        if request.network:
+            guarantees.discard(NO_NETWORK)
+        if support.sweeps_leftovers:
+            _become_subreaper()
+        env = dict(request.env)
+        if request.writable:
+            # No new entry can be made in the project root itself (see _allow_writes): caches go to TMPDIR.
+            for name, folder in _CACHES:
+                env.setdefault(name, f"{tmp}/{folder}")
+        return Prepared(
+            argv=(*limit_prefix(request.limits), *request.argv),
+            env=env,
+            cwd=request.project,
+            guarantees=frozenset(guarantees),
+            confinement=_Domain(request=request, support=support),
+        )
+
+
+def _run_true_confined(support: LandlockSupport) -> str | None:
+    """Run /usr/bin/true under a real domain, from a fresh thread: what failed, or None."""
+    failure: list[str] = []
+
+    def confined_true(folder: Path) -> None:
+        request = SandboxRequest(
+            argv=(_PROBE_PROGRAM,),
+            project=folder,
+            writable=False,
+            network=False,
+            protected=(),
+            read_only_binds=(),
+            env={},
+            limits=Limits(memory_bytes=None, cpu_seconds=_PROBE_TIMEOUT_SECONDS),
+            scratch=folder,
+            strict_files=True,
+        )
+        try:
+            _Domain(request=request, support=support).restrict_current_thread()
+            completed = subprocess.run(  # fixed argv, no shell
+                [_PROBE_PROGRAM], env={}, cwd=folder, capture_output=True,
+                timeout=_PROBE_TIMEOUT_SECONDS, check=False,
+            )  # fmt: skip
+        except SandboxUnavailableError as exc:
+            failure.append(exc.message)
+        except (OSError, subprocess.SubprocessError) as exc:
+            failure.append(type(exc).__name__)
+        else:
+            if completed.returncode != 0:
+                failure.append(f"{_PROBE_PROGRAM} exited with {completed.returncode}")
+
+    # Made and removed out here: the confined thread may not write where the folder sits.
+    with tempfile.TemporaryDirectory(prefix="oct-landlock-probe-") as scratch:
+        thread = threading.Thread(
+            target=confined_true, args=(Path(scratch),), name="oct-landlock-probe", daemon=True
+        )
+        thread.start()
+        thread.join()
+    return failure[0] if failure else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Domain:
+    """The rules of one run, applied to the thread that spawns it."""
+
+    request: SandboxRequest
+    support: LandlockSupport
+
+    def restrict_current_thread(self) -> None:
+        from landlockpy import AccessNet, LandlockError, Ruleset, Scope
+
+        request = self.request
+        if os.geteuid() == 0 and _thread_has_capabilities():
+            _drop_root_capabilities()
+        try:
+            # handled_net None: every network right this kernel knows is handled, and none granted.
+            handled_net = AccessNet.NONE if request.network else None
+            scoped = Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL
+            with Ruleset(handled_net=handled_net, scoped=scoped) as ruleset:
+                _allow_reads(ruleset, request)
+                _allow_writes(ruleset, request)
+                # No port rule: with TCP handled, every bind and connect is refused.
+                ruleset.restrict(no_new_privs=True)
+                enforced = ruleset.enforced
+            if self.support.seccomp:
+                _load_socket_filter(network=request.network)
+        except (LandlockError, OSError, ValueError) as exc:
+            raise SandboxUnavailableError(
+                f"the kernel refused the run's Landlock rules ({type(exc).__name__}); "
+                "`oct-mcp doctor` shows what this kernel supports"
+            ) from exc
+        if not enforced:
+            raise SandboxUnavailableError("the kernel did not enforce the run's Landlock rules")
+
+    def end_domain(self, leader: int) -> None:
+        # Only signals scoped to the domain say which processes are this run's: without them, leave all.
+        if not self.support.sweeps_leftovers:
+            return
+        deadline = time.monotonic() + _SWEEP_SECONDS
+        server = os.getpid()
+        while time.monotonic() < deadline:
+            # Orphans come back to the server (a subreaper); a refused signal means another run's.
+            killed = [kill_and_reap(pid) for pid in _children(server) if pid != leader]
+            if not any(killed):
+                return
+            time.sleep(0.001)
+
+
+def _thread_has_capabilities() -> bool:
+    """Whether an exec from this thread as root could grant a capability: its bounding set is not
+    empty (root in a container may have none left to drop, and no right to drop them)."""
+    try:
+        status = Path("/proc/thread-self/status").read_text()
+    except OSError:
+        return True  # unknown: drop them, or fail trying
+    bounding = [line.split()[1] for line in status.splitlines() if line.startswith("CapBnd:")]
+    return not bounding or int(bounding[0], 16) != 0
+
+
+def _drop_root_capabilities() -> None:
+    """As root, the command would keep every capability, and with them (measured) read the
+    server's /proc/<pid>/environ despite Landlock. The thread drops them all from its bounding
+    set and locks SECBIT_NOROOT, so exec grants none: the command is uid 0 without privilege."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    capability = 0
+    while libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
+        capability += 1
+    if ctypes.get_errno() != errno.EINVAL or capability == 0:
+        raise SandboxUnavailableError("the run's thread could not drop root's capabilities")
+    if libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT | _SECBIT_NOROOT_LOCKED, 0, 0, 0) != 0:
+        raise SandboxUnavailableError("the run's thread could not lock out root's capabilities")
+
+
+def _children(pid: int) -> set[int]:
+    """The children of `pid`, from each thread's `children` list, or a scan of /proc without them."""
+    found: set[int] = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            listed = Path(f"/proc/{pid}/task/{task}/children").read_text()
+        except FileNotFoundError:
+            return _children_by_scan(pid)  # a kernel without CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+        found.update(int(child) for child in listed.split())
+    return found
+
+
+def _children_by_scan(pid: int) -> set[int]:
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # The name in `stat` may hold spaces and parentheses: the fields start after the last ")".
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+def _read_rights() -> int:
+    from landlockpy import AccessFS
+
+    return int(AccessFS.EXECUTE | AccessFS.READ_FILE | AccessFS.READ_DIR)
+
+
+def _write_rights(*, directory: bool) -> int:
+    from landlockpy import AccessFS
+
+    file_rights = AccessFS.WRITE_FILE | AccessFS.TRUNCATE
+    if not directory:
+        return int(file_rights)
+    return int(
+        file_rights
+        | AccessFS.REMOVE_DIR
+        | AccessFS.REMOVE_FILE
+        | AccessFS.MAKE_DIR
+        | AccessFS.MAKE_REG
+        | AccessFS.MAKE_SYM
+        | AccessFS.MAKE_FIFO
+        | AccessFS.MAKE_SOCK
+        | AccessFS.REFER
+    )
+
+
+def _allow_reads(ruleset: Ruleset, request: SandboxRequest) -> None:
+    from landlockpy import AccessFS
+
+    read = AccessFS(_read_rights())
+    etc = [f"/etc/{name}" for name in _MINIMAL_ETC] if request.strict_files else ["/etc"]
+    for path in (*_SYSTEM_READ, *etc, *_DEVICES_READ, *(str(p) for p in request.read_only_binds)):
+        _allow_existing(ruleset, path, read)
+    for path in _DEVICES_WRITE:
+        _allow_existing(ruleset, path, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE)
+    ruleset.allow_path(request.scratch, read | AccessFS(_write_rights(directory=True)))
+    ruleset.allow_path(request.project, read)
+
+
+def _allow_existing(ruleset: Ruleset, path: str, rights: int) -> None:
+    """A rule for `path` if it exists; a file gets only the rights a file can have (else EINVAL)."""
+    from landlockpy import AccessFS
+
+    try:
+        is_dir = os.path.isdir(path)
+    except OSError:
+        return
+    if not is_dir and not os.path.exists(path):
+        return
+    file_rights = AccessFS.EXECUTE | AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE
+    ruleset.allow_path(path, AccessFS(rights) if is_dir else AccessFS(rights) & file_rights)
+
+
+def _allow_writes(ruleset: Ruleset, request: SandboxRequest) -> None:
+    """Write rights entry by entry below the project root, around the protected paths."""
+    if not request.writable:
+        return
+    from landlockpy import AccessFS
+
+    protected = frozenset(request.protected)
+    for entry, directory in _writable_entries(request.project, protected):
+        # Opened without following links, then named through /proc: a link in the project that
+        # points at ~/.ssh is never the folder a right lands on.
+        try:
+            fd = os.open(entry, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode) == directory and (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                ruleset.allow_path(f"/proc/self/fd/{fd}", AccessFS(_write_rights(directory=directory)))
+        finally:
+            os.close(fd)
+
+
+def _writable_entries(folder: Path, protected: frozenset[Path]) -> Iterable[tuple[Path, bool]]:
+    """Each entry of `folder` to grant write on: whole where nothing protected lies below it."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if path in protected or entry.is_symlink():
+            continue
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if is_dir and any(p.is_relative_to(path) for p in protected):
+            yield from _writable_entries(path, protected)
+        elif is_dir or entry.is_file(follow_symlinks=False):
+            yield path, is_dir
+
+
+def _load_socket_filter(*, network: bool) -> None:
+    """Install the run's seccomp filter on the calling thread (no_new_privs is already set)."""
+    program = _socket_filter_program(network=network)
+    # seccompy compiles in Python (0.6 ms, most of the confinement's cost) and loads only a Filter it
+    # compiled itself, once: the program is compiled once per kind and loaded here by hand.
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len=len(program) // _BPF_INSTRUCTION_BYTES, filter=ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+@cache
+def _socket_filter_program(*, network: bool) -> bytes:
+    """seccomp: no unix socket() (pathname or abstract; socketpair stays), and without network
+    only TCP sockets, which Landlock then keeps from binding or connecting."""
+    from seccompy import ArgCmp, CmpOp, Filter, syscalls
+
+    denied = errno.EPERM
+    socket_filter = Filter()
+    if network:
+        socket_filter.errno("socket", denied, args=[ArgCmp(0, CmpOp.EQ, 1)])  # AF_UNIX
+    else:
+        for family in (_AF_INET, _AF_INET6):
+            for protocol in (0, _IPPROTO_TCP):
+                socket_filter.allow(
+                    "socket",
+                    args=[
+                        ArgCmp(0, CmpOp.EQ, family),
+                        ArgCmp(1, CmpOp.MASKED_EQ, _SOCK_STREAM, mask=_SOCK_TYPE_MASK),
+                        ArgCmp(2, CmpOp.EQ, protocol),
+                    ],
+                )
+        socket_filter.errno("socket", denied)
+    for name in _DENIED_SYSCALLS:
+        socket_filter.errno(name, denied)
+    if syscalls.arch() == "x86_64":
+        for number in _X32_DENIED:
+            socket_filter.errno(_X32_BIT | number, denied)
+    return socket_filter.program

@@ -1,0 +1,165 @@
+"""The landlock backend's own mechanisms: backend choice, refused rules, writes granted entry by entry."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+from test_sandbox_probes import _bubblewrap, _landlock
+
+from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.errors import SandboxUnavailableError, ToolUnavailableError
+
+pytestmark = pytest.mark.anyio
+
+LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
+
+
+def _request(project: Path, scratch: Path, argv: tuple[str, ...], **changes: object) -> SandboxRequest:
+    fields: dict[str, object] = {
+        "argv": argv,
+        "project": project,
+        "writable": False,
+        "network": False,
+        "protected": (),
+        "read_only_binds": (Path(sys.base_prefix), Path(sys.prefix)),
+        "env": {"PATH": "/usr/bin"},
+        "limits": LIMITS,
+        "scratch": scratch,
+    }
+    fields.update(changes)
+    return SandboxRequest(**fields)  # type: ignore[arg-type]
+
+
+async def test_rules_the_kernel_refuses_fail_the_run_and_nothing_runs(tmp_path: Path) -> None:
+    backend = _landlock()
+    marker = tmp_path / "ran"
+    read_end, write_end = os.pipe()
+    try:
+        # A pipe is no file hierarchy: the kernel refuses a rule on it (EBADFD).
+        request = _request(
+            tmp_path,
+            tmp_path,
+            (sys.executable, "-c", f"open({str(marker)!r}, 'w')"),
+            read_only_binds=(Path(f"/proc/self/fd/{read_end}"),),
+        )
+        prepared = backend.prepare(request)
+        with anyio.fail_after(30), pytest.raises(SandboxUnavailableError) as caught:
+            await run_prepared(prepared, backend="landlock", time_limit=20, max_output=65_536)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+    assert caught.value.code == "sandbox_unavailable"
+    assert not marker.exists()
+
+
+async def test_a_write_tool_may_change_existing_entries_but_make_nothing_in_the_root(tmp_path: Path) -> None:
+    backend = _landlock()
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "setup.cfg").write_text("[old]\n")
+    (project / ".git").mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code = textwrap.dedent("""
+        def attempt(action):
+            try:
+                action()
+                return "DONE"
+            except OSError as exc:
+                return "BLOCKED " + type(exc).__name__
+        print(attempt(lambda: open("setup.cfg", "w").write("[new]")))
+        print(attempt(lambda: open("src/new.py", "w").write("x = 1")))
+        print(attempt(lambda: open("new_in_root.py", "w")))
+        print(attempt(lambda: open(".git/HEAD", "w")))
+    """)
+    request = _request(
+        project, scratch, (sys.executable, "-I", "-c", code), writable=True, protected=(project / ".git",)
+    )
+
+    prepared = backend.prepare(request)
+    with anyio.fail_after(30):
+        run = await run_prepared(prepared, backend="landlock", time_limit=20, max_output=65_536)
+
+    assert run.stdout.decode().splitlines() == [
+        "DONE",
+        "DONE",
+        "BLOCKED PermissionError",
+        "BLOCKED PermissionError",
+    ]
+    assert (project / "setup.cfg").read_text() == "[new]"
+    assert not (project / ".git" / "HEAD").exists()
+
+
+def test_auto_picks_landlock_where_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
+    """As on Ubuntu 24.04 or in a container: run the choice where user namespaces are off."""
+    bwrap = _bubblewrap().executable
+    _landlock()
+    assert bwrap is not None
+    choice = "from oct_mcp.backends import select_backend; print(select_backend('auto')[0].name)"
+    command = [
+        bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--unshare-user", "--disable-userns", "--unshare-pid", "--die-with-parent", "--",
+        sys.executable, "-c", choice,
+    ]  # fmt: skip
+
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["landlock"]
+
+
+async def test_a_landlock_run_cancelled_from_outside_still_kills_the_command_and_its_daemon(
+    tmp_path: Path,
+) -> None:
+    backend = _landlock()
+    (tmp_path / "src").mkdir()
+    pids = tmp_path / "src" / "pids"
+    code = textwrap.dedent(f"""
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            open({str(pids)!r}, "a").write(str(os.getpid()) + "\\n")
+            time.sleep(60)
+        open({str(pids)!r}, "a").write(str(os.getpid()) + "\\n")
+        time.sleep(60)
+    """)
+    request = _request(tmp_path, tmp_path, (sys.executable, "-I", "-c", code), writable=True)
+    prepared = backend.prepare(request)
+
+    with anyio.move_on_after(1):
+        await run_prepared(prepared, backend="landlock", time_limit=30, max_output=65_536)
+
+    with anyio.fail_after(10):
+        while any(_alive(int(pid)) for pid in pids.read_text().split()):
+            await anyio.sleep(0.05)
+    assert len(pids.read_text().split()) == 2
+
+
+async def test_a_missing_program_under_landlock_is_a_clear_error(tmp_path: Path) -> None:
+    backend = _landlock()
+    prepared = backend.prepare(_request(tmp_path, tmp_path, ("/usr/bin/true",)))
+    # Without the limit trampoline in front, which would report the missing program as its exit code.
+    prepared = replace(prepared, argv=(str(tmp_path / "no-such-tool"),))
+
+    with anyio.fail_after(30), pytest.raises(ToolUnavailableError) as caught:
+        await run_prepared(prepared, backend="landlock", time_limit=5, max_output=65_536)
+
+    assert caught.value.code == "tool_unavailable"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
