@@ -623,12 +623,13 @@ def test_plain_git_runs_the_filter_of_each_spelling(
     assert marker.exists()
 
 
-@pytest.mark.parametrize("backend", ["bubblewrap", "native"])
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock", "native"])
 @pytest.mark.parametrize("spelling", sorted(FILTER_SPELLINGS))
 def test_status_never_runs_a_filter_in_any_spelling_git_reads(
     filtered_repo: Path, tmp_path: Path, config_file: Path, spelling: str, backend: str
 ) -> None:
-    config_file.write_text(json.dumps({"sandbox_backend": backend}))
+    # native confines nothing, so it runs git only where the user opted in; the filters stay off there too.
+    config_file.write_text(json.dumps({"sandbox_backend": backend, "allow_unconfined_project_code": True}))
     marker = tmp_path / "ran"
     _plant_filter(filtered_repo, marker, spelling)
 
