@@ -225,29 +225,30 @@ _KEY_BODY_LINE_START: Final = _compile(r"\n[ \t]{0,16}+[+-]?[A-Za-z0-9+/]{64}")
 
 def _find_key_bodies(text: str) -> Iterator[re.Match[str]]:
     """The runs of body lines in `text`, each matched from its first line."""
+    match = _KEY_BODY.match(text)
     reach = 0
-    first = _KEY_BODY.match(text)
-    if first is not None:
-        reach = first.end()
-        yield first
-    for candidate in _KEY_BODY_LINE_START.finditer(text, reach):
-        start = candidate.start() + 1
-        if start < reach:
-            continue
-        match = _KEY_BODY.match(text, start)
+    while True:
         if match is not None:
             reach = match.end()
             yield match
+        # Searched again past each run, not stepped through its lines (a line is a candidate each).
+        candidate = _KEY_BODY_LINE_START.search(text, reach)
+        if candidate is None:
+            return
+        reach = candidate.start() + 1
+        match = _KEY_BODY.match(text, reach)
 
 
 def _key_body(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     """A run of base64 lines of one key-body length, with no public armour above it: a private key."""
-    lines = [_body_line(line) for line in match["secret"].split("\n")]
-    full = lines[:-1] if len(lines[-1]) != len(lines[0]) else lines
-    width = len(full[0])
-    if len(full) < 2 or any(len(line) != width for line in full):
-        return ()
-    if char_classes(full[0]) < 3 or char_classes(full[1]) < 3:
+    # The pattern holds two full lines at least; the first two decide (30 us a run to check all).
+    body = match["secret"]
+    first_end = body.index("\n")
+    second_end = body.find("\n", first_end + 1)
+    first = _body_line(body[:first_end])
+    second = _body_line(body[first_end + 1 : second_end if second_end != -1 else len(body)])
+    width = len(first)
+    if len(second) != width or char_classes(first) < 3 or char_classes(second) < 3:
         return ()  # random base64 mixes cases and digits on every line; two lines tell it from words
     text, start = match.string, match.start("secret")
     line_start = text.rfind("\n", 0, start) + 1
@@ -258,7 +259,7 @@ def _key_body(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if _inside_public_armour(text, start):
         return ()
     try:
-        head = base64.b64decode(full[0][:64], validate=True)
+        head = base64.b64decode(first[:64], validate=True)
     except (binascii.Error, ValueError):
         return ()
     if _DER_SEQUENCE_IN_SEQUENCE.match(head):
@@ -591,12 +592,13 @@ _VALUE: Final = (
     r"""|""" + _CODE_OWNERS + r"""(?P<uq>[^\s"'`,;&|<>(){}\[\]\\]{6,512}+)(?![(\[]))"""
 )
 # Under a secret name the value is whole: a quoted one with its blanks (a pass phrase), an unquoted
-# one to the end of the line or a `;` (`&`, `,` and `|` are in passwords too; `;` ends a statement
-# and a connection string's field); `_field` falls back to the first token where the rest is code.
+# one to the end of the line (`&`, `,` and `|` are in passwords too), a `;` (a statement's end, a
+# connection string's next field) or a bracket (code: a call, an index); `_field` falls back to the
+# first token where the rest is code or a message.
 _WHOLE_VALUE: Final = (
     r"""(?:[bBrRuUfF]{1,2}(?=["']))?(?:"(?P<dq>[^"\n]{6,512}+)"|'(?P<sq>[^'\n]{6,512}+)'"""
     r"""|`(?P<bq>[^`\n]{6,512}+)`|\\"(?P<eq>[^"\\\n]{6,512}+)\\\""""
-    r"""|""" + _CODE_OWNERS + r"""(?P<uq>[^\s"'`,;&|<>(){}\[\]\\][^\n\r;"'`]{5,511}+))"""
+    r"""|""" + _CODE_OWNERS + r"""(?P<uq>[^\s"'`,;&|<>(){}\[\]\\][^\n\r;"'`(){}\[\]]{5,511}+)(?![(\[]))"""
 )
 
 
