@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -41,7 +42,11 @@ class _Who:
 
 
 def scrub(result: ToolResult, who: _Who) -> ToolResult:
-    """Mask secrets and anonymise paths in a tool's text and structured content.
+    """Mask secrets and anonymise paths in every string a result carries.
+
+    The text, the structured content, and an embedding host's other content items (a resource's
+    text, URI and name, `_meta`, annotations): all but their binary payloads, which the embedding
+    adapter drops unless the host opted in.
 
     Returns:
         The result, its `redactions` raised by the number of secrets masked.
@@ -55,11 +60,47 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
         scrubbed = _anonymise_value(scrubbed, who)
         if masked or scrubbed != structured:
             structured = scrubbed
-    if text is result.text and structured is result.structured:
+    content = result.passthrough_content
+    if content:
+        scrubbed_items = []
+        for item in content:
+            scrubbed_item, count = _scrub_content_item(item, who)
+            scrubbed_items.append(scrubbed_item)
+            masked += count
+        content = tuple(scrubbed_items)
+    if text is result.text and structured is result.structured and content == result.passthrough_content:
         return result  # nothing masked or anonymised, as for most results: no copy (2 us, measured)
     return replace(
-        result, text=text, structured=structured, redactions=result.redactions + len(findings) + masked
+        result,
+        text=text,
+        structured=structured,
+        passthrough_content=content,
+        redactions=result.redactions + len(findings) + masked,
     )
+
+
+def _scrub_content_item(item: Mapping[str, Any], who: _Who) -> tuple[dict[str, Any], int]:
+    """Redact a content item's strings but its base64 payload: an image's or audio's `data`, or
+    an embedded resource's `blob`. Bytes, not text, which masking would corrupt; the embedding
+    adapter drops them unless the host opted in."""
+    resource = item.get("resource")
+    if item.get("type") == "resource" and isinstance(resource, Mapping):
+        top = {key: value for key, value in item.items() if key != "resource"}
+        scrubbed, masked = _scrub_mapping(top, who, binary="")
+        scrubbed["resource"], count = _scrub_mapping(resource, who, binary="blob")
+        return scrubbed, masked + count
+    binary = "data" if item.get("type") in ("image", "audio") else ""
+    return _scrub_mapping(item, who, binary=binary)
+
+
+def _scrub_mapping(mapping: Mapping[str, Any], who: _Who, *, binary: str) -> tuple[dict[str, Any], int]:
+    payload = mapping.get(binary) if binary else None
+    rest = {key: value for key, value in mapping.items() if key != binary or not isinstance(payload, str)}
+    redacted, masked = redact_value(rest)
+    scrubbed: dict[str, Any] = _anonymise_value(redacted, who)
+    if isinstance(payload, str):
+        scrubbed[binary] = payload
+    return scrubbed, masked
 
 
 def _anonymise_value(value: Any, who: _Who) -> Any:
