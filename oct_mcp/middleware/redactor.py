@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -11,9 +12,10 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
+from oct_mcp.backends import SCRATCH_PREFIX
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ToolResult
-from oct_mcp.redaction import anonymise_paths, redact, redact_value
+from oct_mcp.redaction import HostPath, anonymise_paths, redact, redact_value, server_paths
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
 
@@ -35,10 +37,14 @@ class _Who:
     project_root: str
     home: str
     user: str
+    others: tuple[HostPath, ...] = ()
+    """The server's own folders (its venv, its interpreter, the runs' scratch folders)."""
 
     def anonymise(self, text: str) -> str:
-        """`anonymise_paths` with this root, home and user name."""
-        return anonymise_paths(text, project_root=self.project_root, home=self.home, user=self.user)
+        """`anonymise_paths` with this root, home, user name and server folders."""
+        return anonymise_paths(
+            text, project_root=self.project_root, home=self.home, user=self.user, others=self.others
+        )
 
 
 def scrub(result: ToolResult, who: _Who) -> ToolResult:
@@ -142,7 +148,12 @@ def _user() -> str:
 def _build(settings: RedactorSettings, runtime: LayerRuntime) -> OutputRedactor:
     development = runtime.development or os.environ.get(DEVELOPMENT_ENV, "").strip() == "1"
     active = not development or settings.always_on or runtime.config.redaction_always_on
-    who = _Who(project_root=str(runtime.workspace.root), home=str(Path.home()), user=_user())
+    who = _Who(
+        project_root=str(runtime.workspace.root),
+        home=str(Path.home()),
+        user=_user(),
+        others=server_paths(tempfile.gettempdir(), SCRATCH_PREFIX),
+    )
     return OutputRedactor(who=who, active=active)
 
 

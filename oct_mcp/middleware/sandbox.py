@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.backends import (
     GUARANTEES,
     NO_NETWORK,
+    SCRATCH_PREFIX,
     Backend,
     Limits,
     Prepared,
@@ -150,7 +151,7 @@ class ExecutionSandbox:
         timeout = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
         before = present_protected_names(project) if plan.writes_project else None
         created: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-        scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
         try:
             home, tmp = self.backend.home_and_tmp(scratch)
             path_dirs = [*_venv_bins(Path(plan.argv[0])), *_SYSTEM_PATH]

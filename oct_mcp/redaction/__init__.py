@@ -3,15 +3,17 @@
 from oct_mcp.redaction.checks import mask
 from oct_mcp.redaction.detectors import KINDS
 from oct_mcp.redaction.engine import Finding, redact, redact_excerpts, redact_value, secret_field_name
-from oct_mcp.redaction.paths import anonymise_paths
+from oct_mcp.redaction.paths import HostPath, anonymise_paths, server_paths
 
 __all__ = [
     "KINDS",
     "Finding",
+    "HostPath",
     "anonymise_paths",
     "mask",
     "redact",
     "redact_excerpts",
     "redact_value",
     "secret_field_name",
+    "server_paths",
 ]
