@@ -218,6 +218,7 @@ def _body_line(line: str) -> str:
 
 
 _KEY_BODY: Final = _compile(_KEY_BODY_RUN)
+_BASE64_LINE: Final = _compile(r"[A-Za-z0-9+/]+")
 # Where a run may start: a line break, then a full line. Cheap for `re` (4 ms for 4 MiB of tool
 # output), where the whole run's pattern tried at every line break cost 30 ms (measured).
 _KEY_BODY_LINE_START: Final = _compile(r"\n[ \t]{0,16}+[+-]?[A-Za-z0-9+/]{64}")
@@ -265,9 +266,6 @@ def _key_body(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if _DER_SEQUENCE_IN_SEQUENCE.match(head):
         return ()
     return ((start, match.end("secret"), detector.kind, detector.priority),)
-
-
-_BASE64_LINE: Final = _compile(r"[A-Za-z0-9+/]+")
 
 
 _PUTTY_END: Final = _compile(r"Private-MAC: *[0-9a-fA-F]+|\n[ \t]*\n")
@@ -371,8 +369,6 @@ _PROSE_WORDS: Final = frozenset(
     {"the", "your", "enter", "must", "please", "required", "invalid", "incorrect", "should", "cannot"}
     | {"characters", "field", "is", "are", "was", "not", "too", "expired", "missing", "reset", "forgot"}
 )
-
-
 _AUTH_SCHEME: Final = _compile(r"(?i:bearer|basic|token|bot|digest)[ \t]+(?=\S)")
 
 
