@@ -26,6 +26,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
@@ -62,19 +63,20 @@ class ForeignTool:
     """Arguments that are paths: contained inside the project root like oct's own."""
 
 
-_RUNS: OrderedDict[int, tuple[Any, str]] = OrderedDict()
-"""id(lifespan state) -> (the state, the client id of the server run it belongs to)."""
-_RUNS_KEPT: Final = 4_096
-_RUN_NUMBERS: Final = itertools.count(1)
+_OWNERS: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+"""id(what stands for a client: its connection or its server run) -> (that object, the client id)."""
+_OWNERS_KEPT: Final = 4_096
+_OWNER_NUMBERS: Final = itertools.count(1)
 
 
 def session_client_id(request: RequestFacts) -> str:
     """Who is calling, for the rate limit and the audit: one id per client connection.
 
-    Over stdio and in memory the SDK runs the server once per client connection, with a lifespan
-    state of that run's own; its requests (each its own session on 2026-07-28) share the run's id.
-    Over HTTP a stateful session's id stands for its client; a stateless request belongs to no
-    session, and those share one window, as unknown callers should.
+    On the handshake era a connection is one client's. On 2026-07-28 each request is its own
+    connection: the server run's lifespan state stands for the client instead, which is one
+    client's where the SDK runs the server per client (stdio, in memory) and shared where it is
+    not (FastMCP): those clients share one window, as callers that cannot be told apart should.
+    Over HTTP a stateful session's id stands for its client; stateless requests share one window.
     """
     headers = getattr(getattr(request, "request", None), "headers", None)
     if headers is not None:
@@ -83,17 +85,21 @@ def session_client_id(request: RequestFacts) -> str:
             return _TRANSPORT
         # Hashed: the session id lets its holder speak for the session; the audit log must not hold it.
         return f"{_TRANSPORT}-http-{hashlib.sha256(session_id.encode()).hexdigest()[:16]}"
-    state = getattr(request, "lifespan_context", None)
-    if state is None:
+    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        owner = getattr(request, "lifespan_context", None)
+    else:
+        # The SDK's session is made per request; the connection it belongs to is the client's.
+        owner = getattr(request.session, "_connection", None)
+    if owner is None:
         return _TRANSPORT
     # Held, so that its id is not reused while it names a client; the oldest go past the bound.
-    known = _RUNS.get(id(state))
-    if known is not None and known[0] is state:
+    known = _OWNERS.get(id(owner))
+    if known is not None and known[0] is owner:
         return known[1]
-    client_id = f"{_TRANSPORT}-{next(_RUN_NUMBERS)}"
-    _RUNS[id(state)] = (state, client_id)
-    while len(_RUNS) > _RUNS_KEPT:
-        _RUNS.popitem(last=False)
+    client_id = f"{_TRANSPORT}-{next(_OWNER_NUMBERS)}"
+    _OWNERS[id(owner)] = (owner, client_id)
+    while len(_OWNERS) > _OWNERS_KEPT:
+        _OWNERS.popitem(last=False)
     return client_id
 
 
