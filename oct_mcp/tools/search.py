@@ -296,7 +296,8 @@ SEARCH: Final = ToolSpec(
         "order. Skips what .gitignore ignores, .git, binary files and files over 4 MiB; does not follow "
         "symlinks. Narrow it with path (a folder or one file) and glob ('*.py', 'src/**/*.ts'); "
         "case_sensitive=false ignores case; at most max_results lines (default 200). Prefer it to grep or "
-        "rg in a shell: read-only, no approval needed, structured results."
+        "rg in a shell: read-only, no approval needed, structured results. Secrets in a matching line "
+        "are masked as [REDACTED:<kind>], as the whole file shows them."
     ),
     params=SearchParams,
     output=SearchOutput,
