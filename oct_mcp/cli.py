@@ -155,13 +155,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry: the other rules still hold
+        return None
+
+
 def _broad_root_refusal(project_root: str, *, given: bool) -> str | None:
     """The message that refuses a root too broad to serve, or None when the root may be served."""
     try:
         root = resolve_root(project_root)
     except NotADirectoryError:
         return None  # build_app says so, with its own message
-    problem = broad_root_problem(root, Path.home())
+    problem = broad_root_problem(root, _home())
     if problem is None:
         return None
     where = "" if given else " (no --project-root was given, so it is the current directory)"
@@ -238,7 +245,7 @@ def print_doctor(app: App, out: TextIO) -> None:
     config = loaded.config
     write = out.write
     write(f"oct-mcp {__version__} (Python {sys.version.split()[0]}, {sys.platform})\n")
-    broad = broad_root_problem(app.workspace.root, Path.home())
+    broad = broad_root_problem(app.workspace.root, _home())
     caveat = "" if broad is None else f" ({broad}: served only with --allow-broad-root)"
     write(f"project root: {app.workspace.root}{caveat}\n")
     write(f"config file: {loaded.path} ({loaded.file_status})\n")

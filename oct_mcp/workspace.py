@@ -46,7 +46,7 @@ KEY_HOLDERS: Final = (".ssh", ".gnupg", ".aws", ".gitconfig")
 """Names whose presence says a folder is a home, not a project: a root there exposes keys and settings."""
 
 
-def broad_root_problem(root: Path, home: Path) -> str | None:
+def broad_root_problem(root: Path, home: Path | None) -> str | None:
     """Why `root` is too broad to serve as a project root, or None when it is a project's folder.
 
     Too broad: `/`, the home folder or any folder above it, and any folder that holds one of
@@ -55,17 +55,17 @@ def broad_root_problem(root: Path, home: Path) -> str | None:
 
     Args:
         root: The resolved project root.
-        home: The user's home folder.
+        home: The user's home folder; None where it cannot be told.
 
     Returns:
         What is wrong, as a phrase safe to show (no path), or None.
     """
     if root == Path(root.anchor):
         return "the project root is the file system's root"
-    resolved_home = home.resolve()
+    resolved_home = home.resolve() if home is not None else None
     if root == resolved_home:
         return "the project root is the home folder"
-    if root in resolved_home.parents:
+    if resolved_home is not None and root in resolved_home.parents:
         return "the project root holds the home folder"
     for name in KEY_HOLDERS:
         if os.path.lexists(root / name):
