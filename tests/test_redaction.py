@@ -186,6 +186,13 @@ def test_a_private_key_body_without_its_armour_is_masked(private_format: str, sh
     assert {f.kind for f in findings} == {"private_key"}
 
 
+def test_a_body_under_a_public_begin_line_without_its_end_line_is_masked() -> None:
+    body = _pem_lines("pkcs1")[1:-1]
+    text = "-----BEGIN PGP SIGNATURE-----\n" + "\n".join(body[3:8]) + "\n(cut)"
+
+    assert [line for line in body[3:8] if line in redact(text)[0]] == []
+
+
 def test_a_public_key_or_certificate_body_is_not_a_private_key() -> None:
     public = _pem_lines("public")
     certificate = ["-----BEGIN CERTIFICATE-----", *_pem_lines("pkcs1")[1:-1], "-----END CERTIFICATE-----"]
@@ -214,6 +221,7 @@ def test_a_single_line_of_base64_is_not_a_key_body() -> None:
         ("secret_key=abc,def|ghi&j1", "secret_key=[REDACTED:secret]"),
         ("password=hunter22; user=app", "password=[REDACTED:password]; user=app"),
         ("auth: Bearer q8Wz2rLp5vXk9mN3bT7yXk29abQz", "auth: Bearer [REDACTED:authorization]"),
+        ('mysql --password "tulip orbit canyon" -u app', 'mysql --password "[REDACTED:password]" -u app'),
     ],
 )
 def test_under_a_secret_name_the_whole_value_is_masked(text: str, expected: str) -> None:

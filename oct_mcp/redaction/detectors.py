@@ -189,6 +189,7 @@ _KEY_BODY_RUN: Final = (
 _BODY_LENGTHS: Final = frozenset({64, 70, 76})
 _ARMOUR: Final = _compile(r"-{4,5} ?BEGIN ([ A-Z0-9]{1,40}?) ?-{4,5}")
 _ARMOUR_END: Final = _compile(r"-{4,5} ?END [ A-Z0-9]{1,40}? ?-{4,5}")
+_ARMOUR_AFTER: Final = _compile(r"\r?\n[ \t]{0,16}+[+-]?-{4,5} ?END ")
 # A run is matched from its first line, so a block's armour is right above it, past a few headers.
 _ARMOUR_LOOK_BACK: Final = 512
 # The DER a body decodes to, when the run starts at the body's first line: a private key starts
@@ -197,8 +198,12 @@ _ARMOUR_LOOK_BACK: Final = 512
 _DER_SEQUENCE_IN_SEQUENCE: Final = re.compile(rb"\x30(?:[\x00-\x7f]|\x81.|\x82..|\x83...)\x30", re.DOTALL)
 
 
-def _inside_public_armour(text: str, start: int) -> bool:
-    """Whether `start` lies in a `-----BEGIN X-----` block whose X is no private key (a certificate)."""
+def _inside_public_armour(text: str, start: int, end: int) -> bool:
+    """Whether the run from `start` to `end` is the whole body of a public block (a certificate).
+
+    Its `-----BEGIN X-----` line is above it, with no private key in X, and its END line right
+    after it; a BEGIN line alone (a hunk, a cut) does not vouch for what follows.
+    """
     low = max(0, start - _ARMOUR_LOOK_BACK)
     begin = max(text.rfind("-----BEGIN ", low, start), text.rfind("---- BEGIN ", low, start))
     if begin == -1:
@@ -206,7 +211,9 @@ def _inside_public_armour(text: str, start: int) -> bool:
     armour = _ARMOUR.match(text, begin, start)
     if armour is None or "PRIVATE" in armour[1]:
         return False
-    return _ARMOUR_END.search(text, armour.end(), start) is None
+    return (
+        _ARMOUR_END.search(text, armour.end(), start) is None and _ARMOUR_AFTER.match(text, end) is not None
+    )
 
 
 def _body_line(line: str) -> str:
@@ -257,7 +264,7 @@ def _key_body(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         before = _body_line(text[text.rfind("\n", 0, line_start - 1) + 1 : line_start - 1])
         if len(before) == width and _BASE64_LINE.fullmatch(before):
             return ()  # the run starts a line earlier: the match from there decides
-    if _inside_public_armour(text, start):
+    if _inside_public_armour(text, start, match.end("secret")):
         return ()
     try:
         head = base64.b64decode(first[:64], validate=True)
@@ -1096,7 +1103,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         ),
         _compile(
             r"--(?P<name>(?i:passw(?:or)?d|passphrase|pass|pwd?|token|secret|api-?key|access-token|auth-token"
-            r"|client-secret))(?:[ \t]+|=)(?P<value>\"[^\"\s]+\"|'[^'\s]+'|[^\s\"'`;&|<>()]+)"
+            r"|client-secret))(?:[ \t]+|=)(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'`;&|<>()]+)"
         ),
         GENERIC,
         finish=_flag,
