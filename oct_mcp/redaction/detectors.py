@@ -189,7 +189,7 @@ _KEY_BODY_RUN: Final = (
 _BODY_LENGTHS: Final = frozenset({64, 70, 76})
 _ARMOUR: Final = _compile(r"-{4,5} ?BEGIN ([ A-Z0-9]{1,40}?) ?-{4,5}")
 _ARMOUR_END: Final = _compile(r"-{4,5} ?END [ A-Z0-9]{1,40}? ?-{4,5}")
-_ARMOUR_AFTER: Final = _compile(r"\r?\n[ \t]{0,16}+[+-]?-{4,5} ?END ")
+_ARMOUR_AFTER: Final = _compile(r"\r?\n[ \t]{0,16}+[+-]?-{4,5} ?END ([ A-Z0-9]{1,40}?) ?-{4,5}")
 # A run is matched from its first line, so a block's armour is right above it, past a few headers.
 _ARMOUR_LOOK_BACK: Final = 512
 # The DER a body decodes to, when the run starts at the body's first line: a private key starts
@@ -201,8 +201,8 @@ _DER_SEQUENCE_IN_SEQUENCE: Final = re.compile(rb"\x30(?:[\x00-\x7f]|\x81.|\x82..
 def _inside_public_armour(text: str, start: int, end: int) -> bool:
     """Whether the run from `start` to `end` is the whole body of a public block (a certificate).
 
-    Its `-----BEGIN X-----` line is above it, with no private key in X, and its END line right
-    after it; a BEGIN line alone (a hunk, a cut) does not vouch for what follows.
+    Its `-----BEGIN X-----` line is above it, with no private key in X, and its `-----END X-----`
+    line right after it; a BEGIN line alone (a hunk, a cut) does not vouch for what follows.
     """
     low = max(0, start - _ARMOUR_LOOK_BACK)
     begin = max(text.rfind("-----BEGIN ", low, start), text.rfind("---- BEGIN ", low, start))
@@ -211,9 +211,10 @@ def _inside_public_armour(text: str, start: int, end: int) -> bool:
     armour = _ARMOUR.match(text, begin, start)
     if armour is None or "PRIVATE" in armour[1]:
         return False
-    return (
-        _ARMOUR_END.search(text, armour.end(), start) is None and _ARMOUR_AFTER.match(text, end) is not None
-    )
+    if _ARMOUR_END.search(text, armour.end(), start) is not None:
+        return False
+    after = _ARMOUR_AFTER.match(text, end)
+    return after is not None and after[1] == armour[1]
 
 
 def _body_line(line: str) -> str:
