@@ -93,13 +93,13 @@ def _tool_listing(spec: ToolSpec) -> types.Tool:
     )
 
 
-def client_info(ctx: RequestFacts, transport: str) -> ClientInfo:
+def client_info(ctx: RequestFacts, transport: str, client_id: str | None = None) -> ClientInfo:
     client_params = getattr(ctx.session, "client_params", None)
     implementation = getattr(client_params, "client_info", None)
     capabilities = getattr(client_params, "capabilities", None)
     return ClientInfo(
         # One stdio server serves exactly one client; an in-memory server, one in-process caller.
-        client_id=transport,
+        client_id=client_id or transport,
         transport=transport,
         name=getattr(implementation, "name", None),
         version=getattr(implementation, "version", None),
@@ -177,6 +177,7 @@ async def call_with_consent(
     transport: str,
     *,
     forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
+    client_id: str | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Run a tools/call through the chain, asking the human through the client where consent is due.
 
@@ -190,8 +191,10 @@ async def call_with_consent(
         request: The SDK's (or FastMCP's) request context.
         transport: How the client reached the server, to identify it.
         forward: An embedding host's own handler, the chain's endpoint.
+        client_id: Who the caller is, where a transport serves many (an embedding host's
+            sessions); the transport's name otherwise.
     """
-    client = client_info(request, transport)
+    client = client_info(request, transport, client_id)
     arguments = params.arguments or {}
     progress = progress_reporter(request)
     consent = consent_from_retry(params, app.used_consents)

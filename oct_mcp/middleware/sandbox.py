@@ -21,6 +21,7 @@ from oct_mcp.backends import (
     GUARANTEES,
     NO_NETWORK,
     READS_CONFINED,
+    SCRATCH_PREFIX,
     WRITES_CONFINED,
     Backend,
     Limits,
@@ -296,7 +297,7 @@ class ExecutionSandbox:
         # In a worker thread: a walk over a large project must not hold up the other calls.
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
-        scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
         cgroup = _run_cgroup(self.memory_bytes)
         try:
             # The cgroup caps the run's processes where there is one; else RLIMIT_NPROC, a budget
