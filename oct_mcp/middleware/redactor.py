@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ToolResult
+from oct_mcp.preview import Preview
 from oct_mcp.redaction import anonymise_paths, redact, redact_value
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
@@ -55,11 +56,35 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
         scrubbed = _anonymise_value(scrubbed, who)
         if masked or scrubbed != structured:
             structured = scrubbed
-    if text is result.text and structured is result.structured:
+    preview, in_preview = _scrub_preview(result.preview, who)
+    if text is result.text and structured is result.structured and preview is result.preview:
         return result  # nothing masked or anonymised, as for most results: no copy (2 us, measured)
     return replace(
-        result, text=text, structured=structured, redactions=result.redactions + len(findings) + masked
+        result,
+        text=text,
+        structured=structured,
+        preview=preview,
+        redactions=result.redactions + len(findings) + masked + in_preview,
     )
+
+
+def _scrub_preview(preview: Preview | None, who: _Who) -> tuple[Preview | None, int]:
+    """A preview as a human and the model may see it: its diff and names masked; the digests kept,
+    since they bind the consent to the real contents and say nothing of them."""
+    if preview is None:
+        return None, 0
+    diff, findings = redact(preview.diff)
+    diff = who.anonymise(diff)
+    files = []
+    masked = len(findings)
+    for change in preview.files:
+        path, found = redact(change.path)
+        original, found_original = redact(change.original_path or "")
+        masked += len(found) + len(found_original)
+        files.append(replace(change, path=path, original_path=original if change.original_path else None))
+    if diff == preview.diff and not masked:
+        return preview, 0
+    return replace(preview, diff=diff, files=tuple(files)), masked
 
 
 def _anonymise_value(value: Any, who: _Who) -> Any:

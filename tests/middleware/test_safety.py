@@ -281,12 +281,14 @@ def _run(gate: SafetyGate, ctx: CallContext, call_next: RecordingNext) -> Any:
 def test_a_consent_for_one_set_of_arguments_never_lets_another_proceed(
     first: str, second: str, project: Path
 ) -> None:
-    digest = argument_digest(WriteFileParams(path="notes.txt", content=first).model_dump())
+    digest = argument_digest(WriteFileParams(path="notes.txt", content=first, dry_run=False).model_dump())
     consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True)
     call_next = RecordingNext()
 
     outcome = _run(
-        _gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, content=second), call_next
+        _gate(McpConfig()),
+        _write_call(project, ASKING_CLIENT, consent, content=second, dry_run=False),
+        call_next,
     )
 
     if first == second:
@@ -297,11 +299,13 @@ def test_a_consent_for_one_set_of_arguments_never_lets_another_proceed(
 
 
 def test_a_consent_for_another_tool_does_not_count(project: Path) -> None:
-    digest = argument_digest(WriteFileParams(path="notes.txt").model_dump())
+    digest = argument_digest(WriteFileParams(path="notes.txt", dry_run=False).model_dump())
     consent = Consent(tool="oct_other", digest=digest, approved=True)
     call_next = RecordingNext()
 
-    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent), call_next)
+    outcome = _run(
+        _gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, dry_run=False), call_next
+    )
 
     assert isinstance(outcome, ConsentRequest)
     assert call_next.seen == []
