@@ -334,9 +334,9 @@ def format_question(
     if preview is not None:
         shown = _preview_lines(preview, workspace)
         lines = [
-            f"{tool_name} ({spec.title}) asks to change {len(shown)} file(s) in the project:",
-            *(f"  {line}" for line in shown),
+            f"{tool_name} ({spec.title}) asks to change {len(shown)} file(s) in the project.",
             *_warning(shown),
+            *(f"  {line}" for line in shown),
             "",
             *shown_diff(preview.diff),
             "",

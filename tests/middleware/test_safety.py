@@ -303,9 +303,7 @@ def test_a_consent_for_another_tool_does_not_count(project: Path) -> None:
     consent = Consent(tool="oct_other", digest=digest, approved=True)
     call_next = RecordingNext()
 
-    outcome = _run(
-        _gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, dry_run=False), call_next
-    )
+    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, dry_run=False), call_next)
 
     assert isinstance(outcome, ConsentRequest)
     assert call_next.seen == []
