@@ -319,3 +319,27 @@ async def test_a_long_diff_is_cut_for_the_question_and_says_how_much(
     assert "+line 196\n" in question
     assert "+line 197\n" not in question
     assert "the diff is cut here: 303 more of its 503 lines are not shown." in question
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_the_question_masks_a_secret_and_escapes_what_no_one_sees_yet_the_file_gets_both(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    content = f'TOKEN = "{token}"\nok = "admin\u202e"\n'
+    human = Human()
+
+    (result,) = await _calls(
+        project,
+        config_file,
+        mode,
+        [("oct_write_file", {"path": "src/pkg/settings.py", "content": content, "dry_run": False})],
+        human,
+    )
+
+    assert result.is_error is False, only_text(result)
+    (question,) = human.questions
+    assert token not in question
+    assert '+TOKEN = "[REDACTED:github_token]"\n' in question
+    assert '+ok = "admin\\u202e"\n' in question
+    assert (project / "src/pkg/settings.py").read_text() == content
