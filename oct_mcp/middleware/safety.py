@@ -84,10 +84,11 @@ class SafetySettings(BaseModel):
 class SafetyGate:
     """HITL consent and dry-run enforcement for every tool call.
 
-    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`, `ctx.workspace`;
-    writes `ctx.dry_run`. Answers a `ConsentRequest` when a call needs consent it does not
-    have, and a declined result when the human said no. Raises `ConsentUnavailableError` when
-    the profile requires a human and the client cannot ask one. Stateless.
+    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`, `ctx.session_grants`;
+    writes `ctx.dry_run`, `ctx.previewing`, `ctx.approved_targets`. Previews a write through the
+    layers below before asking; answers the preview's error, a `ConsentRequest`, or a declined
+    result. Raises `ConsentUnavailableError` when the profile requires a human the client cannot
+    ask. Keeps no state: a session's grants belong to the transport that serves it.
     """
 
     config: McpConfig
@@ -478,5 +479,5 @@ LAYER: Final = LayerType(
     settings=SafetySettings,
     build=_build,
     requires=frozenset({"spec", "params"}),
-    provides=frozenset({"dry_run"}),
+    provides=frozenset({"dry_run", "previewing", "approved_targets"}),
 )

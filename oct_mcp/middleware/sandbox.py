@@ -207,9 +207,11 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 class ExecutionSandbox:
     """Run the validated tool's plan: in-process ones in a thread (or inline), commands under the backend.
 
-    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`. Never calls `call_next`:
-    it always answers. Raises `SandboxUnavailableError` when the backend lacks a guarantee
-    the profile needs, `ToolTimeoutError` past the time limit, and what the tool raises.
+    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
+    spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
+    target is as approved). Never calls `call_next`: it always answers. Raises
+    `SandboxUnavailableError` when the backend lacks a guarantee the profile needs,
+    `ToolTimeoutError` past the time limit, and what the tool raises.
     """
 
     backend: Backend
