@@ -105,13 +105,17 @@ def diff_counts(diff: str) -> tuple[int, int]:
 
 
 def content_digest(workspace: Workspace, path: str) -> str:
-    """The digest of a project file's bytes now, `absent` when nothing is there.
+    """The digest of a project file's bytes now (`symlink:` before it for a link), `absent` for nothing.
 
     Raises:
         PathRefusedError: The path leaves the project, or is no regular file.
     """
+    # The name as given, not only where it leads: a file swapped for a link to one with the same
+    # content is a change (the write would land elsewhere).
+    kind = ""
     try:
-        os.lstat(workspace.contain_text(path))
+        if stat.S_ISLNK(os.lstat(os.path.join(workspace.root, path)).st_mode):
+            kind = "symlink:"
     except FileNotFoundError:
         return ABSENT
     except OSError:
@@ -128,7 +132,7 @@ def content_digest(workspace: Workspace, path: str) -> str:
             digest.update(chunk)
     finally:
         os.close(fd)
-    return "sha256:" + digest.hexdigest()
+    return f"{kind}sha256:{digest.hexdigest()}"
 
 
 def verify_targets(workspace: Workspace, targets: Iterable[TargetState]) -> None:
