@@ -204,7 +204,7 @@ async def test_a_call_that_cannot_run_is_refused_without_a_question(
     assert only_text(results[2]).startswith("[policy] ")
     assert only_text(results[3]).startswith("[path_refused] ")
     # No ruff in the project or on the server's PATH: the error, not a question.
-    assert not only_text(results[4]).startswith(CONFIRMATION_PREFIX)
+    assert only_text(results[4]).startswith("[tool_unavailable] ruff is not installed")
     assert human.questions == []
     assert (project / "src/pkg/core.py").read_text() == CORE
 
