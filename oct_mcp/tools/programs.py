@@ -9,7 +9,7 @@ from typing import Final
 from oct_mcp.backends.installs import is_inside
 from oct_mcp.errors import ToolUnavailableError
 
-__all__ = ["find_program", "find_server_program"]
+__all__ = ["find_program", "find_python", "find_server_program", "script_interpreter"]
 
 PROJECT_VENVS: Final = (".venv", "venv")
 _INSTALL_HINTS: Final = {
@@ -38,6 +38,40 @@ def find_program(root: Path, name: str) -> Path:
     if found is not None:
         return found
     raise ToolUnavailableError(f"{name} is not installed in the project's .venv nor on PATH: {_hint(name)}")
+
+
+def find_python(root: Path, host: dict[str, str] | None = None) -> tuple[Path, str] | None:
+    """The project's interpreter, as a developer's terminal would have it, and where it was found.
+
+    `<root>/.venv`, `<root>/venv`, then the server's active virtual environment (`VIRTUAL_ENV`).
+    None when there is none: the caller falls back to the interpreter its program names.
+    """
+    for venv in PROJECT_VENVS:
+        candidate = root / venv / "bin" / "python"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate, f"the project's {venv}"
+    active = (os.environ if host is None else host).get("VIRTUAL_ENV", "")
+    if os.path.isabs(active):
+        candidate = Path(os.path.normpath(active)) / "bin" / "python"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate, "the active virtual environment (VIRTUAL_ENV)"
+    return None
+
+
+def script_interpreter(script: Path) -> Path | None:
+    """The absolute interpreter a script's `#!` line names, if it is a Python one that exists."""
+    try:
+        with script.open("rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!/"):
+        return None
+    words = first[2:].decode(errors="replace").split()
+    if len(words) != 1 or not Path(words[0]).name.startswith("python"):
+        return None
+    candidate = Path(words[0])
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
 
 
 def find_server_program(root: Path, name: str) -> Path:
