@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
 from oct_mcp.workspace import Workspace
 
@@ -307,21 +308,29 @@ def _argv(
 
 
 def _git_plan(
-    env: ToolEnv, arguments: tuple[str, ...], parse: Callable[[RunResult], ToolResult]
+    env: ToolEnv,
+    arguments: tuple[str, ...],
+    parse: Callable[[RunResult], ToolResult],
+    *,
+    user_excludes: bool = False,
 ) -> CommandPlan:
     """git run twice in the same sandbox: first to list its config's names, then with each filter off.
 
     The same binary, environment, git folders and working directory read the config both times,
     so the list names every filter driver the real call would see (includes, any spelling).
+    With `user_excludes`, the user's global excludes file is named with `-c core.excludesFile` and
+    bound read-only: git never loads the global config, so it would not find the file itself.
     """
     root = env.workspace.root
     layout = git_layout(root)
     program = find_server_program(root, "git")
+    excludes = user_excludes_file() if user_excludes else None
+    options = () if excludes is None else ("-c", f"core.excludesFile={excludes}")
     return CommandPlan(
         argv=_argv(program, layout, root, frozenset(), _CONFIG_NAMES),
-        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), arguments),
+        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), (*options, *arguments)),
         parse=parse,
-        read_only_paths=layout.binds,
+        read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
         tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)),),
     )
 
@@ -480,11 +489,12 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--branch",
         "--show-stash",
         "-z",
-        "--untracked-files=all",
+        # As a terminal's `git status` shows them: an untracked folder is one entry, not its every file.
+        "--untracked-files=normal",
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _parse_status_run)
+    return _git_plan(env, arguments, _parse_status_run, user_excludes=True)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------

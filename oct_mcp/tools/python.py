@@ -19,6 +19,7 @@ from oct_mcp.backends.caches import project_cache
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK"]
@@ -27,20 +28,7 @@ MAX_PATHS: Final = 64
 MAX_DIAGNOSTICS: Final = 500
 # Files whose change oct_format and oct_fix report; past this many, the report says "and more".
 _SNAPSHOT_LIMIT: Final = 20_000
-_SKIPPED_FOLDERS: Final = frozenset(
-    {
-        ".git",
-        ".venv",
-        "venv",
-        "node_modules",
-        "__pycache__",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".pytest_cache",
-    }
-)
+_SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _TAIL_CHARS: Final = 4_000
 _MESSAGE_CHARS: Final = 4_000
 _NEXT_STEP: Final = (

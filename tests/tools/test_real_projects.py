@@ -296,3 +296,84 @@ async def test_format_reports_every_file_it_changed(tmp_path: Path, config_file:
     assert sorted(re.findall(r"^--- (\S+)$", direct.stdout, re.MULTILINE)) == ["README.md", "code.py"]
     assert structured(result)["changed_files"] == ["README.md", "code.py"]
     assert "x = 1" in (root / "README.md").read_text()
+
+
+# -- ignores: git status, list and search ------------------------------------------------------
+
+_VENV_FILES = 2_000
+
+
+def unignored_venv_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose .venv (thousands of files) no .gitignore names, and a user home whose
+    global excludes file ignores `*.log`."""
+    root = tmp_path.resolve() / "oct" / "unignored_venv"
+    shutil.copytree(DATA / "unignored_venv", root)
+    site = root / ".venv" / "lib" / "python3.11" / "site-packages" / "dependency"
+    site.mkdir(parents=True)
+    for index in range(_VENV_FILES):
+        (site / f"module_{index}.py").write_text("VALUE = 'marker-string'\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"marker-string")
+    home = tmp_path.resolve() / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Test\n[core]\n\texcludesFile = ~/global-ignore\n")
+    (home / "global-ignore").write_text("*.log\n")
+    git = ["git", "-C", str(root), "-c", "user.name=Test", "-c", "user.email=test@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "app.py", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "initial"], check=True)
+    return root, home
+
+
+async def call_as_user(
+    tmp_path: Path, root: Path, home: Path, config_file: Path, *calls: tuple[str, dict[str, Any]]
+) -> list[types.CallToolResult]:
+    answers = []
+    env = {**server_env(tmp_path), "HOME": str(home)}
+    with anyio.fail_after(240):
+        async with Client(oct_server(root, config_file, env=env)) as client:
+            for tool, arguments in calls:
+                answers.append(await client.call_tool(tool, arguments))
+    return answers
+
+
+def as_user(home: Path, root: Path, *argv: str) -> list[str]:
+    """A git command in a terminal: the user's global config loaded, as git does for them."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    completed = subprocess.run(["git", *argv], cwd=root, env=env, capture_output=True, text=True, check=True)
+    return completed.stdout.splitlines()
+
+
+async def test_git_status_shows_an_unignored_venv_as_one_entry_and_honours_the_global_excludes(
+    tmp_path: Path, config_file: Path
+) -> None:
+    root, home = unignored_venv_project(tmp_path)
+
+    (status,) = await call_as_user(tmp_path, root, home, config_file, ("oct_git_status", {}))
+    direct = as_user(home, root, "status", "--porcelain")
+
+    assert direct == ["?? .venv/", "?? __pycache__/"]
+    assert [f"{e['xy']} {e['path']}" for e in structured(status)["entries"]] == direct
+
+
+async def test_list_and_search_skip_environment_folders_and_honour_the_global_excludes(
+    tmp_path: Path, config_file: Path
+) -> None:
+    root, home = unignored_venv_project(tmp_path)
+
+    listing, search, inside = await call_as_user(
+        tmp_path,
+        root,
+        home,
+        config_file,
+        ("oct_list_files", {}),
+        ("oct_search", {"pattern": "marker-string"}),
+        ("oct_list_files", {"path": ".venv/lib/python3.11/site-packages/dependency", "max_results": 5}),
+    )
+    direct = as_user(home, root, "ls-files", "--cached", "--others", "--exclude-standard")
+
+    project_files = [path for path in direct if not path.startswith((".venv/", "__pycache__/"))]
+    assert project_files == ["README.md", "app.py"]
+    assert [entry["path"] for entry in structured(listing)["files"]] == project_files
+    assert [match["path"] for match in structured(search)["matches"]] == ["app.py"]
+    assert structured(inside)["count"] == 5
