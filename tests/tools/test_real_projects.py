@@ -244,7 +244,12 @@ async def test_typecheck_runs_the_checker_asked_for(tmp_path: Path, config_file:
 _PROBLEMS = 3_125
 
 
-async def test_lint_lists_thousands_of_problems_without_a_kill(tmp_path: Path, config_file: Path) -> None:
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_lint_lists_thousands_of_problems_without_a_kill(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    _usable(backend)
+    config_file.write_text(json.dumps({"sandbox_backend": backend}))
     root = fixture_project(tmp_path, "lint_many")
     lines = ["a = 1", *(f"v{index} = a == None" for index in range(_PROBLEMS))]
     (root / "problems.py").write_text("\n".join(lines) + "\n")
