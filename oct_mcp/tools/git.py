@@ -348,7 +348,11 @@ def _git_failed(run: RunResult) -> ToolResult:
     detail = run.stderr.decode(errors="replace").strip()
     if "not a git repository" in detail:
         raise NotFoundError(_NOT_A_REPOSITORY)
-    return ToolResult(text=f"git failed (exit code {run.exit_code}):\n{detail[-4_000:]}", is_error=True)
+    return ToolResult(
+        text=f"[tool_failed] git failed (exit code {run.exit_code}); the end of its stderr says why, and "
+        f"`git status` in a terminal in the project shows the same:\n{detail[-4_000:]}",
+        is_error=True,
+    )
 
 
 def _decode(raw: bytes) -> str:

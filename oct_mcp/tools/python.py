@@ -22,7 +22,7 @@ from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, Too
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 
-__all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK"]
+__all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]
 
 MAX_PATHS: Final = 64
 MAX_DIAGNOSTICS: Final = 500
@@ -744,6 +744,21 @@ def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
         tool_env=(("COVERAGE_FILE", f"{cache}/{_COVERAGE_FILE}"),),
         project_cache=True,
     )
+
+
+def how_it_runs(root: Path, tool: str) -> str | None:
+    """For `doctor`: the interpreter oct_test uses or the checker oct_typecheck picks, and why.
+
+    Raises:
+        ToolUnavailableError: The program the tool needs is missing.
+    """
+    if tool == TEST.name:
+        command, _, notes = _pytest_command(root)
+        return f"runs {' '.join(command)} ({notes[0].removeprefix('ran: ')})"
+    if tool == TYPECHECK.name:
+        _, program, notes = _choose_checker(root, TypecheckParams(), _pyproject_tool(root))
+        return f"runs {program} ({notes[0] if notes else 'no checker is configured'})"
+    return None
 
 
 def _spec(

@@ -382,3 +382,36 @@ async def test_list_and_search_skip_environment_folders_and_honour_the_global_ex
     assert [entry["path"] for entry in structured(listing)["files"]] == project_files
     assert [match["path"] for match in structured(search)["matches"]] == ["app.py"]
     assert structured(inside)["count"] == 5
+
+
+def test_doctor_says_which_interpreter_runs_the_tests_and_which_checker_and_why(
+    tmp_path: Path, config_file: Path
+) -> None:
+    root = fixture_project(tmp_path, "both_checkers")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+
+    doctor = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oct_mcp",
+            "doctor",
+            "--project-root",
+            str(root),
+            "--config",
+            str(config_file),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    lines = {line.split()[0]: line for line in doctor.splitlines() if line.strip().startswith("oct_")}
+    assert (
+        f"runs {root}/venv/bin/python -m pytest (python -m pytest, with the project's venv's interpreter)"
+        in (lines["oct_test"])
+    )
+    assert (
+        "(checker: mypy (the project configures pyright too, but pyright is not installed))"
+        in (lines["oct_typecheck"])
+    )
