@@ -364,6 +364,13 @@ def _decode(raw: bytes) -> str:
 
 class GitStatusParams(_Params):
     path: ProjectPath | None = Field(default=None, description="Only changes under this file or folder.")
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="Skip this many entries (paging).")
+    limit: int = Field(
+        default=STATUS_MAX_ENTRIES,
+        ge=1,
+        le=STATUS_MAX_ENTRIES,
+        description="Return at most this many entries.",
+    )
 
 
 class StatusEntry(BaseModel):
@@ -388,10 +395,14 @@ class StatusOutput(BaseModel):
     count: int
     truncated: bool
     clean: bool
+    offset: int = 0
+    """The index of the first entry shown, of all `count`."""
 
 
-def parse_status(stdout: bytes) -> StatusOutput:
-    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput."""
+def parse_status(stdout: bytes, offset: int = 0, limit: int | None = None) -> StatusOutput:
+    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, entries from `offset` on
+    (at most `limit`, STATUS_MAX_ENTRIES when None)."""
+    limit = STATUS_MAX_ENTRIES if limit is None else min(limit, STATUS_MAX_ENTRIES)
     tokens = stdout.split(b"\0")
     branch: str | None = None
     commit: str | None = None
@@ -440,7 +451,7 @@ def parse_status(stdout: bytes) -> StatusOutput:
         if entry is None:
             continue
         count += 1
-        if len(entries) < STATUS_MAX_ENTRIES:
+        if count > offset and len(entries) < limit:
             entries.append(entry)
     return StatusOutput(
         branch=branch,
@@ -453,6 +464,7 @@ def parse_status(stdout: bytes) -> StatusOutput:
         count=count,
         truncated=count > len(entries),
         clean=count == 0,
+        offset=offset,
     )
 
 
@@ -471,19 +483,28 @@ def _status_text(output: StatusOutput) -> str:
     if output.clean:
         lines.append("nothing to commit, working tree clean")
     if output.truncated:
+        end = output.offset + len(output.entries)
+        more = f"; offset={end} for the next" if end < output.count else ""
         lines.append(
-            f"[oct-mcp: {output.count} entries, the first {len(output.entries)} shown; narrow with path]"
+            f"[oct-mcp: {output.count} entries, {output.offset + 1}-{end} shown; narrow with path{more}]"
+            if output.entries
+            else f"[oct-mcp: {output.count} entries, none from offset {output.offset}]"
         )
     if output.stashes:
         lines.append(f"{output.stashes} stash(es)")
     return "\n".join(lines)
 
 
-def _parse_status_run(run: RunResult) -> ToolResult:
-    if run.exit_code != 0:
-        return _git_failed(run)
-    output = parse_status(run.stdout)
-    return ToolResult(text=_status_text(output), structured=output.model_dump(), truncated=output.truncated)
+def _parse_status_run(params: GitStatusParams) -> Callable[[RunResult], ToolResult]:
+    def parse(run: RunResult) -> ToolResult:
+        if run.exit_code != 0:
+            return _git_failed(run)
+        output = parse_status(run.stdout, params.offset, params.limit)
+        return ToolResult(
+            text=_status_text(output), structured=output.model_dump(), truncated=output.truncated
+        )
+
+    return parse
 
 
 def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
@@ -498,7 +519,7 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _parse_status_run, user_excludes=True)
+    return _git_plan(env, arguments, _parse_status_run(params), user_excludes=True)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------
