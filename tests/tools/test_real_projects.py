@@ -3,6 +3,8 @@ through a real SDK client over stdio, and the same command run directly in a cop
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -415,3 +417,27 @@ def test_doctor_says_which_interpreter_runs_the_tests_and_which_checker_and_why(
         "(checker: mypy (the project configures pyright too, but pyright is not installed))"
         in (lines["oct_typecheck"])
     )
+
+
+async def test_a_poetry_project_runs_its_tests_with_poetrys_environment(
+    tmp_path: Path, config_file: Path
+) -> None:
+    # native: the environment's .pth reaches this test run's packages, which no sandbox binds.
+    config_file.write_text(json.dumps({"sandbox_backend": "native", "allow_unconfined_project_code": True}))
+    root = tmp_path.resolve() / "oct" / "poetry_flat"
+    shutil.copytree(DATA / "flat", root)
+    (root / "pyproject.toml").write_text('[tool.poetry]\nname = "Poetry Flat"\nversion = "0"\n')
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(root))).digest()
+    name = f"poetry_flat-{base64.urlsafe_b64encode(digest).decode()[:8]}-py3.11"
+    environment = Path(server_env(tmp_path)["XDG_CACHE_HOME"]) / "pypoetry" / "virtualenvs" / name
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True)
+    (site,) = environment.glob("lib/python3*/site-packages")
+    (site / "outer.pth").write_text(next(p for p in sys.path if p.endswith("site-packages")) + "\n")
+
+    (result,) = await call(tmp_path, root, config_file, ("oct_test", {}))
+
+    output = structured(result)
+    assert (output["passed"], output["failed"]) == (1, 1)
+    assert output["notes"] == [
+        "ran: python -m pytest, with poetry's environment for the project's interpreter"
+    ]
