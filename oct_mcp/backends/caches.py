@@ -12,7 +12,7 @@ from oct_mcp.backends.installs import is_inside
 
 __all__ = ["CACHE_SUBFOLDERS", "prepare_project_cache", "project_cache"]
 
-CACHE_SUBFOLDERS: Final = ("pycache", "mypy", "ruff", "pytest", "coverage")
+CACHE_SUBFOLDERS: Final = ("pycache", "mypy", "ruff", "pytest", "coverage", "reports")
 _APP: Final = "oct-mcp"
 
 

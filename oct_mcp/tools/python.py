@@ -716,11 +716,23 @@ def _pytest_command(root: Path) -> tuple[list[str], Path | None, list[str]]:
     return [str(script)], None, ["ran: the pytest script (no Python interpreter found for it)"]
 
 
+_PYTEST_CONFIGS: Final = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def _asks_for_junit(root: Path) -> bool:
+    """Whether the project's pytest config writes a JUnit report (`--junitxml` in addopts)."""
+    return any("--junit" in (_read_config(root / name) or "") for name in _PYTEST_CONFIGS)
+
+
 def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
     command, python, notes = _pytest_command(root)
     cache = project_cache(root)
     argv: list[str] = [*command, "-q", "-rfE", "--color=no", "--tb=short", "-o", f"cache_dir={cache}/pytest"]
+    if _asks_for_junit(root):
+        # The last --junitxml wins over the one in addopts, which would write into the read-only project.
+        argv.append(f"--junitxml={cache}/reports/junit.xml")
+        notes.append("the JUnit report the config asks for went to oct's cache folder, not the project")
     if params.last_failed:
         argv.append("--last-failed")
     if params.keyword:

@@ -441,3 +441,17 @@ async def test_a_poetry_project_runs_its_tests_with_poetrys_environment(
     assert output["notes"] == [
         "ran: python -m pytest, with poetry's environment for the project's interpreter"
     ]
+
+
+async def test_a_junit_report_in_addopts_is_written_outside_the_read_only_project(
+    tmp_path: Path, config_file: Path
+) -> None:
+    root = fixture_project(tmp_path, "junit_addopts")
+
+    (result,) = await call(tmp_path, root, config_file, ("oct_test", {}))
+    direct = terminal(tmp_path, root, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+
+    output = structured(result)
+    assert pytest_counts(direct.stdout) == {"passed": 2}
+    assert (output["passed"], output["failed"], output["errors"]) == (2, 0, 0)
+    assert not (root / "reports").exists()
