@@ -17,6 +17,7 @@ from oct_mcp import __version__
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.tools.programs import find_program
+from oct_mcp.tools.python import how_it_runs
 from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root
 
 if TYPE_CHECKING:
@@ -310,7 +311,8 @@ def _availability(app: App, spec: ToolSpec) -> str:
     if spec.program is None:
         return "available (runs in-process)"
     try:
-        return f"runs {find_program(app.workspace.root, spec.program)}"
+        described = how_it_runs(app.workspace.root, spec.name)
+        return described or f"runs {find_program(app.workspace.root, spec.program)}"
     except ToolUnavailableError as exc:
         return f"unavailable: {exc.message}"
 

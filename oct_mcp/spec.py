@@ -97,6 +97,10 @@ class RunResult:
     backend: str
     degraded: tuple[str, ...] = ()
     """Guarantees this run did not have, which the profile allowed to be missing."""
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    """What the command wrote to the output files its plan named, by file name; absent if it wrote none."""
+    files_truncated: tuple[str, ...] = ()
+    """Output files larger than the cap, whose content in `files` is cut."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +122,13 @@ class CommandPlan:
     read_only_paths: tuple[Path, ...] = ()
     """Folders outside the project the tool must read (a worktree's git folders), bound read-only.
     The plan checks them: nothing a call's arguments name ever lands here."""
+    output_files: tuple[tuple[str, str], ...] = ()
+    """(environment name, file name): the name is set to a path in a folder of the run that only
+    this command writes, and the file's content comes back in `RunResult.files` (a report the tool
+    writes there instead of a pipe, or a file a plugin would otherwise write into the project)."""
+    project_cache: bool = False
+    """Bytecode, mypy and ruff caches go to the project's cache folder (`project_cache`), kept
+    between runs, instead of the run's scratch folder."""
     then: Callable[[RunResult], tuple[str, ...]] | None = None
     """A second command: `argv` runs first, in the same sandbox, and what it printed decides the
     argv run next (the same program), whose output `parse` reads; it raises to refuse the call.

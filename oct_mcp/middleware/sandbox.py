@@ -30,9 +30,11 @@ from oct_mcp.backends import (
     SandboxRequest,
     select_backend,
 )
+from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
+from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
@@ -315,8 +317,12 @@ class ExecutionSandbox:
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
         scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+        outputs = OutputFolder(scratch)
         cgroup = _run_cgroup(self.memory_bytes)
         try:
+            cache = (
+                await anyio.to_thread.run_sync(prepare_project_cache, project) if plan.project_cache else None
+            )
             # The cgroup caps the run's processes where there is one; else RLIMIT_NPROC, a budget
             # over the user's current count (None for root, whom it does not bind). Counting reads
             # /proc, milliseconds on a busy machine: not on the event loop.
@@ -339,7 +345,8 @@ class ExecutionSandbox:
                     tmpdir=tmp,
                     read_only_project=not plan.writes_project,
                     threads=self.threads,
-                    tool_env=plan.tool_env,
+                    tool_env=(*plan.tool_env, *outputs.environment(plan.output_files)),
+                    cache=None if cache is None else str(cache),
                 ),
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
@@ -348,6 +355,7 @@ class ExecutionSandbox:
                 ),
                 scratch=scratch,
                 strict_files="reads_confined" in self.required,
+                writable_dirs=(outputs.path,) if cache is None else (outputs.path, cache),
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
@@ -381,7 +389,11 @@ class ExecutionSandbox:
                 max_output=self.max_output_bytes,
                 on_stdout_line=_progress_reader(plan, progress),
             )
+            if plan.output_files:
+                files, cut = outputs.read(name for _, name in plan.output_files)
+                run = replace(run, files=files, files_truncated=tuple(cut))
         finally:
+            outputs.close()
             if cgroup is not None:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(cgroup.close)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
 from oct_mcp.workspace import Workspace
 
@@ -307,21 +308,29 @@ def _argv(
 
 
 def _git_plan(
-    env: ToolEnv, arguments: tuple[str, ...], parse: Callable[[RunResult], ToolResult]
+    env: ToolEnv,
+    arguments: tuple[str, ...],
+    parse: Callable[[RunResult], ToolResult],
+    *,
+    user_excludes: bool = False,
 ) -> CommandPlan:
     """git run twice in the same sandbox: first to list its config's names, then with each filter off.
 
     The same binary, environment, git folders and working directory read the config both times,
     so the list names every filter driver the real call would see (includes, any spelling).
+    With `user_excludes`, the user's global excludes file is named with `-c core.excludesFile` and
+    bound read-only: git never loads the global config, so it would not find the file itself.
     """
     root = env.workspace.root
     layout = git_layout(root)
     program = find_server_program(root, "git")
+    excludes = user_excludes_file() if user_excludes else None
+    options = () if excludes is None else ("-c", f"core.excludesFile={excludes}")
     return CommandPlan(
         argv=_argv(program, layout, root, frozenset(), _CONFIG_NAMES),
-        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), arguments),
+        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), (*options, *arguments)),
         parse=parse,
-        read_only_paths=layout.binds,
+        read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
         tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)),),
     )
 
@@ -339,7 +348,11 @@ def _git_failed(run: RunResult) -> ToolResult:
     detail = run.stderr.decode(errors="replace").strip()
     if "not a git repository" in detail:
         raise NotFoundError(_NOT_A_REPOSITORY)
-    return ToolResult(text=f"git failed (exit code {run.exit_code}):\n{detail[-4_000:]}", is_error=True)
+    return ToolResult(
+        text=f"[tool_failed] git failed (exit code {run.exit_code}); the end of its stderr says why, and "
+        f"`git status` in a terminal in the project shows the same:\n{detail[-4_000:]}",
+        is_error=True,
+    )
 
 
 def _decode(raw: bytes) -> str:
@@ -351,6 +364,13 @@ def _decode(raw: bytes) -> str:
 
 class GitStatusParams(_Params):
     path: ProjectPath | None = Field(default=None, description="Only changes under this file or folder.")
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="Skip this many entries (paging).")
+    limit: int = Field(
+        default=STATUS_MAX_ENTRIES,
+        ge=1,
+        le=STATUS_MAX_ENTRIES,
+        description="Return at most this many entries.",
+    )
 
 
 class StatusEntry(BaseModel):
@@ -375,10 +395,14 @@ class StatusOutput(BaseModel):
     count: int
     truncated: bool
     clean: bool
+    offset: int = 0
+    """The index of the first entry shown, of all `count`."""
 
 
-def parse_status(stdout: bytes) -> StatusOutput:
-    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput."""
+def parse_status(stdout: bytes, offset: int = 0, limit: int | None = None) -> StatusOutput:
+    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, entries from `offset` on
+    (at most `limit`, STATUS_MAX_ENTRIES when None)."""
+    limit = STATUS_MAX_ENTRIES if limit is None else min(limit, STATUS_MAX_ENTRIES)
     tokens = stdout.split(b"\0")
     branch: str | None = None
     commit: str | None = None
@@ -427,7 +451,7 @@ def parse_status(stdout: bytes) -> StatusOutput:
         if entry is None:
             continue
         count += 1
-        if len(entries) < STATUS_MAX_ENTRIES:
+        if count > offset and len(entries) < limit:
             entries.append(entry)
     return StatusOutput(
         branch=branch,
@@ -440,6 +464,7 @@ def parse_status(stdout: bytes) -> StatusOutput:
         count=count,
         truncated=count > len(entries),
         clean=count == 0,
+        offset=offset,
     )
 
 
@@ -458,19 +483,28 @@ def _status_text(output: StatusOutput) -> str:
     if output.clean:
         lines.append("nothing to commit, working tree clean")
     if output.truncated:
+        end = output.offset + len(output.entries)
+        more = f"; offset={end} for the next" if end < output.count else ""
         lines.append(
-            f"[oct-mcp: {output.count} entries, the first {len(output.entries)} shown; narrow with path]"
+            f"[oct-mcp: {output.count} entries, {output.offset + 1}-{end} shown; narrow with path{more}]"
+            if output.entries
+            else f"[oct-mcp: {output.count} entries, none from offset {output.offset}]"
         )
     if output.stashes:
         lines.append(f"{output.stashes} stash(es)")
     return "\n".join(lines)
 
 
-def _parse_status_run(run: RunResult) -> ToolResult:
-    if run.exit_code != 0:
-        return _git_failed(run)
-    output = parse_status(run.stdout)
-    return ToolResult(text=_status_text(output), structured=output.model_dump(), truncated=output.truncated)
+def _parse_status_run(params: GitStatusParams) -> Callable[[RunResult], ToolResult]:
+    def parse(run: RunResult) -> ToolResult:
+        if run.exit_code != 0:
+            return _git_failed(run)
+        output = parse_status(run.stdout, params.offset, params.limit)
+        return ToolResult(
+            text=_status_text(output), structured=output.model_dump(), truncated=output.truncated
+        )
+
+    return parse
 
 
 def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
@@ -480,11 +514,12 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--branch",
         "--show-stash",
         "-z",
-        "--untracked-files=all",
+        # As a terminal's `git status` shows them: an untracked folder is one entry, not its every file.
+        "--untracked-files=normal",
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _parse_status_run)
+    return _git_plan(env, arguments, _parse_status_run(params), user_excludes=True)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------

@@ -100,6 +100,7 @@ def test_status_reports_branch_upstream_and_each_entry(repo: Path, config_file: 
         "count": 4,
         "truncated": False,
         "clean": False,
+        "offset": 0,
     }
     assert status.text.splitlines() == [
         "## main...base [ahead 1, behind 1]",
@@ -491,6 +492,28 @@ def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> Non
     output = parse_status(b"? a\0? b\0? c\0")
 
     assert ([e.path for e in output.entries], output.count, output.truncated) == (["a", "b"], 3, True)
+
+
+def test_parse_status_pages_from_an_offset() -> None:
+    output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1, limit=2)
+
+    assert ([e.path for e in output.entries], output.count, output.offset, output.truncated) == (
+        ["b", "c"],
+        4,
+        1,
+        True,
+    )
+
+
+def test_status_says_where_the_next_page_starts(repo: Path, native_config: Path) -> None:
+    status = result(repo, native_config, "oct_git_status", {"offset": 1, "limit": 2})
+
+    assert status.structured is not None
+    assert [entry["path"] for entry in status.structured["entries"]] == ["b.txt", "staged.py"]
+    assert (
+        status.text.splitlines()[-1]
+        == "[oct-mcp: 4 entries, 2-3 shown; narrow with path; offset=3 for the next]"
+    )
 
 
 def test_parse_diff_keeps_the_counts_of_a_cut_output() -> None:
