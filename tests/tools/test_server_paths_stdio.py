@@ -47,7 +47,7 @@ async def test_a_failing_tools_stderr_shows_tokens_for_the_servers_venv_interpre
 
     text = only_text(result)
     assert result.is_error is True
-    assert text.startswith("pytest failed (exit code 3):\n")
+    assert text.startswith("[tool_failed] pytest failed (exit code 3);")
     assert sys.prefix not in text
     assert sys.base_prefix not in text
     assert "prefix=<venv> base=<python> exe=<venv>/bin/python" in text
