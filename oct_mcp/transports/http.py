@@ -20,7 +20,7 @@ from mcp.server.auth.routes import build_resource_metadata_url, create_protected
 from mcp.server.request_state import RequestStateSecurity
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -60,6 +60,8 @@ BODY_SECONDS: Final = 30.0
 _KEEP_ALIVE_SECONDS: Final = 5
 _BACKLOG: Final = 2048
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
+# An issuer is compared as an exact string (RFC 8414): a path-less URL must not gain a slash.
+_URL: Final = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 _log = get_logger(__name__)
 
 
@@ -239,12 +241,12 @@ def build_http_app(
     if verifier is not None:
         metadata_url = None
         if config.oauth_audience is not None and config.oauth_issuer is not None:
-            resource = AnyHttpUrl(config.oauth_audience)
+            resource = _URL.validate_python(config.oauth_audience)
             metadata_url = build_resource_metadata_url(resource)
             routes.extend(
                 create_protected_resource_routes(
                     resource_url=resource,
-                    authorization_servers=[AnyHttpUrl(config.oauth_issuer)],
+                    authorization_servers=[_URL.validate_python(config.oauth_issuer)],
                     resource_name=SERVER_NAME,
                 )
             )
