@@ -7,7 +7,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
@@ -230,6 +230,11 @@ def build_http_app(
     check_bind(host, config)
     security = transport_security(host, port, config)
     sealing = consent_sealing(config, os.environ if environ is None else environ)
+    if not config.rate_limit_storage.startswith("memory://"):
+        # Imported only here: the Redis client is an optional dependency.
+        from oct_mcp.transports.consents import SharedUsedConsents
+
+        app = replace(app, used_consents=SharedUsedConsents(config.rate_limit_storage))
     server = build_server(app, transport="http", sealing=sealing)
     manager = StreamableHTTPSessionManager(
         app=server, security_settings=security, max_request_body_size=config.http_max_request_bytes

@@ -126,3 +126,35 @@ async def test_a_consent_asked_by_one_replica_is_answered_through_another(
     assert isinstance(answered, types.CallToolResult)
     assert answered.is_error is False
     assert (project / "notes.txt").read_text() == "hello\n"
+
+
+async def test_a_consent_answered_through_one_replica_cannot_be_replayed_through_another(
+    project: Path, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    token = new_token()
+    write = {"path": "notes.txt", "content": "hello\n", "dry_run": False}
+    accept = types.ElicitResult(action="accept", content={"approve": True})
+    with anyio.fail_after(120):
+        async with (
+            three_replicas(project, tmp_path, redis_server, token, limit=100) as urls,
+            Client(authorised(urls[0], token), elicitation_callback=say_yes) as asker,
+            Client(authorised(urls[1], token), elicitation_callback=say_yes) as answerer,
+            Client(authorised(urls[2], token), elicitation_callback=say_yes) as replayer,
+        ):
+            first = await asker.session.call_tool("oct_write_file", write, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            (key,) = first.input_requests or {}
+            retry: dict[str, Any] = {
+                "input_responses": {key: accept},
+                "request_state": first.request_state,
+                "allow_input_required": True,
+            }
+            answered = await answerer.session.call_tool("oct_write_file", write, **retry)
+            (project / "notes.txt").unlink()
+            replayed = await replayer.session.call_tool("oct_write_file", write, **retry)
+
+    assert isinstance(answered, types.CallToolResult)
+    assert answered.is_error is False
+    assert isinstance(replayed, types.CallToolResult)
+    assert only_text(replayed).startswith("[consent_replayed]")
+    assert not (project / "notes.txt").exists()
