@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "MCP_PATH",
+    "RequestGuard",
     "build_http_app",
     "check_bind",
     "consent_sealing",
@@ -138,7 +139,7 @@ def consent_sealing(config: McpConfig, environ: Mapping[str, str]) -> RequestSta
 
 
 @dataclass(frozen=True, slots=True)
-class _Guard:
+class RequestGuard:
     """The outermost ASGI layer: Host/Origin first, then a deadline on the body, then refusals audited.
 
     Host and Origin are checked before authentication, so a page on another origin learns nothing,
@@ -262,7 +263,7 @@ def build_http_app(
         ]
     routes.insert(0, Route(MCP_PATH, endpoint=endpoint))
     starlette = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: manager.run())
-    return _Guard(starlette, TransportSecurityMiddleware(security), app, body_seconds)
+    return RequestGuard(starlette, TransportSecurityMiddleware(security), app, body_seconds)
 
 
 async def serve_http(app: App, host: str, port: int) -> None:

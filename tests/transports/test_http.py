@@ -175,3 +175,44 @@ async def test_a_missing_or_bad_token_gets_401_with_www_authenticate_and_the_ref
     assert [(r["outcome"], r["code"], r["http_status"]) for r in audit_records(audit)] == [
         ("refused", "unauthenticated", 401)
     ]
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_cut_with_408_and_the_app_never_sees_it(
+    project: Path, tmp_path: Path
+) -> None:
+    from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+
+    from oct_mcp.app import build_app
+    from oct_mcp.transports.http import RequestGuard
+
+    app = build_app(project, config_path=write_config(tmp_path / "config.json", tmp_path / "audit.log"))
+    bodies: list[bytes] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body"):
+            bodies.append(message["body"])
+
+    never = anyio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [(b"host", b"127.0.0.1:1")]}
+    settings = TransportSecuritySettings(allowed_hosts=["127.0.0.1:1"], allowed_origins=[])
+    guard = RequestGuard(inner, TransportSecurityMiddleware(settings), app, body_seconds=0.2)
+    try:
+        with anyio.fail_after(30):
+            await guard(scope, receive, send)
+    finally:
+        app.close()
+
+    assert bodies == []
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [408]
+    records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert [(r["code"], r["http_status"]) for r in records] == [("body_too_slow", 408)]
