@@ -216,3 +216,21 @@ async def test_a_body_that_does_not_arrive_in_time_is_cut_with_408_and_the_app_n
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [408]
     records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
     assert [(r["code"], r["http_status"]) for r in records] == [("body_too_slow", 408)]
+
+
+def test_a_calls_param_headers_are_checked_against_the_listed_schema_without_listing_per_call(
+    project: Path, tmp_path: Path
+) -> None:
+    from oct_mcp.app import build_app
+    from oct_mcp.server import build_server
+
+    app = build_app(project, config_path=write_config(tmp_path / "config.json", tmp_path / "audit.log"))
+    try:
+        server = build_server(app, transport="http")
+    finally:
+        app.close()
+    lookup = server.get_tool_input_schema
+
+    assert lookup is not None
+    assert lookup("oct_read_file") == app.catalog["oct_read_file"].params.model_json_schema()
+    assert lookup("no_such_tool") is None
