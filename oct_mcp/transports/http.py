@@ -275,6 +275,8 @@ async def serve_http(app: App, host: str, port: int) -> None:
         ConfigError: See `build_http_app`.
         OSError: The address cannot be bound.
     """
+    # Refused before anything is bound.
+    check_bind(host, app.loaded.config)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
