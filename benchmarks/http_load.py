@@ -111,6 +111,11 @@ class Process:
                 return int(line.split()[1])
         raise RuntimeError("no VmRSS")
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU this server has used so far."""
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.popen.terminate()
         self.popen.wait(timeout=60)
@@ -245,25 +250,31 @@ def report(
         "oct-mcp x1": ([replicas[0].url], tokens),
         "oct-mcp x3": ([r.url for r in replicas], tokens),
     }
+    servers = {"bare SDK": [bare], "oct-mcp x1": [replicas[0]], "oct-mcp x3": replicas}
     rates: dict[tuple[str, int], list[float]] = {}
     lat: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[float]] = {}
     for _ in range(args.rounds):
         order = [(name, clients) for name in setups for clients in CLIENT_COUNTS]
         random.shuffle(order)
         for name, clients in order:
             urls, keys = setups[name]
+            cpu_before = sum(server.cpu_seconds() for server in servers[name])
             rate, latencies = anyio.run(measure, urls, keys, clients)
+            used = sum(server.cpu_seconds() for server in servers[name]) - cpu_before
+            cpu.setdefault((name, clients), []).append(used / len(latencies))
             rates.setdefault((name, clients), []).append(rate)
             lat.setdefault((name, clients), []).extend(latencies)
     print(f"rounds: {args.rounds}, cores: {os.cpu_count()}, calls per measurement: {CALLS_PER_MEASURE}")
-    print("| setup | clients | calls/s (median) | p50 | p99 |")
-    print("|---|---|---|---|---|")
+    print("| setup | clients | calls/s (median) | p50 | p99 | server CPU per call |")
+    print("|---|---|---|---|---|---|")
     for name in setups:
         for clients in CLIENT_COUNTS:
             latencies = lat[(name, clients)]
             print(
                 f"| {name} | {clients} | {statistics.median(rates[(name, clients)]):.0f} "
-                f"| {p(latencies, 50) * 1e3:.2f} ms | {p(latencies, 99) * 1e3:.2f} ms |"
+                f"| {p(latencies, 50) * 1e3:.2f} ms | {p(latencies, 99) * 1e3:.2f} ms "
+                f"| {statistics.median(cpu[(name, clients)]) * 1e3:.2f} ms |"
             )
     rate_ratio = statistics.median(rates[("oct-mcp x1", 8)]) / statistics.median(rates[("bare SDK", 8)])
     p99_ratio = p(lat[("oct-mcp x1", 8)], 99) / p(lat[("bare SDK", 8)], 99)
@@ -279,6 +290,12 @@ def report(
         f"| p99 at 8 clients, oct-mcp x1 over bare | {p(lat[('oct-mcp x1', 8)], 99) * 1e3:.2f} ms "
         f"| {p(lat[('bare SDK', 8)], 99) * 1e3:.2f} ms | {p99_ratio:.3f} | <= {GOAL_P99} "
         f"| {'met' if p99_ratio <= GOAL_P99 else 'MISSED'} |"
+    )
+    cpu_ratio = statistics.median(cpu[("oct-mcp x1", 8)]) / statistics.median(cpu[("bare SDK", 8)])
+    print(
+        f"| server CPU per call at 8 clients, oct-mcp x1 over bare "
+        f"| {statistics.median(cpu[('oct-mcp x1', 8)]) * 1e3:.2f} ms "
+        f"| {statistics.median(cpu[('bare SDK', 8)]) * 1e3:.2f} ms | {cpu_ratio:.3f} | (shown) | |"
     )
     before = replicas[0].rss_kib()
     anyio.run(rss_run, replicas[0].url, tokens, args.rss_calls)
