@@ -234,3 +234,20 @@ def test_a_calls_param_headers_are_checked_against_the_listed_schema_without_lis
     assert lookup is not None
     assert lookup("oct_read_file") == app.catalog["oct_read_file"].params.model_json_schema()
     assert lookup("no_such_tool") is None
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_fastmcps_client_over_http_calls_with_a_token(project: Path, tmp_path: Path, mode: Any) -> None:
+    from fastmcp import Client as FastMCPClient
+
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    token = create_token(config, "fleet")
+    with anyio.fail_after(60):
+        async with replica(project, config) as url, FastMCPClient(url, auth=token, mode=mode) as client:
+            read = await client.call_tool("oct_read_file", {"path": "README.md"})
+
+    assert read.is_error is False
+    assert read.content[0].text.startswith("# Demo")  # type: ignore[union-attr]
+    (record,) = [r for r in audit_records(audit) if r.get("tool") == "oct_read_file"]
+    assert record["client"]["id"] == "http:fleet"
