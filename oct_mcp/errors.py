@@ -25,6 +25,7 @@ __all__ = [
     "PathRefusedError",
     "PolicyError",
     "ProjectCodeRefusedError",
+    "RateLimitUnavailableError",
     "RateLimitedError",
     "RefusedError",
     "SafeModeError",
@@ -77,6 +78,12 @@ class RateLimitedError(RefusedError):
     def __init__(self, message: str, retry_after_seconds: int) -> None:
         super().__init__(message)
         self.retry_after_seconds = retry_after_seconds
+
+
+class RateLimitUnavailableError(RefusedError):
+    """The shared store that holds the rate limit cannot be reached: no call goes through unlimited."""
+
+    code = "rate_limit_unavailable"
 
 
 class WorkspaceError(RefusedError):

@@ -15,6 +15,7 @@ from typing import Any, Final, Protocol, cast
 
 import anyio
 import mcp_types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -101,14 +102,21 @@ def client_info(ctx: RequestFacts, transport: str, client_id: str | None = None)
     implementation = getattr(client_params, "client_info", None)
     capabilities = getattr(client_params, "capabilities", None)
     return ClientInfo(
-        # One stdio server serves exactly one client; an in-memory server, one in-process caller.
-        client_id=client_id or transport,
+        # One stdio server serves exactly one client, an in-memory one one caller; over HTTP the token
+        # names it; an embedding host names its own sessions.
+        client_id=client_id or _client_id(transport),
         transport=transport,
         name=getattr(implementation, "name", None),
         version=getattr(implementation, "version", None),
         protocol_version=ctx.protocol_version,
         can_elicit=getattr(capabilities, "elicitation", None) is not None,
     )
+
+
+def _client_id(transport: str) -> str:
+    """A stdio server serves one client, an in-memory one one caller; over HTTP, the token names it."""
+    token = get_access_token()
+    return transport if token is None else f"{transport}:{token.client_id}"
 
 
 def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:
@@ -142,17 +150,24 @@ def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:
     )
 
 
-def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
+def build_server(
+    app: App, *, transport: str = "stdio", sealing: RequestStateSecurity | None = None
+) -> Server[Any]:
     """An SDK low-level Server whose tools/list and tools/call go through `app`'s chain.
 
     Args:
         app: The built application.
-        transport: How clients reach this server (`stdio` or `memory`); identifies the client.
+        transport: How clients reach this server (`stdio`, `memory`, `http`); identifies the client.
+        sealing: How consent rounds' request state is sealed; None: a key of this process's own.
     """
     listing = types.ListToolsResult(tools=[_tool_listing(spec) for spec in app.visible_tools()])
-    # One server serves one client session (stdio: this process; memory: this server object):
-    # what its human allowed for the session lives and dies with it.
-    grants = SessionGrants()
+    # stdio and memory servers serve one client session (this process, this server object): what its
+    # human allowed for the session lives and dies with it. One HTTP server serves every client, and
+    # the SDK's sessions do not reach here, so nothing is offered there.
+    grants = None if transport == "http" else SessionGrants()
+    # What streamable HTTP checks a call's Mcp-Param headers against, looked up instead of
+    # serialising the whole listing on every call (3.8 ms a call, measured).
+    schemas = {tool.name: tool.input_schema for tool in listing.tools}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -170,14 +185,13 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        get_tool_input_schema=schemas.get,
     )
     # Seals the consent round's request state (AES-GCM, bound by the SDK to the tool and its
-    # arguments) under a key that lives and dies with this process.
-    server.middleware.append(
-        RequestStateBoundary(
-            RequestStateSecurity.ephemeral(ttl=CONSENT_STATE_TTL_SECONDS), default_audience=SERVER_NAME
-        )
-    )
+    # arguments) under a key that lives and dies with this process, unless replicas share one.
+    if sealing is None:
+        sealing = RequestStateSecurity.ephemeral(ttl=CONSENT_STATE_TTL_SECONDS)
+    server.middleware.append(RequestStateBoundary(sealing, default_audience=SERVER_NAME))
     return server
 
 
