@@ -12,7 +12,7 @@ from typing import Any, Final
 from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, Implementation
 
 from oct_mcp.redaction.checks import MASK_PREFIX, is_literal_secret, mask
-from oct_mcp.redaction.detectors import DETECTORS, SECRET_NAME, Detector, Span, secret_field_kind
+from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, SECRET_NAME, Detector, Span, secret_field_kind
 
 __all__ = ["Finding", "redact", "redact_excerpts", "redact_value", "secret_field_name"]
 
@@ -176,6 +176,9 @@ def _unglue(text: str, span: Span) -> Span:
     find it: redaction would not be idempotent. Text such as `key=secret` is not glued.
     """
     start, end, kind, priority = span
+    if priority != PROVIDER:
+        # A span found by its context (`-pSECRET`, `key=secret`) has the boundary its context gave.
+        return span
     if 0 < start < end and text[start - 1] in _WORD and text[start] in _WORD:
         while start > 0 and text[start - 1] in _WORD:
             start -= 1
