@@ -6,9 +6,10 @@ import random
 
 import pytest
 from data.redaction.heldout import NAMED_FAMILIES, OTHER_FORMATS, dense_output, named_families, other_formats
-from secret_corpus import NEUTRAL_CONTEXTS, Format, Sample, fully_masked
+from secret_corpus import NEUTRAL_CONTEXTS, Format, Sample, corpus, document, fully_masked
 
-from oct_mcp.redaction import Finding, mask, redact
+from oct_mcp.redaction import Finding, engine, mask, redact
+from oct_mcp.redaction.prefilter import prefilter_engine
 
 
 def _cases(formats: tuple[Format, ...]) -> list[tuple[Format, str, str]]:
@@ -97,3 +98,33 @@ def test_a_password_that_starts_like_a_reference_is_masked_and_the_command_after
     text: str, expected: str
 ) -> None:
     assert redact(text)[0] == expected
+
+
+def _every_text() -> list[str]:
+    rng = random.Random(23)  # noqa: S311
+    texts = [sample.text for sample in named_families() + other_formats()]
+    texts += [sample.text for sample in corpus()[0]] + corpus()[1]
+    texts += [dense_output(rng, 64 * 1024), document(rng, 256 * 1024).text]
+    return texts
+
+
+@pytest.mark.skipif(prefilter_engine() is None, reason="the multi-pattern scanner's wheel is not installed")
+def test_the_prefiltered_scan_masks_what_the_scan_of_every_line_masks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = _every_text()
+    prefiltered = [redact(text) for text in texts]
+
+    # The path a machine without the wheel takes: every line is searched for field names.
+    monkeypatch.setattr(engine, "field_lines", lambda _text: None)
+
+    assert [redact(text) for text in texts] == prefiltered
+
+
+def test_without_the_scanner_every_line_is_searched_and_the_goals_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine, "field_lines", lambda _text: None)
+
+    assert _recall(named_families()) >= 0.99
+    assert redact(dense_output(random.Random(24), 64 * 1024))[1] == ()  # noqa: S311

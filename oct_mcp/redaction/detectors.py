@@ -68,6 +68,8 @@ class Detector:
     finish: Finish | None = None
     find: Callable[[str], Iterable[re.Match[str]]] | None = None
     """A `scan` detector's own search for its matches, where `pattern.finditer` would be slow."""
+    prefiltered: bool = False
+    """Its keywords are looked for only on the lines `prefilter.field_lines` gives (field names)."""
 
     def spans(self, match: re.Match[str]) -> Iterable[Span]:
         """The spans to mask for one match: the `secret` group (else the whole match), if it passes."""
@@ -1396,8 +1398,15 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         GENERIC,
         finish=_app_setting,
     ),
-    Detector("password", _FIELD_KEYWORDS, _compile(_FIELD), GENERIC, finish=_field),
-    Detector("api_key", _followed(("_key", "-key", ".key")), _compile(_KEY_FIELD), GUESS, finish=_key_field),
+    Detector("password", _FIELD_KEYWORDS, _compile(_FIELD), GENERIC, finish=_field, prefiltered=True),
+    Detector(
+        "api_key",
+        _followed(("_key", "-key", ".key")),
+        _compile(_KEY_FIELD),
+        GUESS,
+        finish=_key_field,
+        prefiltered=True,
+    ),
 )
 
 KINDS: Final[frozenset[str]] = frozenset(
