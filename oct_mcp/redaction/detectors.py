@@ -1,4 +1,25 @@
-"""The detector set: each credential format as keywords, a pattern and a check, from its published format."""
+"""The detector set: each credential format as keywords, a pattern and a check, from its published format.
+
+The kinds, by how they are found (a mask names its kind, the same for a secret wherever it is):
+
+| kinds | found by |
+|---|---|
+| provider tokens (`github_token`, `stripe_key`, `fcm_server_key`, ...) | prefix, length, alphabet |
+| `private_key`, `aws_session_token`, `jwt` | armour, a fixed base64 start, shape |
+| `session_cookie`, `authorization`, `url_password` | the cookie name, header, URL userinfo |
+| `password`, `token`, `secret`, `api_key`, ... | a secret-named field, flag or env entry |
+| `twilio_auth_token`, `okta_token`, `mailgun_api_key`, `sumologic_key` | a provider's name nearby |
+
+A detector that needs a context word (`sessionid=`, `-p`, `Authorization: Bearer`, `PGPASSWORD=`)
+masks the value only: the word stays, so a reader and the edit tools see what was there.
+
+Public identifiers stay visible (`PUBLIC_PREFIXES`): Stripe's publishable keys (`pk_live_`,
+`pk_test_`), Mapbox public tokens (`pk.eyJ`), Flutterwave public keys (`FLWPUBK`), Supabase
+publishable keys (`sb_publishable_`) and `pub_`/`pubkey-` keys are shipped to browsers and apps by
+design and grant nothing alone. A field or a guess never masks them, and no provider detector
+matches them. OAuth client ids, account numbers and ARNs are names, not secrets, and no detector
+is written for them; key ids that sign requests (AWS `AKIA...`, Twilio `AC...`) are masked.
+"""
 
 from __future__ import annotations
 
