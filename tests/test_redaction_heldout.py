@@ -105,6 +105,17 @@ def _every_text() -> list[str]:
     texts = [sample.text for sample in named_families() + other_formats()]
     texts += [sample.text for sample in corpus()[0]] + corpus()[1]
     texts += [dense_output(rng, 64 * 1024), document(rng, 256 * 1024).text]
+    # Values the prefilter's classes must not lose: a scheme before, quotes and `&` inside, glued.
+    edges = [
+        "headers auth: Bearer abc123XYZdef",
+        'password = "ab\'cd12x" z',
+        "db_password: M3&rgj10nThcxpy@E60",
+        "secret:Ab12cdEF",
+        "<password>aB3dEf9</password>",
+        "token: str | None = 'x9Y8z7W6'",
+    ]
+    # Dense enough that the prefilter runs: among the keyword-dense output, not alone.
+    texts += [dense_output(rng, 8 * 1024) + edge + "\n" + dense_output(rng, 8 * 1024) for edge in edges]
     return texts
 
 

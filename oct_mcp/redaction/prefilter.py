@@ -1,14 +1,15 @@
 """Where a secret-named field may hold a literal secret: the lines a multi-pattern scanner points at.
 
 Tool output is full of `token`, `secret` and `password` (test names, log fields, code), and the field
-detectors ran Python at each of them: 5 MB/s on such text. One Hyperscan pass (Vectorscan's library
-where its wheel is installed) finds the lines where such a name is followed by an operator and a
-value that mixes two character classes, the least `is_literal_secret` asks of a value; only those
-lines are searched for field names. Without the wheel every line is searched, as before.
+detectors ran Python at each of them: 5 MB/s on such text. One Hyperscan pass (the `hyperscan`
+package, where its wheel is installed) finds the lines where such a name is followed by an operator
+and a value that mixes two character classes, the least `is_literal_secret` asks of a value; only
+those lines are searched for field names. Without the wheel every line is searched, as before.
 
 The expression is a superset of what the field detectors accept, never a subset: a value they mask
-has two classes among lower case, upper case, digits and other symbols (or blanks, for a pass
-phrase) within its first 40 characters, which this expression looks for.
+has six characters or more and two classes among lower case, upper case, digits and other
+symbols (or blanks, for a pass phrase), which this expression looks for. The parity test of
+`tests/test_redaction_heldout.py` holds the two paths to the same output.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _OP: Final = r"(?::=|=>|={1,3}|:|\?=|\|\|=|>)[ \t]*"
 # Before an unquoted value a bare `:` must be followed by a blank: `tests/test_secrets.py::test_x`
 # is a pytest node id. A value glued to its `:` (`secret:Ab12cd`) is the glued alternative.
 _SPACED_OP: Final = r"(?::=|=>|={1,3}|:[ \t]|\?=|\|\|=|>)[ \t]*"
+# `auth: Bearer <token>`: the value after the scheme is what is measured (`_AUTH_SCHEME`).
+_SCHEME: Final = r"(?:(?i:bearer|basic|token|bot|digest|ssws)[ \t]+)?"
 _GLUED_COLON: Final = r":[^:=\s\"'`;(){}\[\]][^\s\"'`;(){}\[\]]{4}"
 # Two classes in the first 40 characters of a value of six or more, as `is_literal_secret` asks:
 # lower and upper case only where the letters are no camel-case word (`None`, `PasswordInput`).
@@ -71,14 +74,15 @@ def _classes_value(token: str, end: str) -> str:
     )
 
 
-_QUOTED_CHAR: Final = r"[^\"'`\n\\]"
+# Inside quotes, any character to the line's end: the other quotes and escapes are in values too.
+_QUOTED_CHAR: Final = r"[^\n]"
 # A value without blanks is whole up to a quote, a `;` or a bracket (`_WHOLE_VALUE`).
 _UNQUOTED_CHAR: Final = r"[^\s\"'`;(){}\[\]]"
 # A field that starts its line may hold a pass phrase: words and blanks, unquoted.
 _LINE_START: Final = r"^[ \t+-]*(?:(?i:export|set|declare -x|env|arg|setenv)[ \t]+)?[\"']?[A-Za-z0-9_.-]*"
 EXPRESSIONS: Final = (
     _NAME + _HEAD + _OP + r"[bBrRuUfF]{0,2}\\?[\"'`]" + _classes_value(_QUOTED_CHAR, r"[\"'`\\]"),
-    _NAME + _HEAD + _SPACED_OP + _classes_value(_UNQUOTED_CHAR, r"[\s\"'`;(){}\[\]]"),
+    _NAME + _HEAD + _SPACED_OP + _SCHEME + _classes_value(_UNQUOTED_CHAR, r"[\s\"'`;(){}\[\]]"),
     _NAME + _HEAD + _GLUED_COLON,
     # A bracket or a `;` ends a whole value (`_WHOLE_VALUE`).
     _LINE_START + _NAME + _HEAD + _OP + r"[^\s\"'`(){}\[\];]+[ \t]+[^\s(){}\[\];]",
