@@ -24,7 +24,8 @@ __all__ = ["field_lines", "prefilter_engine"]
 _NAME: Final = r"(?i:passw|passphrase|pass|pwd|pw|secret|token|credential|cred|auth|key)[A-Za-z0-9_.-]*"
 _HEAD: Final = (
     r"(?:\\?[\"'`])?\]?"
-    r"(?:[ \t]*:[ \t]*[A-Za-z_][A-Za-z0-9_.\[\], |]*)?"
+    # A type annotation (`password: str | None = ...`), as `_ANNOTATION` has it: no blank but by `|`.
+    r"(?:[ \t]*:[ \t]*[A-Za-z_][A-Za-z0-9_.]*(?:\[[^\]\n]*\])?(?:[ \t]*\|[ \t]*[A-Za-z_][A-Za-z0-9_.]*)*)?"
     r"[ \t]*"
 )
 _OP: Final = r"(?::=|=>|={1,3}|:|\?=|\|\|=|>)[ \t]*"
