@@ -13,6 +13,7 @@ __all__ = [
     "char_classes",
     "is_literal_secret",
     "is_placeholder",
+    "is_reference",
     "is_words",
     "looks_random",
     "mask",
@@ -109,14 +110,10 @@ _PLACEHOLDER_WORDS: Final = (
 # A value that starts so is a reference resolved elsewhere (shell, template, vault, secret manager).
 _REFERENCE_STARTS: Final = (
     "$",
-    "%",
     "{",
     "{%",
     "<",
-    "!",
     "#",
-    "*",
-    "&",
     "os.",
     "env.",
     "env:",
@@ -140,6 +137,25 @@ _REFERENCE_STARTS: Final = (
     "@microsoft.keyvault",
     "file:",
 )
+# Starts a password may have too: a reference only in the shape of one (`%APPDATA%`, `%(pw)s`, a
+# YAML tag `!vault |`, anchor `&db` or alias `*db`), not before random characters (`%r@zOs6`).
+_REFERENCE_SHAPE: Final = re.compile(
+    r"%[A-Za-z_]\w*%|%(?:\(\w+\))?[sdr]|![A-Za-z][\w:.-]*[ \t].*|\*+",
+    re.ASCII | re.DOTALL,
+)
+
+
+def is_reference(value: str) -> bool:
+    """Whether `value` names a secret held elsewhere (`$DB_PASSWORD`, `{{ pw }}`, `%PW%`, `*alias`)."""
+    lowered = value.lower()
+    if lowered.startswith(_REFERENCE_STARTS):
+        return True
+    if value[:1] not in "%!&*":
+        return False
+    # A tag, an anchor or an alias names itself in words (`!Ref`, `*default_db`), as passwords don't.
+    return _REFERENCE_SHAPE.fullmatch(value) is not None or is_words(value[1:].replace(".", "_"))
+
+
 _PATH_START: Final = ("/", "./", "../", "~/")
 _PATH_SEGMENT: Final = re.compile(r"[\w.@-]*", re.ASCII)
 _FILE_NAME: Final = re.compile(
@@ -260,7 +276,7 @@ def is_literal_secret(value: str, *, quoted: bool) -> bool:
     if len(value) < 6 or len(value) > 1024:
         return False
     lowered = value.lower()
-    if lowered in _PLACEHOLDER_VALUES or lowered.startswith(_REFERENCE_STARTS):
+    if lowered in _PLACEHOLDER_VALUES or is_reference(value):
         return False
     if "${" in value or "{{" in value or "://" in value:
         return False

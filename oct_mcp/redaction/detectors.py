@@ -1,4 +1,25 @@
-"""The detector set: each credential format as keywords, a pattern and a check, from its published format."""
+"""The detector set: each credential format as keywords, a pattern and a check, from its published format.
+
+The kinds, by how they are found (a mask names its kind, the same for a secret wherever it is):
+
+| kinds | found by |
+|---|---|
+| provider tokens (`github_token`, `stripe_key`, `fcm_server_key`, ...) | prefix, length, alphabet |
+| `private_key`, `aws_session_token`, `jwt` | armour, a fixed base64 start, shape |
+| `session_cookie`, `authorization`, `url_password` | the cookie name, header, URL userinfo |
+| `password`, `token`, `secret`, `api_key`, ... | a secret-named field, flag or env entry |
+| `twilio_auth_token`, `okta_token`, `mailgun_api_key`, `sumologic_key` | a provider's name nearby |
+
+A detector that needs a context word (`sessionid=`, `-p`, `Authorization: Bearer`, `PGPASSWORD=`)
+masks the value only: the word stays, so a reader and the edit tools see what was there.
+
+Public identifiers stay visible (`PUBLIC_PREFIXES`): Stripe's publishable keys (`pk_live_`,
+`pk_test_`), Mapbox public tokens (`pk.eyJ`), Flutterwave public keys (`FLWPUBK`), Supabase
+publishable keys (`sb_publishable_`) and `pub_`/`pubkey-` keys are shipped to browsers and apps by
+design and grant nothing alone. A field or a guess never masks them, and no provider detector
+matches them. OAuth client ids, account numbers and ARNs are names, not secrets, and no detector
+is written for them; key ids that sign requests (AWS `AKIA...`, Twilio `AC...`) are masked.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +34,7 @@ from oct_mcp.redaction.checks import (
     char_classes,
     is_literal_secret,
     is_placeholder,
+    is_reference,
     is_words,
     looks_random,
 )
@@ -67,6 +89,8 @@ class Detector:
     finish: Finish | None = None
     find: Callable[[str], Iterable[re.Match[str]]] | None = None
     """A `scan` detector's own search for its matches, where `pattern.finditer` would be slow."""
+    prefiltered: bool = False
+    """Its keywords are looked for only on the lines `prefilter.field_lines` gives (field names)."""
 
     def spans(self, match: re.Match[str]) -> Iterable[Span]:
         """The spans to mask for one match: the `secret` group (else the whole match), if it passes."""
@@ -102,7 +126,7 @@ _PLACEHOLDER_PASSWORDS: Final = frozenset(
 def _password_ok(value: str) -> bool:
     """A password in a URL or netrc: any word is plausible (`postgres:postgres`), stand-ins are not."""
     lowered = value.lower()
-    if lowered in _PLACEHOLDER_PASSWORDS or value.startswith(("$", "%", "<", "{", "*")):
+    if lowered in _PLACEHOLDER_PASSWORDS or is_reference(value):
         return False
     return not is_placeholder(value) and "{{" not in value
 
@@ -377,12 +401,77 @@ _PROSE_WORDS: Final = frozenset(
     {"the", "your", "enter", "must", "please", "required", "invalid", "incorrect", "should", "cannot"}
     | {"characters", "field", "is", "are", "was", "not", "too", "expired", "missing", "reset", "forgot"}
 )
-_AUTH_SCHEME: Final = _compile(r"(?i:bearer|basic|token|bot|digest)[ \t]+(?=\S)")
+_AUTH_SCHEME: Final = _compile(r"(?i:bearer|basic|token|bot|digest|ssws)[ \t]+(?=\S)")
+# `auth: refreshed token=*** user=3`: a log line's fields after the first word, not one value.
+_ANOTHER_FIELD: Final = _compile(r"[ \t][A-Za-z_][\w.-]{0,64}=")
 
 
 def _is_prose(value: str) -> bool:
     words = value.lower().split()
     return len(words) > 1 and (value[-1] in ".!?:" or not _PROSE_WORDS.isdisjoint(words))
+
+
+# Documented public identifiers: shipped to browsers and apps by design, they grant nothing alone.
+PUBLIC_PREFIXES: Final = ("pk_live_", "pk_test_", "pk.eyJ", "FLWPUBK", "sb_publishable_", "pub_", "pubkey-")
+
+
+def _cookie(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """A session cookie's value, not its name: the name is what the edit tools and a reader need."""
+    value = match["secret"]
+    if is_placeholder(value, words=False) or char_classes(value) < 2 or is_words(value):
+        return ()
+    return ((match.start("secret"), match.end("secret"), detector.kind, detector.priority),)
+
+
+def _cli_password(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """`mysql -pSECRET`, `sshpass -p SECRET`, `redis-cli -a SECRET`: the value after the flag."""
+    value = match["value"]
+    start, end = match.span("value")
+    quoted = value[:1] in "\"'"
+    if quoted:
+        value, start, end = value[1:-1], start + 1, end - 1
+    if not _password_ok(value) or len(value) < 4:
+        return ()
+    return ((start, end, "password", detector.priority),)
+
+
+# What may stand before a field that starts its line: an indent, a diff or list marker, a keyword
+# of the shells and Dockerfiles. After anything else (`mysql --password=x app`, `INFO auth: ok`)
+# the field is one word on a longer line, and its value ends at the first blank.
+_LINE_START: Final = _compile(r"[ \t+-]*(?:(?:export|set|declare -x|ENV|ARG|setenv)[ \t]+)?[\"']?\Z")
+
+
+def _starts_line(text: str, start: int) -> bool:
+    low = max(0, start - 64)
+    while start > low and text[start - 1] in _NAME_CHARS:
+        start -= 1  # the field's name may be longer than the word that made it secret
+    line_start = text.rfind("\n", max(0, start - 256), start) + 1
+    return _LINE_START.match(text, line_start, start) is not None
+
+
+def _stands_alone(match: re.Match[str], start: int) -> bool:
+    """Whether an unquoted value may run to the line's end: its field starts the line, `a: b` or `a = b`.
+
+    `NAME=value` glued is a shell's or a command's word (`PGPASSWORD=x psql -h db`): a blank ends it.
+    """
+    if not _starts_line(match.string, start):
+        return False
+    text = match.string
+    op_start, op_end = match.span("op")
+    glued = op_end < len(text) and text[op_end] not in " \t" and text[op_start - 1] not in " \t"
+    return match["op"] != "=" or not glued
+
+
+def _env_entry(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    name = match["name"]
+    value = match["value"].rstrip(" \t\r")
+    start = match.start("value")
+    quoted = value[:1] in "\"'"
+    if quoted:
+        value, start = value[1:-1], start + 1
+    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(value, quoted=quoted):
+        return ()
+    return ((start, start + len(value), secret_field_kind(name), detector.priority),)
 
 
 def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
@@ -398,12 +487,19 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
             # `auth: Bearer <token>`: the scheme is no part of the secret, as for `Authorization:`.
             value, value_start = value[scheme.end() :], value_start + scheme.end()
         value = value.rstrip(" \t").removesuffix(",")  # an item's end
-        if _CODE_LINE.search(value) or _is_prose(value) or not is_literal_secret(value, quoted=False):
+        if ((" " in value or "\t" in value) and not _stands_alone(match, start)) or (
+            _CODE_LINE.search(value)
+            or _ANOTHER_FIELD.search(value)
+            or _is_prose(value)
+            or not is_literal_secret(value, quoted=False)
+        ):
             token = _FIRST_TOKEN.match(match.string, value_start)
             if token is None or not is_literal_secret(token.group(), quoted=False):
                 return ()
             value = token.group()
     elif _is_prose(value) or not is_literal_secret(value, quoted=True):
+        return ()
+    if value.startswith(PUBLIC_PREFIXES):
         return ()
     return ((value_start, value_start + len(value), secret_field_kind(match["name"]), detector.priority),)
 
@@ -484,6 +580,8 @@ _NAME_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
 def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     """`SOMETHING_KEY = value`: a secret when the value is random-looking and the name is not a DB key."""
     group, value = _value(match)
+    if value.startswith(PUBLIC_PREFIXES):
+        return ()
     if not is_literal_secret(value, quoted=group != "uq") or not looks_random(value):
         return ()
     text = match.string
@@ -902,7 +1000,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         "discord_bot_token",
         (),
         _compile(r"\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"),
-        CONTEXT,
+        PROVIDER,
         scan=True,
         min_length=35,
         finish=lambda detector, match: _with_head(detector, match, _DISCORD_ID),
@@ -911,7 +1009,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         "telegram_bot_token",
         (":a",),
         _compile(r":A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])"),
-        CONTEXT,
+        PROVIDER,
         finish=lambda detector, match: _with_head(detector, match, _TELEGRAM_ID),
     ),
     _prefixed(
@@ -1038,6 +1136,201 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     _prefixed("groq_api_key", ("gsk_",), _LU + r"gsk_[A-Za-z0-9]{40,64}+" + _R, check=_random_token_ok),
     _prefixed("xai_api_key", ("xai-",), _LUD + r"xai-[A-Za-z0-9]{60,100}+" + _R, check=_random_token_ok),
     _prefixed("replicate_token", ("r8_",), _LU + r"r8_[A-Za-z0-9]{37}" + _R, check=_random_token_ok),
+    # --- Session cookies (`Cookie:`, `Set-Cookie:`, `curl -b`): the value after a session name.
+    Detector(
+        "session_cookie",
+        ("sessionid=", "sessid=", "connect.sid=", "session=", "session_id=", "session-id=", "session_token="),
+        _compile(
+            r"(?i:sessionid|sessid|connect\.sid|session(?:[_-]id|_token)?)="
+            r"(?P<secret>[A-Za-z0-9%_.~+/=:-]{16,4096}+)"
+        ),
+        CONTEXT,
+        finish=_cookie,
+    ),
+    # --- Passwords on command lines, where the flag is the program's own (`-p` means port elsewhere).
+    Detector(
+        "password",
+        ("mysql", "mariadb"),
+        _compile(
+            r"(?i:mysql(?:dump|admin|sh|import|check|binlog)?|mariadb(?:-dump|-admin)?)(?=[ \t])"
+            r"[^\n|;&]{0,200}?[ \t]-p(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'`;&|<>()]+)"
+        ),
+        CONTEXT,
+        finish=_cli_password,
+    ),
+    Detector(
+        "password",
+        ("sshpass",),
+        _compile(
+            r"sshpass[ \t]+(?:-[a-oq-zA-Z]\S*[ \t]+)*-p[ \t]*"
+            r"(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'`;&|<>()]+)"
+        ),
+        CONTEXT,
+        finish=_cli_password,
+    ),
+    Detector(
+        "password",
+        ("redis-cli",),
+        _compile(
+            r"redis-cli(?=[ \t])[^\n|;&]{0,200}?[ \t]-a[ \t]+"
+            r"(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'`;&|<>()]+)"
+        ),
+        CONTEXT,
+        finish=_cli_password,
+    ),
+    Detector(
+        "password",
+        ("-p ",),
+        _compile(
+            r"(?<![\w-])-p[ \t]+(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'`;&|<>()-][^\s\"'`;&|<>()]*)"
+            r"(?=[ \t]+(?:ssh|scp|rsync|sftp)\b)"
+        ),
+        CONTEXT,
+        finish=_cli_password,
+    ),
+    # A container's env entry (pod spec, `kubectl get -o yaml`, compose): the name is a line above.
+    Detector(
+        "password",
+        ("- name:",),
+        _compile(
+            r"- name:[ \t]*[\"']?(?P<name>[\w.-]{1,64})[\"']?[ \t]*\r?\n[ \t]*value:[ \t]*"
+            r"(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s#][^\n]*)"
+        ),
+        CONTEXT,
+        finish=_env_entry,
+    ),
+    # --- Django's SECRET_KEY: its alphabet has `(`, `)`, `#` and `&`, which end a generic value.
+    _prefixed("django_secret_key", ("django-insecure-",), r"django-insecure-[^\s'\"`]{32,100}+"),
+    Detector(
+        "secret",
+        ("secret_key",),
+        _compile(
+            r"(?<![A-Za-z0-9])SECRET_KEY(?:\"|')?[ \t]*[=:][ \t]*"
+            r"(?P<q>[\"'])(?P<secret>[^'\"\n]{32,100})(?P=q)"
+        ),
+        CONTEXT,
+        check=lambda value: _random_token_ok(value) and " " not in value,
+    ),
+    # --- Firebase Cloud Messaging server keys: an 11-character id, `:APA91b`, then 134 characters.
+    _prefixed(
+        "fcm_server_key",
+        (":apa91b",),
+        r"(?<![A-Za-z0-9_-])AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{134}" + _RUD,
+        back=11,
+    ),
+    # --- AWS session tokens: base64 of a serialized structure, so a fixed start.
+    _prefixed(
+        "aws_session_token",
+        ("fwogzxivyxdz", "fqogzxivyxdz", "iqojb3jpz2lu"),
+        r"(?<![A-Za-z0-9+/])(?:F[wQ]oGZXIvYXdz|IQoJb3JpZ2lu)[A-Za-z0-9+/]{100,}+={0,2}",
+    ),
+    Detector(
+        "aws_secret_access_key",
+        ("secret access key", "secretaccesskey"),
+        _compile(
+            r"(?i:secret[ ]?access[ ]?key)(?:[ \t]*\[[^\]\n]{0,32}\])?\"?[ \t]*[:=][ \t]*\"?"
+            r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        CONTEXT,
+        check=lambda value: char_classes(value) >= 2 and _token_ok(value),
+    ),
+    Detector(
+        "datadog_api_key",
+        ("dd-api-key", "dd-application-key"),
+        _compile(
+            r"(?i:dd-api-key|dd-application-key)[ \t]*:[ \t]*(?P<secret>[a-f0-9]{32}(?:[a-f0-9]{8})?)" + _R
+        ),
+        CONTEXT,
+        check=_token_ok,
+    ),
+    Detector(
+        "twilio_auth_token",
+        ("twilio",),
+        _compile(_L + r"[0-9a-f]{32}" + _R),
+        CONTEXT,
+        window=200,
+        check=_random_token_ok,
+    ),
+    Detector(
+        "okta_token",
+        ("okta",),
+        _compile(r"(?<![A-Za-z0-9_-])00[A-Za-z0-9_-]{40}" + _RUD),
+        CONTEXT,
+        window=200,
+        check=_random_token_ok,
+    ),
+    Detector(
+        "sumologic_key",
+        ("sumo",),
+        _compile(r"(?<![A-Za-z0-9])su[A-Za-z0-9]{12}" + _R + r"|" + _L + r"[A-Za-z0-9]{64}" + _R),
+        CONTEXT,
+        window=200,
+        check=lambda value: char_classes(value) >= 2 and not is_words(value) and _token_ok(value),
+    ),
+    _prefixed(
+        "notion_token",
+        ("secret_",),
+        _LU + r"secret_[A-Za-z0-9]{43}" + _RU,
+        check=lambda value: char_classes(value) >= 3 and _token_ok(value),
+    ),
+    _prefixed(
+        "facebook_access_token",
+        ("eaa",),
+        _L + r"EAA[A-Za-z0-9]{90,}+" + _R,
+        check=lambda value: char_classes(value) >= 3 and _token_ok(value),
+    ),
+    _prefixed(
+        "twitter_bearer_token",
+        ("aaaaaaaaaaaaaaaaaaaaa",),
+        r"(?<![A-Za-z0-9%])A{21}[A-Za-z0-9]{15,40}(?:%[0-9A-F]{2}[A-Za-z0-9]{1,60}){1,4}+" + _R,
+        check=lambda value: _random_token_ok(value.lstrip("A")),
+    ),
+    _prefixed(
+        "brevo_api_key",
+        ("xkeysib-", "xsmtpsib-"),
+        _L + r"x(?:keysib|smtpsib)-[a-f0-9]{64}-[A-Za-z0-9]{16}" + _R,
+    ),
+    # --- Formats of the public rule sets with a fixed prefix.
+    Detector(
+        "airtable_token",
+        (),
+        _compile(r"pat(?<![A-Za-z0-9]pat)[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _R),
+        scan=True,
+        min_length=82,
+        check=_random_token_ok,
+    ),
+    _prefixed("adafruit_api_key", ("aio_",), _LU + r"aio_[A-Za-z0-9]{28}" + _R, check=_random_token_ok),
+    _prefixed("clojars_token", ("clojars_",), _L + r"CLOJARS_[a-z0-9]{60}" + _R),
+    _prefixed("duffel_token", ("duffel_",), _L + r"duffel_(?:test|live)_[A-Za-z0-9_-]{43}" + _RUD),
+    _prefixed("easypost_api_key", ("ezak", "eztk"), _L + r"EZ[AT]K[a-z0-9]{54}" + _R),
+    _prefixed("flutterwave_key", ("flwseck",), _L + r"FLWSECK(?:_TEST)?-[a-h0-9]{32}-X" + _R),
+    _prefixed("flutterwave_key", ("flwenc",), _L + r"FLWSECK_TEST[a-h0-9]{12}" + _R),
+    _prefixed("frameio_token", ("fio-u-",), _L + r"fio-u-[A-Za-z0-9_=-]{64}" + _RUD),
+    _prefixed("readme_api_key", ("rdme_",), _LU + r"rdme_[a-z0-9]{70}" + _R),
+    _prefixed("scalingo_token", ("tk-us-",), _L + r"tk-us-[A-Za-z0-9_-]{48}" + _RUD),
+    _prefixed("shippo_token", ("shippo_",), _L + r"shippo_(?:live|test)_[a-f0-9]{40}" + _R),
+    _prefixed("sourcegraph_token", ("sgp_",), _LU + r"sgp_(?:[a-f0-9]{16}_|local_)?[a-f0-9]{40}" + _R),
+    _prefixed("typeform_token", ("tfp_",), _LU + r"tfp_[A-Za-z0-9_.=-]{59}" + _RUD, check=_random_token_ok),
+    _prefixed("octopus_api_key", ("api-",), _L + r"API-[A-Z0-9]{26}" + _R, check=_random_token_ok),
+    _prefixed("infracost_token", ("ico-",), _L + r"ico-[A-Za-z0-9]{32}" + _R, check=_random_token_ok),
+    _prefixed(
+        "settlemint_token",
+        ("sm_pat_", "sm_aat_", "sm_sat_"),
+        _LU + r"sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}" + _R,
+        check=_random_token_ok,
+    ),
+    _prefixed(
+        "newrelic_key", ("nrii-", "nriq-", "nraa-"), _L + r"NRI[IQ]-[A-Za-z0-9_-]{32}|NRAA-[a-f0-9]{27}"
+    ),
+    _prefixed("yandex_token", ("y0_",), _LU + r"y0_[A-Za-z0-9_-]{55}" + _RUD, check=_random_token_ok),
+    _prefixed("yandex_token", ("aqvn",), _L + r"AQVN[A-Za-z0-9_-]{35,38}" + _RUD, check=_random_token_ok),
+    _prefixed("artifactory_token", ("cmvmd",), _L + r"cmVmd[A-Za-z0-9]{59}" + _R),
+    _prefixed("clickhouse_key", ("4b1d",), _L + r"4b1d[A-Za-z0-9]{38}" + _R, check=_random_token_ok),
+    _prefixed(
+        "harness_token",
+        ("pat.", "sat."),
+        _L + r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}" + _R,
+    ),
     # --- Tokens by their shape, wherever they are.
     Detector(
         "jwt",
@@ -1066,16 +1359,16 @@ DETECTORS: Final[tuple[Detector, ...]] = (
             + _CLOSE
             + r"[ \t]*[:=][ \t]*"
             + _OPEN
-            + r"(?:(?P<scheme>(?i:bearer|basic|token|bot|apikey|api-key|sso-key|key))[ \t]+)?"
-            r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,1024}+)"
+            + r"(?:(?P<scheme>(?i:bearer|basic|token|bot|apikey|api-key|sso-key|key|ssws))[ \t]+)?"
+            r"(?P<secret>[A-Za-z0-9._~+/=:%-]{8,2048}+)"
         ),
         CONTEXT,
         finish=_authorization,
     ),
     Detector(
         "authorization",
-        ("bearer",),
-        _compile(_L + r"(?P<scheme>(?i:bearer))[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,}+=*)"),
+        ("bearer", "ssws"),
+        _compile(_L + r"(?P<scheme>(?i:bearer|ssws))[ \t]+(?P<secret>[A-Za-z0-9._~+/%-]{16,}+=*)"),
         CONTEXT,
         finish=_authorization,
     ),
@@ -1126,8 +1419,15 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         GENERIC,
         finish=_app_setting,
     ),
-    Detector("password", _FIELD_KEYWORDS, _compile(_FIELD), GENERIC, finish=_field),
-    Detector("api_key", _followed(("_key", "-key", ".key")), _compile(_KEY_FIELD), GUESS, finish=_key_field),
+    Detector("password", _FIELD_KEYWORDS, _compile(_FIELD), GENERIC, finish=_field, prefiltered=True),
+    Detector(
+        "api_key",
+        _followed(("_key", "-key", ".key")),
+        _compile(_KEY_FIELD),
+        GUESS,
+        finish=_key_field,
+        prefiltered=True,
+    ),
 )
 
 KINDS: Final[frozenset[str]] = frozenset(
