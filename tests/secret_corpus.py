@@ -291,7 +291,9 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "password_with_separators",
         "password",
-        (Chars(B62, 1, 1), Chars(PASSWORD_CHARS + "&,|", 6, 22), Chars(string.digits, 1, 1)),
+        # A letter first: a value of digits alone reads as a number (an id, a port), which no field
+        # detector masks (a gap the README names); this format is about the separators.
+        (Chars(string.ascii_letters, 1, 1), Chars(PASSWORD_CHARS + "&,|", 6, 22), Chars(string.digits, 1, 1)),
         ("DB_PASSWORD={}", "  password: {}", "password = {}", "passwd={}\nuser=app", "    db_password: {}"),
     ),
     Format(
