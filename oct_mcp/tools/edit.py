@@ -65,6 +65,8 @@ BINARY_SNIFF_BYTES: Final = 8_192
 NO_NEWLINE: Final = "\\ No newline at end of file"
 _DEV_NULL: Final = "/dev/null"
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BODY_TAGS: Final = frozenset(" +-")
+_SIGNATURE: Final = "-- "
 _HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _C_ESCAPES: Final = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _REGULAR_MODES: Final = {"100644": 0o666, "100755": 0o777}
@@ -644,39 +646,58 @@ def _unquote(raw: str, patch: _FilePatch) -> str:
 
 
 def _parse_hunk(lines: list[str], index: int, patch: _FilePatch) -> tuple[_Hunk, int]:
+    """One hunk: its header, then its body, counted from the body itself.
+
+    The header's counts decide nothing on their own: a model's patch often counts one line too
+    few or too many, and a parser that stopped at the count would drop the body's last added
+    lines and report success. The body runs to the next hunk or file, or to the first line that
+    is no hunk line; blank lines past the header's count at its end are the patch's, not the file's.
+    """
     where = f"{patch.describe()}, hunk {len(patch.hunks) + 1}"
     found = _HUNK_HEADER.match(lines[index])
     if found is None:
         raise PatchError(f"{where}: the hunk header is not '@@ -start,count +start,count @@'")
-    old_left = int(found.group(2)) if found.group(2) is not None else 1
-    new_left = int(found.group(4)) if found.group(4) is not None else 1
-    hunk = _Hunk(old_start=int(found.group(1)), old_count=old_left, new_start=int(found.group(3)))
+    old_count = int(found.group(2)) if found.group(2) is not None else 1
+    new_count = int(found.group(4)) if found.group(4) is not None else 1
+    hunk = _Hunk(old_start=int(found.group(1)), old_count=old_count, new_start=int(found.group(3)))
     index += 1
-    while old_left > 0 or new_left > 0:
-        if index >= len(lines):
-            raise PatchError(f"{where}: the hunk ends before the lines its header counts")
+    old_seen = new_seen = 0
+    # How many body lines the header's counts cover, once the body has reached them.
+    counted: int | None = 0 if old_count == new_count == 0 else None
+    blank: list[bool] = []
+    while index < len(lines) and not _starts_a_part(lines, index):
         line = lines[index]
+        if line == _SIGNATURE and counted is not None:
+            break  # git format-patch's `-- ` before its version line, after the last hunk
         tag, text = (line[:1], line[1:]) if line else (" ", "")  # an empty context line lost its space
         if tag == "\\":
             _no_newline(hunk, where)
             index += 1
             continue
-        if tag == " ":
-            old_left, new_left = old_left - 1, new_left - 1
-        elif tag == "-":
-            old_left -= 1
-        elif tag == "+":
-            new_left -= 1
-        else:
-            raise PatchError(f"{where}: the hunk ends before the lines its header counts")
-        if old_left < 0 or new_left < 0:
-            raise PatchError(f"{where}: the hunk has more lines than its header counts")
+        if tag not in _BODY_TAGS:
+            break
+        old_seen += tag != "+"
+        new_seen += tag != "-"
         hunk.lines.append((tag, text + "\n"))
+        blank.append(not line)
+        if counted is None and old_seen >= old_count and new_seen >= new_count:
+            counted = len(hunk.lines)
         index += 1
-    while index < len(lines) and lines[index].startswith("\\"):
-        _no_newline(hunk, where)
-        index += 1
+    keep = len(hunk.lines)
+    while keep > (counted or 0) and blank[keep - 1]:
+        keep -= 1
+    del hunk.lines[keep:]
+    if not hunk.lines:
+        raise PatchError(f"{where}: the hunk has no lines")
     return hunk, index
+
+
+def _starts_a_part(lines: list[str], index: int) -> bool:
+    """Whether the line begins another hunk or another file of the patch."""
+    line = lines[index]
+    if line.startswith(("@@", "diff --git ")):
+        return True
+    return line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ ")
 
 
 def _no_newline(hunk: _Hunk, where: str) -> None:

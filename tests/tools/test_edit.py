@@ -556,8 +556,8 @@ def test_apply_patch_accepts_a_plain_diff_against_an_orig_file(workspace: Worksp
     [
         ("just words\n", "the patch has no file in it"),
         ("@@ -1 +1 @@\n-a\n+b\n", "a hunk comes before any file header"),
-        ("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-one\n+ONE\n", "the hunk ends before the lines"),
-        ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n-two\n+ONE\n", "more lines than its header counts"),
+        ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n-two\n+ONE\n", "not in the file"),
+        ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n", "the hunk has no lines"),
         ("--- a/a.txt\n+++ b/a.txt\n@@ bad @@\n", "the hunk header is not"),
         ("diff --git a/a.txt b/a.txt\nGIT binary patch\nliteral 0\n", "binary changes are not supported"),
         ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+x\n", "symlinks"),
@@ -844,3 +844,37 @@ def test_a_diff_stops_inside_the_matcher_once_its_deadline_has_passed() -> None:
 
     with pytest.raises(ToolTimeoutError):
         next(_unified_lines(old, new, "a/f", "b/f", Deadline(0)))
+
+
+def test_a_hunk_whose_header_counts_fewer_lines_than_its_body_applies_every_added_line(
+    workspace: Workspace,
+) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\nthree\n")
+
+    result = patch(workspace, "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n-two\n+TWO\n+2.5\n+last\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\n2.5\nlast\nthree\n"
+
+
+@pytest.mark.parametrize(
+    "header", ["@@ -1,2 +1,2 @@", "@@ -1,9 +1,9 @@", "@@ -1 +1 @@", "@@ -1,3 +1,3 @@", "@@ -1,0 +1,0 @@"]
+)
+def test_a_hunk_is_counted_from_its_body_whatever_its_header_counts(
+    workspace: Workspace, header: str
+) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\nthree\n")
+
+    result = patch(workspace, f"--- a/a.txt\n+++ b/a.txt\n{header}\n one\n-two\n+TWO\n three\n\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\nthree\n"
+
+
+def test_a_format_patch_signature_after_the_last_hunk_is_not_part_of_it(workspace: Workspace) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\n")
+
+    result = patch(workspace, "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n-- \n2.43.0\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\n"
