@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
+from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
@@ -29,6 +30,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         TYPECHECK,
         FORMAT,
         FIX,
+        EDIT,
         WRITE_FILE,
         APPLY_PATCH,
     )

@@ -1,0 +1,102 @@
+"""oct_edit and forgiving patches end to end: a real SDK client over stdio, a human who accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from clients import oct_server, only_text
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+CORE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+class Accept:
+    """A human who accepts every consent form, and counts them."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked += 1
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path.resolve() / "demo"
+    root.mkdir()
+    (root / "core.py").write_text(CORE)
+    (root / "win.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
+    return root
+
+
+def _edit(path: str, *edits: dict[str, Any]) -> dict[str, Any]:
+    return {"path": path, "edits": list(edits), "dry_run": False}
+
+
+async def test_oct_edit_over_stdio(project: Path, config_file: Path) -> None:
+    results: dict[str, types.CallToolResult] = {}
+    disk: dict[str, str] = {}
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file), elicitation_callback=Accept()) as client:
+            call = client.call_tool
+            results["single"] = await call("oct_edit", _edit("core.py", {"old": "a + b", "new": "b + a"}))
+            results["several"] = await call(
+                "oct_edit",
+                _edit(
+                    "core.py", {"old": "def add", "new": "def plus"}, {"old": "def sub", "new": "def minus"}
+                ),
+            )
+            disk["after several"] = (project / "core.py").read_text()
+            results["all"] = await call(
+                "oct_edit", _edit("core.py", {"old": "(a, b)", "new": "(x, y)", "replace_all": True})
+            )
+            results["count"] = await call(
+                "oct_edit", _edit("core.py", {"old": "return", "new": "yield", "expected_count": 3})
+            )
+            results["missing"] = await call(
+                "oct_edit", _edit("core.py", {"old": "    return a * b", "new": ""})
+            )
+            results["blanks"] = await call(
+                "oct_edit", _edit("core.py", {"old": "def minus(x, y):\n  return a - b", "new": ""})
+            )
+            results["crlf"] = await call(
+                "oct_edit", _edit("win.txt", {"old": "two\nthree\n", "new": "2\n3\n"})
+            )
+            results["protected"] = await call(
+                "oct_edit", _edit(".github/workflows/ci.yml", {"old": "push", "new": "pull_request"})
+            )
+            disk["before the half"] = (project / "core.py").read_text()
+            results["half"] = await call(
+                "oct_edit",
+                _edit("core.py", {"old": "def plus", "new": "def add"}, {"old": "nowhere", "new": "x"}),
+            )
+
+    for name in ("single", "several", "all", "crlf"):
+        assert results[name].is_error is False, (name, only_text(results[name]))
+    assert disk["after several"] == CORE.replace("a + b", "b + a").replace("add", "plus").replace(
+        "sub", "minus"
+    )
+    structured = results["all"].structured_content
+    assert structured is not None
+    assert structured["replacements"] == [2]
+    assert "is in the file 2 time(s), not the expected_count of 3" in only_text(results["count"])
+    assert results["missing"].is_error is True
+    assert "The nearest candidates start at lines 6, 2." in only_text(results["missing"])
+    assert "    return a {-*-}{+-+} b" in only_text(results["missing"])
+    assert "Only whitespace differs" in only_text(results["blanks"])
+    assert (project / "win.txt").read_bytes() == b"one\r\n2\r\n3\r\n"
+    assert results["protected"].is_error is True
+    assert only_text(results["protected"]).startswith("[policy] ")
+    assert (project / ".github" / "workflows" / "ci.yml").read_text() == "on: push\n"
+    assert results["half"].is_error is True
+    assert only_text(results["half"]).startswith("the edit does not apply; nothing was changed.\nedit 2 of 2")
+    assert (project / "core.py").read_text() == disk["before the half"]
