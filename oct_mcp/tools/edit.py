@@ -24,7 +24,7 @@ import os
 import re
 import secrets
 import stat
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -68,6 +68,8 @@ _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEX
 _BODY_TAGS: Final = frozenset(" +-")
 _SIGNATURE: Final = "-- "
 _HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# A header without line numbers, as model-facing patch formats write it: `@@`, `@@ @@`, `@@ def f():`.
+_BARE_HUNK_HEADER: Final = re.compile(r"^@@(?:\s*$|\s+@@|\s+[^-+\s])")
 _C_ESCAPES: Final = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _REGULAR_MODES: Final = {"100644": 0o666, "100755": 0o777}
 # Loop turns between two deadline checks: a check costs a clock read, a turn far less.
@@ -491,6 +493,8 @@ class _Hunk:
     new_start: int
     lines: list[tuple[str, str]] = field(default_factory=list)
     """(tag, text): tag ' ', '-' or '+'; text with its line break, unless the file ends without one."""
+    numbered: bool = True
+    """False for a bare `@@` header: the hunk is placed by its lines alone, after the one before it."""
 
 
 @dataclass
@@ -539,6 +543,11 @@ def parse_patch(text: str) -> list[ParsedFile]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if any(line.startswith("@@") and line.endswith("\r") for line in lines):
+        # The whole patch went through CRLF (a Windows editor, a clipboard): git writes a hunk's
+        # header with a bare LF, whatever the file's own line ends. Which the file has, the hunk
+        # is adapted to when it is applied.
+        lines = [line.removesuffix("\r") for line in lines]
     files: list[_FilePatch] = []
     current: _FilePatch | None = None
     index = 0
@@ -655,11 +664,17 @@ def _parse_hunk(lines: list[str], index: int, patch: _FilePatch) -> tuple[_Hunk,
     """
     where = f"{patch.describe()}, hunk {len(patch.hunks) + 1}"
     found = _HUNK_HEADER.match(lines[index])
-    if found is None:
-        raise PatchError(f"{where}: the hunk header is not '@@ -start,count +start,count @@'")
-    old_count = int(found.group(2)) if found.group(2) is not None else 1
-    new_count = int(found.group(4)) if found.group(4) is not None else 1
-    hunk = _Hunk(old_start=int(found.group(1)), old_count=old_count, new_start=int(found.group(3)))
+    if found is not None:
+        old_count = int(found.group(2)) if found.group(2) is not None else 1
+        new_count = int(found.group(4)) if found.group(4) is not None else 1
+        hunk = _Hunk(old_start=int(found.group(1)), old_count=old_count, new_start=int(found.group(3)))
+    elif _BARE_HUNK_HEADER.match(lines[index]):
+        old_count = new_count = 0
+        hunk = _Hunk(old_start=0, old_count=0, new_start=0, numbered=False)
+    else:
+        raise PatchError(
+            f"{where}: the hunk header is not '@@ -start,count +start,count @@' (or a bare '@@')"
+        )
     index += 1
     old_seen = new_seen = 0
     # How many body lines the header's counts cover, once the body has reached them.
@@ -754,12 +769,18 @@ def _strip_prefixes(old: str | None, new: str | None) -> tuple[str | None, str |
 def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str, deadline: Deadline | None = None) -> str:
     """`text` with each hunk applied in order: its lines exactly, at its line or the nearest offset.
 
+    A hunk whose lines end otherwise than the file's (LF lines for a CRLF file, or the other way
+    round) is applied with the file's line ends, where it does not apply as written. A hunk with
+    a bare `@@` header is placed at its first match after the hunk before it.
+
     Raises:
-        PatchError: A hunk's removed and context lines are not in the text.
+        PatchError: A hunk's removed and context lines are not in the text; the message names the
+            first line that differs at the hunk's nearest place, and what the file has there.
         ToolTimeoutError: The deadline passed.
     """
     lines = split_lines(text)
     finder = _HunkFinder(lines, deadline)
+    crlf = _mostly_crlf(lines)
     result: list[str] = []
     cursor = offset = 0
     for number, hunk in enumerate(hunks, start=1):
@@ -767,20 +788,102 @@ def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str, deadline: Deadl
             deadline.check()
         expected = [line for tag, line in hunk.lines if tag != "+"]
         replacement = [line for tag, line in hunk.lines if tag != "-"]
-        # A hunk that removes nothing inserts after line old_start; one that does, starts at it.
-        base = hunk.old_start if not expected else hunk.old_start - 1
-        at = finder.find(expected, base + offset, cursor)
+        if not hunk.numbered:
+            if not expected and lines:
+                raise PatchError(
+                    f"{where}, hunk {number}: a bare '@@' hunk that only adds lines cannot be placed; "
+                    "give it a context line or two, or line numbers (@@ -start,count +start,count @@)"
+                )
+            base = cursor
+        else:
+            # A hunk that removes nothing inserts after line old_start; one that does, starts at it.
+            base = (hunk.old_start if not expected else hunk.old_start - 1) + offset
+        at = finder.find(expected, base, cursor)
         if at is None:
+            adapted = [_line_end(line, crlf) for line in expected]
+            if adapted != expected:
+                at = finder.find(adapted, base, cursor)
+                if at is not None:
+                    expected, replacement = adapted, [_line_end(line, crlf) for line in replacement]
+        if at is None:
+            shown = f"at line {hunk.old_start}" if hunk.numbered else "no line numbers"
             raise PatchError(
-                f"{where}, hunk {number} (at line {hunk.old_start}): its context and removed lines are not "
-                "in the file as the hunk shows them"
+                f"{where}, hunk {number} ({shown}): its context and removed lines are not in the file as the "
+                f"hunk shows them. {_mismatch(lines, expected, base, cursor, deadline)}"
             )
         result += lines[cursor:at]
         result += replacement
         cursor = at + len(expected)
-        offset = at - base
+        if hunk.numbered:
+            offset = at - (hunk.old_start if not expected else hunk.old_start - 1)
     result += lines[cursor:]
     return "".join(result)
+
+
+def _mostly_crlf(lines: list[str]) -> bool:
+    ended = [line for line in lines if line.endswith("\n")]
+    return sum(line.endswith("\r\n") for line in ended) * 2 > len(ended)
+
+
+def _line_end(line: str, crlf: bool) -> str:
+    """`line` with the file's line end: CRLF for a CRLF file, LF otherwise; a last line without one kept."""
+    if not line.endswith("\n"):
+        return line
+    bare = line.removesuffix("\n").removesuffix("\r")
+    return f"{bare}\r\n" if crlf else f"{bare}\n"
+
+
+# A line found this often in the file (a blank, a lone brace) says little about where a hunk goes.
+_COMMON_LINE: Final = 256
+_SHOWN_LINE_CHARS: Final = 120
+
+
+def _mismatch(lines: list[str], expected: list[str], hint: int, low: int, deadline: Deadline | None) -> str:
+    """Where the hunk comes nearest to the file, the first of its lines that differs there, and
+    the file's line in its place."""
+    if not expected:
+        return "It has no context or removed line to place it by."
+    places: defaultdict[str, list[int]] = defaultdict(list)
+    for number, line in enumerate(lines):
+        if deadline is not None and not number % _CHECK_EVERY:
+            deadline.check()
+        places[line.strip()].append(number)
+    votes: Counter[int] = Counter()
+    for row, line in enumerate(expected):
+        found = places.get(line.strip(), [])
+        if len(found) <= _COMMON_LINE:
+            votes.update(place - row for place in found if place - row >= low)
+    if votes:
+        start = min(votes, key=lambda at: (-votes[at], abs(at - hint), at))
+        alike = f"{votes[start]} of its {len(expected)} lines are alike there"
+        place = f"Its nearest place is at line {start + 1} ({alike})"
+    else:
+        start = max(low, min(hint, len(lines) - 1))
+        place = f"None of its lines is in the file; where its header puts it, at line {start + 1}"
+    for row, line in enumerate(expected):
+        at = start + row
+        if at >= len(lines):
+            return (
+                f"{place}, its line {row + 1} ({_shown(line)}) would be line {at + 1}, past the file's end "
+                f"(line {len(lines)})."
+            )
+        if lines[at] != line:
+            if lines[at].rstrip("\r\n") == line.rstrip("\r\n"):
+                why = " Only the line end differs."
+            elif lines[at].split() == line.split():
+                why = " Only whitespace differs: copy the line exactly, indentation included."
+            else:
+                why = ""
+            return (
+                f"{place}; its line {row + 1} ({_shown(line)}) differs from the file's line {at + 1}, which "
+                f"reads {_shown(lines[at])}.{why}"
+            )
+    return f"{place}."
+
+
+def _shown(line: str) -> str:
+    text = repr(line.removesuffix("\n").removesuffix("\r"))
+    return text if len(text) <= _SHOWN_LINE_CHARS else text[:_SHOWN_LINE_CHARS] + "..."
 
 
 class _HunkFinder:
@@ -1112,10 +1215,13 @@ APPLY_PATCH: Final = ToolSpec(
     description=(
         "Apply a unified diff (as git diff or diff -u write it) to project files: modify, create and delete "
         "(/dev/null sides), rename and copy (git headers). Every hunk is checked before anything is written, "
-        "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. "
+        "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. Hunk "
+        "counts are taken from the body, a bare '@@' is placed by its lines after the hunk before it, and "
+        "LF or CRLF lines fit the file's own line ends. "
         "dry_run=true (the server's default when unset) returns the files, hunk counts and the diff as it "
-        "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, and "
-        "changes nothing. Text files only; refuses paths outside the project and protected paths. Prefer it "
+        "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, its "
+        "nearest place, the first line that differs and what the file has there, and changes nothing. "
+        "Text files only; refuses paths outside the project and protected paths. Prefer it "
         "to oct_write_file for changes to part of a file. Needs the user's confirmation."
     ),
     params=ApplyPatchParams,

@@ -100,3 +100,34 @@ async def test_oct_edit_over_stdio(project: Path, config_file: Path) -> None:
     assert results["half"].is_error is True
     assert only_text(results["half"]).startswith("the edit does not apply; nothing was changed.\nedit 2 of 2")
     assert (project / "core.py").read_text() == disk["before the half"]
+
+
+async def test_patches_as_models_write_them_over_stdio(project: Path, config_file: Path) -> None:
+    core = "--- a/core.py\n+++ b/core.py\n"
+    patches = {
+        "counts one short": f"{core}@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n"
+        "+    total = a + b\n+    return total\n",
+        "bare": f"{core}@@\n def sub(a, b):\n-    return a - b\n+    return -(b - a)\n",
+        "no prefixes": "--- win.txt\n+++ win.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n",
+        "crlf": "--- a/core.py\r\n+++ b/core.py\r\n@@ -1 +1 @@\r\n-def add(a, b):\r\n+def plus(a, b):\r\n",
+        "context differs": f"{core}@@ -5,2 +5,2 @@\n def sub(a, b):\n-  return -(b - a)\n+  pass\n",
+    }
+    results: dict[str, types.CallToolResult] = {}
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file), elicitation_callback=Accept()) as client:
+            for name, text in patches.items():
+                results[name] = await client.call_tool("oct_apply_patch", {"patch": text, "dry_run": False})
+
+    for name in ("counts one short", "bare", "no prefixes", "crlf"):
+        assert results[name].is_error is False, (name, only_text(results[name]))
+    assert (project / "core.py").read_text() == (
+        "def plus(a, b):\n    total = a + b\n    return total\n\n\ndef sub(a, b):\n    return -(b - a)\n"
+    )
+    assert (project / "win.txt").read_bytes() == b"one\r\n2\r\nthree\r\n"
+    refused = only_text(results["context differs"])
+    assert results["context differs"].is_error is True
+    assert refused.endswith(
+        "Its nearest place is at line 6 (2 of its 2 lines are alike there); its line 2 "
+        "('  return -(b - a)') differs from the file's line 7, which reads '    return -(b - a)'. Only "
+        "whitespace differs: copy the line exactly, indentation included."
+    )
