@@ -10,6 +10,7 @@ from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
 from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
+from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.search import SEARCH
 
@@ -33,5 +34,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         EDIT,
         WRITE_FILE,
         APPLY_PATCH,
+        MOVE,
+        DELETE,
     )
     return MappingProxyType({spec.name: spec for spec in specs})

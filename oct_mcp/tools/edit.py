@@ -1199,8 +1199,8 @@ WRITE_FILE: Final = ToolSpec(
         "folders. dry_run=true (the server's default when unset) writes nothing and returns the unified diff "
         "the write would make; dry_run=false writes atomically (temporary file, fsync, rename; the file's "
         "mode is kept) and returns the diff it made. Refuses paths outside the project, protected paths "
-        "(.git, CI and agent configs), folders and symlinks leading out. For a small change to a large file "
-        "prefer oct_apply_patch. Needs the user's confirmation."
+        "(.git, CI and agent configs), folders and symlinks leading out. For a change to part of a file "
+        "prefer oct_edit (exact text) or oct_apply_patch (a diff). Needs the user's confirmation."
     ),
     params=WriteFileParams,
     output=WriteFileOutput,
@@ -1221,8 +1221,9 @@ APPLY_PATCH: Final = ToolSpec(
         "dry_run=true (the server's default when unset) returns the files, hunk counts and the diff as it "
         "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, its "
         "nearest place, the first line that differs and what the file has there, and changes nothing. "
-        "Text files only; refuses paths outside the project and protected paths. Prefer it "
-        "to oct_write_file for changes to part of a file. Needs the user's confirmation."
+        "Text files only; refuses paths outside the project and protected paths. Use it for a diff you "
+        "have or changes to several files at once; oct_edit for replacing exact text in one file. Needs the "
+        "user's confirmation."
     ),
     params=ApplyPatchParams,
     output=ApplyPatchOutput,

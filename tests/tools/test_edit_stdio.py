@@ -131,3 +131,52 @@ async def test_patches_as_models_write_them_over_stdio(project: Path, config_fil
         "('  return -(b - a)') differs from the file's line 7, which reads '    return -(b - a)'. Only "
         "whitespace differs: copy the line exactly, indentation included."
     )
+
+
+async def test_move_and_delete_over_stdio_with_their_refusals(project: Path, config_file: Path) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "a.md").write_text("# a\n")
+    (project / "linked").symlink_to(project / "docs")
+    (project / "old.txt").write_text("old\n")
+    calls: dict[str, tuple[str, dict[str, Any]]] = {
+        "move": ("oct_move", {"source": "docs", "destination": "guide"}),
+        "overwrite refused": ("oct_move", {"source": "core.py", "destination": "old.txt"}),
+        "overwrite": ("oct_move", {"source": "win.txt", "destination": "old.txt", "overwrite": True}),
+        "outside": ("oct_move", {"source": "core.py", "destination": "../core.py"}),
+        "protected": ("oct_move", {"source": "core.py", "destination": ".github/workflows/x.yml"}),
+        "through a link": ("oct_move", {"source": "linked/a.md", "destination": "a.md"}),
+        "delete": ("oct_delete", {"path": "old.txt"}),
+        "folder not recursive": ("oct_delete", {"path": "guide"}),
+        "delete protected": ("oct_delete", {"path": ".github", "recursive": True}),
+        "delete a link": ("oct_delete", {"path": "linked"}),
+        "delete outside": ("oct_delete", {"path": "../demo"}),
+        "folder recursive": ("oct_delete", {"path": "guide", "recursive": True}),
+    }
+    results: dict[str, types.CallToolResult] = {}
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file), elicitation_callback=Accept()) as client:
+            for name, (tool, arguments) in calls.items():
+                results[name] = await client.call_tool(tool, {**arguments, "dry_run": False})
+
+    for name in ("move", "overwrite", "delete", "folder recursive"):
+        assert results[name].is_error is False, (name, only_text(results[name]))
+    codes = {
+        name: only_text(result).split("]", 1)[0] + "]"
+        for name, result in results.items()
+        if result.is_error and only_text(result).startswith("[")
+    }
+    assert codes == {
+        "outside": "[path_refused]",
+        "protected": "[policy]",
+        "through a link": "[path_refused]",
+        "delete protected": "[policy]",
+        "delete a link": "[path_refused]",
+        "delete outside": "[path_refused]",
+    }
+    assert "set overwrite=true" in only_text(results["overwrite refused"])
+    assert "set recursive=true" in only_text(results["folder not recursive"])
+    assert not (project / "guide").exists()
+    assert not (project / "old.txt").exists()
+    assert (project / "core.py").read_text() == CORE
+    assert (project / ".github" / "workflows" / "ci.yml").read_text() == "on: push\n"
+    assert (project / "linked").is_symlink()
