@@ -37,8 +37,10 @@ from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
+from oct_mcp.redaction import redact
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.files import split_lines
+from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -394,7 +396,8 @@ def _failed_write(exc: OSError) -> ExecutionError:
 class WriteFileParams(_Params):
     path: ProjectPath = Field(description="File to create or replace, relative to the project root.")
     content: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field(
-        description="The whole new content, UTF-8 text (at most 2 MiB); written exactly as given."
+        description="The whole new content, UTF-8 text (at most 2 MiB); written as given, except that a "
+        "[REDACTED:...] mask left where the file has that secret keeps the secret."
     )
     dry_run: bool | None = Field(
         default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
@@ -418,6 +421,8 @@ class WriteFileOutput(BaseModel):
     removed: int
     diff: str
     diff_cut: bool
+    masked_kept: int = 0
+    """Secrets the content keeps behind the masks the model wrote back; the diff shows the masks."""
 
 
 def write_file(
@@ -436,16 +441,25 @@ def write_file(
     _refuse_git_directory(workspace, [target], "oct_write_file")
     old = _existing(workspace, target)
     relative = workspace.relative(target)
-    new = params.content.encode("utf-8")
+    old_text = None if old is None else old.text
+    # The content is what the model wrote from the file as it read it: a mask it kept stands for
+    # the secret at that place, which stays; the diff shows masks on both sides, never a secret.
+    seen = masked(old_text or "")
+    try:
+        content, kept = unmask(seen, params.content, deadline)
+    except MaskError as exc:
+        return ToolResult(text=f"the write does not apply; nothing was changed.\n{exc}", is_error=True)
+    new = content.encode("utf-8")
     if old is None:
         action: Literal["create", "replace", "unchanged"] = "create"
     else:
         action = "unchanged" if old.data == new else "replace"
-    old_text = None if old is None else old.text
     if old is not None and old_text is None:
         diff = _Diff(f"Binary or non-UTF-8 file {relative} replaced ({len(old.data)} bytes)\n", 0, 0)
     else:
-        diff = unified_diff(old_text, params.content, f"a/{relative}", f"b/{relative}", deadline)
+        shown_new = params.content if kept or not seen.has_secrets else redact(content)[0]
+        shown_old = None if old_text is None else seen.view
+        diff = unified_diff(shown_old, shown_new, f"a/{relative}", f"b/{relative}", deadline)
     if not dry_run and action != "unchanged":
         try:
             _write(workspace, target, new, old, deadline=deadline)
@@ -461,6 +475,7 @@ def write_file(
         removed=diff.removed,
         diff=text,
         diff_cut=cut,
+        masked_kept=kept,
     )
     verb = {"create": "create", "replace": "replace", "unchanged": "leave unchanged"}[action]
     if dry_run:
@@ -470,7 +485,7 @@ def write_file(
     else:
         done = "created" if action == "create" else "replaced"
         head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
-    return ToolResult(text=f"{head}\n{text}".rstrip("\n"), structured=output.model_dump())
+    return ToolResult(text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump())
 
 
 def _plan_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
@@ -1012,6 +1027,10 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         if _existing(workspace, target) is not None:
             raise PatchError(f"{where}: the patch creates it, but it already exists")
         text = apply_hunks("", parsed.hunks, where, deadline)
+        try:
+            unmask(masked(""), text, deadline)
+        except MaskError as exc:
+            raise PatchError(f"{where}: {exc}") from None
         diff = unified_diff(None, text, "", f"b/{workspace.relative(target)}", deadline=deadline)
         return _Planned(parsed, target, None, None, text.encode("utf-8"), diff)
     old_target = _contained(workspace, old_path, parsed)
@@ -1029,14 +1048,24 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
     if existing is None:
         raise PatchError(f"{where}: the file does not exist")
     old_text = _text_of(existing, parsed, old_path)
-    new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+    seen = masked(old_text)
+    if any(carries_masks(line) for hunk in parsed.hunks for _tag, line in hunk.lines):
+        # Written from the file as the model read it: applied to that view, the masks kept put back.
+        new_view = apply_hunks(seen.view, parsed.hunks, where, deadline)
+        try:
+            new_text, _kept = unmask(seen, new_view, deadline)
+        except MaskError as exc:
+            raise PatchError(f"{where}: {exc}") from None
+    else:
+        new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+        new_view = redact(new_text)[0] if seen.has_secrets else new_text
     old_name = f"a/{workspace.relative(source or target)}"
     if parsed.action == "delete":
         if new_text:
             raise PatchError(f"{where}: the patch deletes the file, but its hunks do not remove every line")
-        deleted = unified_diff(old_text, None, old_name, "", deadline)
+        deleted = unified_diff(seen.view, None, old_name, "", deadline)
         return _Planned(parsed, target, None, existing, None, deleted)
-    diff = unified_diff(old_text, new_text, old_name, f"b/{workspace.relative(target)}", deadline)
+    diff = unified_diff(seen.view, new_view, old_name, f"b/{workspace.relative(target)}", deadline)
     return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff)
 
 

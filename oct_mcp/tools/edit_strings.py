@@ -34,6 +34,7 @@ from oct_mcp.tools.edit import (
     _write,
     unified_diff,
 )
+from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
 from oct_mcp.workspace import Workspace
 
 __all__ = ["EDIT", "EditError", "EditOutput", "EditParams", "StringEdit", "apply_edits", "edit_file"]
@@ -96,6 +97,8 @@ class EditOutput(BaseModel):
     removed: int
     diff: str
     diff_cut: bool
+    masked_kept: int = 0
+    """Secrets the new text keeps behind the masks the model wrote back; the diff shows the masks."""
 
 
 class EditError(Exception):
@@ -293,12 +296,16 @@ def edit_file(
     text = old.text
     if text is None:
         return _refused("the file is binary or not UTF-8; only text files are edited")
+    # The edits apply to the file as the model read it, secrets masked; the masks kept go back
+    # to the secrets they stand for, and the diff shows the masks.
+    seen = masked(text)
     try:
-        new_text, counts = apply_edits(text, params.edits, deadline)
-    except EditError as exc:
+        new_view, counts = apply_edits(seen.view, params.edits, deadline)
+        new_text, kept = unmask(seen, new_view, deadline)
+    except (EditError, MaskError) as exc:
         return _refused(str(exc))
     relative = workspace.relative(target)
-    diff: _Diff = unified_diff(text, new_text, f"a/{relative}", f"b/{relative}", deadline)
+    diff: _Diff = unified_diff(seen.view, new_view, f"a/{relative}", f"b/{relative}", deadline)
     changed = new_text != text
     if not dry_run and changed:
         try:
@@ -314,6 +321,7 @@ def edit_file(
         removed=diff.removed,
         diff=shown,
         diff_cut=cut,
+        masked_kept=kept,
     )
     places = sum(counts)
     counted = f"at {places} place(s) (+{diff.added} -{diff.removed})"
@@ -323,7 +331,7 @@ def edit_file(
         head = f"dry run, nothing changed: would edit {relative} {counted}"
     else:
         head = f"edited {relative} {counted}"
-    return ToolResult(text=f"{head}\n{shown}".rstrip("\n"), structured=output.model_dump())
+    return ToolResult(text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"), structured=output.model_dump())
 
 
 def _refused(reason: str) -> ToolResult:

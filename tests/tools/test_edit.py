@@ -102,6 +102,7 @@ def test_write_file_dry_run_returns_the_diff_and_changes_nothing(workspace: Work
         "removed": 1,
         "diff": "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n",
         "diff_cut": False,
+        "masked_kept": 0,
     }
     assert result.text.startswith("dry run, nothing changed: would replace a.txt (+1 -1)\n--- a/a.txt")
 

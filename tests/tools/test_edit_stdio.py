@@ -180,3 +180,61 @@ async def test_move_and_delete_over_stdio_with_their_refusals(project: Path, con
     assert (project / "core.py").read_text() == CORE
     assert (project / ".github" / "workflows" / "ci.yml").read_text() == "on: push\n"
     assert (project / "linked").is_symlink()
+
+
+_SECRET = "django-insecure-9f8d7s6a5d4f3g2h1j0k9l8m7n6b5v4c3x2z1"  # noqa: S105 - a test secret
+_AWS = "AKIAIOSFODNN7EXAMPLE"
+_PASSWORD = "s3cr3tPassw0rd"  # noqa: S105 - a test secret
+_SETTINGS = (
+    f'SECRET_KEY = "{_SECRET}"\nAWS_ACCESS_KEY_ID = "{_AWS}"\n'
+    f'DATABASE_URL = "postgres://admin:{_PASSWORD}@db.example.com:5432/app"\nDEBUG = True\n'
+)
+
+
+async def test_secrets_survive_edits_made_from_what_the_model_read(project: Path, config_file: Path) -> None:
+    settings = project / "settings.py"
+    settings.write_text(_SETTINGS)
+    results: dict[str, types.CallToolResult] = {}
+    disk: dict[str, str] = {}
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file), elicitation_callback=Accept()) as client:
+            read = await client.call_tool("oct_read_file", {"path": "settings.py"})
+            seen = only_text(read)
+            results["other line"] = await client.call_tool(
+                "oct_edit", _edit("settings.py", {"old": "DEBUG = True", "new": "DEBUG = False"})
+            )
+            disk["other line"] = settings.read_text()
+            masked_line = seen.splitlines()[0]
+            results["masked old"] = await client.call_tool(
+                "oct_edit", _edit("settings.py", {"old": masked_line, "new": f"{masked_line}  # rotate"})
+            )
+            disk["masked old"] = settings.read_text()
+            results["write back"] = await client.call_tool(
+                "oct_write_file",
+                {
+                    "path": "settings.py",
+                    "content": seen.replace("DEBUG = True", "DEBUG = 1"),
+                    "dry_run": False,
+                },
+            )
+            disk["write back"] = settings.read_text()
+            moved = "\n".join(seen.splitlines()[::-1]) + "\n"
+            results["moved"] = await client.call_tool(
+                "oct_write_file", {"path": "settings.py", "content": moved, "dry_run": False}
+            )
+            disk["moved"] = settings.read_text()
+
+    assert '"[REDACTED:secret]"' in seen
+    assert _SECRET not in seen
+    for name in ("other line", "masked old", "write back"):
+        assert results[name].is_error is False, (name, only_text(results[name]))
+        for secret in (_SECRET, _AWS, _PASSWORD):
+            assert secret in disk[name], name
+            assert secret not in only_text(results[name])
+    assert disk["masked old"] == _SETTINGS.replace(f'"{_SECRET}"', f'"{_SECRET}"  # rotate').replace(
+        "DEBUG = True", "DEBUG = False"
+    )
+    assert disk["write back"] == _SETTINGS.replace("DEBUG = True", "DEBUG = 1")
+    assert results["moved"].is_error is True
+    assert "has a mask ([REDACTED:...]) where the file has no masked value" in only_text(results["moved"])
+    assert disk["moved"] == disk["write back"]
