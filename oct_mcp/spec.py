@@ -142,6 +142,11 @@ class ToolSpec:
     targets: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     """The paths a call would change that are no path field (a patch names its files inside), for
     the question a human answers before a write; given the validated arguments, may raise."""
+    preview: Callable[[Any, Workspace, Deadline], ToolResult] | None = None
+    """The call run as a dry run, from validated params: what it would change (the diff, secrets
+    masked), computed without writing, so that no one is asked about a change that cannot happen.
+    Raises what the call would raise (a refused path, a protected one); an error result is a call
+    that would not apply (a patch whose hunks are not in the file), with the reason."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
 
     @cached_property

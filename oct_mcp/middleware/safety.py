@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Final, Literal
 
+import anyio
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONFIRM_FIELD, CONFIRMATION_PREFIX, DECLINED_PREFIX, argument_digest
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
+from oct_mcp.deadline import Deadline
 from oct_mcp.display import quote_name
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
 from oct_mcp.spec import Risk, ToolSpec
@@ -163,6 +166,9 @@ class SafetyGate:
                 )
             if args.get(CONFIRM_FIELD) is True:
                 return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
+        refusal = await _refusal_before_asking(spec, params, ctx.workspace, self.config)
+        if refusal is not None:
+            return refusal
         return ConsentRequest(
             tool=ctx.tool,
             digest=digest,
@@ -171,6 +177,21 @@ class SafetyGate:
             ),
             human_required=human_required,
         )
+
+
+async def _refusal_before_asking(
+    spec: ToolSpec, params: BaseModel, workspace: Workspace | None, config: McpConfig
+) -> ToolResult | None:
+    """The call checked and previewed before anyone is asked: why it cannot happen, or None.
+
+    Raises what the tool would raise (a refused or protected path): nobody is asked about a change
+    that cannot be made. The preview runs in a thread under the default time limit, as the tool would.
+    """
+    if spec.preview is None or workspace is None:
+        return None
+    deadline = Deadline(config.timeout_default_seconds)
+    result = await anyio.to_thread.run_sync(partial(spec.preview, params, workspace, deadline))
+    return result if result.is_error else None
 
 
 def _format_confirmation_request(

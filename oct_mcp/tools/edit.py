@@ -40,7 +40,7 @@ from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_
 from oct_mcp.redaction import redact
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.files import split_lines
-from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
+from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, masked_result, unmask
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -486,6 +486,10 @@ def write_file(
         done = "created" if action == "create" else "replaced"
         head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
     return ToolResult(text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump())
+
+
+def _preview_write_file(params: WriteFileParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
+    return masked_result(write_file(workspace, params, dry_run=True, deadline=deadline))
 
 
 def _plan_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
@@ -1215,6 +1219,10 @@ def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
     return names
 
 
+def _preview_apply_patch(params: ApplyPatchParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
+    return masked_result(apply_patch(workspace, params, dry_run=True, deadline=deadline))
+
+
 def _plan_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
     return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
@@ -1235,6 +1243,7 @@ WRITE_FILE: Final = ToolSpec(
     output=WriteFileOutput,
     risk=Risk.WRITE,
     plan=_plan_write_file,
+    preview=_preview_write_file,
     idempotent=True,
 )
 
@@ -1259,5 +1268,6 @@ APPLY_PATCH: Final = ToolSpec(
     risk=Risk.WRITE,
     plan=_plan_apply_patch,
     targets=_patch_targets,
+    preview=_preview_apply_patch,
     idempotent=False,
 )

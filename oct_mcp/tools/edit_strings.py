@@ -34,7 +34,7 @@ from oct_mcp.tools.edit import (
     _write,
     unified_diff,
 )
-from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
+from oct_mcp.tools.masks import MaskError, kept_note, masked, masked_result, unmask
 from oct_mcp.workspace import Workspace
 
 __all__ = ["EDIT", "EditError", "EditOutput", "EditParams", "StringEdit", "apply_edits", "edit_file"]
@@ -338,6 +338,10 @@ def _refused(reason: str) -> ToolResult:
     return ToolResult(text=f"the edit does not apply; nothing was changed.\n{reason}", is_error=True)
 
 
+def _preview_edit(params: EditParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
+    return masked_result(edit_file(workspace, params, dry_run=True, deadline=deadline))
+
+
 def _plan_edit(params: EditParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
     return InProcessPlan(partial(edit_file, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
@@ -362,5 +366,6 @@ EDIT: Final = ToolSpec(
     output=EditOutput,
     risk=Risk.WRITE,
     plan=_plan_edit,
+    preview=_preview_edit,
     idempotent=False,
 )

@@ -35,6 +35,7 @@ from oct_mcp.tools.edit import (
     _refuse_protected,
     unified_diff,
 )
+from oct_mcp.tools.masks import masked_result
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -331,6 +332,14 @@ def _refused(tool: str, reason: str) -> ToolResult:
     return ToolResult(text=f"{tool} refused; nothing was changed: {reason}", is_error=True)
 
 
+def _preview_move(params: MoveParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
+    return masked_result(move_path(workspace, params, dry_run=True, deadline=deadline))
+
+
+def _preview_delete(params: DeleteParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
+    return masked_result(delete_path(workspace, params, dry_run=True, deadline=deadline))
+
+
 def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
     return InProcessPlan(partial(move_path, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
@@ -355,6 +364,7 @@ MOVE: Final = ToolSpec(
     output=MoveOutput,
     risk=Risk.WRITE,
     plan=_plan_move,
+    preview=_preview_move,
     idempotent=False,
 )
 
@@ -371,5 +381,6 @@ DELETE: Final = ToolSpec(
     output=DeleteOutput,
     risk=Risk.WRITE,
     plan=_plan_delete,
+    preview=_preview_delete,
     idempotent=False,
 )

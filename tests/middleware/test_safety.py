@@ -450,3 +450,43 @@ def test_the_question_escapes_what_a_reader_cannot_see(path: str, shown: str) ->
 )
 def test_files_that_configure_code_are_flagged(path: str, flagged: bool) -> None:
     assert configures_code(path) is flagged
+
+
+def _previewing(preview: Any) -> Any:
+    return replace(WRITE_TOOL, preview=preview)
+
+
+def test_a_write_whose_preview_refuses_is_answered_with_the_refusal_and_nobody_is_asked(
+    project: Path,
+) -> None:
+    refusal = ToolResult(text="the patch does not apply; nothing was changed.", is_error=True)
+    ctx = replace(
+        _write_call(project, ASKING_CLIENT), spec=_previewing(lambda params, workspace, deadline: refusal)
+    )
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), ctx, call_next)
+
+    assert outcome == refusal
+    assert call_next.seen == []
+
+
+def test_a_write_whose_preview_raises_is_refused_before_anyone_is_asked(project: Path) -> None:
+    def refuse(params: Any, workspace: Workspace, deadline: Any) -> ToolResult:
+        raise PolicyError("protected")
+
+    ctx = replace(_write_call(project, ASKING_CLIENT), spec=_previewing(refuse))
+
+    with pytest.raises(PolicyError):
+        _run(_gate(McpConfig()), ctx, RecordingNext())
+
+
+def test_a_write_whose_preview_applies_is_put_to_the_human(project: Path) -> None:
+    preview = ToolResult(text="dry run, nothing changed")
+    ctx = replace(
+        _write_call(project, ASKING_CLIENT), spec=_previewing(lambda params, workspace, deadline: preview)
+    )
+
+    outcome = _run(_gate(McpConfig()), ctx, RecordingNext())
+
+    assert isinstance(outcome, ConsentRequest)

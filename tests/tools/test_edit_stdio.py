@@ -238,3 +238,38 @@ async def test_secrets_survive_edits_made_from_what_the_model_read(project: Path
     assert results["moved"].is_error is True
     assert "has a mask ([REDACTED:...]) where the file has no masked value" in only_text(results["moved"])
     assert disk["moved"] == disk["write back"]
+
+
+async def test_a_change_that_cannot_happen_is_refused_before_anyone_is_asked(
+    project: Path, config_file: Path
+) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "a.md").write_text("# a\n")
+    calls: dict[str, tuple[str, dict[str, Any]]] = {
+        "patch": ("oct_apply_patch", {"patch": "--- a/core.py\n+++ b/core.py\n@@ -1 +1 @@\n-nothing\n+x\n"}),
+        "patch to .git": (
+            "oct_apply_patch",
+            {"patch": "--- /dev/null\n+++ b/.git/hooks/pre-push\n@@ -0,0 +1 @@\n+x\n"},
+        ),
+        "edit": ("oct_edit", {"path": "core.py", "edits": [{"old": "nowhere", "new": "x"}]}),
+        "move": ("oct_move", {"source": "core.py", "destination": "win.txt"}),
+        "delete": ("oct_delete", {"path": "docs"}),
+        "write a mask": ("oct_write_file", {"path": "new.py", "content": 'KEY = "[REDACTED:secret]"\n'}),
+    }
+    human = Accept()
+    results: dict[str, types.CallToolResult] = {}
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file), elicitation_callback=human) as client:
+            for name, (tool, arguments) in calls.items():
+                results[name] = await client.call_tool(tool, {**arguments, "dry_run": False})
+            refused = human.asked
+            good = await client.call_tool("oct_edit", _edit("core.py", {"old": "a + b", "new": "b + a"}))
+
+    assert {name: result.is_error for name, result in results.items()} == dict.fromkeys(calls, True)
+    assert only_text(results["patch to .git"]).startswith("[policy] ")
+    assert refused == 0
+    assert good.is_error is False, only_text(good)
+    assert human.asked == 1
+    assert (project / "core.py").read_text() == CORE.replace("a + b", "b + a")
+    assert (project / "docs" / "a.md").exists()
+    assert not (project / "new.py").exists()

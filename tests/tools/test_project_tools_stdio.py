@@ -188,8 +188,8 @@ async def test_writes_to_protected_paths_are_refused(repo: Path, config_file: Pa
     assert written.is_error is True
     assert only_text(written).startswith("[policy] ")
     # The policy layer refuses oct_write_file's path before the human is asked; a patch's paths are
-    # inside its text, which only the tool reads: the human is asked, then the tool refuses.
-    assert human.asked == 1
+    # inside its text, checked when the call is previewed, also before anyone is asked.
+    assert human.asked == 0
     assert patched.is_error is True
     assert only_text(patched).startswith("[policy] ")
     assert "file 1 of the patch" in only_text(patched)
