@@ -964,6 +964,8 @@ class PatchedFile(BaseModel):
     hunks: int
     added: int
     removed: int
+    masked_kept: int = 0
+    """Secrets kept behind the masks the patch's lines carry; the diff shows the masks."""
 
 
 class ApplyPatchOutput(BaseModel):
@@ -988,6 +990,8 @@ class _Planned:
     """What is at `target` now (at the source, for a rename or copy)."""
     new: bytes | None
     diff: _Diff
+    kept: int = 0
+    """Secrets kept behind masks the patch carried."""
 
 
 class ApplyPatchParams(_Params):
@@ -1057,10 +1061,11 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         # Written from the file as the model read it: applied to that view, the masks kept put back.
         new_view = apply_hunks(seen.view, parsed.hunks, where, deadline)
         try:
-            new_text, _kept = unmask(seen, new_view, deadline)
+            new_text, kept = unmask(seen, new_view, deadline)
         except MaskError as exc:
             raise PatchError(f"{where}: {exc}") from None
     else:
+        kept = 0
         new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
         new_view = redact(new_text)[0] if seen.has_secrets else new_text
     old_name = f"a/{workspace.relative(source or target)}"
@@ -1070,7 +1075,7 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         deleted = unified_diff(seen.view, None, old_name, "", deadline)
         return _Planned(parsed, target, None, existing, None, deleted)
     diff = unified_diff(seen.view, new_view, old_name, f"b/{workspace.relative(target)}", deadline)
-    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff)
+    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff, kept)
 
 
 def _modes(old_mode: int | None, executable: bool | None) -> tuple[int | None, int]:
@@ -1177,6 +1182,7 @@ def apply_patch(
             hunks=len(change.parsed.hunks),
             added=change.diff.added,
             removed=change.diff.removed,
+            masked_kept=change.kept,
         )
         for change in planned
     ]
@@ -1191,7 +1197,7 @@ def apply_patch(
     )
     listing = "\n".join(
         f"  {f.action} {f.original_path + ' -> ' if f.original_path else ''}{f.path} "
-        f"({f.hunks} hunk(s), +{f.added} -{f.removed})"
+        f"({f.hunks} hunk(s), +{f.added} -{f.removed}{kept_note(f.masked_kept)})"
         for f in files
     )
     head = (

@@ -35,7 +35,7 @@ from oct_mcp.tools.edit import (
     _refuse_protected,
     unified_diff,
 )
-from oct_mcp.tools.masks import masked_result
+from oct_mcp.tools.masks import masked, masked_result
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -289,7 +289,7 @@ def delete_path(
         if existing is not None and text is None:
             diff_text = f"Binary or non-UTF-8 file {relative} deleted ({len(existing.data)} bytes)\n"
         elif text is not None:
-            diff_text = unified_diff(text, None, f"a/{relative}", "", deadline).text
+            diff_text = unified_diff(masked(text).view, None, f"a/{relative}", "", deadline).text
     if not dry_run:
         _remove(workspace, target, kind, deadline)
     shown, cut = _cut(diff_text)

@@ -411,6 +411,7 @@ def test_apply_patch_dry_run_checks_and_shows_without_writing(workspace: Workspa
                 "hunks": 1,
                 "added": 1,
                 "removed": 1,
+                "masked_kept": 0,
             }
         ],
         "added": 1,

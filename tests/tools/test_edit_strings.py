@@ -176,7 +176,7 @@ def test_the_edit_tool_is_a_destructive_write_that_is_not_idempotent() -> None:
         assert other in EDIT.description
 
 
-_TEXT = st.text(alphabet="ab \t\r\n", max_size=40)
+_TEXT = st.text(alphabet="ab é名 \t\r\n", max_size=40)
 
 
 @st.composite
