@@ -152,6 +152,9 @@ def test_a_patch_whose_context_holds_masks_applies_to_the_secrets_there(workspac
     assert on_disk(workspace) == SETTINGS.replace(f'"{AWS}"', f'"{AWS}"  # read-only key').replace(
         "DEBUG = True", "DEBUG = False"
     )
+    assert "3 masked value(s) kept" in result.text
+    assert result.structured is not None
+    assert result.structured["files"][0]["masked_kept"] == 3
     assert_no_secret(result)
 
 
