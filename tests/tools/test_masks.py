@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from oct_mcp.context import ToolResult
+from oct_mcp.deadline import Deadline
+from oct_mcp.errors import ToolTimeoutError
 from oct_mcp.redaction import redact
 from oct_mcp.tools.edit import ApplyPatchParams, WriteFileParams, apply_patch, write_file
 from oct_mcp.tools.edit_strings import EditParams, edit_file
-from oct_mcp.tools.masks import masked
+from oct_mcp.tools.masks import masked, unmask
 from oct_mcp.workspace import Workspace
 
 SECRET = "django-insecure-9f8d7s6a5d4f3g2h1j0k9l8m7n6b5v4c3x2z1"  # noqa: S105 - a test secret
@@ -175,3 +177,11 @@ def test_a_literal_mask_already_in_a_file_stays_a_literal(workspace: Workspace) 
 
     assert result.is_error is False, result.text
     assert on_disk(workspace) == 'EXAMPLE = "[REDACTED:secret]"\nX = 2\n'
+
+
+def test_comparing_the_views_stops_once_the_deadline_has_passed() -> None:
+    seen = masked(SETTINGS * 200)
+    deadline = Deadline(0.0)
+
+    with pytest.raises(ToolTimeoutError):
+        unmask(seen, seen.view.replace("DEBUG = True", "DEBUG = 1"), deadline)
