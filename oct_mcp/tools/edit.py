@@ -1243,7 +1243,9 @@ WRITE_FILE: Final = ToolSpec(
         "the write would make; dry_run=false writes atomically (temporary file, fsync, rename; the file's "
         "mode is kept) and returns the diff it made. Refuses paths outside the project, protected paths "
         "(.git, CI and agent configs), folders and symlinks leading out. For a change to part of a file "
-        "prefer oct_edit (exact text) or oct_apply_patch (a diff). Needs the user's confirmation."
+        "prefer oct_edit (exact text) or oct_apply_patch (a diff). A [REDACTED:kind] mask left where the "
+        "file has that secret keeps the real value; one moved or added is refused. Needs the user's "
+        "confirmation."
     ),
     params=WriteFileParams,
     output=WriteFileOutput,

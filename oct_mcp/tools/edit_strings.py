@@ -357,8 +357,10 @@ EDIT: Final = ToolSpec(
         "exactly N. Edits apply in order, each to the result of the ones before, all or nothing. A miss "
         "changes nothing and names the nearest candidates' lines, with a character diff of the closest and "
         "whether only whitespace or line endings differ. The file's line endings and final newline are "
-        "kept. Use it for a change to part of a file; oct_write_file to create a file or rewrite most of "
-        "one; oct_apply_patch for a unified diff or changes to several files at once. dry_run=true (the "
+        "kept. A secret read as [REDACTED:kind] can stay in old and new where it is: it matches, and keeps, "
+        "the real value; a mask moved elsewhere is refused. Use it for a change to part of a file; "
+        "oct_write_file to create a file or rewrite most of one; oct_apply_patch for a unified diff or "
+        "changes to several files at once. dry_run=true (the "
         "server's default when unset) returns the diff without writing. Refuses paths outside the project "
         "and protected paths. Needs the user's confirmation."
     ),

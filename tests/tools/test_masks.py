@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
@@ -185,3 +188,22 @@ def test_comparing_the_views_stops_once_the_deadline_has_passed() -> None:
 
     with pytest.raises(ToolTimeoutError):
         unmask(seen, seen.view.replace("DEBUG = True", "DEBUG = 1"), deadline)
+
+
+@given(at=st.integers(0, 5), inserted=st.text(alphabet="abc =#\n", max_size=30))
+def test_a_write_back_of_the_view_with_lines_added_keeps_every_secret(at: int, inserted: str) -> None:
+    lines = VIEW.splitlines(keepends=True)
+    content = "".join([*lines[:at], inserted, *lines[at:]])
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder).resolve()
+        (root / "settings.py").write_text(SETTINGS)
+
+        result = write_file(
+            Workspace(root), WriteFileParams(path="settings.py", content=content), dry_run=False
+        )
+
+        written = (root / "settings.py").read_text()
+    assert result.is_error is False, result.text
+    assert written == "".join(
+        [*SETTINGS.splitlines(keepends=True)[:at], inserted, *SETTINGS.splitlines(keepends=True)[at:]]
+    )
