@@ -1066,7 +1066,13 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
             raise PatchError(f"{where}: {exc}") from None
     else:
         kept = 0
-        new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+        try:
+            new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+        except PatchError:
+            if seen.has_secrets:
+                # Said from the view, which names the file's lines as the model read them: no secret.
+                apply_hunks(seen.view, parsed.hunks, where, deadline)
+            raise
         new_view = redact(new_text)[0] if seen.has_secrets else new_text
     old_name = f"a/{workspace.relative(source or target)}"
     if parsed.action == "delete":

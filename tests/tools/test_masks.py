@@ -207,3 +207,13 @@ def test_a_write_back_of_the_view_with_lines_added_keeps_every_secret(at: int, i
     assert written == "".join(
         [*SETTINGS.splitlines(keepends=True)[:at], inserted, *SETTINGS.splitlines(keepends=True)[at:]]
     )
+
+
+def test_a_patch_that_does_not_apply_names_the_files_line_as_the_model_read_it(workspace: Workspace) -> None:
+    text = "--- a/settings.py\n+++ b/settings.py\n@@ -2,2 +2,2 @@\n SECRET_KEY = 'x'\n-AWS = 1\n+AWS = 2\n"
+
+    result = apply_patch(workspace, ApplyPatchParams(patch=text), dry_run=True)
+
+    assert result.is_error is True
+    assert "which reads 'SECRET_KEY = \"[REDACTED:secret]\"'" in result.text
+    assert_no_secret(result)
