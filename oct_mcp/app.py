@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -11,16 +12,16 @@ from typing import Any, Final
 from oct_mcp.audit import AuditSink
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
-from oct_mcp.consent import Consent, UsedConsents
+from oct_mcp.consent import Consent, SessionGrants, UsedConsents
 from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
-from oct_mcp.errors import OctError
+from oct_mcp.errors import OctError, PathRefusedError
 from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
-from oct_mcp.policy_source import PolicySourceError, fetch_policy
+from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_policy, parse_policy
 from oct_mcp.profiles import Profile, resolve_profile
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
-from oct_mcp.workspace import Workspace, resolve_root
+from oct_mcp.workspace import Workspace, read_at_most, resolve_root
 
 __all__ = ["INTERNAL_ERROR_MESSAGE", "App", "CallFailure", "build_app", "run_call"]
 
@@ -107,7 +108,7 @@ def build_app(
         network_allowed = resolve_profile(loaded.config.profile, loaded.user_profiles).allows_network
         loaded = _apply_policy_source(loaded, loaded.config.policy_source, network_allowed=network_allowed)
     if loaded.config.trust_repo_config:
-        loaded = _apply_repo_config(loaded, workspace.root)
+        loaded = _apply_repo_config(loaded, workspace)
     chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
     catalog = default_catalog() if catalog is None else catalog
     server_files = [str(loaded.path)]
@@ -158,20 +159,51 @@ def _apply_policy_source(loaded: LoadedConfig, source: str, *, network_allowed: 
     return replace(merged, policy_status=f"loaded ({len(document)} fields)")
 
 
-def _apply_repo_config(loaded: LoadedConfig, root: Path) -> LoadedConfig:
+def _apply_repo_config(loaded: LoadedConfig, workspace: Workspace) -> LoadedConfig:
     """Tighten the config with the project's own `.octrc.json` and `debug_config.json`, if present."""
     found: list[str] = []
     for name in REPO_CONFIG_FILES:
         try:
-            document = fetch_policy(str(root / name), network_allowed=False)
-        except PolicySourceError as exc:
-            if (root / name).exists():
-                _log.error("repo_config_failed", file=name, problem=exc.message)
-                found.append(f"{name} (ignored: {exc.message})")
+            document = _read_repo_config(workspace, name)
+        except OctError as exc:
+            _log.error("repo_config_failed", file=name, problem=exc.message)
+            found.append(f"{name} (ignored: {exc.message})")
+            continue
+        if document is None:
             continue
         loaded = tighten_with_repo_config(loaded, document, origin=name)
         found.append(name)
     return replace(loaded, repo_status="read: " + ", ".join(found) if found else "none found in the project")
+
+
+def _read_repo_config(workspace: Workspace, name: str) -> dict[str, Any] | None:
+    """A repo config file, opened as any project file is: no link, a regular file, size capped.
+
+    The repository chooses what the name is: a link to `/dev/stdin` would have the server read its
+    own protocol stream, a FIFO would block the start-up.
+
+    Returns:
+        The document; None when there is no such file.
+
+    Raises:
+        OctError: The file is a link, not a regular file, too large, or not a JSON object.
+    """
+    try:
+        info = os.lstat(workspace.root / name)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PathRefusedError("the file cannot be opened safely") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise PathRefusedError("the file is a symbolic link; repo config must be a regular file")
+    fd = workspace.open_regular_file(name)
+    try:
+        data = read_at_most(fd, MAX_POLICY_BYTES, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicySourceError(f"the file is larger than {MAX_POLICY_BYTES} bytes")
+    return parse_policy(data)
 
 
 async def run_call(
@@ -183,6 +215,7 @@ async def run_call(
     consent: Consent | None = None,
     progress: ProgressReporter | None = None,
     forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
+    session_grants: SessionGrants | None = None,
 ) -> Outcome | CallFailure:
     """Run one call through the chain; every error becomes a CallFailure.
 
@@ -199,6 +232,7 @@ async def run_call(
         consent=consent,
         progress=progress,
         forward=forward,
+        session_grants=session_grants,
     )
     _log.debug("call_start", call_id=ctx.call_id, tool=tool, transport=client.transport)
     if is_deep_trace():

@@ -17,6 +17,7 @@ from oct_mcp import __version__
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.tools.programs import find_program
+from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root
 
 if TYPE_CHECKING:
     from oct_mcp.app import App
@@ -27,6 +28,8 @@ __all__ = ["main"]
 EXIT_OK: Final = 0
 EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_BROAD_ROOT: Final = 3
+"""The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
 COMMANDS: Final = ("serve", "doctor", "call", "audit")
 TAIL_DEFAULT: Final = 20
 
@@ -36,9 +39,15 @@ _log = get_logger(__name__)
 def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--project-root",
-        default=".",
         metavar="PATH",
-        help="the project the server works on (default: the current directory)",
+        help="the project the server works on (default: the current directory, unless it is too broad)",
+    )
+    parser.add_argument(
+        "--allow-broad-root",
+        action="store_true",
+        help="serve a root that is /, the home folder, a folder above it, or one holding "
+        + ", ".join(KEY_HOLDERS)
+        + " (refused otherwise: the tools would reach the user's keys and settings)",
     )
     parser.add_argument(
         "--profile", metavar="NAME", help="security profile: default, strict, airgapped, or your own"
@@ -111,12 +120,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "audit":
         return _audit(args.action, args.path, args.config, getattr(args, "count", TAIL_DEFAULT))
 
+    project_root = "." if args.project_root is None else args.project_root
+    if command in ("serve", "call") and not args.allow_broad_root:
+        refusal = _broad_root_refusal(project_root, given=args.project_root is not None)
+        if refusal is not None:
+            print(refusal, file=sys.stderr)
+            return EXIT_BROAD_ROOT
+
     # Imported after diagnostics are set up: loading the config logs through them.
     from oct_mcp.app import build_app
 
     try:
         app = build_app(
-            args.project_root,
+            project_root,
             profile=args.profile,
             config_path=args.config,
             serve_metrics_endpoint=command == "serve",
@@ -138,6 +154,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
     anyio.run(serve_stdio, app)
     return EXIT_OK
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry: the other rules still hold
+        return None
+
+
+def _broad_root_refusal(project_root: str, *, given: bool) -> str | None:
+    """The message that refuses a root too broad to serve, or None when the root may be served."""
+    try:
+        root = resolve_root(project_root)
+    except NotADirectoryError:
+        return None  # build_app says so, with its own message
+    problem = broad_root_problem(root, _home())
+    if problem is None:
+        return None
+    where = "" if given else " (no --project-root was given, so it is the current directory)"
+    return (
+        f"oct-mcp: refusing to serve: {problem}{where}; its tools would reach the user's keys and "
+        "settings. Pass --project-root with the path of your project, or --allow-broad-root to "
+        "serve it anyway."
+    )
 
 
 def _audit(action: str, path: Path | None, config_path: Path | None, count: int) -> int:
@@ -206,7 +246,9 @@ def print_doctor(app: App, out: TextIO) -> None:
     config = loaded.config
     write = out.write
     write(f"oct-mcp {__version__} (Python {sys.version.split()[0]}, {sys.platform})\n")
-    write(f"project root: {app.workspace.root}\n")
+    broad = broad_root_problem(app.workspace.root, _home())
+    caveat = "" if broad is None else f" ({broad}: served only with --allow-broad-root)"
+    write(f"project root: {app.workspace.root}{caveat}\n")
     write(f"config file: {loaded.path} ({loaded.file_status})\n")
     write(f"policy source: {loaded.policy_status}\n")
     write(f"repo config: {loaded.repo_status}\n\n")

@@ -29,6 +29,7 @@ __all__ = [
     "RefusedError",
     "SafeModeError",
     "SandboxUnavailableError",
+    "TargetChangedError",
     "ToolTimeoutError",
     "ToolUnavailableError",
     "UnknownToolError",
@@ -122,6 +123,12 @@ class ConsentReplayedError(RefusedError):
     """A human's answer came back with a sealed consent state that was already used once."""
 
     code = "consent_replayed"
+
+
+class TargetChangedError(RefusedError):
+    """A file the human's consent was given for changed on disk after the preview they were shown."""
+
+    code = "target_changed"
 
 
 @dataclass(frozen=True, slots=True)

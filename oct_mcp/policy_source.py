@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -13,8 +14,9 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from oct_mcp.errors import ConfigError
+from oct_mcp.workspace import read_at_most
 
-__all__ = ["MAX_POLICY_BYTES", "POLICY_TIMEOUT_SECONDS", "PolicySourceError", "fetch_policy"]
+__all__ = ["MAX_POLICY_BYTES", "POLICY_TIMEOUT_SECONDS", "PolicySourceError", "fetch_policy", "parse_policy"]
 
 MAX_POLICY_BYTES: Final = 1_048_576
 POLICY_TIMEOUT_SECONDS: Final = 10.0
@@ -60,6 +62,15 @@ def fetch_policy(source: str, *, network_allowed: bool) -> dict[str, Any]:
         raise PolicySourceError("policy_source must be a local path or an https:// URL")
     else:
         data = _read_local(Path(os.path.expanduser(source)))
+    return parse_policy(data)
+
+
+def parse_policy(data: bytes) -> dict[str, Any]:
+    """Parse a policy or config document: a JSON object of config fields.
+
+    Raises:
+        PolicySourceError: It is not valid JSON, or not an object.
+    """
     try:
         document = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -70,11 +81,21 @@ def fetch_policy(source: str, *, network_allowed: bool) -> dict[str, Any]:
 
 
 def _read_local(path: Path) -> bytes:
+    # O_NONBLOCK and a regular file only: a FIFO or a device (`/dev/stdin`) would block the
+    # start-up for ever, or read the server's own protocol stream.
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_POLICY_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise PolicySourceError(f"the policy file cannot be read ({type(exc).__name__})") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PolicySourceError("the policy file is not a regular file")
+        os.set_blocking(fd, True)
+        data = read_at_most(fd, MAX_POLICY_BYTES, os.fstat(fd).st_size)
+    except OSError as exc:
+        raise PolicySourceError(f"the policy file cannot be read ({type(exc).__name__})") from exc
+    finally:
+        os.close(fd)
     if len(data) > MAX_POLICY_BYTES:
         raise PolicySourceError(f"the policy is larger than {MAX_POLICY_BYTES} bytes")
     return data

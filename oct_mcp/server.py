@@ -27,15 +27,18 @@ from pydantic import TypeAdapter
 from oct_mcp import __version__
 from oct_mcp.app import App, CallFailure, run_call
 from oct_mcp.consent import (
-    CONSENT_FORM_SCHEMA,
     CONSENT_META_KEY,
     CONSENT_STATE_TTL_SECONDS,
+    SESSION_GRANT_FIELD,
     Consent,
+    SessionGrants,
     UsedConsents,
+    consent_form_schema,
     unmistakable_output,
 )
 from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger
+from oct_mcp.preview import TargetState
 from oct_mcp.spec import ToolSpec
 
 __all__ = [
@@ -93,13 +96,13 @@ def _tool_listing(spec: ToolSpec) -> types.Tool:
     )
 
 
-def client_info(ctx: RequestFacts, transport: str) -> ClientInfo:
+def client_info(ctx: RequestFacts, transport: str, client_id: str | None = None) -> ClientInfo:
     client_params = getattr(ctx.session, "client_params", None)
     implementation = getattr(client_params, "client_info", None)
     capabilities = getattr(client_params, "capabilities", None)
     return ClientInfo(
         # One stdio server serves exactly one client; an in-memory server, one in-process caller.
-        client_id=transport,
+        client_id=client_id or transport,
         transport=transport,
         name=getattr(implementation, "name", None),
         version=getattr(implementation, "version", None),
@@ -119,7 +122,12 @@ def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:
         # The seed's sentinel. Marked as an error: the tool did not run, and a tool with an output
         # schema owes structured content on every result that is not one. The `_meta` entry says
         # so structurally, where no tool's output can reach.
-        consent = {"tool": outcome.tool, "digest": outcome.digest, "human_required": outcome.human_required}
+        consent = {
+            "tool": outcome.tool,
+            "digest": outcome.digest,
+            "human_required": outcome.human_required,
+            "preview_digest": None if outcome.preview is None else outcome.preview.digest(),
+        }
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.message)],
             is_error=True,
@@ -142,6 +150,9 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
         transport: How clients reach this server (`stdio` or `memory`); identifies the client.
     """
     listing = types.ListToolsResult(tools=[_tool_listing(spec) for spec in app.visible_tools()])
+    # One server serves one client session (stdio: this process; memory: this server object):
+    # what its human allowed for the session lives and dies with it.
+    grants = SessionGrants()
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -151,7 +162,7 @@ def build_server(app: App, *, transport: str = "stdio") -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        return await call_with_consent(app, params, ctx, transport)
+        return await call_with_consent(app, params, ctx, transport, session_grants=grants)
 
     server = Server(
         SERVER_NAME,
@@ -177,6 +188,8 @@ async def call_with_consent(
     transport: str,
     *,
     forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
+    client_id: str | None = None,
+    session_grants: SessionGrants | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Run a tools/call through the chain, asking the human through the client where consent is due.
 
@@ -190,13 +203,24 @@ async def call_with_consent(
         request: The SDK's (or FastMCP's) request context.
         transport: How the client reached the server, to identify it.
         forward: An embedding host's own handler, the chain's endpoint.
+        client_id: Who the caller is, where a transport serves many (an embedding host's
+            sessions); the transport's name otherwise.
+        session_grants: What the human allowed for the rest of this client session; None where the
+            transport cannot tell one client session from another (no grant is offered then).
     """
-    client = client_info(request, transport)
+    client = client_info(request, transport, client_id)
     arguments = params.arguments or {}
     progress = progress_reporter(request)
     consent = consent_from_retry(params, app.used_consents)
     outcome = await run_call(
-        app, params.name, arguments, client, consent=consent, progress=progress, forward=forward
+        app,
+        params.name,
+        arguments,
+        client,
+        consent=consent,
+        progress=progress,
+        forward=forward,
+        session_grants=session_grants,
     )
     if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
         return to_call_tool_result(outcome)
@@ -204,7 +228,14 @@ async def call_with_consent(
         return input_required(outcome)
     consent = await elicit_consent(request, outcome)
     outcome = await run_call(
-        app, params.name, arguments, client, consent=consent, progress=progress, forward=forward
+        app,
+        params.name,
+        arguments,
+        client,
+        consent=consent,
+        progress=progress,
+        forward=forward,
+        session_grants=session_grants,
     )
     return to_call_tool_result(outcome)
 
@@ -226,16 +257,24 @@ def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:
 
 
 def input_required(request: ConsentRequest) -> types.InputRequiredResult:
-    form = types.ElicitRequestFormParams(message=request.message, requested_schema=CONSENT_FORM_SCHEMA)
-    # Our own binding inside the sealed state: the gate accepts the answer only for this tool and digest.
+    form = types.ElicitRequestFormParams(
+        message=request.question or request.message,
+        requested_schema=consent_form_schema(request.tool, request.grant_folders),
+    )
+    # Our own binding inside the sealed state: the gate accepts the answer only for this tool and digest,
+    # and the sandbox runs it only on the target contents the preview was made from.
     # The nonce makes the answer single use (UsedConsents); the expiry says how long to remember it.
+    preview = request.preview
     state = json.dumps(
         {
-            "v": 2,
+            "v": 3,
             "tool": request.tool,
             "digest": request.digest,
             "nonce": secrets.token_hex(16),
             "expires": time.time() + CONSENT_STATE_TTL_SECONDS,
+            "preview": None if preview is None else preview.digest(),
+            "targets": None if preview is None else [[t.path, t.digest] for t in preview.targets],
+            "grant": list(request.grant_folders),
         }
     )
     return types.InputRequiredResult(
@@ -256,34 +295,64 @@ def consent_from_retry(params: types.CallToolRequestParams, used: UsedConsents) 
         state = json.loads(params.request_state)
     except ValueError:
         return None
-    if not isinstance(state, dict) or state.get("v") != 2:
+    if not isinstance(state, dict) or state.get("v") != 3:
         return None
     nonce, expires = state.get("nonce"), state.get("expires")
     if not isinstance(nonce, str) or not isinstance(expires, int | float):
         return None
+    targets = _targets_of(state.get("targets"))
+    offered = tuple(str(folder) for folder in state.get("grant") or ())
+    preview = state.get("preview")
     return Consent(
         tool=str(state.get("tool")),
         digest=str(state.get("digest")),
         approved=_approves(answer),
         replayed=not used.claim(nonce, float(expires)),
+        targets=targets,
+        preview_digest=preview if isinstance(preview, str) else None,
+        grant_folders=offered if _grants_session(answer) else (),
+    )
+
+
+def _targets_of(raw: object) -> tuple[TargetState, ...] | None:
+    if not isinstance(raw, list):
+        return None
+    return tuple(
+        TargetState(path=str(item[0]), digest=str(item[1])) for item in raw if isinstance(item, list)
     )
 
 
 async def elicit_consent(ctx: RequestFacts, request: ConsentRequest) -> Consent:
     """Ask the human through a handshake-era client's elicitation, during the call."""
+    preview = request.preview
+    targets = None if preview is None else preview.targets
+    preview_digest = None if preview is None else preview.digest()
     try:
         answer = await ctx.session.elicit_form(
-            request.message, CONSENT_FORM_SCHEMA, related_request_id=ctx.request_id
+            request.question or request.message,
+            consent_form_schema(request.tool, request.grant_folders),
+            related_request_id=ctx.request_id,
         )
     except MCPError as exc:
         # No answer is a no: nothing runs without one. (NoBackChannelError is an MCPError.)
         _log.warning("consent_elicitation_failed", tool=request.tool, problem=type(exc).__name__)
         return Consent(tool=request.tool, digest=request.digest, approved=False)
-    return Consent(tool=request.tool, digest=request.digest, approved=_approves(answer))
+    return Consent(
+        tool=request.tool,
+        digest=request.digest,
+        approved=_approves(answer),
+        targets=targets,
+        preview_digest=preview_digest,
+        grant_folders=request.grant_folders if _grants_session(answer) else (),
+    )
 
 
 def _approves(answer: types.ElicitResult) -> bool:
     return answer.action == "accept" and (answer.content or {}).get("approve") is True
+
+
+def _grants_session(answer: types.ElicitResult) -> bool:
+    return _approves(answer) and (answer.content or {}).get(SESSION_GRANT_FIELD) is True
 
 
 async def serve_stdio(app: App) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, StringConstraints
 
 from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
+from oct_mcp.preview import TargetState
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -60,6 +61,9 @@ class ToolEnv:
     """The safety gate's decision: a tool that can change files must not."""
     deadline: Deadline = field(default_factory=Deadline.unlimited)
     """An in-process plan checks it in its loops and claims it before it writes (`begin_writing`)."""
+    approved_targets: tuple[TargetState, ...] | None = None
+    """The files a human approved the change of, as the preview saw them (the sandbox has checked
+    they are unchanged); a tool whose run could reach further keeps to these."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +143,14 @@ class ToolSpec:
     open_world: bool = False
     program: str | None = None
     """The program the tool runs (found in the project's venv, then PATH); None: it runs in-process."""
+    preview: Callable[[Any, ToolEnv], Plan] | None = None
+    """Builds the plan of a dry run whose result carries a `Preview` (files, diff, each target's
+    digest), or is an error saying why the call cannot run: what a human is shown before a write.
+    Like `plan`, given validated params and does no I/O itself; the sandbox runs it as it runs
+    `plan`. A tool without one is asked about by its path fields and `targets` alone."""
     targets: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     """The paths a call would change that are no path field (a patch names its files inside), for
     the question a human answers before a write; given the validated arguments, may raise."""
-    preview: Callable[[Any, Workspace, Deadline], ToolResult] | None = None
-    """The call run as a dry run, from validated params: what it would change (the diff, secrets
-    masked), computed without writing, so that no one is asked about a change that cannot happen.
-    Raises what the call would raise (a refused path, a protected one); an error result is a call
-    that would not apply (a patch whose hunks are not in the file), with the reason."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
 
     @cached_property

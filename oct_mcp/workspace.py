@@ -13,7 +13,16 @@ from typing import Final
 from oct_mcp.display import has_format_characters
 from oct_mcp.errors import NotFoundError, PathRefusedError
 
-__all__ = ["NO_FORMAT_CHARACTERS", "Workspace", "contain", "contain_text", "read_at_most", "resolve_root"]
+__all__ = [
+    "KEY_HOLDERS",
+    "NO_FORMAT_CHARACTERS",
+    "Workspace",
+    "broad_root_problem",
+    "contain",
+    "contain_text",
+    "read_at_most",
+    "resolve_root",
+]
 
 _WINDOWS_DRIVE: Final = re.compile(r"^[A-Za-z]:")
 # Unicode's Cc (C0, DEL, C1 controls) and Cs (lone surrogates, which no file name can hold).
@@ -37,6 +46,37 @@ def resolve_root(root: str | os.PathLike[str]) -> Path:
     if not resolved.is_dir():
         raise NotADirectoryError(f"project root {str(root)!r} is not an existing directory")
     return resolved
+
+
+KEY_HOLDERS: Final = (".ssh", ".gnupg", ".aws", ".gitconfig")
+"""Names whose presence says a folder is a home, not a project: a root there exposes keys and settings."""
+
+
+def broad_root_problem(root: Path, home: Path | None) -> str | None:
+    """Why `root` is too broad to serve as a project root, or None when it is a project's folder.
+
+    Too broad: `/`, the home folder or any folder above it, and any folder that holds one of
+    KEY_HOLDERS. MCP hosts often start servers in `/` or the home folder; a root there lets read
+    tools read `~/.ssh` and write tools change `~/.gitconfig`.
+
+    Args:
+        root: The resolved project root.
+        home: The user's home folder; None where it cannot be told.
+
+    Returns:
+        What is wrong, as a phrase safe to show (no path), or None.
+    """
+    if root == Path(root.anchor):
+        return "the project root is the file system's root"
+    resolved_home = home.resolve() if home is not None else None
+    if root == resolved_home:
+        return "the project root is the home folder"
+    if resolved_home is not None and root in resolved_home.parents:
+        return "the project root holds the home folder"
+    for name in KEY_HOLDERS:
+        if os.path.lexists(root / name):
+            return f"the project root holds {name}, so it is a home folder rather than a project"
+    return None
 
 
 def contain(path: str, root: Path) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from optional import usable_backend
 
 # CI runs derandomised, so a red run can be reproduced from its log alone.
 settings.register_profile(
@@ -15,6 +16,28 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+_CONFINING_BACKENDS = frozenset({"bubblewrap", "landlock"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs_backend(name): the test runs that sandbox backend for real")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that runs bubblewrap or landlock, by a marker or by a parameter naming it (alone or as a
+    config's `sandbox_backend`), skips where that backend does not work here, or fails under
+    OCT_MCP_TESTS_REQUIRE_ALL (tests/optional.py)."""
+    names = {marker.args[0] for marker in item.iter_markers("needs_backend")}
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec is not None else ():
+        if isinstance(value, dict):
+            value = value.get("sandbox_backend")
+        if isinstance(value, str) and value in _CONFINING_BACKENDS:
+            names.add(value)
+    for name in sorted(names):
+        usable_backend(name)
 
 
 @pytest.fixture(scope="session", autouse=True)

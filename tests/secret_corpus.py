@@ -103,6 +103,16 @@ def _pem(kind_word: str, sep: str = "\n") -> tuple[Piece, ...]:
     )
 
 
+def _key_body(sep: str, width: int = 64) -> tuple[Piece, ...]:
+    """A private key's body without its armour: what a range of lines or a diff hunk shows."""
+    return (
+        Lines(Chars(B64, width, width), sep, 3, 24),
+        sep,
+        Chars(B64, 8, width - 4),
+        OneOf(("", "=", "==")),
+    )
+
+
 # Where a field-named secret is met: .env, shell, YAML, JSON, INI, Python, TOML, XML, k8s.
 def _field_contexts(*names: str) -> tuple[str, ...]:
     contexts: list[str] = []
@@ -251,6 +261,39 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("pkcs8_private_key", "private_key", _pem("")),
     Format("openssh_private_key", "private_key", _pem("OPENSSH ")),
     Format("encrypted_private_key", "private_key", _pem("ENCRYPTED ")),
+    Format(
+        "private_key_body",
+        "private_key",
+        _key_body("\n"),
+        ("{}", "lines 2-27 of id_rsa:\n{}\n", "{}\n-----END RSA PRIVATE KEY-----", "-- \n{}\n\n"),
+    ),
+    Format("openssh_private_key_body", "private_key", _key_body("\n", 70), ("{}", "{}\n-----END OPENSSH")),
+    Format("private_key_body_in_a_diff", "private_key", _key_body("\n+"), ("@@ -1,27 +1,27 @@\n+{}\n ok",)),
+    Format(
+        "private_key_body_in_yaml",
+        "private_key",
+        _key_body("\n    "),
+        ("tls:\n  key: |\n    {}\n  cert: ./c",),
+    ),
+    Format(
+        "passphrase_field",
+        "password",
+        (Lines(Chars(string.ascii_lowercase, 4, 9), " ", 3, 6),),
+        (
+            'password: "{}"',
+            'PASSPHRASE="{}"',
+            '{{"passphrase": "{}", "port": 5432}}',
+            "    passphrase = '{}'",
+            "  passphrase: {}",
+            "ssh_key_passphrase: {}\nnext: 1",
+        ),
+    ),
+    Format(
+        "password_with_separators",
+        "password",
+        (Chars(B62, 1, 1), Chars(PASSWORD_CHARS + "&,|", 6, 22), Chars(string.digits, 1, 1)),
+        ("DB_PASSWORD={}", "  password: {}", "password = {}", "passwd={}\nuser=app", "    db_password: {}"),
+    ),
     Format(
         "url_password",
         "url_password",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from oct_mcp.backends.cgroups import delegated_cgroup
-from oct_mcp.cli import EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
+from oct_mcp.cli import EXIT_BROAD_ROOT, EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -311,3 +312,58 @@ def test_doctor_warns_when_unconfined_project_code_is_allowed(
     _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
 
     assert "WARNING: allow_unconfined_project_code is on" in out
+
+
+def _serve(cwd: Path, config_file: Path, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    """`python -m oct_mcp` started in `cwd`, as a host would, with stdin closed at once."""
+    command = [sys.executable, "-m", "oct_mcp", "--config", str(config_file), *extra]
+    return subprocess.run(command, cwd=cwd, input=b"", capture_output=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("where", ["root", "home", "above home", "holds .ssh", "holds .gitconfig"])
+def test_serving_a_broad_folder_as_the_root_is_refused_with_exit_code_3(
+    where: str, isolated_home: Path, tmp_path: Path, config_file: Path
+) -> None:
+    folders = {
+        "root": Path("/"),
+        "home": isolated_home,
+        "above home": isolated_home.parent,
+        "holds .ssh": tmp_path / "user",
+        "holds .gitconfig": tmp_path / "other",
+    }
+    (tmp_path / "user" / ".ssh").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / ".gitconfig").write_text("[user]\n\tname = x\n")
+
+    implicit = _serve(folders[where], config_file)
+    explicit = _serve(tmp_path, config_file, "--project-root", str(folders[where]))
+
+    assert (implicit.returncode, implicit.stdout) == (EXIT_BROAD_ROOT, b"")
+    assert (explicit.returncode, explicit.stdout) == (EXIT_BROAD_ROOT, b"")
+    assert b"refusing to serve" in implicit.stderr
+    assert b"no --project-root was given" in implicit.stderr
+    assert b"--allow-broad-root" in explicit.stderr
+
+
+def test_allow_broad_root_serves_the_home_folder(isolated_home: Path, config_file: Path) -> None:
+    served = _serve(isolated_home, config_file, "--allow-broad-root")
+
+    assert (served.returncode, served.stdout) == (EXIT_OK, b"")
+
+
+def test_a_project_folder_is_served_from_its_own_working_directory(project: Path, config_file: Path) -> None:
+    served = _serve(project, config_file)
+
+    assert (served.returncode, served.stdout) == (EXIT_OK, b"")
+
+
+def test_call_refuses_the_home_folder_but_doctor_describes_it(
+    isolated_home: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(isolated_home)
+    call = _run(capsys, "call", "oct_list_files", "--project-root", root, "--config", str(config_file))
+    doctor = _run(capsys, "doctor", "--project-root", root, "--config", str(config_file))
+
+    assert call[0] == EXIT_BROAD_ROOT
+    assert doctor[0] == EXIT_OK
+    assert "the project root is the home folder: served only with --allow-broad-root" in doctor[1]

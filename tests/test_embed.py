@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -11,9 +12,11 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 from oct_mcp.audit.verify import verify_chain
-from oct_mcp.embed import guard
+from oct_mcp.embed import BINARY_DROPPED_NOTE, guard
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 
@@ -183,3 +186,99 @@ async def test_the_example_server_runs_guarded_over_stdio(project: Path, config:
     assert listed == ["delete_note", "read_file", "read_note"]
     assert _text(read) == "ship it"
     assert _text(escape).startswith("[path_refused] ")
+
+
+def _resource_host(project: Path) -> MCPServer:
+    """A host whose read tool answers with an embedded resource, a resource link and an image."""
+    server = MCPServer("resources")
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def fetch() -> list[types.ContentBlock]:
+        """Fetch a document."""
+        return [
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(
+                    uri=f"file://{project}/notes.txt?token={SECRET}", text=f"deploy with token {SECRET}"
+                ),
+                _meta={"fetched-with": SECRET},
+            ),
+            types.ResourceLink(
+                type="resource_link", name=f"notes-{SECRET}", uri=f"file://{project}/notes.txt"
+            ),
+            types.ImageContent(
+                type="image", data=base64.b64encode(SECRET.encode()).decode(), mime_type="image/png"
+            ),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri="file:///blob.bin", blob=base64.b64encode(b"\x00").decode()
+                ),
+            ),
+        ]
+
+    return server
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_every_string_of_a_resource_result_is_redacted_and_binary_items_are_left_out(
+    project: Path, config: Path, mode: Any
+) -> None:
+    server = _resource_host(project)
+    guard(server, project_root=project, config_path=config, environ={})
+    with anyio.fail_after(20):
+        async with Client(server, mode=mode) as client:
+            result = await client.call_tool("fetch", {})
+
+    wire = json.dumps([item.model_dump(by_alias=True, exclude_none=True) for item in result.content])
+    assert SECRET not in wire
+    assert str(project) not in wire
+    assert [item.type for item in result.content] == ["text", "resource", "resource_link"]
+    assert _text(result) == BINARY_DROPPED_NOTE.format(count=2)
+    resource = result.content[1]
+    assert isinstance(resource, types.EmbeddedResource)
+    assert isinstance(resource.resource, types.TextResourceContents)
+    assert resource.resource.text == "deploy with token [REDACTED:github_token]"
+    assert resource.resource.uri == "file://<project>/notes.txt?token=[REDACTED:github_token]"
+    assert resource.meta == {"fetched-with": "[REDACTED:github_token]"}
+
+
+async def test_binary_items_pass_when_the_host_opts_in_and_their_text_is_still_redacted(
+    project: Path, config: Path
+) -> None:
+    server = _resource_host(project)
+    guard(server, project_root=project, config_path=config, environ={}, keep_binary_content=True)
+    with anyio.fail_after(20):
+        async with Client(server) as client:
+            result = await client.call_tool("fetch", {})
+
+    assert [item.type for item in result.content] == [
+        "text",
+        "resource",
+        "resource_link",
+        "image",
+        "resource",
+    ]
+    image = result.content[3]
+    assert isinstance(image, types.ImageContent)
+    assert base64.b64decode(image.data) == SECRET.encode()
+    assert SECRET not in json.dumps([item.model_dump(by_alias=True) for item in result.content[:3]])
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_two_clients_of_one_guarded_host_have_their_own_rate_limit_windows(
+    project: Path, tmp_path: Path, notes: dict[str, str], audit_log: Path, mode: Any
+) -> None:
+    config = tmp_path / "two-calls.json"
+    config.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 2}))
+    server = _guarded(project, config, notes)
+    with anyio.fail_after(20):
+        async with Client(server, mode=mode) as first, Client(server, mode=mode) as second:
+            by_first = [await first.call_tool("read_note", {"name": "todo"}) for _ in range(3)]
+            by_second = await second.call_tool("read_note", {"name": "todo"})
+
+    assert [result.is_error for result in by_first] == [False, False, True]
+    assert _text(by_first[2]).startswith("[rate_limited] ")
+    assert (by_second.is_error, _text(by_second)) == (False, "ship it")
+    clients = [json.loads(line)["client"]["id"] for line in audit_log.read_text().splitlines()]
+    assert len(set(clients)) == 2

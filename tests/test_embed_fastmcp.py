@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from fastmcp import Client
+from fastmcp import Client, FastMCP
 
+from oct_mcp.embed import BINARY_DROPPED_NOTE
 from oct_mcp.embed.fastmcp import guard_fastmcp
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
@@ -78,7 +80,8 @@ async def test_a_destructive_tool_runs_only_on_the_humans_accept(
             result = await client.call_tool("delete_note", {"name": "todo"}, raise_on_error=False)
 
     assert len(asked) == 1
-    assert asked[0].startswith("[oct-mcp requires_confirmation] delete_note")
+    assert asked[0].startswith("delete_note")
+    assert "confirm=true" not in asked[0]
     assert ("todo" not in notes) is approve
     assert result.is_error is not approve
 
@@ -95,3 +98,33 @@ async def test_a_path_argument_is_contained_and_every_call_audited(
     assert _text(escape).startswith("[path_refused] ")
     records = [json.loads(line) for line in audit_log.read_text().splitlines()]
     assert [(r["tool"], r["outcome"]) for r in records] == [("read_file", "refused")]
+
+
+async def test_an_embedded_resources_text_and_uri_are_redacted_and_an_image_is_left_out(
+    project: Path, config: Path
+) -> None:
+    server: FastMCP[Any] = FastMCP("resources")
+
+    @server.tool(annotations={"readOnlyHint": True})
+    def fetch() -> list[types.ContentBlock]:
+        """Fetch a document."""
+        return [
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(uri=f"file://{project}/n.txt", text=f"token {SECRET}"),
+            ),
+            types.ImageContent(
+                type="image", data=base64.b64encode(SECRET.encode()).decode(), mime_type="image/png"
+            ),
+        ]
+
+    guard_fastmcp(server, project_root=project, config_path=config, environ={})
+    with anyio.fail_after(20):
+        async with Client(server) as client:
+            result = await client.call_tool("fetch", {})
+
+    wire = json.dumps([block.model_dump(by_alias=True, exclude_none=True) for block in result.content])
+    assert SECRET not in wire
+    assert str(project) not in wire
+    assert [block.type for block in result.content] == ["text", "resource"]
+    assert _text(result) == BINARY_DROPPED_NOTE.format(count=1)

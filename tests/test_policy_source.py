@@ -6,17 +6,21 @@ import datetime
 import http.server
 import ipaddress
 import json
+import os
 import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+import anyio
 import pytest
+from clients import oct_server, only_text
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from mcp import Client
 
 from oct_mcp.app import build_app
 from oct_mcp.middleware.policy import PolicyEngine
@@ -282,3 +286,48 @@ def test_a_trusted_repo_config_cannot_allow_unconfined_project_code(project: Pat
     app = build_app(project, config_path=config_file, environ={"OCT_TRUST_REPO_CONFIG": "1"})
 
     assert app.loaded.config.allow_unconfined_project_code is False
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("target", ["/dev/stdin", "settings.json"])
+async def test_a_repo_config_that_is_a_link_is_ignored_and_the_server_answers_over_stdio(
+    project: Path, config_file: Path, target: str
+) -> None:
+    # A link to /dev/stdin made the server read its own protocol stream as config, and never answer.
+    (project / "settings.json").write_text(json.dumps({"safe_mode": True}))
+    (project / ".octrc.json").symlink_to(target)
+    config_file.write_text(json.dumps({"trust_repo_config": True}))
+
+    with anyio.fail_after(30):
+        async with Client(oct_server(project, config_file, cwd=project)) as client:
+            read = await client.call_tool("oct_read_file", {"path": "README.md"})
+
+    assert read.is_error is False
+    assert only_text(read) == "# Demo\n\nline 3\nline 4\n"
+
+
+def test_a_repo_config_that_is_a_fifo_is_ignored_and_says_why(project: Path, config_file: Path) -> None:
+    os.mkfifo(project / ".octrc.json")
+
+    app = build_app(project, config_path=config_file, environ={"OCT_TRUST_REPO_CONFIG": "1"})
+
+    assert app.loaded.config.safe_mode is False
+    assert app.loaded.repo_status == "read: .octrc.json (ignored: the path is not a regular file)"
+
+
+def test_a_repo_config_over_the_size_cap_is_ignored(project: Path, config_file: Path) -> None:
+    (project / ".octrc.json").write_text(json.dumps({"safe_mode": True, "pad": "x" * MAX_POLICY_BYTES}))
+
+    app = build_app(project, config_path=config_file, environ={"OCT_TRUST_REPO_CONFIG": "1"})
+
+    assert app.loaded.config.safe_mode is False
+    assert app.loaded.repo_status.startswith("read: .octrc.json (ignored: the file is larger than")
+
+
+def test_a_policy_source_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "policy.json")
+
+    with pytest.raises(PolicySourceError) as caught:
+        fetch_policy(str(tmp_path / "policy.json"), network_allowed=False)
+
+    assert caught.value.code == "policy_source"

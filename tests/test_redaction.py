@@ -7,6 +7,7 @@ import dataclasses
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -24,7 +25,7 @@ from secret_corpus import (
 from strategies import clean_texts, glued_texts, placed_secrets
 
 import oct_mcp.redaction
-from oct_mcp.redaction import KINDS, Finding, mask, redact, redact_value, secret_field_name
+from oct_mcp.redaction import KINDS, Finding, mask, redact, redact_excerpts, redact_value, secret_field_name
 from oct_mcp.redaction.checks import (
     char_classes,
     is_literal_secret,
@@ -143,6 +144,126 @@ def test_a_base64_private_key_in_a_kubeconfig_is_masked_and_a_certificate_is_not
         redact(text)[0]
         == f"    client-certificate-data: {cert}\n    client-key-data: [REDACTED:private_key]\n"
     )
+
+
+def _pem_lines(private_format: str) -> list[str]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+
+    encoding = serialization.Encoding.PEM
+    none = serialization.NoEncryption()
+    if private_format == "openssh":
+        key = ed25519.Ed25519PrivateKey.generate()
+        pem = key.private_bytes(encoding, serialization.PrivateFormat.OpenSSH, none)
+    else:
+        rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        if private_format == "public":
+            pem = rsa_key.public_key().public_bytes(encoding, serialization.PublicFormat.SubjectPublicKeyInfo)
+        else:
+            pem = rsa_key.private_bytes(encoding, serialization.PrivateFormat.TraditionalOpenSSL, none)
+    return pem.decode().splitlines()
+
+
+@pytest.mark.parametrize("private_format", ["pkcs1", "openssh"])
+@pytest.mark.parametrize(
+    "shown",
+    [
+        lambda body: "\n".join(body),
+        lambda body: "\n".join(body[2:6]),
+        lambda body: "lines 3 to 6:\n" + "\n".join(body[2:6]) + "\n(more)",
+        lambda body: "@@ -3,4 +3,4 @@\n" + "\n".join("+" + line for line in body[2:6]) + "\n context",
+        lambda body: "key: |\n" + "\n".join("    " + line for line in body) + "\nnext: 1",
+    ],
+    ids=["whole body", "a range", "a range in prose", "a diff hunk", "yaml block"],
+)
+def test_a_private_key_body_without_its_armour_is_masked(private_format: str, shown: Any) -> None:
+    body = _pem_lines(private_format)[1:-1]
+    text = shown(body)
+
+    redacted, findings = redact(text)
+
+    assert [line for line in body if line[4:] in redacted] == []
+    assert {f.kind for f in findings} == {"private_key"}
+
+
+def test_a_body_under_a_public_begin_line_without_its_end_line_is_masked() -> None:
+    body = _pem_lines("pkcs1")[1:-1]
+    text = "-----BEGIN PGP SIGNATURE-----\n" + "\n".join(body[3:8]) + "\n(cut)"
+
+    assert [line for line in body[3:8] if line in redact(text)[0]] == []
+
+
+def test_a_public_key_or_certificate_body_is_not_a_private_key() -> None:
+    public = _pem_lines("public")
+    certificate = ["-----BEGIN CERTIFICATE-----", *_pem_lines("pkcs1")[1:-1], "-----END CERTIFICATE-----"]
+
+    for text in ("\n".join(public), "\n".join(public[1:-1]), "\n".join(certificate)):
+        assert redact(text) == (text, ())
+
+
+def test_a_single_line_of_base64_is_not_a_key_body() -> None:
+    text = "integrity: " + "aB3dE6fG9hJ2kL5mN8pQ1rS4tU7vW0xY3zA6aB3dE6fG9hJ2kL5mN8pQ1rS4tU7v\nnext"
+
+    assert redact(text) == (text, ())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password: "correct horse battery staple"', 'password: "[REDACTED:password]"'),
+        ("    passphrase = 'tulip orbit canyon'", "    passphrase = '[REDACTED:password]'"),
+        (
+            '{"passphrase": "tulip orbit canyon", "port": 5432}',
+            '{"passphrase": "[REDACTED:password]", "port": 5432}',
+        ),
+        ("  passphrase: tulip orbit canyon", "  passphrase: [REDACTED:password]"),
+        ("DB_PASSWORD=aZ3&kq|w9,x7", "DB_PASSWORD=[REDACTED:password]"),
+        ("secret_key=abc,def|ghi&j1", "secret_key=[REDACTED:secret]"),
+        ("password=hunter22; user=app", "password=[REDACTED:password]; user=app"),
+        ("auth: Bearer q8Wz2rLp5vXk9mN3bT7yXk29abQz", "auth: Bearer [REDACTED:authorization]"),
+        ('mysql --password "tulip orbit canyon" -u app', 'mysql --password "[REDACTED:password]" -u app'),
+    ],
+)
+def test_under_a_secret_name_the_whole_value_is_masked(text: str, expected: str) -> None:
+    assert redact(text)[0] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "if password == other_password and check:",
+        "password = hash_password(raw) if raw else None",
+        "token = make_token(user, secret)",
+        "password = getpass.getpass()",
+        "def handle(self, request, token=None):",
+        "api_key: str | None = None",
+        'password: "Enter your password"',
+        '{"password": "This field is required."}',
+        "token: expired at noon",
+    ],
+)
+def test_code_and_messages_after_a_secret_name_are_left_alone(text: str) -> None:
+    assert redact(text) == (text, ())
+
+
+def test_excerpts_are_masked_as_the_whole_text_shows_their_secrets() -> None:
+    body = _pem_lines("pkcs1")[1:-1]
+    text = (
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        + "\n".join(body)
+        + "\n-----END RSA PRIVATE KEY-----\nplain line\n"
+    )
+    third = text.index(body[2])
+    plain = text.index("plain line")
+
+    pieces, masked = redact_excerpts(
+        text, [(third, third + len(body[2])), (plain, plain + 10), (third + 5, third + 9)]
+    )
+
+    assert pieces == ["[REDACTED:private_key]", "plain line", "[REDACTED:private_key]"]
+    assert masked == 2
+    assert redact_excerpts(text, []) == ([], 0)
+    assert redact_excerpts("", [(0, 0)]) == ([""], 0)
 
 
 def test_a_url_keeps_its_scheme_user_and_host_and_loses_its_password() -> None:

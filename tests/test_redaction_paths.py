@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.redaction import anonymise_paths
+from oct_mcp.redaction import HostPath, anonymise_paths, server_paths
 
 ROOT = "/home/dev/work/app"
 HOME = "/home/dev"
@@ -95,3 +97,28 @@ def test_anonymising_twice_is_anonymising_once(text: str) -> None:
     once = _anonymise(text)
 
     assert _anonymise(once) == once
+
+
+def test_the_servers_own_folders_are_replaced_and_system_folders_are_kept() -> None:
+    others = (
+        HostPath(f"{ROOT}/.venv", "<venv>"),
+        HostPath("/opt/python/3.11", "<python>"),
+        HostPath("/tmp/oct-run-", "<scratch>", name_prefix=True),
+    )
+    text = (
+        f"{ROOT}/.venv/lib/site.py {ROOT}/src/a.py /opt/python/3.11/bin/python3 "
+        "HOME=/tmp/oct-run-k2_x9/home /tmp/other /usr/bin/git /opt/python/3.110"
+    )
+
+    assert anonymise_paths(text, project_root=ROOT, home=HOME, user="dev", others=others) == (
+        "<venv>/lib/site.py <project>/src/a.py <python>/bin/python3 "
+        "HOME=<scratch>/home /tmp/other /usr/bin/git /opt/python/3.110"
+    )
+
+
+def test_server_paths_name_the_venv_and_the_scratch_folders_but_no_system_folder() -> None:
+    found = {path.path: path.token for path in server_paths("/tmp", "oct-run-")}
+
+    assert found.get(sys.prefix.rstrip("/"), "<venv>") == "<venv>"
+    assert found["/tmp/oct-run-"] == "<scratch>"
+    assert not {"/", "/usr", "/tmp"} & set(found)

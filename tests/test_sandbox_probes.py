@@ -22,11 +22,11 @@ from typing import Any
 import anyio
 import pytest
 from fakes import make_context
+from optional import bubblewrap, landlock
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import GUARANTEES, Backend
 from oct_mcp.backends.bubblewrap import Bubblewrap
-from oct_mcp.backends.landlock import LandlockBackend, landlock_support
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.context import ToolResult
@@ -46,31 +46,11 @@ pytestmark = pytest.mark.anyio
 MIB = 1_048_576
 
 
-def _bubblewrap() -> Bubblewrap:
-    backend = Bubblewrap()
-    availability = backend.probe()
-    if not availability.usable:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI installs bubblewrap, yet it does not work: {availability.detail}")
-        pytest.skip(f"bubblewrap does not work on this machine: {availability.detail}")
-    return backend
-
-
-def _landlock() -> LandlockBackend:
-    backend = LandlockBackend()
-    availability = backend.probe()
-    if not availability.usable or not landlock_support().sweeps_leftovers:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs on a kernel with Landlock ABI 6+, yet: {availability.detail}")
-        pytest.skip(f"Landlock ABI 6+ is not available on this machine: {availability.detail}")
-    return backend
-
-
 @pytest.fixture(params=["bubblewrap", "landlock", "native"])
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "bubblewrap":
-        return _bubblewrap()
-    return _landlock() if request.param == "landlock" else Native()
+        return bubblewrap()
+    return landlock() if request.param == "landlock" else Native()
 
 
 CONFINING = ("bubblewrap", "landlock")
@@ -279,7 +259,7 @@ async def test_landlock_removes_a_protected_path_made_inside_a_writable_folder(w
         Path(".github/dependabot.yml").write_text("version: 2")
     """
 
-    error = await _writable_run(_landlock(), world, code)
+    error = await _writable_run(landlock(), world, code)
 
     assert ".github/workflows (created; removed again)" in error.message
     assert not (world / ".github" / "workflows").exists()
@@ -291,7 +271,7 @@ async def test_landlock_gives_no_write_through_a_link_in_the_project(world: Path
     (world / "docs").symlink_to(outside)
     code = _try(f"open({str(world / 'docs' / 'pwned.txt')!r}, 'w').write('x')")
 
-    result = await _probe(_landlock(), world, code, writes=True)
+    result = await _probe(landlock(), world, code, writes=True)
 
     assert result.text.split() == ["BLOCKED", "PermissionError"]
     assert not (outside / "pwned.txt").exists()
@@ -385,7 +365,7 @@ async def test_t7_t8_t9_airgapped_reaches_no_network(world: Path, listener: sock
         + _try(f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', {udp.getsockname()!r})")
     )
     try:
-        result = await _probe(_bubblewrap(), world, code, required=frozenset(GUARANTEES))
+        result = await _probe(bubblewrap(), world, code, required=frozenset(GUARANTEES))
         verdicts = result.text.split()
         # UDP to 127.0.0.1 may be "sent": into the sandbox's own loopback, which the host never sees.
         with pytest.raises(TimeoutError):
@@ -425,7 +405,7 @@ async def test_landlock_reaches_no_host_socket_of_any_kind(
         + _try("a, b = socket.socketpair(); a.send(b'x'); assert b.recv(1) == b'x'")
     )
     try:
-        result = await _probe(_landlock(), world, code, required=frozenset(GUARANTEES))
+        result = await _probe(landlock(), world, code, required=frozenset(GUARANTEES))
         with pytest.raises(TimeoutError):
             udp.recvfrom(16)
         with pytest.raises(TimeoutError):
@@ -443,7 +423,7 @@ async def test_landlock_reaches_no_host_socket_of_any_kind(
 async def test_landlock_cannot_signal_a_process_outside_the_run(world: Path) -> None:
     outsider = await anyio.open_process([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        result = await _probe(_landlock(), world, _try(f"import os; os.kill({outsider.pid}, 9)"))
+        result = await _probe(landlock(), world, _try(f"import os; os.kill({outsider.pid}, 9)"))
         assert outsider.returncode is None
     finally:
         outsider.kill()
@@ -464,7 +444,7 @@ async def test_native_refuses_command_tools_unless_unconfined_project_code_is_al
 
 
 async def test_landlock_runs_command_tools_without_the_unconfined_opt_in(world: Path) -> None:
-    result = await _probe(_landlock(), world, "print('ran')", allow_unconfined=False)
+    result = await _probe(landlock(), world, "print('ran')", allow_unconfined=False)
 
     assert result.text == "ran\n"
 
@@ -490,7 +470,7 @@ async def test_strict_refuses_native_unless_degraded_runs_are_allowed(world: Pat
 
 async def test_a_tool_that_needs_the_network_is_refused_where_the_profile_forbids_it(world: Path) -> None:
     with pytest.raises(SandboxUnavailableError):
-        await _probe(_bubblewrap(), world, "print('ran')", network=True, required=frozenset({"no_network"}))
+        await _probe(bubblewrap(), world, "print('ran')", network=True, required=frozenset({"no_network"}))
 
 
 async def test_t11_a_fork_bomb_leaves_no_process_behind(backend: Backend, world: Path) -> None:
@@ -575,9 +555,9 @@ async def test_t14_t15_a_setsid_daemon_that_ignores_sigterm_is_gone_after_the_ca
 
     if then_sleep:
         with pytest.raises(ToolTimeoutError):
-            await _probe(_landlock(), world, code, writes=True, timeout=2)
+            await _probe(landlock(), world, code, writes=True, timeout=2)
     else:
-        await _probe(_landlock(), world, code, writes=True)
+        await _probe(landlock(), world, code, writes=True)
     size = beat.stat().st_size
     await anyio.sleep(0.5)
 
@@ -603,7 +583,7 @@ async def test_t14_a_daemon_that_ignores_sigterm_dies_with_the_run_under_bubblew
     """
 
     with pytest.raises(ToolTimeoutError):
-        await _probe(_bubblewrap(), world, code, writes=True, timeout=1)
+        await _probe(bubblewrap(), world, code, writes=True, timeout=1)
     size = beat.stat().st_size
     await anyio.sleep(0.5)
 
@@ -627,7 +607,7 @@ async def test_t21_the_tool_runs_in_its_own_session(backend: Backend, world: Pat
 async def test_bubblewrap_disappearing_after_start_up_refuses_instead_of_running_unsandboxed(
     world: Path, tmp_path: Path
 ) -> None:
-    backend = _bubblewrap()
+    backend = bubblewrap()
     assert backend.executable is not None
     copy = tmp_path / "bwrap"
     copy.write_bytes(Path(backend.executable).read_bytes())
@@ -710,7 +690,7 @@ async def test_a_venv_home_line_naming_the_ssh_folder_binds_nothing(world: Path,
         _try(f"print(open({str(fake_home / '.ssh' / 'id_ed25519')!r}).read())"),
     )
 
-    result = await _run_venv_tool(_bubblewrap(), world)
+    result = await _run_venv_tool(bubblewrap(), world)
 
     assert "PRIVATE KEY" not in result.text
     assert result.text.split()[:2] == ["BLOCKED", "FileNotFoundError"]
@@ -719,7 +699,7 @@ async def test_a_venv_home_line_naming_the_ssh_folder_binds_nothing(world: Path,
 async def test_a_venv_home_line_naming_proc_shows_no_host_process(world: Path) -> None:
     _plant_venv(world, "/proc/x", _try(f"print(open('/proc/{os.getpid()}/cmdline', 'rb').read())"))
 
-    result = await _run_venv_tool(_bubblewrap(), world)
+    result = await _run_venv_tool(bubblewrap(), world)
 
     assert result.text.split()[:2] == ["BLOCKED", "FileNotFoundError"]
 
@@ -737,7 +717,7 @@ async def test_a_venv_home_line_naming_a_folder_with_a_host_socket_reaches_no_se
     )
     _plant_venv(world, str(services / "bin"), code)
     try:
-        result = await _run_venv_tool(_bubblewrap(), world, required=frozenset(GUARANTEES))
+        result = await _run_venv_tool(bubblewrap(), world, required=frozenset(GUARANTEES))
     finally:
         host_service.close()
 

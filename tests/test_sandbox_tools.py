@@ -15,8 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 from fakes import make_context
+from optional import bubblewrap, landlock
 from pydantic import BaseModel, ConfigDict
-from test_sandbox_probes import MIB, _bubblewrap, _landlock, _processes_with
+from test_sandbox_probes import MIB, _processes_with
 
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
@@ -34,8 +35,8 @@ VENV_BIN = Path(sys.executable).parent
 @pytest.fixture(params=["bubblewrap", "landlock", "native"])
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "bubblewrap":
-        return _bubblewrap()
-    return _landlock() if request.param == "landlock" else Native()
+        return bubblewrap()
+    return landlock() if request.param == "landlock" else Native()
 
 
 @pytest.fixture
@@ -167,7 +168,7 @@ async def test_git_reads_the_repository(backend: Backend, python_project: Path) 
 
 
 async def test_t17_a_server_killed_mid_run_leaves_nothing_behind_under_bubblewrap(tmp_path: Path) -> None:
-    _bubblewrap()
+    bubblewrap()
     marker = f"oct-orphan-probe-{os.getpid()}"
     project = tmp_path.resolve()
     harness = project / "harness.py"

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sandbox_probes import _bubblewrap, _landlock, _processes_with
+from optional import bubblewrap, landlock
+from test_sandbox_probes import _processes_with
 from test_stdio import handshake
 
 VENV_BIN = Path(sys.executable).parent
@@ -64,9 +65,9 @@ def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
 ) -> None:
     # Skips where the backend does not work here.
     if backend == "bubblewrap":
-        _bubblewrap()
+        bubblewrap()
     elif backend == "landlock":
-        _landlock()
+        landlock()
     marker = f"oct-shutdown-{os.getpid()}-{backend}-{stop.replace(' ', '-')}"
     audit_log = tmp_path / "audit.log"
     # native confines nothing: the test accepts that on purpose, to see its tree killed too.

@@ -13,6 +13,7 @@ from oct_mcp.errors import ConfigError
 
 __all__ = [
     "GUARANTEES",
+    "SCRATCH_PREFIX",
     "Availability",
     "Backend",
     "Limits",
@@ -26,6 +27,8 @@ NO_NETWORK: Final = "no_network"
 WRITES_CONFINED: Final = "writes_confined"
 READS_CONFINED: Final = "reads_confined"
 GUARANTEES: Final = frozenset({NO_NETWORK, WRITES_CONFINED, READS_CONFINED})
+SCRATCH_PREFIX: Final = "oct-run-"
+"""How each run's scratch folder (its HOME and TMPDIR on the host) is named, in the temp folder."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

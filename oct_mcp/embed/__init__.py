@@ -11,7 +11,10 @@ requests (resources, prompts, ...) pass untouched.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import hashlib
+import itertools
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -23,18 +26,31 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
 from oct_mcp.context import CallContext, Outcome, ToolResult
-from oct_mcp.server import call_with_consent
+from oct_mcp.server import RequestFacts, call_with_consent
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 
-__all__ = ["EMBEDDED_PROFILE", "ForeignTool", "OctGuard", "guard"]
+__all__ = [
+    "BINARY_DROPPED_NOTE",
+    "EMBEDDED_PROFILE",
+    "ForeignTool",
+    "OctGuard",
+    "guard",
+    "host_result",
+    "session_client_id",
+]
 
 EMBEDDED_PROFILE: Final = "embedded"
 _TRANSPORT: Final = "embedded"
+BINARY_DROPPED_NOTE: Final = (
+    "[oct-mcp: {count} binary content item(s) (image, audio or blob) left out: secrets in them cannot "
+    "be masked; the server's guard passes them with keep_binary_content=True]"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,46 @@ class ForeignTool:
     """Overrides the risk read from the annotations (readOnlyHint: read; otherwise destructive)."""
     path_arguments: tuple[str, ...] = ()
     """Arguments that are paths: contained inside the project root like oct's own."""
+
+
+_OWNERS: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+"""id(what stands for a client: its connection or its server run) -> (that object, the client id)."""
+_OWNERS_KEPT: Final = 4_096
+_OWNER_NUMBERS: Final = itertools.count(1)
+
+
+def session_client_id(request: RequestFacts) -> str:
+    """Who is calling, for the rate limit and the audit: one id per client connection.
+
+    On the handshake era a connection is one client's. On 2026-07-28 each request is its own
+    connection: the server run's lifespan state stands for the client instead, which is one
+    client's where the SDK runs the server per client (stdio, in memory) and shared where it is
+    not (FastMCP): those clients share one window, as callers that cannot be told apart should.
+    Over HTTP a stateful session's id stands for its client; stateless requests share one window.
+    """
+    headers = getattr(getattr(request, "request", None), "headers", None)
+    if headers is not None:
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            return _TRANSPORT
+        # Hashed: the session id lets its holder speak for the session; the audit log must not hold it.
+        return f"{_TRANSPORT}-http-{hashlib.sha256(session_id.encode()).hexdigest()[:16]}"
+    if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        owner = getattr(request, "lifespan_context", None)
+    else:
+        # The SDK's session is made per request; the connection it belongs to is the client's.
+        owner = getattr(request.session, "_connection", None)
+    if owner is None:
+        return _TRANSPORT
+    # Held, so that its id is not reused while it names a client; the oldest go past the bound.
+    known = _OWNERS.get(id(owner))
+    if known is not None and known[0] is owner:
+        return known[1]
+    client_id = f"{_TRANSPORT}-{next(_OWNER_NUMBERS)}"
+    _OWNERS[id(owner)] = (owner, client_id)
+    while len(_OWNERS) > _OWNERS_KEPT:
+        _OWNERS.popitem(last=False)
+    return client_id
 
 
 def _not_run_here(params: BaseModel, env: ToolEnv) -> InProcessPlan:
@@ -96,6 +152,8 @@ class OctGuard:
     specs: dict[str, ToolSpec]
     """The host's tools as the chain sees them: the very dict the app's validator reads."""
     tools: Mapping[str, ForeignTool] = field(default_factory=dict)
+    keep_binary_content: bool = False
+    """Pass the host's images, audio and blobs on, which the redactor cannot look into."""
 
     def spec_for(self, name: str, listed: Mapping[str, Any] | None = None) -> ToolSpec:
         """The tool as the chain sees it: from its listing when seen, destructive until then."""
@@ -150,9 +208,11 @@ class OctGuard:
             host_params = {k: v for k, v in raw.items() if k not in ("inputResponses", "requestState")}
             host_params["arguments"] = host_arguments
             answer = await call_next(dataclasses.replace(ctx, params=host_params))
-            return _as_tool_result(answer)
+            return _as_tool_result(answer, keep_binary=self.keep_binary_content)
 
-        return await call_with_consent(self.app, params, ctx, _TRANSPORT, forward=to_host)
+        return await call_with_consent(
+            self.app, params, ctx, _TRANSPORT, forward=to_host, client_id=session_client_id(ctx)
+        )
 
 
 def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -176,20 +236,46 @@ def _wire(result: HandlerResult) -> Any:
     return result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
 
 
-def _as_tool_result(answer: HandlerResult) -> ToolResult:
-    """The host's result as the chain's ToolResult: text items joined, other items carried as they are."""
+def _is_binary(item: Mapping[str, Any]) -> bool:
+    """An image, audio, or a resource given as a blob: bytes the redactor cannot look into."""
+    resource = item.get("resource")
+    return item.get("type") in ("image", "audio") or (isinstance(resource, Mapping) and "blob" in resource)
+
+
+def host_result(
+    content: Sequence[Mapping[str, Any]], structured: Any, *, is_error: bool, keep_binary: bool
+) -> ToolResult:
+    """A host's tool result as the chain's ToolResult: text items joined, other items carried.
+
+    The redactor masks every string the other items hold (a resource's text and URI, names,
+    `_meta`); binary items it cannot look into are dropped, with a note, unless `keep_binary`.
+
+    Args:
+        content: The result's content items, as wire dicts.
+        structured: Its structured content.
+        is_error: Whether the host marked it an error.
+        keep_binary: The host opted in to pass images, audio and blobs unredacted.
+    """
+    texts = [str(item.get("text", "")) for item in content if item.get("type") == "text"]
+    others = [item for item in content if item.get("type") != "text"]
+    carried = tuple(item for item in others if keep_binary or not _is_binary(item))
+    if len(carried) < len(others):
+        texts.append(BINARY_DROPPED_NOTE.format(count=len(others) - len(carried)))
+    return ToolResult(
+        text="\n".join(texts),
+        structured=structured if isinstance(structured, dict) else None,
+        is_error=is_error,
+        passthrough_content=carried,
+    )
+
+
+def _as_tool_result(answer: HandlerResult, *, keep_binary: bool) -> ToolResult:
     wire = _wire(answer)
     if not isinstance(wire, dict):
         raise TypeError("the host's tool answered something that is not a tool result")
     content = [item for item in wire.get("content") or [] if isinstance(item, dict)]
-    texts = [str(item.get("text", "")) for item in content if item.get("type") == "text"]
-    others = tuple(item for item in content if item.get("type") != "text")
-    structured = wire.get("structuredContent")
-    return ToolResult(
-        text="\n".join(texts),
-        structured=structured if isinstance(structured, dict) else None,
-        is_error=bool(wire.get("isError")),
-        passthrough_content=others,
+    return host_result(
+        content, wire.get("structuredContent"), is_error=bool(wire.get("isError")), keep_binary=keep_binary
     )
 
 
@@ -201,6 +287,7 @@ def guard(
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     tools: Mapping[str, ForeignTool] | None = None,
+    keep_binary_content: bool = False,
 ) -> OctGuard:
     """Put oct-mcp's chain around every tool of `server`.
 
@@ -212,6 +299,9 @@ def guard(
         config_path: The oct-mcp config file; `~/.oct-mcp/config.json` when None.
         environ: The environment for the config's overrides; `os.environ` when None.
         tools: Per tool: a risk override and which arguments are paths.
+        keep_binary_content: Pass the tools' images, audio and blob resources on. Off by default:
+            the redactor masks every string a result carries but cannot look into bytes, so
+            they are left out, with a note in the text.
 
     Returns:
         The middleware, already added to the server.
@@ -224,7 +314,9 @@ def guard(
     app = build_app(
         project_root, profile=profile, config_path=config_path, environ=environ, catalog=specs, hosted=True
     )
-    middleware = OctGuard(app=app, specs=specs, tools=dict(tools or {}))
+    middleware = OctGuard(
+        app=app, specs=specs, tools=dict(tools or {}), keep_binary_content=keep_binary_content
+    )
     if not any(isinstance(layer, RequestStateBoundary) for layer in lowlevel.middleware):
         # The consent round on 2026-07-28 carries sealed state; a low-level Server has no boundary.
         lowlevel.middleware.append(

@@ -21,7 +21,14 @@ from fastmcp.tools.base import ToolResult as FastMCPToolResult
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
 from oct_mcp.context import CallContext, Outcome, ToolResult
-from oct_mcp.embed import EMBEDDED_PROFILE, ForeignTool, _spec_for, _with_confirm_argument
+from oct_mcp.embed import (
+    EMBEDDED_PROFILE,
+    ForeignTool,
+    _spec_for,
+    _with_confirm_argument,
+    host_result,
+    session_client_id,
+)
 from oct_mcp.server import call_with_consent
 from oct_mcp.spec import Risk, ToolSpec
 
@@ -33,10 +40,18 @@ _TRANSPORT = "embedded"
 class OctFastMCPMiddleware(Middleware):
     """The chain around a FastMCP server's `tools/call`, the policy over its `tools/list`."""
 
-    def __init__(self, app: App, specs: dict[str, ToolSpec], tools: Mapping[str, ForeignTool]) -> None:
+    def __init__(
+        self,
+        app: App,
+        specs: dict[str, ToolSpec],
+        tools: Mapping[str, ForeignTool],
+        *,
+        keep_binary_content: bool = False,
+    ) -> None:
         self.app = app
         self.specs = specs
         self.tools = dict(tools)
+        self.keep_binary_content = keep_binary_content
 
     def _learn(self, tool: Tool) -> ToolSpec:
         listed = {
@@ -85,9 +100,13 @@ class OctFastMCPMiddleware(Middleware):
             host = params.model_copy(
                 update={"arguments": host_arguments, "input_responses": None, "request_state": None}
             )
-            return _from_fastmcp(await call_next(context.copy(message=host)))
+            return _from_fastmcp(
+                await call_next(context.copy(message=host)), keep_binary=self.keep_binary_content
+            )
 
-        answer = await call_with_consent(self.app, params, request, _TRANSPORT, forward=to_host)
+        answer = await call_with_consent(
+            self.app, params, request, _TRANSPORT, forward=to_host, client_id=session_client_id(request)
+        )
         if isinstance(answer, types.InputRequiredResult):
             return InputRequiredToolResult(input_required=answer)
         return FastMCPToolResult(
@@ -95,20 +114,15 @@ class OctFastMCPMiddleware(Middleware):
         )
 
 
-def _from_fastmcp(result: FastMCPToolResult) -> ToolResult:
-    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
-    others = tuple(
-        block.model_dump(by_alias=True, exclude_none=True)
+def _from_fastmcp(result: FastMCPToolResult, *, keep_binary: bool) -> ToolResult:
+    content = [
+        {"type": "text", "text": block.text}
+        if isinstance(block, types.TextContent)
+        else block.model_dump(by_alias=True, exclude_none=True)
         for block in result.content
-        if not isinstance(block, types.TextContent)
-    )
-    structured = result.structured_content
-    return ToolResult(
-        text="\n".join(texts),
-        structured=structured if isinstance(structured, dict) else None,
-        is_error=bool(getattr(result, "is_error", False)),
-        passthrough_content=others,
-    )
+    ]
+    is_error = bool(getattr(result, "is_error", False))
+    return host_result(content, result.structured_content, is_error=is_error, keep_binary=keep_binary)
 
 
 def guard_fastmcp(
@@ -119,6 +133,7 @@ def guard_fastmcp(
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     tools: Mapping[str, ForeignTool] | None = None,
+    keep_binary_content: bool = False,
 ) -> OctFastMCPMiddleware:
     """Put oct-mcp's chain around every tool of a FastMCP server; as `oct_mcp.embed.guard` for the SDK.
 
@@ -132,6 +147,6 @@ def guard_fastmcp(
     app = build_app(
         project_root, profile=profile, config_path=config_path, environ=environ, catalog=specs, hosted=True
     )
-    middleware = OctFastMCPMiddleware(app, specs, tools or {})
+    middleware = OctFastMCPMiddleware(app, specs, tools or {}, keep_binary_content=keep_binary_content)
     server.middleware.insert(0, middleware)
     return middleware

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import getpass
 import os
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
+from oct_mcp.backends import SCRATCH_PREFIX
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ToolResult
-from oct_mcp.redaction import anonymise_paths, redact, redact_value
+from oct_mcp.preview import Preview
+from oct_mcp.redaction import HostPath, anonymise_paths, redact, redact_value, server_paths
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
 
@@ -34,14 +38,22 @@ class _Who:
     project_root: str
     home: str
     user: str
+    others: tuple[HostPath, ...] = ()
+    """The server's own folders (its venv, its interpreter, the runs' scratch folders)."""
 
     def anonymise(self, text: str) -> str:
-        """`anonymise_paths` with this root, home and user name."""
-        return anonymise_paths(text, project_root=self.project_root, home=self.home, user=self.user)
+        """`anonymise_paths` with this root, home, user name and server folders."""
+        return anonymise_paths(
+            text, project_root=self.project_root, home=self.home, user=self.user, others=self.others
+        )
 
 
 def scrub(result: ToolResult, who: _Who) -> ToolResult:
-    """Mask secrets and anonymise paths in a tool's text and structured content.
+    """Mask secrets and anonymise paths in every string a result carries.
+
+    The text, the structured content, and an embedding host's other content items (a resource's
+    text, URI and name, `_meta`, annotations): all but their binary payloads, which the embedding
+    adapter drops unless the host opted in.
 
     Returns:
         The result, its `redactions` raised by the number of secrets masked.
@@ -55,11 +67,73 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
         scrubbed = _anonymise_value(scrubbed, who)
         if masked or scrubbed != structured:
             structured = scrubbed
-    if text is result.text and structured is result.structured:
+    content = result.passthrough_content
+    if content:
+        scrubbed_items = []
+        for item in content:
+            scrubbed_item, count = _scrub_content_item(item, who)
+            scrubbed_items.append(scrubbed_item)
+            masked += count
+        content = tuple(scrubbed_items)
+    preview, in_preview = _scrub_preview(result.preview, who)
+    if (
+        text is result.text
+        and structured is result.structured
+        and content == result.passthrough_content
+        and preview is result.preview
+    ):
         return result  # nothing masked or anonymised, as for most results: no copy (2 us, measured)
     return replace(
-        result, text=text, structured=structured, redactions=result.redactions + len(findings) + masked
+        result,
+        text=text,
+        structured=structured,
+        passthrough_content=content,
+        preview=preview,
+        redactions=result.redactions + len(findings) + masked + in_preview,
     )
+
+
+def _scrub_content_item(item: Mapping[str, Any], who: _Who) -> tuple[dict[str, Any], int]:
+    """Redact a content item's strings but its base64 payload: an image's or audio's `data`, or
+    an embedded resource's `blob`. Bytes, not text, which masking would corrupt; the embedding
+    adapter drops them unless the host opted in."""
+    resource = item.get("resource")
+    if item.get("type") == "resource" and isinstance(resource, Mapping):
+        top = {key: value for key, value in item.items() if key != "resource"}
+        scrubbed, masked = _scrub_mapping(top, who, binary="")
+        scrubbed["resource"], count = _scrub_mapping(resource, who, binary="blob")
+        return scrubbed, masked + count
+    binary = "data" if item.get("type") in ("image", "audio") else ""
+    return _scrub_mapping(item, who, binary=binary)
+
+
+def _scrub_mapping(mapping: Mapping[str, Any], who: _Who, *, binary: str) -> tuple[dict[str, Any], int]:
+    payload = mapping.get(binary) if binary else None
+    rest = {key: value for key, value in mapping.items() if key != binary or not isinstance(payload, str)}
+    redacted, masked = redact_value(rest)
+    scrubbed: dict[str, Any] = _anonymise_value(redacted, who)
+    if isinstance(payload, str):
+        scrubbed[binary] = payload
+    return scrubbed, masked
+
+
+def _scrub_preview(preview: Preview | None, who: _Who) -> tuple[Preview | None, int]:
+    """A preview as a human and the model may see it: its diff and names masked; the digests kept,
+    since they bind the consent to the real contents and say nothing of them."""
+    if preview is None:
+        return None, 0
+    diff, findings = redact(preview.diff)
+    diff = who.anonymise(diff)
+    files = []
+    masked = len(findings)
+    for change in preview.files:
+        path, found = redact(change.path)
+        original, found_original = redact(change.original_path or "")
+        masked += len(found) + len(found_original)
+        files.append(replace(change, path=path, original_path=original if change.original_path else None))
+    if diff == preview.diff and not masked:
+        return preview, 0
+    return replace(preview, diff=diff, files=tuple(files)), masked
 
 
 def _anonymise_value(value: Any, who: _Who) -> Any:
@@ -101,7 +175,12 @@ def _user() -> str:
 def _build(settings: RedactorSettings, runtime: LayerRuntime) -> OutputRedactor:
     development = runtime.development or os.environ.get(DEVELOPMENT_ENV, "").strip() == "1"
     active = not development or settings.always_on or runtime.config.redaction_always_on
-    who = _Who(project_root=str(runtime.workspace.root), home=str(Path.home()), user=_user())
+    who = _Who(
+        project_root=str(runtime.workspace.root),
+        home=str(Path.home()),
+        user=_user(),
+        others=server_paths(tempfile.gettempdir(), SCRATCH_PREFIX),
+    )
     return OutputRedactor(who=who, active=active)
 
 

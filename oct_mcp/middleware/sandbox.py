@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -21,6 +22,7 @@ from oct_mcp.backends import (
     GUARANTEES,
     NO_NETWORK,
     READS_CONFINED,
+    SCRATCH_PREFIX,
     WRITES_CONFINED,
     Backend,
     Limits,
@@ -45,6 +47,7 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     ToolTimeoutError,
 )
+from oct_mcp.preview import TargetState, verify_targets
 from oct_mcp.protected import (
     SNAPSHOT_MAX_ENTRIES,
     ProjectTooLargeError,
@@ -54,6 +57,7 @@ from oct_mcp.protected import (
     snapshot_protected,
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, Risk, RunResult, ToolEnv
+from oct_mcp.workspace import Workspace
 
 __all__ = [
     "LAYER",
@@ -204,9 +208,11 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 class ExecutionSandbox:
     """Run the validated tool's plan: in-process ones in a thread (or inline), commands under the backend.
 
-    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`. Never calls `call_next`:
-    it always answers. Raises `SandboxUnavailableError` when the backend lacks a guarantee
-    the profile needs, `ToolTimeoutError` past the time limit, and what the tool raises.
+    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
+    spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
+    target is as approved). Never calls `call_next`: it always answers. Raises
+    `SandboxUnavailableError` when the backend lacks a guarantee the profile needs,
+    `ToolTimeoutError` past the time limit, and what the tool raises.
     """
 
     backend: Backend
@@ -232,15 +238,27 @@ class ExecutionSandbox:
             workspace=ctx.workspace,
             max_output_bytes=self.max_output_bytes,
             max_jobs=self.threads,
-            dry_run=ctx.dry_run,
+            dry_run=ctx.dry_run or ctx.previewing,
             deadline=deadline,
+            approved_targets=ctx.approved_targets,
         )
-        plan = ctx.spec.plan(ctx.params, env)
+        if ctx.previewing:
+            if ctx.spec.preview is None:
+                raise RuntimeError("a preview was asked of a tool that has none")
+            plan = ctx.spec.preview(ctx.params, env)
+        else:
+            plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
+        approved = ctx.approved_targets
         if isinstance(plan, InProcessPlan):
             self.abandoned.refuse_while_running()
+            if approved is not None:
+                # Checked in the plan's own thread, just before it reads and writes.
+                plan = replace(plan, function=partial(_after_check, ctx.workspace, approved, plan.function))
             result = plan.function() if plan.inline else await self._run_in_process(plan, deadline)
         else:
+            if approved is not None:
+                await anyio.to_thread.run_sync(verify_targets, ctx.workspace, approved)
             if ctx.spec.risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
                 # A read tool asks no consent; a program inside the project is project code.
                 raise ProjectCodeRefusedError(
@@ -296,7 +314,7 @@ class ExecutionSandbox:
         # In a worker thread: a walk over a large project must not hold up the other calls.
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
-        scratch = Path(tempfile.mkdtemp(prefix="oct-run-"))
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
         cgroup = _run_cgroup(self.memory_bytes)
         try:
             # The cgroup caps the run's processes where there is one; else RLIMIT_NPROC, a budget
@@ -388,6 +406,13 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _after_check(
+    workspace: Workspace, approved: tuple[TargetState, ...], function: Callable[[], ToolResult]
+) -> ToolResult:
+    verify_targets(workspace, approved)
+    return function()
 
 
 def _prepare(backend: Backend, request: SandboxRequest, cgroup: RunCgroup | None) -> Prepared:

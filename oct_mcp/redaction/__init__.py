@@ -1,8 +1,19 @@
-"""Secret redaction and path anonymisation: pure functions the redactor and the audit layers share."""
+"""Secret redaction and path anonymisation: pure functions the layers and the reading tools share."""
 
 from oct_mcp.redaction.checks import mask
 from oct_mcp.redaction.detectors import KINDS
-from oct_mcp.redaction.engine import Finding, redact, redact_value, secret_field_name
-from oct_mcp.redaction.paths import anonymise_paths
+from oct_mcp.redaction.engine import Finding, redact, redact_excerpts, redact_value, secret_field_name
+from oct_mcp.redaction.paths import HostPath, anonymise_paths, server_paths
 
-__all__ = ["KINDS", "Finding", "anonymise_paths", "mask", "redact", "redact_value", "secret_field_name"]
+__all__ = [
+    "KINDS",
+    "Finding",
+    "HostPath",
+    "anonymise_paths",
+    "mask",
+    "redact",
+    "redact_excerpts",
+    "redact_value",
+    "secret_field_name",
+    "server_paths",
+]

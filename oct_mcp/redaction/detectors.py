@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -65,6 +65,8 @@ class Detector:
     """The fewest characters a match spans: a shorter text skips this `scan` detector's pass."""
     check: Callable[[str], bool] | None = None
     finish: Finish | None = None
+    find: Callable[[str], Iterable[re.Match[str]]] | None = None
+    """A `scan` detector's own search for its matches, where `pattern.finditer` would be slow."""
 
     def spans(self, match: re.Match[str]) -> Iterable[Span]:
         """The spans to mask for one match: the `secret` group (else the whole match), if it passes."""
@@ -166,6 +168,114 @@ def _pem_block(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     return ((match.start(), stop, detector.kind, detector.priority),)
 
 
+# A key's body without its armour (a range of lines, a search hit, a diff hunk): lines of base64
+# of the lengths key formats wrap at (64: PEM, PuTTY, PGP; 70: OpenSSH; 76: MIME), each after an
+# optional indent or diff marker. Two full lines at least, then an optional short last line.
+_BODY_LINE: Final = r"[A-Za-z0-9+/]{64}(?:[A-Za-z0-9+/]{6}){0,2}+"
+# Not possessive: a body line may itself start with `+`, which the diff marker then gives back.
+_BODY_INDENT: Final = r"[ \t]{0,16}+[+-]?"
+_KEY_BODY_RUN: Final = (
+    _BODY_INDENT
+    + r"(?P<secret>"
+    + _BODY_LINE
+    + r"(?:\r?\n"
+    + _BODY_INDENT
+    + _BODY_LINE
+    # Not possessive: a last line of 64 or more characters in a run 70 or 76 wide is given back.
+    + r")+(?:\r?\n"
+    + _BODY_INDENT
+    + r"[A-Za-z0-9+/]{4,75}={0,2}(?=\r?\n|\Z))?)(?![A-Za-z0-9+/=])"
+)
+_BODY_LENGTHS: Final = frozenset({64, 70, 76})
+_ARMOUR: Final = _compile(r"-{4,5} ?BEGIN ([ A-Z0-9]{1,40}?) ?-{4,5}")
+_ARMOUR_END: Final = _compile(r"-{4,5} ?END [ A-Z0-9]{1,40}? ?-{4,5}")
+_ARMOUR_AFTER: Final = _compile(r"\r?\n[ \t]{0,16}+[+-]?-{4,5} ?END ([ A-Z0-9]{1,40}?) ?-{4,5}")
+# A run is matched from its first line, so a block's armour is right above it, past a few headers.
+_ARMOUR_LOOK_BACK: Final = 512
+# The DER a body decodes to, when the run starts at the body's first line: a private key starts
+# with its version (`SEQUENCE { INTEGER 0|1 ...`: PKCS#1, PKCS#8, SEC 1); a certificate, a public
+# key or a request starts with a SEQUENCE in the SEQUENCE.
+_DER_SEQUENCE_IN_SEQUENCE: Final = re.compile(rb"\x30(?:[\x00-\x7f]|\x81.|\x82..|\x83...)\x30", re.DOTALL)
+
+
+def _inside_public_armour(text: str, start: int, end: int) -> bool:
+    """Whether the run from `start` to `end` is the whole body of a public block (a certificate).
+
+    Its `-----BEGIN X-----` line is above it, with no private key in X, and its `-----END X-----`
+    line right after it; a BEGIN line alone (a hunk, a cut) does not vouch for what follows.
+    """
+    low = max(0, start - _ARMOUR_LOOK_BACK)
+    begin = max(text.rfind("-----BEGIN ", low, start), text.rfind("---- BEGIN ", low, start))
+    if begin == -1:
+        return False
+    armour = _ARMOUR.match(text, begin, start)
+    if armour is None or "PRIVATE" in armour[1]:
+        return False
+    if _ARMOUR_END.search(text, armour.end(), start) is not None:
+        return False
+    after = _ARMOUR_AFTER.match(text, end)
+    return after is not None and after[1] == armour[1]
+
+
+def _body_line(line: str) -> str:
+    """A line of a run without its indent, its diff marker and its carriage return."""
+    line = line.lstrip(" \t").rstrip("\r")
+    if len(line) - 1 in _BODY_LENGTHS and line[0] in "+-":
+        return line[1:]
+    return line
+
+
+_KEY_BODY: Final = _compile(_KEY_BODY_RUN)
+_BASE64_LINE: Final = _compile(r"[A-Za-z0-9+/]+")
+# Where a run may start: a line break, then a full line. Cheap for `re` (4 ms for 4 MiB of tool
+# output), where the whole run's pattern tried at every line break cost 30 ms (measured).
+_KEY_BODY_LINE_START: Final = _compile(r"\n[ \t]{0,16}+[+-]?[A-Za-z0-9+/]{64}")
+
+
+def _find_key_bodies(text: str) -> Iterator[re.Match[str]]:
+    """The runs of body lines in `text`, each matched from its first line."""
+    match = _KEY_BODY.match(text)
+    reach = 0
+    while True:
+        if match is not None:
+            reach = match.end()
+            yield match
+        # Searched again past each run, not stepped through its lines (a line is a candidate each).
+        candidate = _KEY_BODY_LINE_START.search(text, reach)
+        if candidate is None:
+            return
+        reach = candidate.start() + 1
+        match = _KEY_BODY.match(text, reach)
+
+
+def _key_body(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """A run of base64 lines of one key-body length, with no public armour above it: a private key."""
+    # The pattern holds two full lines at least; the first two decide (30 us a run to check all).
+    body = match["secret"]
+    first_end = body.index("\n")
+    second_end = body.find("\n", first_end + 1)
+    first = _body_line(body[:first_end])
+    second = _body_line(body[first_end + 1 : second_end if second_end != -1 else len(body)])
+    width = len(first)
+    if len(second) != width or char_classes(first) < 3 or char_classes(second) < 3:
+        return ()  # random base64 mixes cases and digits on every line; two lines tell it from words
+    text, start = match.string, match.start("secret")
+    line_start = text.rfind("\n", 0, start) + 1
+    if line_start:
+        before = _body_line(text[text.rfind("\n", 0, line_start - 1) + 1 : line_start - 1])
+        if len(before) == width and _BASE64_LINE.fullmatch(before):
+            return ()  # the run starts a line earlier: the match from there decides
+    if _inside_public_armour(text, start, match.end("secret")):
+        return ()
+    try:
+        head = base64.b64decode(first[:64], validate=True)
+    except (binascii.Error, ValueError):
+        return ()
+    if _DER_SEQUENCE_IN_SEQUENCE.match(head):
+        return ()
+    return ((start, match.end("secret"), detector.kind, detector.priority),)
+
+
 _PUTTY_END: Final = _compile(r"Private-MAC: *[0-9a-fA-F]+|\n[ \t]*\n")
 
 
@@ -256,15 +366,46 @@ def secret_field_kind(name: str) -> str:
     return "api_key"
 
 
+_FIRST_TOKEN: Final = _compile(r"""[^\s"'`,;&|<>(){}\[\]\\]{6,512}+(?![(\[])""")
+# Unquoted, the rest of a line is code, not a value, when it calls, indexes, compares or branches.
+_CODE_LINE: Final = _compile(
+    r"[()\[\]{}]|[:;,{]\Z"
+    r"|[ \t](?:if|else|and|or|not|in|is|for|return|await|new|\+|-|\*|/|=|==|!=|\||\|\||&&|\?\?|\?)[ \t]"
+)
+# A value with blanks in it that holds one of these words is a sentence (a label, a message).
+_PROSE_WORDS: Final = frozenset(
+    {"the", "your", "enter", "must", "please", "required", "invalid", "incorrect", "should", "cannot"}
+    | {"characters", "field", "is", "are", "was", "not", "too", "expired", "missing", "reset", "forgot"}
+)
+_AUTH_SCHEME: Final = _compile(r"(?i:bearer|basic|token|bot|digest)[ \t]+(?=\S)")
+
+
+def _is_prose(value: str) -> bool:
+    words = value.lower().split()
+    return len(words) > 1 and (value[-1] in ".!?:" or not _PROSE_WORDS.isdisjoint(words))
+
+
 def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     group, value = _value(match)
     start = match.start()
     if start and match.string[start - 1] == ":" and match["op"] == ":":
         # `arn:aws:secretsmanager:...:secret:name`: a segment of an ARN or URN, not a field.
         return ()
-    if not is_literal_secret(value, quoted=group != "uq"):
+    value_start = match.start(group)
+    if group == "uq":
+        scheme = _AUTH_SCHEME.match(value)
+        if scheme is not None:
+            # `auth: Bearer <token>`: the scheme is no part of the secret, as for `Authorization:`.
+            value, value_start = value[scheme.end() :], value_start + scheme.end()
+        value = value.rstrip(" \t").removesuffix(",")  # an item's end
+        if _CODE_LINE.search(value) or _is_prose(value) or not is_literal_secret(value, quoted=False):
+            token = _FIRST_TOKEN.match(match.string, value_start)
+            if token is None or not is_literal_secret(token.group(), quoted=False):
+                return ()
+            value = token.group()
+    elif _is_prose(value) or not is_literal_secret(value, quoted=True):
         return ()
-    return ((match.start(group), match.end(group), secret_field_kind(match["name"]), detector.priority),)
+    return ((value_start, value_start + len(value), secret_field_kind(match["name"]), detector.priority),)
 
 
 # Names ending in `_key` that are not secrets: database, cache and storage keys, public keys.
@@ -454,9 +595,23 @@ _VALUE: Final = (
     r"""|`(?P<bq>[^`\s]{6,512}+)`|\\"(?P<eq>[^"\s\\]{6,512}+)\\\""""
     r"""|""" + _CODE_OWNERS + r"""(?P<uq>[^\s"'`,;&|<>(){}\[\]\\]{6,512}+)(?![(\[]))"""
 )
-_ASSIGNED: Final = (
-    _CLOSE + _ANNOTATION + r"[ \t]{0,4}" + _OP + r"[ \t]{0,8}" + _VALUE + r"|>(?P<xv>[^<\s]{6,512}+)</"
+# Under a secret name the value is whole: a quoted one with its blanks (a pass phrase), an unquoted
+# one to the end of the line (`&`, `,` and `|` are in passwords too), a `;` (a statement's end, a
+# connection string's next field) or a bracket (code: a call, an index); `_field` falls back to the
+# first token where the rest is code or a message.
+_WHOLE_VALUE: Final = (
+    r"""(?:[bBrRuUfF]{1,2}(?=["']))?(?:"(?P<dq>[^"\n]{6,512}+)"|'(?P<sq>[^'\n]{6,512}+)'"""
+    r"""|`(?P<bq>[^`\n]{6,512}+)`|\\"(?P<eq>[^"\\\n]{6,512}+)\\\""""
+    r"""|""" + _CODE_OWNERS + r"""(?P<uq>[^\s"'`,;&|<>(){}\[\]\\][^\n\r;"'`(){}\[\]]{5,511}+)(?![(\[]))"""
 )
+
+
+def _assigned(value: str) -> str:
+    return _CLOSE + _ANNOTATION + r"[ \t]{0,4}" + _OP + r"[ \t]{0,8}" + value + r"|>(?P<xv>[^<\s]{6,512}+)</"
+
+
+_ASSIGNED: Final = _assigned(_VALUE)
+_ASSIGNED_WHOLE: Final = _assigned(_WHOLE_VALUE)
 _FIELD: Final = (
     r"(?P<name>(?i:"
     + _LONG_NAMES
@@ -465,7 +620,7 @@ _FIELD: Final = (
     + r"))"
     + _SUFFIX
     + r"(?:"
-    + _ASSIGNED
+    + _ASSIGNED_WHOLE
     + r")"
 )
 SECRET_NAME: Final = _compile(
@@ -547,6 +702,17 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         ("ls0tls1crudjtib",),
         _compile(_LU + r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}+={0,2}"),
         finish=_base64_pem,
+    ),
+    # A key body without its armour: no keyword, found by its shape.
+    Detector(
+        "private_key",
+        (),
+        _KEY_BODY,
+        CONTEXT,
+        scan=True,
+        min_length=129,
+        finish=_key_body,
+        find=_find_key_bodies,
     ),
     _prefixed(
         "age_secret_key", ("age-secret-key-1",), r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"
@@ -938,7 +1104,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         ),
         _compile(
             r"--(?P<name>(?i:passw(?:or)?d|passphrase|pass|pwd?|token|secret|api-?key|access-token|auth-token"
-            r"|client-secret))(?:[ \t]+|=)(?P<value>\"[^\"\s]+\"|'[^'\s]+'|[^\s\"'`;&|<>()]+)"
+            r"|client-secret))(?:[ \t]+|=)(?P<value>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'`;&|<>()]+)"
         ),
         GENERIC,
         finish=_flag,

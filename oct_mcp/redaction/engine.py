@@ -14,7 +14,7 @@ from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, Implementation
 from oct_mcp.redaction.checks import MASK_PREFIX, is_literal_secret, mask
 from oct_mcp.redaction.detectors import DETECTORS, SECRET_NAME, Detector, Span, secret_field_kind
 
-__all__ = ["Finding", "redact", "redact_value", "secret_field_name"]
+__all__ = ["Finding", "redact", "redact_excerpts", "redact_value", "secret_field_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +150,8 @@ def _spans(text: str) -> list[Span]:
         for index in windowed[keyword]:
             windows.setdefault(index, []).append(start)
     for detector in scanner.scanning:
-        spans.extend(span for match in detector.pattern.finditer(text) for span in detector.spans(match))
+        matches = detector.pattern.finditer(text) if detector.find is None else detector.find(text)
+        spans.extend(span for match in matches for span in detector.spans(match))
     length = len(text)
     for index, starts in windows.items():
         detector = DETECTORS[index]
@@ -232,6 +233,41 @@ def redact(text: str) -> tuple[str, tuple[Finding, ...]]:
         position = end
     pieces.append(text[position:])
     return "".join(pieces), tuple(Finding(kind, start, end) for start, end, kind, _priority in spans)
+
+
+def redact_excerpts(text: str, excerpts: Sequence[tuple[int, int]]) -> tuple[list[str], int]:
+    """Cut pieces out of `text`, each with the secrets in it masked as the whole text shows them.
+
+    A piece alone may not show that it holds a secret: a private key's body without its BEGIN
+    line, the end of a value whose field name is before the cut. The detectors run on the whole
+    text; each piece keeps the part of every mask that falls in it.
+
+    Args:
+        text: The whole text (a file).
+        excerpts: (start, end) offsets in `text` of the pieces to return (lines, a range).
+
+    Returns:
+        The pieces, redacted, in the order given; and the number of masks placed in them.
+    """
+    found = _spans(text) if text and excerpts else []
+    spans = _merge(found, text) if found else []
+    ends = [end for _start, end, _kind, _priority in spans]
+    pieces: list[str] = []
+    masked = 0
+    for start, end in excerpts:
+        index = bisect.bisect_right(ends, start)
+        parts: list[str] = []
+        position = start
+        while index < len(spans) and spans[index][0] < end:
+            span_start, span_end, kind, _priority = spans[index]
+            parts.append(text[position : max(position, span_start)])
+            parts.append(mask(kind))
+            masked += 1
+            position = min(end, span_end)
+            index += 1
+        parts.append(text[position:end])
+        pieces.append("".join(parts))
+    return pieces, masked
 
 
 def secret_field_name(name: str) -> bool:

@@ -1,15 +1,88 @@
-"""Path anonymisation: the project root becomes `<project>`, the home `~`, the user name `<user>`."""
+"""Path anonymisation: the project root becomes `<project>`, the home `~`, the user name `<user>`,
+and the server's own installation and scratch folders their tokens (`<venv>`, `<python>`, `<scratch>`)."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["PROJECT", "USER", "anonymise_paths"]
+__all__ = [
+    "PROJECT",
+    "PYTHON",
+    "SCRATCH",
+    "TEMP",
+    "USER",
+    "VENV",
+    "HostPath",
+    "anonymise_paths",
+    "server_paths",
+]
 
 PROJECT: Final = "<project>"
 USER: Final = "<user>"
+VENV: Final = "<venv>"
+PYTHON: Final = "<python>"
+SCRATCH: Final = "<scratch>"
+TEMP: Final = "<tmp>"
+
+# Folders that say nothing of this machine's user or setup: a path that is one of them stays.
+_SYSTEM_FOLDERS: Final = frozenset(
+    {
+        "/",
+        "/usr",
+        "/usr/local",
+        "/opt",
+        "/bin",
+        "/lib",
+        "/tmp",  # noqa: S108 - a name compared with, no file made there
+        "/var/tmp",  # noqa: S108 - a name compared with, no file made there
+        "/private/tmp",
+        "/private/var/tmp",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HostPath:
+    """A folder of the host that output must not show, and the token that stands for it."""
+
+    path: str
+    token: str
+    name_prefix: bool = False
+    """`path` ends in the start of a folder name (`/tmp/oct-run-`): the rest of the name goes too."""
+
+
+def server_paths(temp_folder: str, scratch_prefix: str) -> tuple[HostPath, ...]:
+    """The server's own folders: its venv, its interpreter's installation, the runs' scratch folders.
+
+    A tool's error output shows them (a traceback through the server's venv, HOME in a scratch
+    folder); they say where and as whom the server runs. System folders (`/usr`) are kept.
+
+    Args:
+        temp_folder: Where the sandbox makes each run's scratch folder (`tempfile.gettempdir()`).
+        scratch_prefix: How those folders' names start.
+    """
+    found: dict[str, HostPath] = {}
+    for token, folders in (
+        (VENV, (sys.prefix, sys.exec_prefix)),
+        (PYTHON, (sys.base_prefix, sys.base_exec_prefix)),
+        (TEMP, (temp_folder,)),
+    ):
+        for folder in folders:
+            for form in (folder, os.path.realpath(folder)):
+                form = form.rstrip("/")
+                if form and form not in _SYSTEM_FOLDERS and form not in found:
+                    found[form] = HostPath(form, token)
+    for form in dict.fromkeys((temp_folder, os.path.realpath(temp_folder))):
+        found[f"{form.rstrip('/')}/{scratch_prefix}"] = HostPath(
+            f"{form.rstrip('/')}/{scratch_prefix}", SCRATCH, name_prefix=True
+        )
+    return tuple(found.values())
+
 
 # A path ends where a character that cannot continue a file name follows (or the text ends):
 # `/home/dev` is in `/home/dev/x` and `"/home/dev"`, not in `/home/dev2`.
@@ -35,14 +108,19 @@ def _distinctive(user: str) -> bool:
 
 
 @lru_cache(maxsize=32)
-def _patterns(project_root: str, home: str, user: str) -> tuple[tuple[str, re.Pattern[str], str], ...]:
+def _patterns(
+    project_root: str, home: str, user: str, others: tuple[HostPath, ...]
+) -> tuple[tuple[str, re.Pattern[str], str], ...]:
     """(literal, pattern, token): the pattern can only match where its literal occurs in the text."""
     patterns: list[tuple[str, re.Pattern[str], str]] = []
-    roots = [(root.rstrip("/"), token) for root, token in ((project_root, PROJECT), (home, "~"))]
-    # The longer first: a project under the home is `<project>`, not `~/project`.
-    for root, token in sorted(roots, key=lambda pair: len(pair[0]), reverse=True):
-        if root:
-            patterns.append((root, re.compile(re.escape(root) + _PATH_END), token))
+    roots = [HostPath(root.rstrip("/"), token) for root, token in ((project_root, PROJECT), (home, "~"))]
+    # The longer first: a project under the home is `<project>`, not `~/project`; a venv in the
+    # project is `<venv>`.
+    for root in sorted((*roots, *others), key=lambda root: len(root.path), reverse=True):
+        if root.path:
+            name_rest = r"[\w.-]*" if root.name_prefix else ""
+            pattern = re.compile(re.escape(root.path) + name_rest + _PATH_END)
+            patterns.append((root.path, pattern, root.token))
     if user:
         name = re.escape(user)
         # One fixed-width look-behind per marker: Python's look-behinds cannot alternate widths.
@@ -60,7 +138,9 @@ def _patterns(project_root: str, home: str, user: str) -> tuple[tuple[str, re.Pa
     return tuple(patterns)
 
 
-def anonymise_paths(text: str, *, project_root: str, home: str, user: str) -> str:
+def anonymise_paths(
+    text: str, *, project_root: str, home: str, user: str, others: tuple[HostPath, ...] = ()
+) -> str:
     """Replace the project root with `<project>`, the home with `~`, and the user name with `<user>`.
 
     The roots are replaced wherever they stand as a whole path (not as the prefix of a longer
@@ -76,11 +156,12 @@ def anonymise_paths(text: str, *, project_root: str, home: str, user: str) -> st
         project_root: The absolute project root; empty to leave roots alone.
         home: The user's home directory; empty to leave it alone.
         user: The login name; empty to leave names alone.
+        others: More folders to replace, each with its token (the server's own: `server_paths`).
 
     Returns:
         The anonymised text; text with none of them is returned unchanged.
     """
-    for literal, pattern, token in _patterns(project_root, home, user):
+    for literal, pattern, token in _patterns(project_root, home, user, others):
         # Measured: the look-behind alternations cost ~45 us per KiB of text; `in` costs ~0.1 us,
         # and most tool output names neither the root nor the user.
         if literal in text:

@@ -21,11 +21,13 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
+from oct_mcp.preview import FileChange, Preview, TargetState
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.edit import (
     WRITE_MAX_BYTES,
     _cut,
     _Diff,
+    _digest_of,
     _existing,
     _failed_write,
     _Params,
@@ -34,7 +36,7 @@ from oct_mcp.tools.edit import (
     _write,
     unified_diff,
 )
-from oct_mcp.tools.masks import MaskError, kept_note, masked, masked_result, unmask
+from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
 from oct_mcp.workspace import Workspace
 
 __all__ = ["EDIT", "EditError", "EditOutput", "EditParams", "StringEdit", "apply_edits", "edit_file"]
@@ -275,11 +277,17 @@ def _visible(changed: str) -> str:
 
 
 def edit_file(
-    workspace: Workspace, params: EditParams, *, dry_run: bool, deadline: Deadline | None = None
+    workspace: Workspace,
+    params: EditParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
 ) -> ToolResult:
     """Apply the edits to the file in memory, then write it once, atomically; or only diff it.
 
-    An edit that does not apply is an error result, and nothing is written.
+    An edit that does not apply is an error result, and nothing is written. `preview`: a dry run
+    whose result carries the change and the file's content digest.
 
     Raises:
         PathRefusedError: Outside the project, a folder, not a regular file.
@@ -307,6 +315,7 @@ def edit_file(
     relative = workspace.relative(target)
     diff: _Diff = unified_diff(seen.view, new_view, f"a/{relative}", f"b/{relative}", deadline)
     changed = new_text != text
+    dry_run = dry_run or preview
     if not dry_run and changed:
         try:
             _write(workspace, target, new_text.encode("utf-8"), old, deadline=deadline)
@@ -331,15 +340,31 @@ def edit_file(
         head = f"dry run, nothing changed: would edit {relative} {counted}"
     else:
         head = f"edited {relative} {counted}"
-    return ToolResult(text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"), structured=output.model_dump())
+    previewed = None
+    if preview:
+        changes = (
+            (FileChange(path=relative, action="modify", added=diff.added, removed=diff.removed),)
+            if changed
+            else ()
+        )
+        previewed = Preview(
+            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=_digest_of(old)),)
+        )
+    return ToolResult(
+        text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"),
+        structured=output.model_dump(),
+        preview=previewed,
+    )
 
 
 def _refused(reason: str) -> ToolResult:
     return ToolResult(text=f"the edit does not apply; nothing was changed.\n{reason}", is_error=True)
 
 
-def _preview_edit(params: EditParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
-    return masked_result(edit_file(workspace, params, dry_run=True, deadline=deadline))
+def _preview_edit(params: EditParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(edit_file, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
 
 
 def _plan_edit(params: EditParams, env: ToolEnv) -> InProcessPlan:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
+from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
@@ -101,13 +102,19 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     total = count_lines(text)
     first = params.start_line or 1
     last = min(params.end_line or total, total)
+    redactions = 0
     if not wants_range:
         # The whole file: its lines counted, not split and joined again.
         selected = text
     elif first > total:
         selected = ""
     else:
-        selected = "".join(split_lines(text)[first - 1 : last])
+        lines = split_lines(text)
+        start = sum(map(len, lines[: first - 1]))
+        end = start + sum(map(len, lines[first - 1 : last]))
+        # The range alone may not show its secrets (a key's body without its BEGIN line): they
+        # are masked as the whole file shows them; the redactor still sees the range.
+        (selected,), redactions = redact_excerpts(text, [(start, end)])
     output = ReadFileOutput(
         path=workspace.relative(resolved),
         start_line=first,
@@ -115,7 +122,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
         total_lines=total,
         size_bytes=len(data),
     )
-    return ToolResult(text=selected, structured=output.model_dump())
+    return ToolResult(text=selected, structured=output.model_dump(), redactions=redactions)
 
 
 class ListFilesParams(_Params):
@@ -212,7 +219,8 @@ READ_FILE: Final = ToolSpec(
     title="Read a project file",
     description=(
         "Read a UTF-8 text file of the project, whole or from start_line to end_line (1-based, inclusive). "
-        "Binary files and whole files over the server's size limit are refused; read large files by range."
+        "Binary files and whole files over the server's size limit are refused; read large files by range. "
+        "Secrets are masked as [REDACTED:<kind>], in a range as the whole file shows them."
     ),
     params=ReadFileParams,
     output=ReadFileOutput,

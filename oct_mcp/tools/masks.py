@@ -13,15 +13,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
-from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
-from oct_mcp.redaction import KINDS, mask, redact, redact_value
+from oct_mcp.redaction import KINDS, mask, redact
 from oct_mcp.tools.files import split_lines
 
-__all__ = ["MaskError", "MaskedText", "carries_masks", "kept_note", "masked", "masked_result", "unmask"]
+__all__ = ["MaskError", "MaskedText", "carries_masks", "kept_note", "masked", "unmask"]
 
 # Longest first: no mask text is a prefix of another, but the order must not matter either way.
 _ANY_MASK: Final = re.compile(
@@ -64,16 +63,6 @@ def masked(text: str) -> MaskedText:
 
 def carries_masks(text: str) -> bool:
     return _ANY_MASK.search(text) is not None
-
-
-def masked_result(result: ToolResult) -> ToolResult:
-    """A preview as a person may see it before the redactor's layer: every secret in it masked.
-
-    A preview is shown by the safety layer, which sits outside the redactor; a diff of a file
-    with secrets already shows masks, and a new value the model wrote is masked here."""
-    text, _findings = redact(result.text)
-    structured, _count = redact_value(result.structured)
-    return replace(result, text=text, structured=structured)
 
 
 def kept_note(kept: int) -> str:

@@ -23,7 +23,8 @@ from pydantic import BaseModel, Field
 
 from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
-from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError
+from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, TargetChangedError
+from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.edit import (
@@ -35,7 +36,7 @@ from oct_mcp.tools.edit import (
     _refuse_protected,
     unified_diff,
 )
-from oct_mcp.tools.masks import masked, masked_result
+from oct_mcp.tools.masks import masked
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -165,11 +166,21 @@ def _refuse_protected_inside(
 
 
 def move_path(
-    workspace: Workspace, params: MoveParams, *, dry_run: bool, deadline: Deadline | None = None
+    workspace: Workspace,
+    params: MoveParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
+    approved: tuple[TargetState, ...] | None = None,
 ) -> ToolResult:
     """Move or rename a file or folder inside the project; or only check that it can be.
 
+    `preview`: a dry run whose result carries what moves, each file at both ends a target.
+    `approved`: the targets a human approved; a file inside the folder they did not see is refused.
+
     Raises:
+        TargetChangedError: The moved folder holds a file the approved preview did not show.
         PathRefusedError: An end outside the project, through a symlink, or a symlink itself.
         PolicyError: An end is protected, or a moved folder holds or would make a protected path.
         ExecutionError: The move failed; nothing moved.
@@ -199,6 +210,9 @@ def move_path(
     files = sum(entry.is_file() and not entry.is_symlink() for entry in entries) if entries else 1
     if kind == "folder" and not entries:
         files = 0
+    moved = [entry for entry in entries if _regular(entry)] if kind == "folder" else [source]
+    _refuse_unapproved(workspace, moved, approved)
+    dry_run = dry_run or preview
     if not dry_run:
         _rename(workspace, source, destination, replace=taken == "file", deadline=deadline)
     output = MoveOutput(
@@ -215,7 +229,57 @@ def move_path(
     if output.replaced:
         what += ", replacing the file there"
     head = f"dry run, nothing changed: would move {what}" if dry_run else f"moved {what}"
-    return ToolResult(text=head, structured=output.model_dump())
+    shown = _move_preview(workspace, source, destination, kind, moved) if preview else None
+    return ToolResult(text=head, structured=output.model_dump(), preview=shown)
+
+
+def _regular(entry: Path) -> bool:
+    return entry.is_file() and not entry.is_symlink()
+
+
+def _refuse_unapproved(
+    workspace: Workspace, files: list[Path], approved: tuple[TargetState, ...] | None
+) -> None:
+    """Refuse a consented move or delete that would take a file the human was not shown.
+
+    The sandbox has checked every approved target is as it was; a file added inside the folder
+    since is no target, so only this can see it.
+    """
+    if approved is None:
+        return
+    shown = {target.path for target in approved}
+    if any(workspace.relative(path) not in shown for path in files):
+        raise TargetChangedError(
+            "the folder holds files that were not in the change the user approved, so nothing was "
+            "changed; call the tool again to preview the change as the files are now"
+        )
+
+
+def _move_preview(
+    workspace: Workspace, source: Path, destination: Path, kind: str, moved: list[Path]
+) -> Preview:
+    """Every file moved, at both ends: where it is (its content) and where it lands (absent, or the
+    file an overwrite replaces)."""
+    changes: list[FileChange] = []
+    targets: list[TargetState] = []
+    diff: list[str] = []
+    for path in moved:
+        before = workspace.relative(path)
+        after = (
+            workspace.relative(destination / path.relative_to(source))
+            if kind == "folder"
+            else (workspace.relative(destination))
+        )
+        changes.append(FileChange(path=after, action="rename", added=0, removed=0, original_path=before))
+        targets.append(TargetState(path=before, digest=content_digest(workspace, before)))
+        targets.append(TargetState(path=after, digest=content_digest(workspace, after)))
+        diff.append(f"diff --git a/{before} b/{after}\nrename from {before}\nrename to {after}\n")
+    if not moved:
+        # An empty folder: the change is the folder itself, its new place a target that must stay free.
+        before, after = workspace.relative(source), workspace.relative(destination)
+        changes.append(FileChange(path=after, action="rename", added=0, removed=0, original_path=before))
+        targets.append(TargetState(path=after, digest=ABSENT))
+    return Preview(files=tuple(changes), diff="".join(diff), targets=tuple(targets))
 
 
 def _rename(
@@ -257,11 +321,21 @@ def _present(name: str, folder_fd: int) -> bool:
 
 
 def delete_path(
-    workspace: Workspace, params: DeleteParams, *, dry_run: bool, deadline: Deadline | None = None
+    workspace: Workspace,
+    params: DeleteParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
+    approved: tuple[TargetState, ...] | None = None,
 ) -> ToolResult:
     """Delete a file, an empty folder, or with `recursive` a folder and all in it; or only show what would go.
 
+    `preview`: a dry run whose result carries every file that goes as a target, with its diff.
+    `approved`: the targets a human approved; a file inside the folder they did not see is refused.
+
     Raises:
+        TargetChangedError: The folder holds a file the approved preview did not show.
         PathRefusedError: Outside the project, through a symlink, or a symlink itself.
         PolicyError: The path is protected, or a folder holding one.
         ExecutionError: The delete failed.
@@ -279,17 +353,13 @@ def delete_path(
             f"the folder is not empty ({len(entries)} entries); set recursive=true to delete it all",
         )
     _refuse_protected_inside(workspace, entries, "oct_delete")
-    files = [entry for entry in entries if entry.is_file() and not entry.is_symlink()] if entries else []
-    diff_text = ""
+    files = [entry for entry in entries if _regular(entry)] if entries else []
     if kind == "file":
         files = [target]
-        existing = _existing(workspace, target)
-        text = None if existing is None else existing.text
-        relative = workspace.relative(target)
-        if existing is not None and text is None:
-            diff_text = f"Binary or non-UTF-8 file {relative} deleted ({len(existing.data)} bytes)\n"
-        elif text is not None:
-            diff_text = unified_diff(masked(text).view, None, f"a/{relative}", "", deadline).text
+    _refuse_unapproved(workspace, files, approved)
+    diff_text = _deletion_diff(workspace, target, deadline) if kind == "file" else ""
+    shown_preview = _delete_preview(workspace, target, files, deadline) if preview else None
+    dry_run = dry_run or preview
     if not dry_run:
         _remove(workspace, target, kind, deadline)
     shown, cut = _cut(diff_text)
@@ -305,7 +375,40 @@ def delete_path(
     )
     what = f"the {kind} {output.path}" + (f" and the {len(listed)} file(s) in it" if kind == "folder" else "")
     head = f"dry run, nothing changed: would delete {what}" if dry_run else f"deleted {what}"
-    return ToolResult(text=f"{head}\n{shown}".rstrip("\n"), structured=output.model_dump())
+    return ToolResult(
+        text=f"{head}\n{shown}".rstrip("\n"), structured=output.model_dump(), preview=shown_preview
+    )
+
+
+def _deletion_diff(workspace: Workspace, path: Path, deadline: Deadline | None) -> str:
+    """The diff that removes every line of a file, as the model reads it: secrets masked."""
+    existing = _existing(workspace, path)
+    text = None if existing is None else existing.text
+    relative = workspace.relative(path)
+    if existing is not None and text is None:
+        return f"Binary or non-UTF-8 file {relative} deleted ({len(existing.data)} bytes)\n"
+    if text is None:
+        return ""
+    return unified_diff(masked(text).view, None, f"a/{relative}", "", deadline).text
+
+
+def _delete_preview(
+    workspace: Workspace, target: Path, files: list[Path], deadline: Deadline | None
+) -> Preview:
+    """Every file that goes, each a target with its content now and its diff; an empty folder itself."""
+    changes: list[FileChange] = []
+    targets: list[TargetState] = []
+    diffs: list[str] = []
+    for path in files:
+        relative = workspace.relative(path)
+        diff = _deletion_diff(workspace, path, deadline)
+        _added, removed = diff_counts(diff)
+        changes.append(FileChange(path=relative, action="delete", added=0, removed=removed))
+        targets.append(TargetState(path=relative, digest=content_digest(workspace, relative)))
+        diffs.append(diff)
+    if not files:
+        changes.append(FileChange(path=workspace.relative(target), action="delete", added=0, removed=0))
+    return Preview(files=tuple(changes), diff="".join(diffs), targets=tuple(targets))
 
 
 def _remove(workspace: Workspace, target: Path, kind: str, deadline: Deadline | None) -> None:
@@ -332,22 +435,44 @@ def _refused(tool: str, reason: str) -> ToolResult:
     return ToolResult(text=f"{tool} refused; nothing was changed: {reason}", is_error=True)
 
 
-def _preview_move(params: MoveParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
-    return masked_result(move_path(workspace, params, dry_run=True, deadline=deadline))
+def _preview_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(move_path, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
 
 
-def _preview_delete(params: DeleteParams, workspace: Workspace, deadline: Deadline) -> ToolResult:
-    return masked_result(delete_path(workspace, params, dry_run=True, deadline=deadline))
+def _preview_delete(params: DeleteParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(delete_path, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
 
 
 def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(move_path, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+    return InProcessPlan(
+        partial(
+            move_path,
+            env.workspace,
+            params,
+            dry_run=dry_run,
+            deadline=env.deadline,
+            approved=env.approved_targets,
+        )
+    )
 
 
 def _plan_delete(params: DeleteParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(delete_path, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+    return InProcessPlan(
+        partial(
+            delete_path,
+            env.workspace,
+            params,
+            dry_run=dry_run,
+            deadline=env.deadline,
+            approved=env.approved_targets,
+        )
+    )
 
 
 MOVE: Final = ToolSpec(

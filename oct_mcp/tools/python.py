@@ -6,14 +6,17 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.context import ToolResult
-from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
+from oct_mcp.spec import CommandPlan, InProcessPlan, Plan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.programs import find_program
+from oct_mcp.workspace import Workspace
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK"]
 
@@ -230,7 +233,26 @@ def _applied(
     return parse
 
 
-def _plan_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
+def _approved_paths(params_paths: list[str], env: ToolEnv) -> list[str]:
+    """The files a run may change: after a human approved a preview, exactly the files it showed
+    (so a file that needs a change only now is not changed unseen); else what the call names."""
+    if env.approved_targets is None:
+        return params_paths
+    return [target.path for target in env.approved_targets]
+
+
+def _nothing_approved(tool: str) -> InProcessPlan:
+    """An approved preview that changed no file: ruff over no path would run over the whole project."""
+    output = ChangeOutput(tool=tool, applied=True, changed_files=[])
+    return InProcessPlan(
+        lambda: ToolResult(
+            text="changed 0 file(s):\nno file needed a change", structured=output.model_dump()
+        ),
+        inline=True,
+    )
+
+
+def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
     root = env.workspace.root
     ruff = find_program(root, "ruff")
     select = ["--select", ",".join(params.select)] if params.select else []
@@ -239,21 +261,78 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
         # --diff implies --fix-only and writes nothing; exit 1 means "there is a diff".
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
         return CommandPlan(argv=argv, parse=_preview("ruff check --fix", (0, 1)))
-    before = _snapshot(root, params.paths)
-    argv = (str(ruff), "check", "--fix", "--exit-zero", *select, *_targets(params.paths))
+    paths = _approved_paths(params.paths, env)
+    if env.approved_targets is not None and not paths:
+        return _nothing_approved("ruff check --fix")
+    before = _snapshot(root, paths)
+    argv = (str(ruff), "check", "--fix", "--exit-zero", *select, *_targets(paths))
     return CommandPlan(argv=argv, parse=_applied("ruff check --fix", root, before, (0,)), writes_project=True)
 
 
-def _plan_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
+def _preview_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
+    ruff = find_program(env.workspace.root, "ruff")
+    select = ["--select", ",".join(params.select)] if params.select else []
+    argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
+    return CommandPlan(argv=argv, parse=_previewed("ruff check --fix", "fix", env.workspace, (0, 1)))
+
+
+def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     root = env.workspace.root
     ruff = find_program(root, "ruff")
     # The gate decides dry_run for oct_format from `apply` (the seed's rules 3 and 4).
     if env.dry_run:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
         return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1)))
-    before = _snapshot(root, params.paths)
-    argv = (str(ruff), "format", *_targets(params.paths))
+    paths = _approved_paths(params.paths, env)
+    if env.approved_targets is not None and not paths:
+        return _nothing_approved("ruff format")
+    before = _snapshot(root, paths)
+    argv = (str(ruff), "format", *_targets(paths))
     return CommandPlan(argv=argv, parse=_applied("ruff format", root, before, (0,)), writes_project=True)
+
+
+def _preview_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
+    ruff = find_program(env.workspace.root, "ruff")
+    argv = (str(ruff), "format", "--diff", *_targets(params.paths))
+    return CommandPlan(argv=argv, parse=_previewed("ruff format", "format", env.workspace, (0, 1)))
+
+
+def _previewed(
+    tool: str, action: str, workspace: Workspace, diff_ok: tuple[int, ...]
+) -> Callable[[RunResult], ToolResult]:
+    """The dry run's answer with its `Preview`: each file ruff would change, its counts, its content now."""
+    shown = _preview(tool, diff_ok)
+
+    def parse(run: RunResult) -> ToolResult:
+        result = shown(run)
+        if result.is_error:
+            return result
+        diff = run.stdout.decode(errors="replace")
+        files: list[FileChange] = []
+        targets: list[TargetState] = []
+        for name, chunk in _file_diffs(diff):
+            relative = _relative(workspace.root, name)
+            if relative is None:
+                return ToolResult(
+                    text=f"{tool} named a file outside the project; nothing was changed", is_error=True
+                )
+            added, removed = diff_counts(chunk)
+            files.append(FileChange(path=relative, action=action, added=added, removed=removed))
+            targets.append(TargetState(path=relative, digest=content_digest(workspace, relative)))
+        return replace(result, preview=Preview(files=tuple(files), diff=diff, targets=tuple(targets)))
+
+    return parse
+
+
+def _file_diffs(diff: str) -> Iterator[tuple[str, str]]:
+    """(the file's name, its part of the diff) for each file of a diff as ruff writes it."""
+    lines = diff.splitlines(keepends=True)
+    starts = [
+        i for i in range(len(lines) - 1) if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ")
+    ]
+    for number, start in enumerate(starts):
+        end = starts[number + 1] if number + 1 < len(starts) else len(lines)
+        yield lines[start + 1][4:].rstrip("\r\n"), "".join(lines[start:end])
 
 
 # -- oct_typecheck -----------------------------------------------------------------------------
@@ -459,6 +538,7 @@ def _spec(
     *,
     program: str,
     idempotent: bool = True,
+    preview: Any = None,
 ) -> ToolSpec:
     return ToolSpec(
         name=name,
@@ -468,6 +548,7 @@ def _spec(
         output=output,
         risk=risk,
         plan=plan,
+        preview=preview,
         idempotent=idempotent,
         program=program,
     )
@@ -498,6 +579,7 @@ FIX: Final = _spec(
     _plan_fix,
     idempotent=False,
     program="ruff",
+    preview=_preview_fix,
 )
 FORMAT: Final = _spec(
     "oct_format",
@@ -511,6 +593,7 @@ FORMAT: Final = _spec(
     _plan_format,
     idempotent=False,
     program="ruff",
+    preview=_preview_format,
 )
 TYPECHECK: Final = _spec(
     "oct_typecheck",

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
+from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
@@ -132,6 +133,7 @@ class _Search:
     files_with_matches: int = 0
     files_skipped: int = 0
     truncated: bool = False
+    redactions: int = 0
 
     def file(self, path: Path) -> None:
         data = self._read(path)
@@ -140,9 +142,30 @@ class _Search:
             return
         self.files_searched += 1
         before = len(self.matches)
-        self._scan(self.workspace.relative(path), data)
+        excerpts = self._scan(self.workspace.relative(path), data)
         if len(self.matches) > before:
             self.files_with_matches += 1
+            self._redact_in_context(data, before, excerpts)
+
+    def _redact_in_context(self, data: bytes, first: int, excerpts: list[tuple[int, int, int]]) -> None:
+        """Mask the secrets in this file's matches as the whole file shows them.
+
+        A line alone may not show its secret: a line of a private key's body, without the BEGIN
+        line above it. `excerpts` holds each match's (line number, start, end) in its line.
+        """
+        text = data.decode("utf-8", errors="replace")
+        offsets: list[tuple[int, int]] = []
+        line, position = 1, 0
+        for number, start, end in excerpts:
+            while line < number:
+                position = text.index("\n", position) + 1
+                line += 1
+            offsets.append((position + start, position + end))
+        pieces, masked = redact_excerpts(text, offsets)
+        for index, piece in enumerate(pieces, first):
+            if piece != self.matches[index].text:
+                self.matches[index] = self.matches[index].model_copy(update={"text": piece})
+        self.redactions += masked
 
     def _read(self, path: Path) -> bytes | None:
         try:
@@ -160,38 +183,42 @@ class _Search:
             return None
         return data
 
-    def _scan(self, relative: str, data: bytes) -> None:
+    def _scan(self, relative: str, data: bytes) -> list[tuple[int, int, int]]:
+        """Append the file's matching lines; returns each one's (line number, start, end) in its line."""
+        excerpts: list[tuple[int, int, int]] = []
         position, line, counted_to = 0, 1, 0
         while True:
             found = self.pattern.search(data, position)
             # An empty match after the last line break is no line at all.
             if found is None or (found.start() == len(data) and (not data or data.endswith(b"\n"))):
-                return
+                return excerpts
             if len(self.matches) == self.max_results:
                 self.truncated = True
-                return
+                return excerpts
             start = found.start()
             line_start = data.rfind(b"\n", 0, start) + 1
             line_end = data.find(b"\n", start)
             line_end = len(data) if line_end == -1 else line_end
             line += data.count(b"\n", counted_to, line_start)
             counted_to = line_start
-            self.matches.append(_match(relative, line, data[line_start:line_end], data[line_start:start]))
+            match, cut_at = _match(relative, line, data[line_start:line_end], data[line_start:start])
+            self.matches.append(match)
+            excerpts.append((line, cut_at, cut_at + len(match.text)))
             # One result per line, as grep gives: go on after this line.
             position = line_end + 1
             if position > len(data):
-                return
+                return excerpts
 
 
-def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> SearchMatch:
+def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> tuple[SearchMatch, int]:
+    """The match, and where in the line its text starts (a long line is cut to a window)."""
     text = raw_line.removesuffix(b"\r").decode("utf-8", errors="replace")
     column = len(before_match.decode("utf-8", errors="replace")) + 1
     if len(text) <= LINE_TEXT_MAX:
-        return SearchMatch(path=relative, line=line, column=column, text=text)
+        return SearchMatch(path=relative, line=line, column=column, text=text), 0
     start = max(0, min(column - 1 - LINE_TEXT_MAX // 4, len(text) - LINE_TEXT_MAX))
-    return SearchMatch(
-        path=relative, line=line, column=column, text=text[start : start + LINE_TEXT_MAX], line_cut=True
-    )
+    window = text[start : start + LINE_TEXT_MAX]
+    return SearchMatch(path=relative, line=line, column=column, text=window, line_cut=True), start
 
 
 def search(workspace: Workspace, params: SearchParams) -> ToolResult:
@@ -235,7 +262,10 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         stopped_early=stopped_early,
     )
     return ToolResult(
-        text=_text(output), structured=output.model_dump(), truncated=run.truncated or stopped_early
+        text=_text(output),
+        structured=output.model_dump(),
+        truncated=run.truncated or stopped_early,
+        redactions=run.redactions,
     )
 
 
@@ -267,7 +297,8 @@ SEARCH: Final = ToolSpec(
         "order. Skips what .gitignore ignores, .git, binary files and files over 4 MiB; does not follow "
         "symlinks. Narrow it with path (a folder or one file) and glob ('*.py', 'src/**/*.ts'); "
         "case_sensitive=false ignores case; at most max_results lines (default 200). Prefer it to grep or "
-        "rg in a shell: read-only, no approval needed, structured results."
+        "rg in a shell: read-only, no approval needed, structured results. Secrets in a matching line "
+        "are masked as [REDACTED:<kind>], as the whole file shows them."
     ),
     params=SearchParams,
     output=SearchOutput,

@@ -45,6 +45,7 @@ def _pairs(argv: tuple[str, ...], flag: str) -> list[tuple[str, str]]:
     return [(argv[i + 1], argv[i + 2]) for i, arg in enumerate(argv) if arg == flag]
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_never_binds_the_root_and_drops_everything(tmp_path: Path) -> None:
     argv = Bubblewrap().prepare(_request(tmp_path)).argv
 
@@ -61,6 +62,7 @@ def test_bubblewrap_never_binds_the_root_and_drops_everything(tmp_path: Path) ->
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_binds_a_read_tools_project_read_only(tmp_path: Path) -> None:
     request = _request(tmp_path)
 
@@ -70,6 +72,7 @@ def test_bubblewrap_binds_a_read_tools_project_read_only(tmp_path: Path) -> None
     assert _pairs(argv, "--bind") == []
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_keeps_protected_paths_read_only_over_a_writable_project(tmp_path: Path) -> None:
     request = _request(tmp_path, writable=True, protected=(tmp_path / "project" / ".git",))
 
@@ -81,6 +84,7 @@ def test_bubblewrap_keeps_protected_paths_read_only_over_a_writable_project(tmp_
     assert (git, git) in _pairs(argv, "--ro-bind")
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_binds_each_folder_on_the_way_to_a_protected_path_onto_itself(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "vendor" / "lib" / ".git").mkdir(parents=True)
@@ -96,6 +100,7 @@ def test_bubblewrap_binds_each_folder_on_the_way_to_a_protected_path_onto_itself
     assert [pair[0] for pair in _pairs(argv, "--ro-bind")][-2:] == [str(path) for path in protected]
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_mounts_at_most_its_budget_of_protected_paths_the_shallowest_first(tmp_path: Path) -> None:
     project = tmp_path / "project"
     deep = []
@@ -115,6 +120,7 @@ def test_bubblewrap_mounts_at_most_its_budget_of_protected_paths_the_shallowest_
     assert str(deep[-1]) not in shielded  # left to the check after the run
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_shares_the_network_only_when_the_tool_needs_it(tmp_path: Path) -> None:
     prepared = Bubblewrap().prepare(_request(tmp_path, network=True))
 
@@ -122,6 +128,7 @@ def test_bubblewrap_shares_the_network_only_when_the_tool_needs_it(tmp_path: Pat
     assert "no_network" not in prepared.guarantees
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_sets_the_environment_inside_and_passes_none_outside(tmp_path: Path) -> None:
     prepared = Bubblewrap().prepare(_request(tmp_path))
 
@@ -129,6 +136,7 @@ def test_bubblewrap_sets_the_environment_inside_and_passes_none_outside(tmp_path
     assert _pairs(prepared.argv, "--setenv") == [("PATH", "/usr/bin"), ("HOME", "/home/oct")]
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_shows_strict_profiles_only_the_system_files_tools_need(tmp_path: Path) -> None:
     argv = Bubblewrap().prepare(_request(tmp_path, strict_files=True)).argv
 

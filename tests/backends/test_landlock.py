@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from test_sandbox_probes import _bubblewrap, _landlock
+from optional import bubblewrap, landlock
 
 from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.runner import run_prepared
@@ -39,7 +39,7 @@ def _request(project: Path, scratch: Path, argv: tuple[str, ...], **changes: obj
 
 
 async def test_rules_the_kernel_refuses_fail_the_run_and_nothing_runs(tmp_path: Path) -> None:
-    backend = _landlock()
+    backend = landlock()
     marker = tmp_path / "ran"
     read_end, write_end = os.pipe()
     try:
@@ -62,7 +62,7 @@ async def test_rules_the_kernel_refuses_fail_the_run_and_nothing_runs(tmp_path: 
 
 
 async def test_a_write_tool_may_change_existing_entries_but_make_nothing_in_the_root(tmp_path: Path) -> None:
-    backend = _landlock()
+    backend = landlock()
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
     (project / "setup.cfg").write_text("[old]\n")
@@ -101,8 +101,8 @@ async def test_a_write_tool_may_change_existing_entries_but_make_nothing_in_the_
 
 def test_auto_picks_landlock_where_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
     """As on Ubuntu 24.04 or in a container: run the choice where user namespaces are off."""
-    bwrap = _bubblewrap().executable
-    _landlock()
+    bwrap = bubblewrap().executable
+    landlock()
     assert bwrap is not None
     choice = "from oct_mcp.backends import select_backend; print(select_backend('auto')[0].name)"
     command = [
@@ -120,7 +120,7 @@ def test_auto_picks_landlock_where_bubblewrap_cannot_make_namespaces(tmp_path: P
 async def test_a_landlock_run_cancelled_from_outside_still_kills_the_command_and_its_daemon(
     tmp_path: Path,
 ) -> None:
-    backend = _landlock()
+    backend = landlock()
     (tmp_path / "src").mkdir()
     pids = tmp_path / "src" / "pids"
     code = textwrap.dedent(f"""
@@ -146,7 +146,7 @@ async def test_a_landlock_run_cancelled_from_outside_still_kills_the_command_and
 
 
 async def test_a_missing_program_under_landlock_is_a_clear_error(tmp_path: Path) -> None:
-    backend = _landlock()
+    backend = landlock()
     prepared = backend.prepare(_request(tmp_path, tmp_path, ("/usr/bin/true",)))
     # Without the limit trampoline in front, which would report the missing program as its exit code.
     prepared = replace(prepared, argv=(str(tmp_path / "no-such-tool"),))

@@ -177,6 +177,7 @@ def test_a_symlinked_dot_git_is_refused(repo: Path, tmp_path: Path, config_file:
 # oct_git_diff
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_a_linked_worktree_is_read_through_its_repositorys_git_folder(
     repo: Path, tmp_path: Path, config_file: Path
 ) -> None:
@@ -213,6 +214,7 @@ def test_a_worktree_whose_folder_names_it_back_by_a_relative_path_is_recognised(
     assert worktree_git_folders(worktree) == (repo / ".git",)
 
 
+@pytest.mark.needs_backend("bubblewrap")
 def test_a_submodule_checkout_is_read_through_the_superprojects_git_folder(
     tmp_path: Path, config_file: Path
 ) -> None:
