@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from oct_mcp.context import ToolResult
-from oct_mcp.errors import PathRefusedError, PolicyError
+from oct_mcp.errors import PathRefusedError, PolicyError, TargetChangedError
+from oct_mcp.preview import ABSENT, content_digest
 from oct_mcp.tools.moves import DELETE, MOVE, DeleteParams, MoveParams, delete_path, move_path
 from oct_mcp.workspace import Workspace
 
@@ -219,3 +221,76 @@ def test_move_and_delete_are_destructive_writes_naming_their_paths() -> None:
     assert DELETE.path_fields == frozenset({"path"})
     for spec in (MOVE, DELETE):
         assert spec.annotations["destructiveHint"] is True
+
+
+def test_a_move_preview_binds_every_file_at_both_ends(workspace: Workspace) -> None:
+    (workspace.root / "lib").mkdir()
+    params = MoveParams(source="src/pkg", destination="lib/pkg")
+
+    result = move_path(workspace, params, dry_run=False, preview=True)
+
+    assert result.preview is not None
+    assert [(f.original_path, f.path, f.action) for f in result.preview.files] == [
+        ("src/pkg/a.py", "lib/pkg/a.py", "rename"),
+        ("src/pkg/b.py", "lib/pkg/b.py", "rename"),
+    ]
+    assert [t.path for t in result.preview.targets] == [
+        "src/pkg/a.py",
+        "lib/pkg/a.py",
+        "src/pkg/b.py",
+        "lib/pkg/b.py",
+    ]
+    assert [t.digest for t in result.preview.targets] == [
+        content_digest(workspace, "src/pkg/a.py"),
+        ABSENT,
+        content_digest(workspace, "src/pkg/b.py"),
+        ABSENT,
+    ]
+    assert (workspace.root / "src" / "pkg" / "a.py").exists()
+
+
+def test_a_delete_preview_binds_every_file_under_the_folder_and_shows_their_lines(
+    workspace: Workspace,
+) -> None:
+    params = DeleteParams(path="src", recursive=True)
+
+    result = delete_path(workspace, params, dry_run=False, preview=True)
+
+    assert result.preview is not None
+    assert [(f.path, f.action, f.removed) for f in result.preview.files] == [
+        ("src/pkg/a.py", "delete", 1),
+        ("src/pkg/b.py", "delete", 1),
+    ]
+    assert [t.path for t in result.preview.targets] == ["src/pkg/a.py", "src/pkg/b.py"]
+    assert "-A = 1\n" in result.preview.diff
+    assert (workspace.root / "src" / "pkg" / "a.py").exists()
+
+
+def test_an_empty_folder_deleted_is_a_change_to_preview(workspace: Workspace) -> None:
+    result = delete_path(workspace, DeleteParams(path="empty"), dry_run=False, preview=True)
+
+    assert result.preview is not None
+    assert result.preview.changes_nothing is False
+
+
+def _move_src(workspace: Workspace, **extra: Any) -> ToolResult:
+    return move_path(workspace, MoveParams(source="src", destination="lib"), **extra)
+
+
+def _delete_src(workspace: Workspace, **extra: Any) -> ToolResult:
+    return delete_path(workspace, DeleteParams(path="src", recursive=True), **extra)
+
+
+@pytest.mark.parametrize("change", [_move_src, _delete_src])
+def test_a_consented_change_to_a_folder_refuses_a_file_added_after_the_preview(
+    workspace: Workspace, change: Callable[..., ToolResult]
+) -> None:
+    previewed = change(workspace, dry_run=True, preview=True)
+    assert previewed.preview is not None
+    (workspace.root / "src" / "pkg" / "c.py").write_text("C = 3\n")
+
+    with pytest.raises(TargetChangedError):
+        change(workspace, dry_run=False, approved=previewed.preview.targets)
+
+    assert (workspace.root / "src" / "pkg" / "c.py").read_text() == "C = 3\n"
+    assert not (workspace.root / "lib").exists()
