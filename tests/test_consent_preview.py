@@ -367,7 +367,9 @@ async def test_an_edit_is_one_question_whose_diff_shows_masks_and_the_file_keeps
     assert result.is_error is False, only_text(result)
     (question,) = human.questions
     assert token not in question
-    assert "  src/pkg/settings.py: modify, +1 -1\n" in question
+    assert "  src/pkg/settings.py: modify, +1 -1, 1 secret(s) kept where the diff shows [REDACTED:...]\n" in (
+        question
+    )
     assert f"-{seen}\n" in question
     assert f"+{seen} and local\n" in question
     assert settings.read_text() == f'TOKEN = "{token}"  # ci and local\nDEBUG = False\n'

@@ -491,7 +491,11 @@ def write_file(
         changes = (
             ()
             if action == "unchanged"
-            else (FileChange(path=relative, action=action, added=diff.added, removed=diff.removed),)
+            else (
+                FileChange(
+                    path=relative, action=action, added=diff.added, removed=diff.removed, masked_kept=kept
+                ),
+            )
         )
         shown = Preview(
             files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=_digest_of(old)),)
@@ -1261,7 +1265,12 @@ def _patch_preview(workspace: Workspace, planned: list[_Planned], files: list[Pa
             targets.append(TargetState(path=workspace.relative(change.target), digest=source_digest))
     changes = tuple(
         FileChange(
-            path=f.path, action=f.action, added=f.added, removed=f.removed, original_path=f.original_path
+            path=f.path,
+            action=f.action,
+            added=f.added,
+            removed=f.removed,
+            original_path=f.original_path,
+            masked_kept=f.masked_kept,
         )
         for f in files
     )

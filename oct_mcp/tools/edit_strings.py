@@ -343,7 +343,11 @@ def edit_file(
     previewed = None
     if preview:
         changes = (
-            (FileChange(path=relative, action="modify", added=diff.added, removed=diff.removed),)
+            (
+                FileChange(
+                    path=relative, action="modify", added=diff.added, removed=diff.removed, masked_kept=kept
+                ),
+            )
             if changed
             else ()
         )
