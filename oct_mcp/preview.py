@@ -46,6 +46,8 @@ class FileChange:
     removed: int
     original_path: str | None = None
     """The file a rename or copy starts from."""
+    masked_kept: int = 0
+    """Secrets the change keeps where the diff shows their masks on both sides: the file keeps them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,7 +75,9 @@ class Preview:
     def digest(self) -> str:
         """A digest of everything the preview shows and binds: the audit's record of what was approved."""
         document = {
-            "files": [[f.path, f.action, f.added, f.removed, f.original_path] for f in self.files],
+            "files": [
+                [f.path, f.action, f.added, f.removed, f.original_path, f.masked_kept] for f in self.files
+            ],
             "diff": self.diff,
             "targets": [[t.path, t.digest] for t in self.targets],
         }

@@ -343,3 +343,69 @@ async def test_the_question_masks_a_secret_and_escapes_what_no_one_sees_yet_the_
     assert '+TOKEN = "[REDACTED:github_token]"\n' in question
     assert '+ok = "admin\\u202e"\n' in question
     assert (project / "src/pkg/settings.py").read_text() == content
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_an_edit_is_one_question_whose_diff_shows_masks_and_the_file_keeps_its_secret(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    settings = project / "src/pkg/settings.py"
+    settings.write_text(f'TOKEN = "{token}"  # ci\nDEBUG = False\n')
+    seen = 'TOKEN = "[REDACTED:github_token]"  # ci'
+    edit = {"old": seen, "new": seen + " and local"}
+    human = Human()
+
+    (result,) = await _calls(
+        project,
+        config_file,
+        mode,
+        [("oct_edit", {"path": "src/pkg/settings.py", "edits": [edit], "dry_run": False})],
+        human,
+    )
+
+    assert result.is_error is False, only_text(result)
+    (question,) = human.questions
+    assert token not in question
+    assert "  src/pkg/settings.py: modify, +1 -1, 1 secret(s) kept where the diff shows [REDACTED:...]\n" in (
+        question
+    )
+    assert f"-{seen}\n" in question
+    assert f"+{seen} and local\n" in question
+    assert settings.read_text() == f'TOKEN = "{token}"  # ci and local\nDEBUG = False\n'
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_move_question_names_both_ends(project: Path, config_file: Path, mode: Any) -> None:
+    human = Human()
+    move = {"source": "src/pkg/core.py", "destination": "src/pkg/answer.py", "dry_run": False}
+
+    (result,) = await _calls(project, config_file, mode, [("oct_move", move)], human)
+
+    assert result.is_error is False, only_text(result)
+    (question,) = human.questions
+    assert "  src/pkg/core.py -> src/pkg/answer.py: rename, +0 -0\n" in question
+    assert (project / "src/pkg/answer.py").read_text() == CORE
+    assert not (project / "src/pkg/core.py").exists()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_folder_deleted_is_asked_about_with_every_file_in_it(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    human = Human()
+
+    (result,) = await _calls(
+        project,
+        config_file,
+        mode,
+        [("oct_delete", {"path": "src", "recursive": True, "dry_run": False})],
+        human,
+    )
+
+    assert result.is_error is False, only_text(result)
+    (question,) = human.questions
+    assert "  src/pkg/__init__.py: delete, +0 -1\n" in question
+    assert "  src/pkg/core.py: delete, +0 -2\n" in question
+    assert "-    return 42\n" in question
+    assert not (project / "src").exists()

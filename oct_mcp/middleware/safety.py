@@ -430,7 +430,12 @@ def _preview_lines(preview: Preview, workspace: Workspace | None) -> list[str]:
         name = _shown_path(change.path, workspace)
         if change.original_path is not None:
             name = f"{_shown_path(change.original_path, workspace)} -> {name}"
-        shown.append(f"{name}: {change.action}, +{change.added} -{change.removed}")
+        kept = (
+            f", {change.masked_kept} secret(s) kept where the diff shows [REDACTED:...]"
+            if change.masked_kept
+            else ""
+        )
+        shown.append(f"{name}: {change.action}, +{change.added} -{change.removed}{kept}")
     return shown
 
 

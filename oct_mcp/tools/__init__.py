@@ -7,8 +7,10 @@ from types import MappingProxyType
 
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
+from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
+from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.search import SEARCH
 
@@ -29,7 +31,10 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         TYPECHECK,
         FORMAT,
         FIX,
+        EDIT,
         WRITE_FILE,
         APPLY_PATCH,
+        MOVE,
+        DELETE,
     )
     return MappingProxyType({spec.name: spec for spec in specs})

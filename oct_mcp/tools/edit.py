@@ -25,7 +25,7 @@ import os
 import re
 import secrets
 import stat
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -39,8 +39,10 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
+from oct_mcp.redaction import redact
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.files import split_lines
+from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -67,7 +69,11 @@ BINARY_SNIFF_BYTES: Final = 8_192
 NO_NEWLINE: Final = "\\ No newline at end of file"
 _DEV_NULL: Final = "/dev/null"
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BODY_TAGS: Final = frozenset(" +-")
+_SIGNATURE: Final = "-- "
 _HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# A header without line numbers, as model-facing patch formats write it: `@@`, `@@ @@`, `@@ def f():`.
+_BARE_HUNK_HEADER: Final = re.compile(r"^@@(?:\s*$|\s+@@|\s+[^-+\s])")
 _C_ESCAPES: Final = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _REGULAR_MODES: Final = {"100644": 0o666, "100755": 0o777}
 # Loop turns between two deadline checks: a check costs a clock read, a turn far less.
@@ -392,7 +398,8 @@ def _failed_write(exc: OSError) -> ExecutionError:
 class WriteFileParams(_Params):
     path: ProjectPath = Field(description="File to create or replace, relative to the project root.")
     content: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field(
-        description="The whole new content, UTF-8 text (at most 2 MiB); written exactly as given."
+        description="The whole new content, UTF-8 text (at most 2 MiB); written as given, except that a "
+        "[REDACTED:...] mask left where the file has that secret keeps the secret."
     )
     dry_run: bool | None = Field(
         default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
@@ -416,6 +423,8 @@ class WriteFileOutput(BaseModel):
     removed: int
     diff: str
     diff_cut: bool
+    masked_kept: int = 0
+    """Secrets the content keeps behind the masks the model wrote back; the diff shows the masks."""
 
 
 def write_file(
@@ -440,16 +449,25 @@ def write_file(
     _refuse_git_directory(workspace, [target], "oct_write_file")
     old = _existing(workspace, target)
     relative = workspace.relative(target)
-    new = params.content.encode("utf-8")
+    old_text = None if old is None else old.text
+    # The content is what the model wrote from the file as it read it: a mask it kept stands for
+    # the secret at that place, which stays; the diff shows masks on both sides, never a secret.
+    seen = masked(old_text or "")
+    try:
+        content, kept = unmask(seen, params.content, deadline)
+    except MaskError as exc:
+        return ToolResult(text=f"the write does not apply; nothing was changed.\n{exc}", is_error=True)
+    new = content.encode("utf-8")
     if old is None:
         action: Literal["create", "replace", "unchanged"] = "create"
     else:
         action = "unchanged" if old.data == new else "replace"
-    old_text = None if old is None else old.text
     if old is not None and old_text is None:
         diff = _Diff(f"Binary or non-UTF-8 file {relative} replaced ({len(old.data)} bytes)\n", 0, 0)
     else:
-        diff = unified_diff(old_text, params.content, f"a/{relative}", f"b/{relative}", deadline)
+        shown_new = params.content if kept or not seen.has_secrets else redact(content)[0]
+        shown_old = None if old_text is None else seen.view
+        diff = unified_diff(shown_old, shown_new, f"a/{relative}", f"b/{relative}", deadline)
     if not dry_run and action != "unchanged":
         try:
             _write(workspace, target, new, old, deadline=deadline)
@@ -465,6 +483,7 @@ def write_file(
         removed=diff.removed,
         diff=text,
         diff_cut=cut,
+        masked_kept=kept,
     )
     verb = {"create": "create", "replace": "replace", "unchanged": "leave unchanged"}[action]
     shown = None
@@ -472,7 +491,11 @@ def write_file(
         changes = (
             ()
             if action == "unchanged"
-            else (FileChange(path=relative, action=action, added=diff.added, removed=diff.removed),)
+            else (
+                FileChange(
+                    path=relative, action=action, added=diff.added, removed=diff.removed, masked_kept=kept
+                ),
+            )
         )
         shown = Preview(
             files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=_digest_of(old)),)
@@ -484,7 +507,9 @@ def write_file(
     else:
         done = "created" if action == "create" else "replaced"
         head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
-    return ToolResult(text=f"{head}\n{text}".rstrip("\n"), structured=output.model_dump(), preview=shown)
+    return ToolResult(
+        text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump(), preview=shown
+    )
 
 
 def _digest_of(existing: _Existing | None) -> str:
@@ -517,6 +542,8 @@ class _Hunk:
     new_start: int
     lines: list[tuple[str, str]] = field(default_factory=list)
     """(tag, text): tag ' ', '-' or '+'; text with its line break, unless the file ends without one."""
+    numbered: bool = True
+    """False for a bare `@@` header: the hunk is placed by its lines alone, after the one before it."""
 
 
 @dataclass
@@ -565,6 +592,11 @@ def parse_patch(text: str) -> list[ParsedFile]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if any(line.startswith("@@") and line.endswith("\r") for line in lines):
+        # The whole patch went through CRLF (a Windows editor, a clipboard): git writes a hunk's
+        # header with a bare LF, whatever the file's own line ends. Which the file has, the hunk
+        # is adapted to when it is applied.
+        lines = [line.removesuffix("\r") for line in lines]
     files: list[_FilePatch] = []
     current: _FilePatch | None = None
     index = 0
@@ -672,39 +704,64 @@ def _unquote(raw: str, patch: _FilePatch) -> str:
 
 
 def _parse_hunk(lines: list[str], index: int, patch: _FilePatch) -> tuple[_Hunk, int]:
+    """One hunk: its header, then its body, counted from the body itself.
+
+    The header's counts decide nothing on their own: a model's patch often counts one line too
+    few or too many, and a parser that stopped at the count would drop the body's last added
+    lines and report success. The body runs to the next hunk or file, or to the first line that
+    is no hunk line; blank lines past the header's count at its end are the patch's, not the file's.
+    """
     where = f"{patch.describe()}, hunk {len(patch.hunks) + 1}"
     found = _HUNK_HEADER.match(lines[index])
-    if found is None:
-        raise PatchError(f"{where}: the hunk header is not '@@ -start,count +start,count @@'")
-    old_left = int(found.group(2)) if found.group(2) is not None else 1
-    new_left = int(found.group(4)) if found.group(4) is not None else 1
-    hunk = _Hunk(old_start=int(found.group(1)), old_count=old_left, new_start=int(found.group(3)))
+    if found is not None:
+        old_count = int(found.group(2)) if found.group(2) is not None else 1
+        new_count = int(found.group(4)) if found.group(4) is not None else 1
+        hunk = _Hunk(old_start=int(found.group(1)), old_count=old_count, new_start=int(found.group(3)))
+    elif _BARE_HUNK_HEADER.match(lines[index]):
+        old_count = new_count = 0
+        hunk = _Hunk(old_start=0, old_count=0, new_start=0, numbered=False)
+    else:
+        raise PatchError(
+            f"{where}: the hunk header is not '@@ -start,count +start,count @@' (or a bare '@@')"
+        )
     index += 1
-    while old_left > 0 or new_left > 0:
-        if index >= len(lines):
-            raise PatchError(f"{where}: the hunk ends before the lines its header counts")
+    old_seen = new_seen = 0
+    # How many body lines the header's counts cover, once the body has reached them.
+    counted: int | None = 0 if old_count == new_count == 0 else None
+    blank: list[bool] = []
+    while index < len(lines) and not _starts_a_part(lines, index):
         line = lines[index]
+        if line == _SIGNATURE and counted is not None:
+            break  # git format-patch's `-- ` before its version line, after the last hunk
         tag, text = (line[:1], line[1:]) if line else (" ", "")  # an empty context line lost its space
         if tag == "\\":
             _no_newline(hunk, where)
             index += 1
             continue
-        if tag == " ":
-            old_left, new_left = old_left - 1, new_left - 1
-        elif tag == "-":
-            old_left -= 1
-        elif tag == "+":
-            new_left -= 1
-        else:
-            raise PatchError(f"{where}: the hunk ends before the lines its header counts")
-        if old_left < 0 or new_left < 0:
-            raise PatchError(f"{where}: the hunk has more lines than its header counts")
+        if tag not in _BODY_TAGS:
+            break
+        old_seen += tag != "+"
+        new_seen += tag != "-"
         hunk.lines.append((tag, text + "\n"))
+        blank.append(not line)
+        if counted is None and old_seen >= old_count and new_seen >= new_count:
+            counted = len(hunk.lines)
         index += 1
-    while index < len(lines) and lines[index].startswith("\\"):
-        _no_newline(hunk, where)
-        index += 1
+    keep = len(hunk.lines)
+    while keep > (counted or 0) and blank[keep - 1]:
+        keep -= 1
+    del hunk.lines[keep:]
+    if not hunk.lines:
+        raise PatchError(f"{where}: the hunk has no lines")
     return hunk, index
+
+
+def _starts_a_part(lines: list[str], index: int) -> bool:
+    """Whether the line begins another hunk or another file of the patch."""
+    line = lines[index]
+    if line.startswith(("@@", "diff --git ")):
+        return True
+    return line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ ")
 
 
 def _no_newline(hunk: _Hunk, where: str) -> None:
@@ -761,12 +818,18 @@ def _strip_prefixes(old: str | None, new: str | None) -> tuple[str | None, str |
 def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str, deadline: Deadline | None = None) -> str:
     """`text` with each hunk applied in order: its lines exactly, at its line or the nearest offset.
 
+    A hunk whose lines end otherwise than the file's (LF lines for a CRLF file, or the other way
+    round) is applied with the file's line ends, where it does not apply as written. A hunk with
+    a bare `@@` header is placed at its first match after the hunk before it.
+
     Raises:
-        PatchError: A hunk's removed and context lines are not in the text.
+        PatchError: A hunk's removed and context lines are not in the text; the message names the
+            first line that differs at the hunk's nearest place, and what the file has there.
         ToolTimeoutError: The deadline passed.
     """
     lines = split_lines(text)
     finder = _HunkFinder(lines, deadline)
+    crlf = _mostly_crlf(lines)
     result: list[str] = []
     cursor = offset = 0
     for number, hunk in enumerate(hunks, start=1):
@@ -774,20 +837,102 @@ def apply_hunks(text: str, hunks: tuple[_Hunk, ...], where: str, deadline: Deadl
             deadline.check()
         expected = [line for tag, line in hunk.lines if tag != "+"]
         replacement = [line for tag, line in hunk.lines if tag != "-"]
-        # A hunk that removes nothing inserts after line old_start; one that does, starts at it.
-        base = hunk.old_start if not expected else hunk.old_start - 1
-        at = finder.find(expected, base + offset, cursor)
+        if not hunk.numbered:
+            if not expected and lines:
+                raise PatchError(
+                    f"{where}, hunk {number}: a bare '@@' hunk that only adds lines cannot be placed; "
+                    "give it a context line or two, or line numbers (@@ -start,count +start,count @@)"
+                )
+            base = cursor
+        else:
+            # A hunk that removes nothing inserts after line old_start; one that does, starts at it.
+            base = (hunk.old_start if not expected else hunk.old_start - 1) + offset
+        at = finder.find(expected, base, cursor)
         if at is None:
+            adapted = [_line_end(line, crlf) for line in expected]
+            if adapted != expected:
+                at = finder.find(adapted, base, cursor)
+                if at is not None:
+                    expected, replacement = adapted, [_line_end(line, crlf) for line in replacement]
+        if at is None:
+            shown = f"at line {hunk.old_start}" if hunk.numbered else "no line numbers"
             raise PatchError(
-                f"{where}, hunk {number} (at line {hunk.old_start}): its context and removed lines are not "
-                "in the file as the hunk shows them"
+                f"{where}, hunk {number} ({shown}): its context and removed lines are not in the file as the "
+                f"hunk shows them. {_mismatch(lines, expected, base, cursor, deadline)}"
             )
         result += lines[cursor:at]
         result += replacement
         cursor = at + len(expected)
-        offset = at - base
+        if hunk.numbered:
+            offset = at - (hunk.old_start if not expected else hunk.old_start - 1)
     result += lines[cursor:]
     return "".join(result)
+
+
+def _mostly_crlf(lines: list[str]) -> bool:
+    ended = [line for line in lines if line.endswith("\n")]
+    return sum(line.endswith("\r\n") for line in ended) * 2 > len(ended)
+
+
+def _line_end(line: str, crlf: bool) -> str:
+    """`line` with the file's line end: CRLF for a CRLF file, LF otherwise; a last line without one kept."""
+    if not line.endswith("\n"):
+        return line
+    bare = line.removesuffix("\n").removesuffix("\r")
+    return f"{bare}\r\n" if crlf else f"{bare}\n"
+
+
+# A line found this often in the file (a blank, a lone brace) says little about where a hunk goes.
+_COMMON_LINE: Final = 256
+_SHOWN_LINE_CHARS: Final = 120
+
+
+def _mismatch(lines: list[str], expected: list[str], hint: int, low: int, deadline: Deadline | None) -> str:
+    """Where the hunk comes nearest to the file, the first of its lines that differs there, and
+    the file's line in its place."""
+    if not expected:
+        return "It has no context or removed line to place it by."
+    places: defaultdict[str, list[int]] = defaultdict(list)
+    for number, line in enumerate(lines):
+        if deadline is not None and not number % _CHECK_EVERY:
+            deadline.check()
+        places[line.strip()].append(number)
+    votes: Counter[int] = Counter()
+    for row, line in enumerate(expected):
+        found = places.get(line.strip(), [])
+        if len(found) <= _COMMON_LINE:
+            votes.update(place - row for place in found if place - row >= low)
+    if votes:
+        start = min(votes, key=lambda at: (-votes[at], abs(at - hint), at))
+        alike = f"{votes[start]} of its {len(expected)} lines are alike there"
+        place = f"Its nearest place is at line {start + 1} ({alike})"
+    else:
+        start = max(low, min(hint, len(lines) - 1))
+        place = f"None of its lines is in the file; where its header puts it, at line {start + 1}"
+    for row, line in enumerate(expected):
+        at = start + row
+        if at >= len(lines):
+            return (
+                f"{place}, its line {row + 1} ({_shown(line)}) would be line {at + 1}, past the file's end "
+                f"(line {len(lines)})."
+            )
+        if lines[at] != line:
+            if lines[at].rstrip("\r\n") == line.rstrip("\r\n"):
+                why = " Only the line end differs."
+            elif lines[at].split() == line.split():
+                why = " Only whitespace differs: copy the line exactly, indentation included."
+            else:
+                why = ""
+            return (
+                f"{place}; its line {row + 1} ({_shown(line)}) differs from the file's line {at + 1}, which "
+                f"reads {_shown(lines[at])}.{why}"
+            )
+    return f"{place}."
+
+
+def _shown(line: str) -> str:
+    text = repr(line.removesuffix("\n").removesuffix("\r"))
+    return text if len(text) <= _SHOWN_LINE_CHARS else text[:_SHOWN_LINE_CHARS] + "..."
 
 
 class _HunkFinder:
@@ -849,6 +994,8 @@ class PatchedFile(BaseModel):
     hunks: int
     added: int
     removed: int
+    masked_kept: int = 0
+    """Secrets kept behind the masks the patch's lines carry; the diff shows the masks."""
 
 
 class ApplyPatchOutput(BaseModel):
@@ -873,6 +1020,8 @@ class _Planned:
     """What is at `target` now (at the source, for a rename or copy)."""
     new: bytes | None
     diff: _Diff
+    kept: int = 0
+    """Secrets kept behind masks the patch carried."""
 
 
 class ApplyPatchParams(_Params):
@@ -916,6 +1065,10 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         if _existing(workspace, target) is not None:
             raise PatchError(f"{where}: the patch creates it, but it already exists")
         text = apply_hunks("", parsed.hunks, where, deadline)
+        try:
+            unmask(masked(""), text, deadline)
+        except MaskError as exc:
+            raise PatchError(f"{where}: {exc}") from None
         diff = unified_diff(None, text, "", f"b/{workspace.relative(target)}", deadline=deadline)
         return _Planned(parsed, target, None, None, text.encode("utf-8"), diff)
     old_target = _contained(workspace, old_path, parsed)
@@ -933,15 +1086,32 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
     if existing is None:
         raise PatchError(f"{where}: the file does not exist")
     old_text = _text_of(existing, parsed, old_path)
-    new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+    seen = masked(old_text)
+    if any(carries_masks(line) for hunk in parsed.hunks for _tag, line in hunk.lines):
+        # Written from the file as the model read it: applied to that view, the masks kept put back.
+        new_view = apply_hunks(seen.view, parsed.hunks, where, deadline)
+        try:
+            new_text, kept = unmask(seen, new_view, deadline)
+        except MaskError as exc:
+            raise PatchError(f"{where}: {exc}") from None
+    else:
+        kept = 0
+        try:
+            new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+        except PatchError:
+            if seen.has_secrets:
+                # Said from the view, which names the file's lines as the model read them: no secret.
+                apply_hunks(seen.view, parsed.hunks, where, deadline)
+            raise
+        new_view = redact(new_text)[0] if seen.has_secrets else new_text
     old_name = f"a/{workspace.relative(source or target)}"
     if parsed.action == "delete":
         if new_text:
             raise PatchError(f"{where}: the patch deletes the file, but its hunks do not remove every line")
-        deleted = unified_diff(old_text, None, old_name, "", deadline)
+        deleted = unified_diff(seen.view, None, old_name, "", deadline)
         return _Planned(parsed, target, None, existing, None, deleted)
-    diff = unified_diff(old_text, new_text, old_name, f"b/{workspace.relative(target)}", deadline)
-    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff)
+    diff = unified_diff(seen.view, new_view, old_name, f"b/{workspace.relative(target)}", deadline)
+    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff, kept)
 
 
 def _modes(old_mode: int | None, executable: bool | None) -> tuple[int | None, int]:
@@ -1054,6 +1224,7 @@ def apply_patch(
             hunks=len(change.parsed.hunks),
             added=change.diff.added,
             removed=change.diff.removed,
+            masked_kept=change.kept,
         )
         for change in planned
     ]
@@ -1068,7 +1239,7 @@ def apply_patch(
     )
     listing = "\n".join(
         f"  {f.action} {f.original_path + ' -> ' if f.original_path else ''}{f.path} "
-        f"({f.hunks} hunk(s), +{f.added} -{f.removed})"
+        f"({f.hunks} hunk(s), +{f.added} -{f.removed}{kept_note(f.masked_kept)})"
         for f in files
     )
     head = (
@@ -1094,7 +1265,12 @@ def _patch_preview(workspace: Workspace, planned: list[_Planned], files: list[Pa
             targets.append(TargetState(path=workspace.relative(change.target), digest=source_digest))
     changes = tuple(
         FileChange(
-            path=f.path, action=f.action, added=f.added, removed=f.removed, original_path=f.original_path
+            path=f.path,
+            action=f.action,
+            added=f.added,
+            removed=f.removed,
+            original_path=f.original_path,
+            masked_kept=f.masked_kept,
         )
         for f in files
     )
@@ -1139,8 +1315,10 @@ WRITE_FILE: Final = ToolSpec(
         "folders. dry_run=true (the server's default when unset) writes nothing and returns the unified diff "
         "the write would make; dry_run=false writes atomically (temporary file, fsync, rename; the file's "
         "mode is kept) and returns the diff it made. Refuses paths outside the project, protected paths "
-        "(.git, CI and agent configs), folders and symlinks leading out. For a small change to a large file "
-        "prefer oct_apply_patch. Needs the user's confirmation."
+        "(.git, CI and agent configs), folders and symlinks leading out. For a change to part of a file "
+        "prefer oct_edit (exact text) or oct_apply_patch (a diff). A [REDACTED:kind] mask left where the "
+        "file has that secret keeps the real value; one moved or added is refused. Needs the user's "
+        "confirmation."
     ),
     params=WriteFileParams,
     output=WriteFileOutput,
@@ -1156,11 +1334,15 @@ APPLY_PATCH: Final = ToolSpec(
     description=(
         "Apply a unified diff (as git diff or diff -u write it) to project files: modify, create and delete "
         "(/dev/null sides), rename and copy (git headers). Every hunk is checked before anything is written, "
-        "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. "
+        "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. Hunk "
+        "counts are taken from the body, a bare '@@' is placed by its lines after the hunk before it, and "
+        "LF or CRLF lines fit the file's own line ends. "
         "dry_run=true (the server's default when unset) returns the files, hunk counts and the diff as it "
-        "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, and "
-        "changes nothing. Text files only; refuses paths outside the project and protected paths. Prefer it "
-        "to oct_write_file for changes to part of a file. Needs the user's confirmation."
+        "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, its "
+        "nearest place, the first line that differs and what the file has there, and changes nothing. "
+        "Text files only; refuses paths outside the project and protected paths. Use it for a diff you "
+        "have or changes to several files at once; oct_edit for replacing exact text in one file. Needs the "
+        "user's confirmation."
     ),
     params=ApplyPatchParams,
     output=ApplyPatchOutput,

@@ -27,6 +27,7 @@ from oct_mcp.middleware.safety import (
     configures_code,
     shown_diff,
 )
+from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
 from oct_mcp.spec import Risk
 from oct_mcp.tools import default_catalog
@@ -494,3 +495,45 @@ def test_a_question_escapes_in_the_diff_what_a_reader_cannot_see() -> None:
         '+if user == "admin\\u202e":',
         "+\\u001b[2J\tx",
     ]
+
+
+def _previewing(project: Path) -> CallContext:
+    """A write whose tool has a preview plan: safety runs it through the layers below before asking."""
+    ctx = _write_call(project, ASKING_CLIENT, content="new\n", dry_run=False)
+    return replace(ctx, spec=replace(WRITE_TOOL, preview=WRITE_TOOL.plan))
+
+
+def test_a_write_whose_preview_refuses_is_answered_with_the_refusal_and_nobody_is_asked(
+    project: Path,
+) -> None:
+    refusal = ToolResult(text="the patch does not apply; nothing was changed.", is_error=True)
+    call_next = RecordingNext(outcome=refusal)
+
+    outcome = _run(_gate(McpConfig()), _previewing(project), call_next)
+
+    assert outcome == refusal
+    assert [(seen.previewing, seen.dry_run) for seen in call_next.seen] == [(True, True)]
+
+
+def test_a_write_whose_preview_raises_is_refused_before_anyone_is_asked(project: Path) -> None:
+    call_next = RecordingNext(error=PolicyError("protected"))
+
+    with pytest.raises(PolicyError):
+        _run(_gate(McpConfig()), _previewing(project), call_next)
+
+    assert [seen.previewing for seen in call_next.seen] == [True]
+
+
+def test_a_write_whose_preview_applies_is_put_to_the_human_with_the_change(project: Path) -> None:
+    change = Preview(
+        files=(FileChange(path="notes.txt", action="create", added=1, removed=0),),
+        diff="--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+new\n",
+        targets=(TargetState(path="notes.txt", digest=ABSENT),),
+    )
+    call_next = RecordingNext(outcome=ToolResult(text="dry run, nothing changed", preview=change))
+
+    outcome = _run(_gate(McpConfig()), _previewing(project), call_next)
+
+    assert isinstance(outcome, ConsentRequest)
+    assert outcome.preview == change
+    assert "+new" in outcome.question

@@ -102,6 +102,7 @@ def test_write_file_dry_run_returns_the_diff_and_changes_nothing(workspace: Work
         "removed": 1,
         "diff": "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n",
         "diff_cut": False,
+        "masked_kept": 0,
     }
     assert result.text.startswith("dry run, nothing changed: would replace a.txt (+1 -1)\n--- a/a.txt")
 
@@ -410,6 +411,7 @@ def test_apply_patch_dry_run_checks_and_shows_without_writing(workspace: Workspa
                 "hunks": 1,
                 "added": 1,
                 "removed": 1,
+                "masked_kept": 0,
             }
         ],
         "added": 1,
@@ -468,7 +470,9 @@ def test_a_patch_that_does_not_apply_leaves_every_file_untouched(workspace: Work
     assert result.text == (
         "the patch does not apply; nothing was changed.\n"
         "file 3 of the patch (b.txt), hunk 1 (at line 1): its "
-        "context and removed lines are not in the file as the hunk shows them"
+        "context and removed lines are not in the file as the hunk shows them. None of its lines is in the "
+        "file; where its header puts it, at line 1; its line 1 ('not what is there') differs from the file's "
+        "line 1, which reads 'two'."
     )
     assert files_of(workspace.root) == before
 
@@ -556,9 +560,9 @@ def test_apply_patch_accepts_a_plain_diff_against_an_orig_file(workspace: Worksp
     [
         ("just words\n", "the patch has no file in it"),
         ("@@ -1 +1 @@\n-a\n+b\n", "a hunk comes before any file header"),
-        ("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-one\n+ONE\n", "the hunk ends before the lines"),
-        ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n-two\n+ONE\n", "more lines than its header counts"),
-        ("--- a/a.txt\n+++ b/a.txt\n@@ bad @@\n", "the hunk header is not"),
+        ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n-two\n+ONE\n", "not in the file"),
+        ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n", "the hunk has no lines"),
+        ("--- a/a.txt\n+++ b/a.txt\n@@ -x +1 @@\n", "the hunk header is not"),
         ("diff --git a/a.txt b/a.txt\nGIT binary patch\nliteral 0\n", "binary changes are not supported"),
         ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+x\n", "symlinks"),
         ("--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+x\n", "already exists"),
@@ -844,3 +848,117 @@ def test_a_diff_stops_inside_the_matcher_once_its_deadline_has_passed() -> None:
 
     with pytest.raises(ToolTimeoutError):
         next(_unified_lines(old, new, "a/f", "b/f", Deadline(0)))
+
+
+def test_a_hunk_whose_header_counts_fewer_lines_than_its_body_applies_every_added_line(
+    workspace: Workspace,
+) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\nthree\n")
+
+    result = patch(workspace, "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n-two\n+TWO\n+2.5\n+last\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\n2.5\nlast\nthree\n"
+
+
+@pytest.mark.parametrize(
+    "header", ["@@ -1,2 +1,2 @@", "@@ -1,9 +1,9 @@", "@@ -1 +1 @@", "@@ -1,3 +1,3 @@", "@@ -1,0 +1,0 @@"]
+)
+def test_a_hunk_is_counted_from_its_body_whatever_its_header_counts(
+    workspace: Workspace, header: str
+) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\nthree\n")
+
+    result = patch(workspace, f"--- a/a.txt\n+++ b/a.txt\n{header}\n one\n-two\n+TWO\n three\n\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\nthree\n"
+
+
+def test_a_format_patch_signature_after_the_last_hunk_is_not_part_of_it(workspace: Workspace) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\n")
+
+    result = patch(workspace, "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n-- \n2.43.0\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "--- a.txt\n+++ a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n",
+        "--- a/a.txt\n+++ a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n",
+        "diff --git a.txt a.txt\n--- a.txt\n+++ a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n",
+        "--- a/a.txt\n+++ b/a.txt\n@@\n one\n-two\n+TWO\n",
+        "--- a/a.txt\n+++ b/a.txt\n@@ @@\n-two\n+TWO\n",
+        "--- a/a.txt\n+++ b/a.txt\n@@ def one():\n one\n-two\n+TWO\n",
+        "--- a/a.txt\r\n+++ b/a.txt\r\n@@ -1,2 +1,2 @@\r\n one\r\n-two\r\n+TWO\r\n",
+        "--- a/a.txt\n+++ b/a.txt\n@@ -1,4 +1,4 @@\n one\n-two\n+TWO\n\n three\n",
+    ],
+    ids=[
+        "no prefixes",
+        "one prefix",
+        "git without prefixes",
+        "bare",
+        "bare pair",
+        "bare with a name",
+        "crlf",
+        "blank",
+    ],
+)
+def test_a_patch_as_models_write_it_applies(workspace: Workspace, text: str) -> None:
+    (workspace.root / "a.txt").write_text("one\ntwo\n\nthree\n")
+
+    result = patch(workspace, text)
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "one\nTWO\n\nthree\n"
+
+
+def test_bare_hunks_apply_in_order_each_after_the_one_before(workspace: Workspace) -> None:
+    (workspace.root / "a.txt").write_text("x = 1\ny = 2\nx = 1\ny = 2\n")
+
+    result = patch(
+        workspace, "--- a/a.txt\n+++ b/a.txt\n@@\n x = 1\n-y = 2\n+y = 3\n@@\n x = 1\n-y = 2\n+y = 4\n"
+    )
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "a.txt").read_text() == "x = 1\ny = 3\nx = 1\ny = 4\n"
+
+
+def test_a_bare_hunk_that_only_adds_lines_is_refused(workspace: Workspace) -> None:
+    (workspace.root / "a.txt").write_text("one\n")
+
+    result = patch(workspace, "--- a/a.txt\n+++ b/a.txt\n@@\n+two\n")
+
+    assert result.is_error is True
+    assert "cannot be placed" in result.text
+    assert (workspace.root / "a.txt").read_text() == "one\n"
+
+
+def test_an_lf_patch_keeps_a_crlf_file_crlf(workspace: Workspace) -> None:
+    (workspace.root / "w.txt").write_bytes(b"x\r\ny\r\nz\r\n")
+
+    result = patch(workspace, "--- a/w.txt\n+++ b/w.txt\n@@ -1,2 +1,3 @@\n x\n-y\n+Y\n+Y2\n")
+
+    assert result.is_error is False, result.text
+    assert (workspace.root / "w.txt").read_bytes() == b"x\r\nY\r\nY2\r\nz\r\n"
+
+
+def test_a_hunk_that_does_not_apply_names_the_line_that_differs_and_its_nearest_place(
+    workspace: Workspace,
+) -> None:
+    (workspace.root / "a.py").write_text("import os\n\n\ndef f():\n    x = 1\n    return x\n")
+
+    result = patch(
+        workspace,
+        "--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n def f():\n   x = 1\n-    return x\n+    return 2\n",
+    )
+
+    assert result.is_error is True
+    assert result.text.endswith(
+        "Its nearest place is at line 4 (3 of its 3 lines are alike there); its line 2 ('  x = 1') differs "
+        "from the file's line 5, which reads '    x = 1'. Only whitespace differs: copy the line exactly, "
+        "indentation included."
+    )
