@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 SERVER_NAME: Final = "oct-mcp"
+MAX_RESULT_META_KEY: Final = "anthropic/maxResultSizeChars"
 CONSENT_INPUT_KEY: Final = "oct_consent"
 _STDIN_CHUNK: Final = 65_536
 MAX_MESSAGE_BYTES: Final = 64 * 1_048_576
@@ -90,6 +91,8 @@ def _tool_listing(spec: ToolSpec) -> types.Tool:
         input_schema=spec.params.model_json_schema(),
         output_schema=spec.output.model_json_schema() if spec.output is not None else None,
         annotations=types.ToolAnnotations.model_validate(spec.annotations),
+        # Claude Code saves a larger result to a file and shows the model its path instead.
+        meta={MAX_RESULT_META_KEY: spec.max_result_chars} if spec.max_result_chars is not None else None,
     )
 
 

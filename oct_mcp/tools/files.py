@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
-from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
+from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.results import MODEL_VIEW_MIN, json_size
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -27,6 +28,9 @@ LINE_RANGE_SCAN_LIMIT: Final = 64 * 1_048_576
 # worker thread and back that it saves (measured: 128 KiB in 60 us as ASCII, 96 us as mixed UTF-8;
 # 1 KiB in 20 us; the hop, 80 to 90 us).
 INLINE_READ_BYTES: Final = 131_072
+# A read's text may pass the default budget: a whole file is what a read is for. 100,000 characters
+# is about 25,000 tokens (chars/4), Claude Code's default cap on an MCP result; declared to the host.
+READ_RESULT_MAX_CHARS: Final = 100_000
 LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
@@ -41,20 +45,39 @@ class ReadFileParams(_Params):
     path: ProjectPath = Field(description="File to read, relative to the project root.")
     start_line: int | None = Field(default=None, ge=1, description="First line to return (1-based).")
     end_line: int | None = Field(default=None, ge=1, description="Last line to return (inclusive).")
+    tail: int | None = Field(
+        default=None, ge=1, description="Only the last this many lines (not with start_line or end_line)."
+    )
+    line_numbers: bool = Field(default=False, description="Prefix each line with its number, as cat -n.")
+    max_chars: int = Field(
+        default=READ_RESULT_MAX_CHARS,
+        ge=MODEL_VIEW_MIN,
+        le=READ_RESULT_MAX_CHARS,
+        description="Most characters of text; past it the read ends at a whole line and says where to go on.",
+    )
 
     @model_validator(mode="after")
     def _range_is_ordered(self) -> ReadFileParams:
         if self.start_line is not None and self.end_line is not None and self.end_line < self.start_line:
             raise ValueError("end_line must not be before start_line")
+        if self.tail is not None and (self.start_line is not None or self.end_line is not None):
+            raise ValueError("tail cannot be combined with start_line or end_line")
         return self
+
+    @property
+    def wants_range(self) -> bool:
+        return self.start_line is not None or self.end_line is not None or self.tail is not None
 
 
 class ReadFileOutput(BaseModel):
     path: str
+    text: str
+    """The lines read, as one string (with `cat -n` numbers when asked)."""
     start_line: int
     end_line: int
     total_lines: int
-    size_bytes: int
+    next_start_line: int | None = None
+    """Set when the read stopped at max_chars: the start_line that reads on."""
 
 
 def split_lines(text: str) -> list[str]:
@@ -82,7 +105,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     fd, resolved = workspace.open_contained_file(params.path)
     try:
         size = os.fstat(fd).st_size
-        wants_range = params.start_line is not None or params.end_line is not None
+        wants_range = params.wants_range
         limit = LINE_RANGE_SCAN_LIMIT if wants_range else max_output_bytes
         if size > limit:
             hint = "" if wants_range else "; read part of it with start_line and end_line"
@@ -100,29 +123,63 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     except UnicodeDecodeError:
         raise BinaryFileError("the file is not UTF-8 text") from None
     total = count_lines(text)
-    first = params.start_line or 1
+    first = max(1, total - params.tail + 1) if params.tail is not None else params.start_line or 1
+    if first > total and total > 0:
+        raise LineRangeError(f"the range starts past the end: the file has {total} lines")
     last = min(params.end_line or total, total)
+    whole_fits = (
+        not params.wants_range and not params.line_numbers and json_size(text) - 2 <= params.max_chars
+    )
+    # The whole file that fits: its lines counted, not split and joined again.
+    lines = [] if whole_fits else split_lines(text)
+    # Cut at a whole line where the lines' JSON would pass max_chars (what a host shows the model).
+    room = params.max_chars
+    cut = None
+    for number in range(first, 0 if whole_fits else last + 1):
+        room -= (
+            json_size(_numbered(number, lines[number - 1]) if params.line_numbers else lines[number - 1]) - 2
+        )
+        if room < 0:
+            cut = number
+            break
+    if cut == first:
+        raise FileTooLargeError(
+            "one line of the range is longer than max_chars; the file is not line-oriented"
+        )
+    if cut is not None:
+        last = cut - 1
     redactions = 0
-    if not wants_range:
-        # The whole file: its lines counted, not split and joined again.
+    if first == 1 and last == total:
         selected = text
-    elif first > total:
-        selected = ""
     else:
-        lines = split_lines(text)
         start = sum(map(len, lines[: first - 1]))
         end = start + sum(map(len, lines[first - 1 : last]))
         # The range alone may not show its secrets (a key's body without its BEGIN line): they
         # are masked as the whole file shows them; the redactor still sees the range.
         (selected,), redactions = redact_excerpts(text, [(start, end)])
+    if params.line_numbers:
+        selected = "".join(_numbered(n, line) for n, line in enumerate(split_lines(selected), first))
     output = ReadFileOutput(
         path=workspace.relative(resolved),
+        text=selected,
         start_line=first,
         end_line=max(last, first - 1),
         total_lines=total,
-        size_bytes=len(data),
+        next_start_line=cut,
     )
-    return ToolResult(text=selected, structured=output.model_dump(), redactions=redactions)
+    shown = selected
+    if cut is not None:
+        shown += f"\n[oct-mcp: stopped at line {last} of {total} (max_chars); read on with start_line={cut}]"
+    return ToolResult(
+        text=shown,
+        structured=output.model_dump(exclude_none=True),
+        redactions=redactions,
+        truncated=cut is not None,
+    )
+
+
+def _numbered(number: int, line: str) -> str:
+    return f"{number:>6}\t{line}"
 
 
 class ListFilesParams(_Params):
@@ -226,6 +283,7 @@ READ_FILE: Final = ToolSpec(
     output=ReadFileOutput,
     risk=Risk.READ,
     plan=_plan_read_file,
+    max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
 )
 
 LIST_FILES: Final = ToolSpec(

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from oct_mcp.context import ToolResult
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.programs import find_program
+from oct_mcp.tools.results import MODEL_VIEW_BUDGET, take_within
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK"]
 
@@ -373,6 +374,9 @@ class TestFailure(BaseModel):
     node_id: str
     kind: Literal["failed", "error"]
     message: str
+    """The assertion or exception pytest reports (its `E` lines), whole up to a bound."""
+    traceback: str = ""
+    """The rest of pytest's short traceback for it (frames, captured output), its last characters."""
 
 
 class TestOutput(BaseModel):
@@ -382,6 +386,8 @@ class TestOutput(BaseModel):
     skipped: int
     duration_seconds: float | None
     failures: list[TestFailure]
+    failures_omitted: int = 0
+    """Failures past the result's budget, counted and not shown: run fewer tests to see them."""
     exit_code: int | None
 
 
@@ -391,6 +397,13 @@ _SUMMARY_COUNT: Final = re.compile(
 _SUMMARY_TIME: Final = re.compile(r" in ([0-9.]+)s")
 _SHORT_SUMMARY: Final = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 _PROGRESS: Final = re.compile(rb"\[\s*(\d{1,3})%\]\s*$")
+_SECTION_TITLE: Final = re.compile(r"^_{3,} (.+?) _{3,}$")
+_SECTION_END: Final = re.compile(r"^={3,} .* ={3,}$")
+_ERROR_TITLE: Final = re.compile(r"^ERROR (?:at (?:setup|teardown) of|collecting) (.+)$")
+# A failure's assertion text and traceback are each cut to these; the traceback keeps its end,
+# where the failing line is.
+FAILURE_MESSAGE_MAX_CHARS: Final = 2_000
+FAILURE_TRACEBACK_MAX_CHARS: Final = 3_000
 
 
 def _has_xdist(program: Path) -> bool:
@@ -412,18 +425,61 @@ def _parse_pytest(run: RunResult) -> ToolResult:
             found = _SUMMARY_TIME.search(line)
             duration = float(found.group(1)) if found else None
             break
-    failures = [
-        TestFailure(
-            node_id=m.group(2), kind="failed" if m.group(1) == "FAILED" else "error", message=m.group(3) or ""
-        )
+    sections = _failure_sections(lines)
+    every = [
+        _failure(m.group(2), "failed" if m.group(1) == "FAILED" else "error", m.group(3) or "", sections)
         for m in map(_SHORT_SUMMARY.match, lines)
         if m is not None
     ]
+    failures, _ = take_within(every, MODEL_VIEW_BUDGET)
+    omitted = len(every) - len(failures)
     # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected; others: it could not run.
     if run.exit_code not in (0, 1, 5):
         return _tool_failed("pytest", run)
-    output = TestOutput(**counts, duration_seconds=duration, failures=failures, exit_code=run.exit_code)
+    output = TestOutput(
+        **counts,
+        duration_seconds=duration,
+        failures=failures,
+        failures_omitted=omitted,
+        exit_code=run.exit_code,
+    )
     return ToolResult(text=text[-60_000:], structured=output.model_dump(), is_error=False)
+
+
+def _failure_sections(lines: list[str]) -> dict[str, list[str]]:
+    """pytest's FAILURES and ERRORS sections, by their title (`test_x`, `TestA.test_x[1]`, `ERROR ...`)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        title = _SECTION_TITLE.match(line)
+        if title is not None:
+            current = sections.setdefault(title.group(1), [])
+        elif _SECTION_END.match(line):
+            current = None
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def _failure(
+    node_id: str, kind: Literal["failed", "error"], summary: str, sections: dict[str, list[str]]
+) -> TestFailure:
+    test = node_id.split("::", 1)[1].replace("::", ".") if "::" in node_id else node_id
+    body = sections.get(test)
+    for title, lines in sections.items():
+        error = _ERROR_TITLE.match(title)
+        if body is None and error is not None and error.group(1) in (test, node_id):
+            body = lines
+    if body is None:
+        return TestFailure(node_id=node_id, kind=kind, message=summary)
+    message = "\n".join(line[4:] for line in body if line.startswith("E   ") or line == "E")
+    traceback = "\n".join(line for line in body if not (line.startswith("E   ") or line == "E")).strip("\n")
+    return TestFailure(
+        node_id=node_id,
+        kind=kind,
+        message=(message or summary)[:FAILURE_MESSAGE_MAX_CHARS],
+        traceback=traceback[-FAILURE_TRACEBACK_MAX_CHARS:],
+    )
 
 
 def _pytest_progress(line: bytes) -> tuple[float, float | None, str | None] | None:

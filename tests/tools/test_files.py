@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
+from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools import files
 from oct_mcp.tools.files import ListFilesParams, ReadFileParams, list_files, read_file
+from oct_mcp.tools.results import model_view
 from oct_mcp.workspace import Workspace
 
 FOUR_LINES = "one\ntwo\nthree\nfour\n"
@@ -66,10 +67,10 @@ def test_read_file_reports_what_it_read(workspace: Workspace) -> None:
 
     assert result.structured == {
         "path": "src/pkg/core.py",
+        "text": "two\nthree\n",
         "start_line": 2,
         "end_line": 3,
         "total_lines": 4,
-        "size_bytes": len(FOUR_LINES),
     }
     assert (result.is_error, result.truncated) == (False, False)
 
@@ -81,10 +82,10 @@ def test_read_file_reports_a_whole_read_from_line_one_to_the_last(workspace: Wor
 
     assert result.structured == {
         "path": "notes.txt",
+        "text": FOUR_LINES,
         "start_line": 1,
         "end_line": 4,
         "total_lines": 4,
-        "size_bytes": len(FOUR_LINES),
     }
 
 
@@ -105,10 +106,10 @@ def test_read_file_reads_an_empty_file_as_zero_lines(workspace: Workspace) -> No
     assert result.text == ""
     assert result.structured == {
         "path": "empty.txt",
+        "text": "",
         "start_line": 1,
         "end_line": 0,
         "total_lines": 0,
-        "size_bytes": 0,
     }
 
 
@@ -146,16 +147,56 @@ def test_read_file_stops_a_range_that_runs_past_the_end_at_the_last_line(workspa
     assert (result.structured["start_line"], result.structured["end_line"]) == (3, 4)
 
 
-def test_read_file_returns_nothing_for_a_start_beyond_the_end_of_the_file(workspace: Workspace) -> None:
+def test_read_file_says_how_many_lines_the_file_has_for_a_start_past_the_end(workspace: Workspace) -> None:
     write(workspace.root, {"notes.txt": FOUR_LINES})
 
-    result = read_file(workspace, ReadFileParams(path="notes.txt", start_line=10, end_line=12), LIMIT)
+    with pytest.raises(LineRangeError, match="the file has 4 lines") as raised:
+        read_file(workspace, ReadFileParams(path="notes.txt", start_line=10, end_line=12), LIMIT)
 
-    assert result.text == ""
+    assert raised.value.code == "out_of_range"
+
+
+def test_read_file_tail_returns_the_last_lines(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt", tail=2), LIMIT)
+
     assert result.structured is not None
-    # An empty range reads as end_line = start_line - 1.
-    assert (result.structured["start_line"], result.structured["end_line"]) == (10, 9)
-    assert result.structured["total_lines"] == 4
+    assert (result.structured["text"], result.structured["start_line"]) == ("three\nfour\n", 3)
+    assert read_file(workspace, ReadFileParams(path="notes.txt", tail=10), LIMIT).text == FOUR_LINES
+
+
+def test_read_file_numbers_lines_as_cat_n_when_asked(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt", start_line=3, line_numbers=True), LIMIT)
+
+    assert result.text == "     3\tthree\n     4\tfour\n"
+
+
+def test_read_file_stops_at_a_whole_line_under_max_chars_and_says_where_to_read_on(
+    workspace: Workspace,
+) -> None:
+    lines = [f"line {n:04} " + "x" * 90 + "\n" for n in range(1, 101)]
+    write(workspace.root, {"long.txt": "".join(lines)})
+
+    first = read_file(workspace, ReadFileParams(path="long.txt", max_chars=1_000), 1_000_000)
+    assert first.structured is not None
+    assert first.truncated is True
+    assert model_view(first.structured, first.text).__len__() <= 1_000 + 200
+    cut = first.structured["next_start_line"]
+    assert first.structured["text"] == "".join(lines[: cut - 1])
+    assert f"start_line={cut}" in first.text
+
+    pages, start = [first.structured["text"]], cut
+    while start is not None:
+        page = read_file(
+            workspace, ReadFileParams(path="long.txt", start_line=start, max_chars=1_000), 1_000_000
+        )
+        assert page.structured is not None
+        pages.append(page.structured["text"])
+        start = page.structured.get("next_start_line")
+    assert "".join(pages) == "".join(lines)
 
 
 def test_read_file_keeps_the_last_line_without_a_newline(workspace: Workspace) -> None:
