@@ -14,7 +14,7 @@ from oct_mcp.display import quote_name
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.results import MODEL_VIEW_MIN, json_size
+from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -189,6 +189,8 @@ class ListFilesParams(_Params):
         description="Only paths matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
     )
     max_results: int = Field(default=LIST_FILES_DEFAULT, ge=1, le=LIST_FILES_MAX)
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
 
 
 class ListedFile(BaseModel):
@@ -200,8 +202,10 @@ class ListedFile(BaseModel):
 class ListFilesOutput(BaseModel):
     folder: str
     files: list[ListedFile]
-    count: int
     truncated: bool
+    """More files follow (listed with next_offset), or the walk stopped at its entry limit."""
+    next_offset: int | None = None
+    """The offset that lists the files after these."""
 
 
 def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
@@ -222,7 +226,9 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         raise PathRefusedError("the path is a file, not a folder")
     matcher = glob_matcher(params.glob)
     files: list[ListedFile] = []
-    truncated = False
+    more = False
+    skipped = 0
+    room = params.max_chars - ENVELOPE_RESERVE
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
     for path, entry in walk:
         if matcher is not None and not matcher.match_file(path.relative_to(folder).as_posix()):
@@ -234,20 +240,28 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         is_link = stat.S_ISLNK(info.st_mode)
         if not is_link and not stat.S_ISREG(info.st_mode):
             continue
-        if len(files) == params.max_results:
-            truncated = True
-            break
+        if skipped < params.offset:
+            skipped += 1
+            continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        files.append(ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size))
-    truncated = truncated or walk.stopped_early
+        listed = ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size)
+        room -= json_size(listed.model_dump()) + 1
+        if len(files) == params.max_results or room < 0:
+            more = True
+            break
+        files.append(listed)
+    next_offset = params.offset + len(files) if more else None
+    truncated = more or walk.stopped_early
     # A name with a newline would start a line of its own: such names are quoted.
     text = "\n".join(quote_name(f.path) for f in files)
-    if truncated:
+    if next_offset is not None:
+        text += f"\n[oct-mcp: {len(files)} files shown, more follow: list them with offset={next_offset}]"
+    elif walk.stopped_early:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"
     output = ListFilesOutput(
-        folder=workspace.relative(folder), files=files, count=len(files), truncated=truncated
+        folder=workspace.relative(folder), files=files, truncated=truncated, next_offset=next_offset
     )
-    return ToolResult(text=text, structured=output.model_dump(), truncated=truncated)
+    return ToolResult(text=text, structured=output.model_dump(exclude_none=True), truncated=truncated)
 
 
 def _plan_read_file(params: ReadFileParams, env: ToolEnv) -> InProcessPlan:

@@ -15,6 +15,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 __all__ = [
+    "ENVELOPE_RESERVE",
     "MODEL_VIEW_BUDGET",
     "MODEL_VIEW_MIN",
     "BudgetField",

@@ -412,7 +412,6 @@ def test_list_files_reports_each_file_with_kind_and_size(workspace: Workspace) -
     assert result.structured == {
         "folder": "src",
         "files": [{"path": "src/core.py", "kind": "file", "size_bytes": len(FOUR_LINES)}],
-        "count": 1,
         "truncated": False,
     }
     assert result.text == "src/core.py"
@@ -422,7 +421,7 @@ def test_list_files_reports_each_file_with_kind_and_size(workspace: Workspace) -
 def test_list_files_reports_the_root_folder_as_dot(workspace: Workspace) -> None:
     result = list_files(workspace, ListFilesParams())
 
-    assert result.structured == {"folder": ".", "files": [], "count": 0, "truncated": False}
+    assert result.structured == {"folder": ".", "files": [], "truncated": False}
 
 
 def test_list_files_skips_what_the_root_gitignore_ignores(workspace: Workspace) -> None:
@@ -537,7 +536,11 @@ def test_list_files_stops_at_max_results_and_says_it_was_truncated(workspace: Wo
 
     assert result.structured is not None
     assert [entry["path"] for entry in result.structured["files"]] == ["f0.txt", "f1.txt", "f2.txt"]
-    assert (result.structured["count"], result.structured["truncated"], result.truncated) == (3, True, True)
+    assert (len(result.structured["files"]), result.structured["truncated"], result.truncated) == (
+        3,
+        True,
+        True,
+    )
     assert result.text.splitlines()[:3] == ["f0.txt", "f1.txt", "f2.txt"]
     assert len(result.text.splitlines()) == 4
 
@@ -548,7 +551,11 @@ def test_list_files_is_not_truncated_with_exactly_max_results_files(workspace: W
     result = list_files(workspace, ListFilesParams(max_results=3))
 
     assert result.structured is not None
-    assert (result.structured["count"], result.structured["truncated"], result.truncated) == (3, False, False)
+    assert (len(result.structured["files"]), result.structured["truncated"], result.truncated) == (
+        3,
+        False,
+        False,
+    )
     assert result.text == "f0.txt\nf1.txt\nf2.txt"
 
 
@@ -560,7 +567,7 @@ def test_list_files_is_not_truncated_when_only_non_matching_files_follow_max_res
     result = list_files(workspace, ListFilesParams(glob="*.py", max_results=2))
 
     assert result.structured is not None
-    assert (result.structured["count"], result.structured["truncated"]) == (2, False)
+    assert (len(result.structured["files"]), result.structured["truncated"]) == (2, False)
 
 
 def test_list_files_stops_at_the_scan_limit_however_few_files_match(
@@ -668,3 +675,21 @@ def test_list_files_refuses_a_path_outside_the_root(workspace: Workspace, path: 
         list_files(workspace, ListFilesParams(path=path))
 
     assert caught.value.code == "path_refused"
+
+
+def test_list_files_pages_return_every_file_exactly_once_within_the_budget(workspace: Workspace) -> None:
+    write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
+    everything = listed(workspace)
+
+    paged: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = list_files(workspace, ListFilesParams(offset=offset, max_chars=1_000))
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        paged += [entry["path"] for entry in page.structured["files"]]
+        offset = page.structured.get("next_offset")
+        assert (offset is None) or f"offset={offset}" in page.text
+
+    assert len(everything) == 300
+    assert paged == everything
