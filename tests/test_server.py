@@ -61,10 +61,10 @@ async def test_read_file_returns_text_and_structured_content(app: App, mode: Any
     assert only_text(result) == "line 3\nline 4\n"
     assert result.structured_content == {
         "path": "README.md",
+        "text": "line 3\nline 4\n",
         "start_line": 3,
         "end_line": 4,
         "total_lines": 4,
-        "size_bytes": 22,
     }
 
 
