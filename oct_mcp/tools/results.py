@@ -20,8 +20,10 @@ __all__ = [
     "MODEL_VIEW_MIN",
     "BudgetField",
     "OffsetField",
+    "cut_lines",
     "json_size",
     "model_view",
+    "page",
     "take_within",
 ]
 
@@ -71,3 +73,32 @@ def take_within(entries: Iterable[BaseModel | Any], budget: int) -> tuple[list[A
             return kept, True
         kept.append(entry)
     return kept, False
+
+
+def page(entries: list[Any], offset: int, budget: int) -> tuple[list[Any], int | None]:
+    """The entries from `offset` that fit in `budget`, and the offset of the next page (None: the last)."""
+    kept, cut = take_within(entries[offset:], budget)
+    return kept, offset + len(kept) if cut else None
+
+
+def cut_lines(
+    text: str, offset: int, budget: int, boundaries: tuple[str, ...] = ()
+) -> tuple[str, int | None]:
+    """Lines of `text` from line `offset` (0-based) whose JSON fits in `budget`, and the next offset.
+
+    Past the budget the page ends before the last line that starts with one of `boundaries` (a
+    file's or a hunk's header), or, with none on the page, at a whole line.
+    """
+    lines = text.splitlines(keepends=True)
+    room = budget - ENVELOPE_RESERVE
+    end = offset
+    while end < len(lines):
+        room -= json_size(lines[end]) - 2
+        if room < 0:
+            break
+        end += 1
+    else:
+        return "".join(lines[offset:]), None
+    starts = [n for n in range(offset + 1, end + 1) if lines[n].startswith(boundaries)] if boundaries else []
+    end = starts[-1] if starts else max(end, offset + 1)
+    return "".join(lines[offset:end]), end

@@ -25,6 +25,7 @@ from oct_mcp.tools.git import (
     parse_status,
     worktree_git_folders,
 )
+from oct_mcp.tools.results import model_view
 
 _CLIENTS = itertools.count()
 IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")
@@ -100,6 +101,7 @@ def test_status_reports_branch_upstream_and_each_entry(repo: Path, config_file: 
         "count": 4,
         "truncated": False,
         "clean": False,
+        "next_offset": None,
     }
     assert status.text.splitlines() == [
         "## main...base [ahead 1, behind 1]",
@@ -347,7 +349,7 @@ def test_log_lists_commits_newest_first(repo: Path, config_file: Path) -> None:
     ]
     assert commits[0]["sha"] == git(repo, "rev-parse", "HEAD")
     assert commits[0]["date"] == git(repo, "log", "-1", "--format=%aI")
-    assert log.structured["count"] == 2
+    assert len(log.structured["commits"]) == 2
     assert log.text.splitlines()[0].endswith("Ada Lovelace: Describe the demo")
 
 
@@ -376,7 +378,7 @@ def test_log_before_the_first_commit_is_empty(tmp_path: Path, config_file: Path)
 
     log = result(root, config_file, "oct_git_log")
 
-    assert (log.structured, log.text) == ({"commits": [], "count": 0}, "no commits yet")
+    assert (log.structured, log.text) == ({"commits": []}, "no commits yet")
 
 
 def test_a_path_that_looks_like_an_option_is_refused(repo: Path, config_file: Path) -> None:
@@ -535,7 +537,7 @@ def test_the_git_tools_never_run_a_git_the_project_holds(
     assert status.structured is not None
     assert status.structured["branch"] == "main"
     assert log.structured is not None
-    assert log.structured["count"] == 1
+    assert len(log.structured["commits"]) == 1
 
 
 def test_a_path_entry_inside_the_project_is_not_the_servers_git(
@@ -773,3 +775,68 @@ def test_a_commondir_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path, 
 
     with pytest.raises(GitLayoutRefusedError):
         worktree_git_folders(project)
+
+
+# paging
+
+
+def _pages(project: Path, config: Path, tool: str, key: str, **arguments: Any) -> list[Any]:
+    entries: list[Any] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = result(project, config, tool, {**arguments, "offset": offset, "max_chars": 1_000})
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        entries += [page.structured[key]] if key == "diff" else page.structured[key]
+        offset = page.structured.get("next_offset")
+    return entries
+
+
+@pytest.fixture
+def busy_repo(tmp_path: Path) -> Path:
+    root = (tmp_path / "busy").resolve()
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "lock.txt").write_text("".join(f"package-{n} = 1.0.{n}\n" for n in range(400)))
+    git(root, "add", "-A")
+    for n in range(30):
+        git(root, "commit", "-q", "--allow-empty", "-m", f"Step {n}")
+    (root / "lock.txt").write_text("".join(f"package-{n} = 2.0.{n}\n" for n in range(400)))
+    for n in range(80):
+        (root / f"untracked_{n:02}.txt").write_text("x\n")
+    return root
+
+
+def test_status_pages_return_every_entry_exactly_once(busy_repo: Path, config_file: Path) -> None:
+    whole = result(busy_repo, config_file, "oct_git_status")
+    assert whole.structured is not None
+
+    paged = _pages(busy_repo, config_file, "oct_git_status", "entries")
+
+    assert len(whole.structured["entries"]) == 81
+    assert paged == whole.structured["entries"]
+
+
+def test_log_pages_return_every_commit_exactly_once(busy_repo: Path, config_file: Path) -> None:
+    whole = result(busy_repo, config_file, "oct_git_log", {"max_count": 100})
+    assert whole.structured is not None
+
+    paged = _pages(busy_repo, config_file, "oct_git_log", "commits", max_count=4)
+
+    assert len(whole.structured["commits"]) == 30
+    assert paged == whole.structured["commits"]
+
+
+def test_diff_pages_return_the_whole_patch_and_stat_leaves_it_out(busy_repo: Path, config_file: Path) -> None:
+    whole = git(busy_repo, "diff", "--no-color", "--src-prefix=a/", "--dst-prefix=b/")
+    stat = result(busy_repo, config_file, "oct_git_diff", {"stat": True})
+    assert stat.structured is not None
+
+    paged = _pages(busy_repo, config_file, "oct_git_diff", "diff")
+
+    assert len(paged) > 3
+    assert "".join(paged) == whole + "\n"  # the helper strips git's last line break
+    assert (stat.structured["diff"], stat.structured["files"]) == (
+        "",
+        [{"path": "lock.txt", "original_path": None, "added": 400, "removed": 400, "binary": False}],
+    )
