@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -14,12 +15,20 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from oct_mcp.context import ToolResult
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.programs import find_program
-from oct_mcp.tools.results import MODEL_VIEW_BUDGET, take_within
+from oct_mcp.tools.results import (
+    MODEL_VIEW_BUDGET,
+    MODEL_VIEW_MIN,
+    BudgetField,
+    OffsetField,
+    json_size,
+    page,
+    take_within,
+)
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK"]
 
 MAX_PATHS: Final = 64
-MAX_DIAGNOSTICS: Final = 500
+SUMMARY_FIRST: Final = 10
 # Files whose change oct_format and oct_fix report; past this many, the report says "and more".
 _SNAPSHOT_LIMIT: Final = 20_000
 _SKIPPED_FOLDERS: Final = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache"})
@@ -54,7 +63,15 @@ def _tool_failed(tool: str, run: RunResult) -> ToolResult:
 # -- oct_lint ----------------------------------------------------------------------------------
 
 
-class LintParams(_Params):
+class _PagedParams(_Params):
+    summary: bool = Field(
+        default=False, description=f"Counts per rule and only the first {SUMMARY_FIRST} diagnostics."
+    )
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
+
+
+class LintParams(_PagedParams):
     paths: list[ProjectPath] = Field(
         default_factory=list, max_length=MAX_PATHS, description="Files or folders; all by default."
     )
@@ -76,29 +93,46 @@ class Diagnostic(BaseModel):
 class DiagnosticsOutput(BaseModel):
     tool: str
     count: int
+    """Diagnostics in all, on every page."""
     fixable: int
+    by_rule: dict[str, int]
+    """Diagnostics per rule code, most frequent first."""
     diagnostics: list[Diagnostic]
     truncated: bool
+    next_offset: int | None = None
+    """The offset that shows the diagnostics after these."""
 
 
-def _diagnostics_result(tool: str, diagnostics: list[Diagnostic]) -> ToolResult:
-    shown = diagnostics[:MAX_DIAGNOSTICS]
+def _diagnostics_result(tool: str, diagnostics: list[Diagnostic], paging: _PagedParams) -> ToolResult:
     fixable = sum(d.fixable for d in diagnostics)
+    by_rule = dict(Counter(d.code for d in diagnostics).most_common())
+    # The rule counts come first in the budget; the diagnostics get what is left.
+    room = paging.max_chars - json_size(by_rule)
+    listed = diagnostics[: paging.offset + SUMMARY_FIRST] if paging.summary else diagnostics
+    shown, next_offset = page(listed, paging.offset, max(room, MODEL_VIEW_MIN))
     lines = [f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}" for d in shown]
     summary = f"{len(diagnostics)} problem(s)" + (f", {fixable} fixable with oct_fix" if fixable else "")
+    if paging.summary and diagnostics:
+        summary += "; by rule: " + ", ".join(f"{code} {n}" for code, n in by_rule.items())
+    if next_offset is not None:
+        summary += f"; {len(shown)} shown, the rest with offset={next_offset}"
     if not diagnostics:
         summary = "no problems found"
     output = DiagnosticsOutput(
         tool=tool,
         count=len(diagnostics),
         fixable=fixable,
+        by_rule=by_rule,
         diagnostics=shown,
-        truncated=len(shown) < len(diagnostics),
+        truncated=paging.offset + len(shown) < len(diagnostics),
+        next_offset=next_offset,
     )
-    return ToolResult(text="\n".join([*lines, summary]), structured=output.model_dump())
+    structured = output.model_dump()
+    structured["diagnostics"] = [d.model_dump(exclude_defaults=True) for d in shown]
+    return ToolResult(text="\n".join([*lines, summary]), structured=structured)
 
 
-def _parse_ruff_check(root: Path) -> Callable[[RunResult], ToolResult]:
+def _parse_ruff_check(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code not in (0, 1):
             return _tool_failed("ruff", run)
@@ -118,7 +152,7 @@ def _parse_ruff_check(root: Path) -> Callable[[RunResult], ToolResult]:
             for item in raw
             if isinstance(item, dict)
         ]
-        return _diagnostics_result("ruff", diagnostics)
+        return _diagnostics_result("ruff", diagnostics, paging)
 
     return parse
 
@@ -129,7 +163,7 @@ def _plan_lint(params: LintParams, env: ToolEnv) -> CommandPlan:
     select = ["--select", ",".join(params.select)] if params.select else []
     return CommandPlan(
         argv=(str(ruff), "check", "--no-fix", "--output-format", "json", *select, *_targets(params.paths)),
-        parse=_parse_ruff_check(root),
+        parse=_parse_ruff_check(root, params),
     )
 
 
@@ -260,7 +294,7 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
 # -- oct_typecheck -----------------------------------------------------------------------------
 
 
-class TypecheckParams(_Params):
+class TypecheckParams(_PagedParams):
     paths: list[ProjectPath] = Field(
         default_factory=list,
         max_length=MAX_PATHS,
@@ -277,7 +311,7 @@ def _uses_pyright(root: Path) -> bool:
         return False
 
 
-def _parse_mypy(root: Path) -> Callable[[RunResult], ToolResult]:
+def _parse_mypy(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         diagnostics: list[Diagnostic] = []
         for line in run.stdout.decode(errors="replace").splitlines():
@@ -298,12 +332,12 @@ def _parse_mypy(root: Path) -> Callable[[RunResult], ToolResult]:
                 )
         if run.exit_code not in (0, 1) or (run.exit_code == 1 and not diagnostics):
             return _tool_failed("mypy", run)
-        return _diagnostics_result("mypy", [d for d in diagnostics if d.severity != "note"])
+        return _diagnostics_result("mypy", [d for d in diagnostics if d.severity != "note"], paging)
 
     return parse
 
 
-def _parse_pyright(root: Path) -> Callable[[RunResult], ToolResult]:
+def _parse_pyright(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         try:
             report = json.loads(run.stdout or b"{}")
@@ -323,7 +357,7 @@ def _parse_pyright(root: Path) -> Callable[[RunResult], ToolResult]:
         ]
         if run.exit_code not in (0, 1):
             return _tool_failed("pyright", run)
-        return _diagnostics_result("pyright", diagnostics)
+        return _diagnostics_result("pyright", diagnostics, paging)
 
     return parse
 
@@ -332,14 +366,16 @@ def _plan_typecheck(params: TypecheckParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
     if _uses_pyright(root):
         pyright = find_program(root, "pyright")
-        return CommandPlan(argv=(str(pyright), "--outputjson", *params.paths), parse=_parse_pyright(root))
+        return CommandPlan(
+            argv=(str(pyright), "--outputjson", *params.paths), parse=_parse_pyright(root, params)
+        )
     mypy = find_program(root, "mypy")
     has_config = any((root / name).is_file() for name in ("mypy.ini", ".mypy.ini", "setup.cfg")) or _mentions(
         root / "pyproject.toml", "[tool.mypy]"
     )
     targets = ["--", *params.paths] if params.paths else ([] if has_config else ["--", "."])
     argv = (str(mypy), "--output", "json", "--no-color-output", "--no-error-summary", *targets)
-    return CommandPlan(argv=argv, parse=_parse_mypy(root))
+    return CommandPlan(argv=argv, parse=_parse_mypy(root, params))
 
 
 def _mentions(path: Path, text: str) -> bool:

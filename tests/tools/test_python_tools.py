@@ -89,8 +89,8 @@ async def test_lint_returns_each_problem_structured(fixture_project: Path, confi
         "code": "F401",
         "message": "`os` imported but unused",
         "fixable": True,
-        "severity": "error",
     }
+    assert result.structured_content["by_rule"] == {"F401": 1}
     assert "demo/core.py:1:8: F401" in only_text(result)
 
 
