@@ -11,14 +11,30 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
-from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
+from oct_mcp.errors import (
+    BinaryFileError,
+    FileTooLargeError,
+    LineRangeError,
+    NotFoundError,
+    OctError,
+    PathRefusedError,
+)
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
-__all__ = ["LIST_FILES", "READ_FILE", "count_lines", "list_files", "read_file", "split_lines"]
+__all__ = [
+    "LIST_FILES",
+    "READ_FILE",
+    "READ_FILES",
+    "count_lines",
+    "list_files",
+    "read_file",
+    "read_files",
+    "split_lines",
+]
 
 # Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
 BINARY_SNIFF_BYTES: Final = 8_192
@@ -31,6 +47,7 @@ INLINE_READ_BYTES: Final = 131_072
 # A read's text may pass the default budget: a whole file is what a read is for. 100,000 characters
 # is about 25,000 tokens (chars/4), Claude Code's default cap on an MCP result; declared to the host.
 READ_RESULT_MAX_CHARS: Final = 100_000
+READ_FILES_MAX: Final = 50
 LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
@@ -182,6 +199,60 @@ def _numbered(number: int, line: str) -> str:
     return f"{number:>6}\t{line}"
 
 
+class ReadFilesParams(_Params):
+    paths: list[ProjectPath] = Field(
+        min_length=1, max_length=READ_FILES_MAX, description="Files to read, relative to the project root."
+    )
+    line_numbers: bool = Field(default=False, description="Prefix each line with its number, as cat -n.")
+    max_chars: int = Field(
+        default=READ_RESULT_MAX_CHARS,
+        ge=MODEL_VIEW_MIN,
+        le=READ_RESULT_MAX_CHARS,
+        description="Most characters of text in all; past it a file is cut at a whole line, the rest unread.",
+    )
+
+
+class UnreadFile(BaseModel):
+    path: str
+    problem: str
+    """Why it was not read: `[code] message`, as a failed oct_read_file says."""
+
+
+class ReadFilesOutput(BaseModel):
+    files: list[ReadFileOutput]
+    unread: list[UnreadFile] = Field(default_factory=list)
+
+
+def read_files(workspace: Workspace, params: ReadFilesParams, max_output_bytes: int) -> ToolResult:
+    """Read several files whole, in the order given, under one budget; a file that cannot be read
+    is named with its problem and the others are still read."""
+    files: list[ReadFileOutput] = []
+    unread: list[UnreadFile] = []
+    texts: list[str] = []
+    room = params.max_chars
+    redactions = 0
+    for path in params.paths:
+        if room < MODEL_VIEW_MIN:
+            unread.append(
+                UnreadFile(path=path, problem="[file_too_large] past max_chars: read it on its own")
+            )
+            continue
+        one = ReadFileParams(path=path, line_numbers=params.line_numbers, max_chars=room)
+        try:
+            result = read_file(workspace, one, max_output_bytes)
+        except OctError as exc:
+            unread.append(UnreadFile(path=path, problem=f"[{exc.code}] {exc}"))
+            continue
+        output = ReadFileOutput.model_validate(result.structured)
+        room -= json_size(output.model_dump(exclude_none=True))
+        redactions += result.redactions
+        files.append(output)
+        texts.append(f"==> {quote_name(output.path)} <==\n{result.text}")
+    texts += [f"==> {quote_name(u.path)} <== not read: {u.problem}" for u in unread]
+    structured = ReadFilesOutput(files=files, unread=unread).model_dump(exclude_none=True)
+    return ToolResult(text="\n".join(texts), structured=structured, redactions=redactions)
+
+
 class ListFilesParams(_Params):
     path: ProjectPath = Field(default=".", description="Folder to list, relative to the project root.")
     glob: Glob | None = Field(
@@ -281,6 +352,10 @@ def _is_small_file(workspace: Workspace, path: str) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size <= INLINE_READ_BYTES
 
 
+def _plan_read_files(params: ReadFilesParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(partial(read_files, env.workspace, params, env.max_output_bytes))
+
+
 def _plan_list_files(params: ListFilesParams, env: ToolEnv) -> InProcessPlan:
     return InProcessPlan(partial(list_files, env.workspace, params))
 
@@ -297,6 +372,21 @@ READ_FILE: Final = ToolSpec(
     output=ReadFileOutput,
     risk=Risk.READ,
     plan=_plan_read_file,
+    max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
+)
+
+READ_FILES: Final = ToolSpec(
+    name="oct_read_files",
+    title="Read several project files",
+    description=(
+        "Read several UTF-8 text files of the project whole, in one call, under one size budget. "
+        "A file that cannot be read is named with its problem; the others are still read. "
+        "Secrets are masked as [REDACTED:<kind>]."
+    ),
+    params=ReadFilesParams,
+    output=ReadFilesOutput,
+    risk=Risk.READ,
+    plan=_plan_read_files,
     max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
 )
 

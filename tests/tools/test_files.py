@@ -13,7 +13,14 @@ from pydantic import ValidationError
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools import files
-from oct_mcp.tools.files import ListFilesParams, ReadFileParams, list_files, read_file
+from oct_mcp.tools.files import (
+    ListFilesParams,
+    ReadFileParams,
+    ReadFilesParams,
+    list_files,
+    read_file,
+    read_files,
+)
 from oct_mcp.tools.results import model_view
 from oct_mcp.workspace import Workspace
 
@@ -693,3 +700,36 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(works
 
     assert len(everything) == 300
     assert paged == everything
+
+
+def test_read_files_reads_several_files_and_names_the_ones_it_cannot_read(workspace: Workspace) -> None:
+    write(workspace.root, {"a.txt": "alpha\n", "b.bin": b"\x00\x01", "c.txt": FOUR_LINES})
+
+    result = read_files(workspace, ReadFilesParams(paths=["a.txt", "b.bin", "missing.txt", "c.txt"]), LIMIT)
+
+    assert result.structured is not None
+    assert [(f["path"], f["text"]) for f in result.structured["files"]] == [
+        ("a.txt", "alpha\n"),
+        ("c.txt", FOUR_LINES),
+    ]
+    assert [(u["path"], u["problem"].split("]")[0]) for u in result.structured["unread"]] == [
+        ("b.bin", "[binary_file"),
+        ("missing.txt", "[not_found"),
+    ]
+    assert "==> c.txt <==\none\n" in result.text
+
+
+def test_read_files_shares_one_budget_and_cuts_the_file_that_passes_it(workspace: Workspace) -> None:
+    lines = "".join(f"line {n:04} " + "x" * 90 + "\n" for n in range(1, 31))
+    write(workspace.root, {"a.txt": lines, "b.txt": lines, "c.txt": lines})
+
+    result = read_files(
+        workspace, ReadFilesParams(paths=["a.txt", "b.txt", "c.txt"], max_chars=5_000), 1_000_000
+    )
+
+    assert result.structured is not None
+    assert len(model_view(result.structured, result.text)) <= 5_000 + 600
+    (first, second) = result.structured["files"]
+    assert first["text"] == lines
+    assert second["next_start_line"] > 1
+    assert [u["path"] for u in result.structured["unread"]] == ["c.txt"]
