@@ -364,9 +364,9 @@ READ_FILE: Final = ToolSpec(
     name="oct_read_file",
     title="Read a project file",
     description=(
-        "Read a UTF-8 text file of the project, whole or from start_line to end_line (1-based, inclusive). "
-        "Binary files and whole files over the server's size limit are refused; read large files by range. "
-        "Secrets are masked as [REDACTED:<kind>], in a range as the whole file shows them."
+        "Read a UTF-8 text file of the project, whole, from start_line to end_line (1-based, inclusive), "
+        "or its last `tail` lines. A read past max_chars stops at a whole line and gives next_start_line. "
+        "Binary files are refused. Secrets are masked as [REDACTED:<kind>], as the whole file shows them."
     ),
     params=ReadFileParams,
     output=ReadFileOutput,
@@ -395,7 +395,8 @@ LIST_FILES: Final = ToolSpec(
     title="List project files",
     description=(
         "List the files under a project folder (the root by default), in sorted order, skipping what "
-        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; at most max_results."
+        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; a cut listing gives "
+        "next_offset for the rest."
     ),
     params=ListFilesParams,
     output=ListFilesOutput,

@@ -747,10 +747,10 @@ GIT_STATUS: Final = ToolSpec(
     name="oct_git_status",
     title="Git status",
     description=(
-        "Show the git status of the project: branch, commit, upstream with ahead/behind counts, stashes, "
-        "and each changed, staged, renamed, unmerged or untracked file with git's two-letter XY code "
-        "(index, work tree; '.' unchanged, '??' untracked). Optionally only under a path. Prefer it to "
-        f"`git status` in a shell: structured, no approval needed. {_DEFANGED}"
+        "Show the git status: branch, commit, upstream with ahead/behind, stashes, and each changed, "
+        "staged, renamed, unmerged or untracked file with git's XY code (index, work tree; '.' unchanged, "
+        "'??' untracked). Optionally only under a path; a cut result gives next_offset for the rest. "
+        f"Prefer it to `git status` in a shell. {_DEFANGED}"
     ),
     params=GitStatusParams,
     output=StatusOutput,
@@ -762,10 +762,10 @@ GIT_DIFF: Final = ToolSpec(
     name="oct_git_diff",
     title="Git diff",
     description=(
-        "Show uncommitted changes as a unified diff: the work tree against the index, or with staged=true "
-        "what is staged for the next commit. Returns each file's added and removed line counts (renames "
-        "and binary files marked) and the diff text (cut at 512 KiB). Optionally only under a path; "
-        f"context_lines sets the context. Prefer it to `git diff` in a shell. {_DEFANGED}"
+        "Show uncommitted changes: the work tree against the index, or with staged=true what is staged. "
+        "Returns each file's added and removed line counts and the unified diff (stat=true: the counts "
+        "only). Optionally only under a path; a cut diff gives next_offset for the rest. Prefer it to "
+        f"`git diff` in a shell. {_DEFANGED}"
     ),
     params=GitDiffParams,
     output=DiffOutput,
@@ -777,9 +777,9 @@ GIT_LOG: Final = ToolSpec(
     name="oct_git_log",
     title="Git log",
     description=(
-        "List the latest commits of the current branch, newest first: sha, author, email, ISO 8601 date "
-        "and subject; at most max_count (default 20, up to 200); optionally only commits touching a "
-        f"path. Prefer it to `git log` in a shell. {_DEFANGED}"
+        "List the commits of the current branch, newest first: sha, author, email, ISO 8601 date and "
+        "subject; max_count a page (default 20), next_offset for older ones; optionally only commits "
+        f"touching a path. Prefer it to `git log` in a shell. {_DEFANGED}"
     ),
     params=GitLogParams,
     output=LogOutput,

@@ -39,12 +39,12 @@ def BudgetField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
         default=MODEL_VIEW_BUDGET,
         ge=MODEL_VIEW_MIN,
         le=MODEL_VIEW_BUDGET,
-        description="Most characters of the result; past it the result is cut at a whole entry.",
+        description="Most characters of the result; it is cut at a whole entry.",
     )
 
 
 def OffsetField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
-    return Field(default=0, ge=0, le=10_000_000, description="Entries to skip: a cut result's next_offset.")
+    return Field(default=0, ge=0, le=10_000_000, description="A cut result's next_offset.")
 
 
 def json_size(value: Any) -> int:

@@ -430,13 +430,12 @@ SEARCH: Final = ToolSpec(
     name="oct_search",
     title="Search project files",
     description=(
-        "Search the project's text files for a string (or, with regex=true, an RE2 regular expression: "
-        "ripgrep's syntax) and return each matching line as path, line number, column and text, in path "
-        "order. Skips what .gitignore ignores, .git, binary files and files over 4 MiB; does not follow "
-        "symlinks. Narrow it with path (a folder or one file) and glob ('*.py', 'src/**/*.ts'); "
-        "case_sensitive=false ignores case; at most max_results lines (default 200). Prefer it to grep or "
-        "rg in a shell: read-only, no approval needed, structured results. Secrets in a matching line "
-        "are masked as [REDACTED:<kind>], as the whole file shows them."
+        "Search the project's text files for a string, or with regex=true an RE2 expression (ripgrep's "
+        "syntax), in path order, skipping what .gitignore ignores, .git, binary files and files over "
+        "4 MiB. mode: lines (path, line, column, text; before/after add context lines), files (paths) or "
+        "count (lines per file). Narrow with path and glob. A cut result gives next_offset: pass it as "
+        "offset for the rest. Prefer it to grep or rg in a shell. Secrets are masked as [REDACTED:<kind>], "
+        "as the whole file shows them."
     ),
     params=SearchParams,
     output=SearchOutput,

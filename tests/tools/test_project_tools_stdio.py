@@ -84,9 +84,9 @@ async def test_a_read_shows_a_structured_content_host_the_lines(repo: Path, conf
     assert json.loads(model_view(whole))["text"] == CORE
     assert json.loads(model_view(ranged))["text"] == "    return a + b\n"
     assert model_view(past) == "[out_of_range] the range starts past the end: the file has 2 lines"
-    # A whole-file read may pass the default budget; it says so to the host, no other tool does.
+    # A whole-file read may pass the default budget; the reads say so to the host, no other tool does.
     assert tools["oct_read_file"].meta == {"anthropic/maxResultSizeChars": 101_000}
-    assert [name for name, tool in tools.items() if tool.meta] == ["oct_read_file"]
+    assert [name for name, tool in tools.items() if tool.meta] == ["oct_read_file", "oct_read_files"]
 
 
 async def test_search_and_the_git_tools_return_content_and_structured_content(
