@@ -479,7 +479,7 @@ def _parse_pytest(run: RunResult) -> ToolResult:
         failures_omitted=omitted,
         exit_code=run.exit_code,
     )
-    return ToolResult(text=text[-60_000:], structured=output.model_dump(), is_error=False)
+    return ToolResult(text=text[-MODEL_VIEW_BUDGET:], structured=output.model_dump(), is_error=False)
 
 
 def _failure_sections(lines: list[str]) -> dict[str, list[str]]:
