@@ -12,7 +12,7 @@ from typing import Any, Final
 from oct_mcp.audit import AuditSink
 from oct_mcp.chain import Chain, LayerRuntime, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
-from oct_mcp.consent import Consent, UsedConsents
+from oct_mcp.consent import Consent, SessionGrants, UsedConsents
 from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError, PathRefusedError
@@ -215,6 +215,7 @@ async def run_call(
     consent: Consent | None = None,
     progress: ProgressReporter | None = None,
     forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
+    session_grants: SessionGrants | None = None,
 ) -> Outcome | CallFailure:
     """Run one call through the chain; every error becomes a CallFailure.
 
@@ -231,6 +232,7 @@ async def run_call(
         consent=consent,
         progress=progress,
         forward=forward,
+        session_grants=session_grants,
     )
     _log.debug("call_start", call_id=ctx.call_id, tool=tool, transport=client.transport)
     if is_deep_trace():

@@ -17,6 +17,7 @@ from oct_mcp import __version__
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.tools.programs import find_program
+from oct_mcp.tools.python import how_it_runs
 from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_BROAD_ROOT: Final = 3
 """The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
-COMMANDS: Final = ("serve", "doctor", "call", "audit")
+COMMANDS: Final = ("serve", "doctor", "call", "audit", "token")
 TAIL_DEFAULT: Final = 20
 
 _log = get_logger(__name__)
@@ -79,16 +80,40 @@ def _parser(command: str) -> argparse.ArgumentParser:
     }
     if command == "audit":
         return _audit_parser()
+    if command == "token":
+        return _token_parser()
     prog = "oct-mcp" if command == "serve" else f"oct-mcp {command}"
     parser = argparse.ArgumentParser(prog=prog, description=descriptions[command])
     if command == "serve":
         parser.add_argument("--version", action="version", version=f"oct-mcp {__version__}")
+        parser.add_argument(
+            "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or http"
+        )
+        parser.add_argument(
+            "--host", default="127.0.0.1", help="http: the address to bind (default: 127.0.0.1, loopback)"
+        )
+        parser.add_argument("--port", type=int, default=8765, help="http: the port (default: 8765; 0: any)")
     _common_options(parser)
     if command == "call":
         parser.add_argument("tool", help="tool name, as tools/list shows it")
         parser.add_argument(
             "--json", dest="arguments", default="{}", metavar="ARGS", help="arguments as JSON"
         )
+    return parser
+
+
+def _token_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oct-mcp token",
+        description="Bearer tokens for the HTTP transport, kept in the config as hashes.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{create}")
+    create = actions.add_parser("create", help="print a new token once and write its hash to the config")
+    create.add_argument("name", help="the client's name: its rate limit and audit records go by it")
+    create.add_argument(
+        "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
+    )
+    create.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
     return parser
 
 
@@ -103,7 +128,13 @@ def _audit_parser() -> argparse.ArgumentParser:
     tail = actions.add_parser("tail", help="show the last records, one line each")
     tail.add_argument("-n", dest="count", type=int, default=TAIL_DEFAULT, metavar="N", help="how many")
     for action in (verify, tail):
-        action.add_argument("path", nargs="?", type=Path, metavar="PATH", help="default: audit_log_path")
+        action.add_argument(
+            "paths",
+            nargs="*",
+            type=Path,
+            metavar="PATH",
+            help="audit logs, one per replica (default: audit_log_path)",
+        )
         action.add_argument(
             "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
         )
@@ -118,7 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(command).parse_args(args_list)
     configure_diagnostics(args.debug if args.debug is not None else debug_level_from_env())
     if command == "audit":
-        return _audit(args.action, args.path, args.config, getattr(args, "count", TAIL_DEFAULT))
+        return _audit(args.action, args.paths, args.config, getattr(args, "count", TAIL_DEFAULT))
+    if command == "token":
+        return _token_create(args.name, args.config)
 
     project_root = "." if args.project_root is None else args.project_root
     if command in ("serve", "call") and not args.allow_broad_root:
@@ -149,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     if command == "call":
         return _call(app, args.tool, args.arguments)
+    if args.transport == "http":
+        return _serve_http(app, args.host, args.port)
     from oct_mcp.server import serve_stdio
 
     _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
@@ -180,29 +215,98 @@ def _broad_root_refusal(project_root: str, *, given: bool) -> str | None:
     )
 
 
-def _audit(action: str, path: Path | None, config_path: Path | None, count: int) -> int:
-    from oct_mcp.audit import audit_files, describe_record, read_tail, verify_chain
+def _serve_http(app: App, host: str, port: int) -> int:
+    from oct_mcp.transports.http import serve_http
+
+    try:
+        anyio.run(serve_http, app, host, port)
+    except ConfigError as exc:
+        print(f"oct-mcp: configuration error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"oct-mcp: cannot serve on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        app.close()
+    return EXIT_OK
+
+
+def _token_create(name: str, config_path: Path | None) -> int:
+    from oct_mcp.config import default_config_path, is_client_name
+    from oct_mcp.transports.auth import hash_token, new_token
+
+    if not is_client_name(name):
+        print("oct-mcp token: NAME must be letters, digits, - and _, starting with a letter", file=sys.stderr)
+        return EXIT_USAGE
+    path = config_path if config_path is not None else default_config_path()
+    try:
+        document = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError) as exc:
+        print(f"oct-mcp token: cannot read {path} ({type(exc).__name__}); fix it first", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(document, dict):
+        print(f"oct-mcp token: {path} is not a JSON object; fix it first", file=sys.stderr)
+        return EXIT_USAGE
+    tokens = document.get("http_tokens", {})
+    if not isinstance(tokens, dict):
+        print(f"oct-mcp token: http_tokens in {path} is not an object; fix it first", file=sys.stderr)
+        return EXIT_USAGE
+    token = new_token()
+    document["http_tokens"] = {**tokens, name: hash_token(token)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written beside the config and renamed over it: a crash never leaves half a config.
+    scratch = path.with_name(path.name + ".new")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(document, out, indent=2)
+        out.write("\n")
+    os.replace(scratch, path)
+    replaced = " (it replaces the previous one)" if name in tokens else ""
+    print(
+        f"oct-mcp token: the hash of {name}'s token is in {path}{replaced}; the token, shown once:",
+        file=sys.stderr,
+    )
+    print(token)
+    return EXIT_OK
+
+
+def _audit(action: str, paths: list[Path], config_path: Path | None, count: int) -> int:
     from oct_mcp.config import load_settings
 
-    if path is None:
-        path = Path(load_settings(config_path).config.audit_log_path).expanduser()
+    if not paths:
+        paths = [Path(load_settings(config_path).config.audit_log_path).expanduser()]
+    # Each replica keeps its own chain: each file is checked on its own, and all must hold.
+    worst = EXIT_OK
+    for path in paths:
+        prefix = f"{path}: " if len(paths) > 1 else ""
+        worst = max(worst, _audit_one(action, path, count, prefix))
+    return worst
+
+
+def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
+    from oct_mcp.audit import audit_files, describe_record, read_tail, verify_chain
+
     if not audit_files(path):
         print(f"oct-mcp audit: no audit log at {path}", file=sys.stderr)
         return EXIT_USAGE
     if action == "tail":
         for raw in read_tail(path, count):
-            print(describe_record(raw))
+            print(prefix + describe_record(raw))
         return EXIT_OK
     verification = verify_chain(path)
     for problem in verification.breaks:
-        print(f"broken: {problem}")
+        print(f"{prefix}broken: {problem}")
     files = len(verification.files)
     if verification.breaks:
-        print(f"{len(verification.breaks)} break(s) in {verification.records} records, {files} file(s)")
+        print(
+            f"{prefix}{len(verification.breaks)} break(s) in {verification.records} records, {files} file(s)"
+        )
         return EXIT_CALL_FAILED
-    print(f"intact: {verification.records} records in {files} file(s), from {verification.files[0]}")
+    print(f"{prefix}intact: {verification.records} records in {files} file(s), from {verification.files[0]}")
     if verification.first_seq is not None and verification.first_seq > 1:
-        print(f"the oldest record is number {verification.first_seq}: those before it were rotated away")
+        print(
+            f"{prefix}the oldest record is number {verification.first_seq}: those before it were rotated away"
+        )
     return EXIT_OK
 
 
@@ -310,7 +414,8 @@ def _availability(app: App, spec: ToolSpec) -> str:
     if spec.program is None:
         return "available (runs in-process)"
     try:
-        return f"runs {find_program(app.workspace.root, spec.program)}"
+        described = how_it_runs(app.workspace.root, spec.name)
+        return described or f"runs {find_program(app.workspace.root, spec.program)}"
     except ToolUnavailableError as exc:
         return f"unavailable: {exc.message}"
 

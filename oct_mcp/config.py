@@ -69,6 +69,24 @@ class McpConfig:
     memory_limit_mb: int = 512
     metrics_port: int | None = None
     policy_source: str | None = None
+    # Remote use (`serve --transport http`): see oct_mcp/transports/.
+    rate_limit_storage: str = "memory://"
+    """Where the rate limit's window lives: `memory://` (this process) or a `redis://` URL replicas share."""
+    http_allowed_origins: tuple[str, ...] = ()
+    """Origins (and hosts, from them) a browser may call the HTTP transport from, besides loopback."""
+    http_tokens: Mapping[str, str] = field(default_factory=dict)
+    """Bearer tokens by client name, each only as its `sha256:` hash (`oct-mcp token create NAME`)."""
+    http_max_request_bytes: int = 1_048_576
+    oauth_issuer: str | None = None
+    """The OAuth 2.1 authorization server whose JWTs the HTTP transport accepts (its `iss`)."""
+    oauth_audience: str | None = None
+    """This server's URL as the tokens name it (`aud`), also the resource of its RFC 9728 metadata."""
+    oauth_jwks_url: str | None = None
+    """Where the issuer publishes its signing keys (JWKS)."""
+    consent_key_file: str | None = None
+    """A file holding the key that seals consent state, shared by replicas (or OCT_MCP_CONSENT_KEY)."""
+    replica_id: str | None = None
+    """This replica's name in its audit records (or OCT_MCP_REPLICA_ID)."""
 
 
 # Inclusive ranges: a value read from JSON outside its range is clamped to the nearest end.
@@ -82,6 +100,7 @@ RANGES: Final[Mapping[str, tuple[float, float]]] = {
     "audit_log_max_size_mb": (0.01, 1_024.0),
     "memory_limit_mb": (0, 8_192),
     "metrics_port": (1, 65_535),
+    "http_max_request_bytes": (1_024, 64 * 1_048_576),
 }
 
 _INT_FIELDS: Final = frozenset(
@@ -94,6 +113,7 @@ _INT_FIELDS: Final = frozenset(
         "audit_log_max_files",
         "memory_limit_mb",
         "metrics_port",
+        "http_max_request_bytes",
     }
 )
 _FLOAT_FIELDS: Final = frozenset({"audit_log_max_size_mb"})
@@ -107,7 +127,22 @@ _BOOL_FIELDS: Final = frozenset(
         "allow_unconfined_project_code",
     }
 )
-_OPTIONAL_FIELDS: Final = frozenset({"metrics_port", "policy_source"})
+_OPTIONAL_FIELDS: Final = frozenset(
+    {
+        "metrics_port",
+        "policy_source",
+        "oauth_issuer",
+        "oauth_audience",
+        "oauth_jwks_url",
+        "consent_key_file",
+        "replica_id",
+    }
+)
+_URL_FIELDS: Final = frozenset({"oauth_issuer", "oauth_audience", "oauth_jwks_url", "rate_limit_storage"})
+RATE_LIMIT_STORAGE_SCHEMES: Final = ("memory://", "redis://", "rediss://")
+TOKEN_HASH_PREFIX: Final = "sha256:"  # noqa: S105 - the prefix of a hash, not a secret
+_NAME_MAX_LENGTH: Final = 64
+_LIST_MAX_ITEMS: Final = 256
 _PATH_MAX_LENGTH: Final = 4_096
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
 
@@ -318,8 +353,30 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         if clamped != raw:
             _log.warning("config_clamped", file=str(path), field=name, low=low, high=high, used=clamped)
         return True, int(clamped) if name in _INT_FIELDS else float(clamped)
+    if name == "http_allowed_origins":
+        if not isinstance(raw, list) or len(raw) > _LIST_MAX_ITEMS:
+            return refuse(f"must be a list of at most {_LIST_MAX_ITEMS} origins")
+        if not all(isinstance(item, str) and _is_origin(item) for item in raw):
+            return refuse("each origin must look like https://host or https://host:port")
+        return True, tuple(raw)
+    if name == "http_tokens":
+        if not isinstance(raw, dict) or len(raw) > _LIST_MAX_ITEMS:
+            return refuse(f"must be an object of at most {_LIST_MAX_ITEMS} client names to token hashes")
+        if not all(is_client_name(key) and is_token_hash(value) for key, value in raw.items()):
+            return refuse("each entry must map a client name to a sha256: hash (oct-mcp token create NAME)")
+        return True, dict(raw)
     if not isinstance(raw, str):
         return refuse("must be a string")
+    if name == "replica_id":
+        return (True, raw) if is_client_name(raw) else refuse("must be a name (letters, digits, - and _)")
+    if name in _URL_FIELDS:
+        if name == "rate_limit_storage" and not raw.startswith(RATE_LIMIT_STORAGE_SCHEMES):
+            return refuse(f"must start with one of {', '.join(RATE_LIMIT_STORAGE_SCHEMES)}")
+        if name != "rate_limit_storage" and not raw.startswith(("https://", "http://")):
+            return refuse("must be an http:// or https:// URL")
+        if len(raw) > _PATH_MAX_LENGTH or any(c.isspace() or c == "\x00" for c in raw):
+            return refuse(f"must be a URL of at most {_PATH_MAX_LENGTH} characters, without spaces")
+        return True, raw
     if name == "sandbox_backend":
         return (
             (True, raw)
@@ -347,6 +404,28 @@ def is_profile_name(name: str) -> bool:
     )
 
 
+def is_client_name(name: object) -> bool:
+    """Client and replica names are short identifiers: they key the rate limit and appear in the audit."""
+    return isinstance(name, str) and is_profile_name(name) and len(name) <= _NAME_MAX_LENGTH
+
+
+def is_token_hash(value: object) -> bool:
+    """A stored bearer token: `sha256:` and 64 lowercase hex digits, never the token itself."""
+    if not isinstance(value, str) or not value.startswith(TOKEN_HASH_PREFIX):
+        return False
+    digest = value[len(TOKEN_HASH_PREFIX) :]
+    return len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+
+
+def _is_origin(value: str) -> bool:
+    scheme, _, rest = value.partition("://")
+    return (
+        scheme in ("http", "https")
+        and 0 < len(rest) <= 253
+        and not any(c in "/?#@ \\" or c.isspace() for c in rest)
+    )
+
+
 def _environment_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     for variable, name in (
@@ -366,6 +445,12 @@ def _environment_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             overrides["profile"] = profile
         else:
             _log.error("env_invalid", variable="OCT_MCP_PROFILE", problem="must be a profile name")
+    replica = env.get("OCT_MCP_REPLICA_ID", "").strip()
+    if replica:
+        if is_client_name(replica):
+            overrides["replica_id"] = replica
+        else:
+            _log.error("env_invalid", variable="OCT_MCP_REPLICA_ID", problem="must be a name")
     backend = env.get("OCT_MCP_SANDBOX", "").strip()
     if backend:
         if backend in SANDBOX_BACKENDS:

@@ -8,11 +8,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import orjson
 
 from oct_mcp.display import is_hidden_character
+from oct_mcp.preview import TargetState
 
 __all__ = [
     "CONFIRMATION_PREFIX",
@@ -23,8 +24,11 @@ __all__ = [
     "DECLINED_PREFIX",
     "OUTPUT_PREFIX",
     "Consent",
+    "ConsentFacts",
+    "SessionGrants",
     "UsedConsents",
     "argument_digest",
+    "consent_form_schema",
     "unmistakable_output",
 ]
 
@@ -58,6 +62,25 @@ CONSENT_FORM_SCHEMA: Final[dict[str, Any]] = {
     },
     "required": ["approve"],
 }
+SESSION_GRANT_FIELD: Final = "allow_for_session"
+
+
+def consent_form_schema(tool: str, grant_folders: tuple[str, ...]) -> dict[str, Any]:
+    """The form a human answers: approve this change; and, where offered, the session grant."""
+    if not grant_folders:
+        return CONSENT_FORM_SCHEMA
+    where = ", ".join("the project root" if folder == "." else f"{folder}/" for folder in grant_folders)
+    grant = {
+        "type": "boolean",
+        "title": f"Also allow {tool} to write in {where} for the rest of this session",
+        "description": (
+            f"Later {tool} calls that change files only in {where} (not their subfolders) run without "
+            "asking until this client disconnects. Never files that configure code."
+        ),
+        "default": False,
+    }
+    properties = {**CONSENT_FORM_SCHEMA["properties"], SESSION_GRANT_FIELD: grant}
+    return {**CONSENT_FORM_SCHEMA, "properties": properties}
 
 
 def argument_digest(arguments: Mapping[str, Any]) -> str:
@@ -106,6 +129,11 @@ class Consent:
     approved: bool
     replayed: bool = False
     """The answer came with a sealed state already answered once: it counts for nothing."""
+    targets: tuple[TargetState, ...] | None = None
+    """The contents the preview the human saw was made from; None when no preview was shown."""
+    preview_digest: str | None = None
+    grant_folders: tuple[str, ...] = ()
+    """The human also allowed this tool's writes in these folders for the rest of the session."""
 
     def covers(self, tool: str, digest: str) -> bool:
         """True only for the exact tool and arguments the human was shown."""
@@ -144,3 +172,38 @@ class UsedConsents:
                     return False
             self._used[nonce] = expires_at
         return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsentFacts:
+    """How a call that needed consent got it, for the audit record."""
+
+    given_by: Literal["elicitation", "session_grant", "confirm"]
+    """A human through the client; a grant a human gave earlier in this session; the model's confirm=true."""
+    preview_digest: str | None = None
+    """The preview the consent was given for; None where none was shown (confirm=true)."""
+    granted_folders: tuple[str, ...] = ()
+    """Folders the human opened to this tool for the rest of the session with this answer."""
+
+
+class SessionGrants:
+    """What a human allowed for the rest of one client session: a tool's writes in some folders.
+
+    One store per client session, owned by the transport that serves it, and gone with it.
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def grant(self, tool: str, folders: tuple[str, ...]) -> None:
+        with self._lock:
+            self._folders.setdefault(tool, set()).update(folders)
+
+    def covers(self, tool: str, folders: tuple[str, ...]) -> bool:
+        """True when every folder is one the human opened to `tool` (a folder, not its subfolders)."""
+        if not folders:
+            return False
+        with self._lock:
+            granted = self._folders.get(tool, set())
+            return all(folder in granted for folder in folders)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import BaseModel
 
-from oct_mcp.consent import Consent
+from oct_mcp.consent import Consent, ConsentFacts, SessionGrants
+from oct_mcp.preview import Preview, TargetState
 
 if TYPE_CHECKING:
     from oct_mcp.spec import ToolSpec
@@ -61,6 +62,14 @@ class CallContext:
     """Written by validator: the tool that will run."""
     dry_run: bool = False
     """Written by safety: run the tool without changing anything."""
+    session_grants: SessionGrants | None = None
+    """Written by the transport: what a human allowed for the rest of this client session; None
+    where the transport cannot tell one client session from another."""
+    previewing: bool = False
+    """Written by safety: run the tool's preview (a dry run whose result carries a `Preview`)."""
+    approved_targets: tuple[TargetState, ...] | None = None
+    """Written by safety: the target contents a consent was given for; the sandbox runs the call
+    only while every target still has them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +91,10 @@ class ToolResult:
     """Guarantees the run did not have, which the profile allowed to be missing."""
     passthrough_content: tuple[Mapping[str, Any], ...] = ()
     """An embedding host's content items that are not text (images, audio), carried as they are."""
+    preview: Preview | None = None
+    """A preview run's answer: what the call would change."""
+    consent: ConsentFacts | None = None
+    """How the call got the consent it needed, when it needed one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +108,12 @@ class ConsentRequest:
     """What to show the human, starting with `[oct-mcp requires_confirmation]`."""
     human_required: bool = False
     """The profile accepts only a human's answer through the client, not `confirm=True`."""
+    question: str = ""
+    """What a human is asked through the client: the change in words for a person."""
+    preview: Preview | None = None
+    """What the call would change, shown in both texts and bound by the consent."""
+    grant_folders: tuple[str, ...] = ()
+    """Folders a session grant is offered for; empty when none is offered."""
 
 
 Outcome: TypeAlias = ToolResult | ConsentRequest

@@ -26,10 +26,12 @@ __all__ = [
     "PathRefusedError",
     "PolicyError",
     "ProjectCodeRefusedError",
+    "RateLimitUnavailableError",
     "RateLimitedError",
     "RefusedError",
     "SafeModeError",
     "SandboxUnavailableError",
+    "TargetChangedError",
     "ToolTimeoutError",
     "ToolUnavailableError",
     "UnknownToolError",
@@ -79,6 +81,12 @@ class RateLimitedError(RefusedError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class RateLimitUnavailableError(RefusedError):
+    """The shared store that holds the rate limit cannot be reached: no call goes through unlimited."""
+
+    code = "rate_limit_unavailable"
+
+
 class WorkspaceError(RefusedError):
     """The project root the server is bound to cannot be used."""
 
@@ -123,6 +131,12 @@ class ConsentReplayedError(RefusedError):
     """A human's answer came back with a sealed consent state that was already used once."""
 
     code = "consent_replayed"
+
+
+class TargetChangedError(RefusedError):
+    """A file the human's consent was given for changed on disk after the preview they were shown."""
+
+    code = "target_changed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, StringConstraints
 
 from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
+from oct_mcp.preview import TargetState
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -60,6 +61,9 @@ class ToolEnv:
     """The safety gate's decision: a tool that can change files must not."""
     deadline: Deadline = field(default_factory=Deadline.unlimited)
     """An in-process plan checks it in its loops and claims it before it writes (`begin_writing`)."""
+    approved_targets: tuple[TargetState, ...] | None = None
+    """The files a human approved the change of, as the preview saw them (the sandbox has checked
+    they are unchanged); a tool whose run could reach further keeps to these."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,10 @@ class RunResult:
     backend: str
     degraded: tuple[str, ...] = ()
     """Guarantees this run did not have, which the profile allowed to be missing."""
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    """What the command wrote to the output files its plan named, by file name; absent if it wrote none."""
+    files_truncated: tuple[str, ...] = ()
+    """Output files larger than the cap, whose content in `files` is cut."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +122,13 @@ class CommandPlan:
     read_only_paths: tuple[Path, ...] = ()
     """Folders outside the project the tool must read (a worktree's git folders), bound read-only.
     The plan checks them: nothing a call's arguments name ever lands here."""
+    output_files: tuple[tuple[str, str], ...] = ()
+    """(environment name, file name): the name is set to a path in a folder of the run that only
+    this command writes, and the file's content comes back in `RunResult.files` (a report the tool
+    writes there instead of a pipe, or a file a plugin would otherwise write into the project)."""
+    project_cache: bool = False
+    """Bytecode, mypy and ruff caches go to the project's cache folder (`project_cache`), kept
+    between runs, instead of the run's scratch folder."""
     then: Callable[[RunResult], tuple[str, ...]] | None = None
     """A second command: `argv` runs first, in the same sandbox, and what it printed decides the
     argv run next (the same program), whose output `parse` reads; it raises to refuse the call.
@@ -139,6 +154,11 @@ class ToolSpec:
     open_world: bool = False
     program: str | None = None
     """The program the tool runs (found in the project's venv, then PATH); None: it runs in-process."""
+    preview: Callable[[Any, ToolEnv], Plan] | None = None
+    """Builds the plan of a dry run whose result carries a `Preview` (files, diff, each target's
+    digest), or is an error saying why the call cannot run: what a human is shown before a write.
+    Like `plan`, given validated params and does no I/O itself; the sandbox runs it as it runs
+    `plan`. A tool without one is asked about by its path fields and `targets` alone."""
     targets: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     """The paths a call would change that are no path field (a patch names its files inside), for
     the question a human answers before a write; given the validated arguments, may raise."""

@@ -10,12 +10,18 @@ import mcp_types as types
 from mcp import StdioServerParameters
 
 
-def oct_server(project: Path, config_file: Path, *, cwd: Path | None = None) -> StdioServerParameters:
-    """`python -m oct_mcp` serving `project` with `config_file`, for the SDK's stdio client."""
+def oct_server(
+    project: Path, config_file: Path, *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> StdioServerParameters:
+    """`python -m oct_mcp` serving `project` with `config_file`, for the SDK's stdio client.
+
+    `env` adds to the SDK's default environment for the server (a cache folder of the test's own).
+    """
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)],
         cwd=str(cwd) if cwd is not None else None,
+        env=env,
     )
 
 

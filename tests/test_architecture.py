@@ -1,4 +1,4 @@
-"""The import rules of the design: layers stand alone, only server and embed speak MCP."""
+"""The import rules of the design: layers stand alone, only server, transports and embed speak MCP."""
 
 from __future__ import annotations
 
@@ -51,14 +51,16 @@ def test_a_layer_imports_no_sdk_no_server_no_tools_and_no_other_layer(path: Path
     assert [name for name in _imports(path) if _is_under(name, *forbidden)] == []
 
 
-# server.py and the embed package are the modules allowed to speak MCP.
+# server.py, the transports and the embed package are the modules allowed to speak MCP.
 NOT_MCP_FILES = sorted(
-    p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in ("server.py", "embed")
+    p
+    for p in PACKAGE.rglob("*.py")
+    if p.relative_to(PACKAGE).parts[0] not in ("server.py", "transports", "embed")
 )
 
 
 @pytest.mark.parametrize("path", NOT_MCP_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_only_server_and_embed_import_the_sdk(path: Path) -> None:
+def test_only_server_transports_and_embed_import_the_sdk(path: Path) -> None:
     assert [name for name in _imports(path) if _is_under(name, *SDK_MODULES)] == []
 
 

@@ -46,6 +46,16 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("memory_limit_mb", 512),
     ("metrics_port", None),
     ("policy_source", None),
+    # Remote use (issue 23), after the seed's fields.
+    ("rate_limit_storage", "memory://"),
+    ("http_allowed_origins", ()),
+    ("http_tokens", {}),
+    ("http_max_request_bytes", 1_048_576),
+    ("oauth_issuer", None),
+    ("oauth_audience", None),
+    ("oauth_jwks_url", None),
+    ("consent_key_file", None),
+    ("replica_id", None),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -66,6 +76,7 @@ INT_FIELDS: Final = (
     "audit_log_max_files",
     "memory_limit_mb",
     "metrics_port",
+    "http_max_request_bytes",
 )
 FLOAT_FIELDS: Final = ("audit_log_max_size_mb",)
 NUMERIC_FIELDS: Final = INT_FIELDS + FLOAT_FIELDS
@@ -100,6 +111,15 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "memory_limit_mb": 1_024,
     "metrics_port": 9_090,
     "policy_source": "https://example.com/policy.json",
+    "rate_limit_storage": "redis://127.0.0.1:6379/0",
+    "http_allowed_origins": ("https://oct.example.com",),
+    "http_tokens": {"ci": "sha256:" + "ab" * 32},
+    "http_max_request_bytes": 65_536,
+    "oauth_issuer": "https://login.example.com",
+    "oauth_audience": "https://oct.example.com/mcp",
+    "oauth_jwks_url": "https://login.example.com/jwks.json",
+    "consent_key_file": "/etc/oct-mcp/consent.key",
+    "replica_id": "replica-a",
 }
 
 

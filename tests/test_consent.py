@@ -72,8 +72,9 @@ async def test_a_human_who_accepts_lets_the_write_run(project: Path, config_file
     assert (result.is_error, only_text(result)) == (False, "wrote notes.txt")
     assert (project / "notes.txt").read_text() == "hello\n"
     (shown,) = human.shown
-    assert shown.startswith(f"{CONFIRMATION_PREFIX} test_write_file")
+    assert shown.startswith("test_write_file (Write a file (tests only)) asks to change files")
     assert "notes.txt" in shown
+    assert "confirm=true" not in shown
 
 
 @pytest.mark.parametrize("mode", ERAS)

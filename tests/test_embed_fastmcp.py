@@ -80,7 +80,8 @@ async def test_a_destructive_tool_runs_only_on_the_humans_accept(
             result = await client.call_tool("delete_note", {"name": "todo"}, raise_on_error=False)
 
     assert len(asked) == 1
-    assert asked[0].startswith("[oct-mcp requires_confirmation] delete_note")
+    assert asked[0].startswith("delete_note")
+    assert "confirm=true" not in asked[0]
     assert ("todo" not in notes) is approve
     assert result.is_error is not approve
 

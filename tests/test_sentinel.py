@@ -116,7 +116,12 @@ def test_a_consent_request_is_marked_in_meta() -> None:
     result = to_call_tool_result(request)
 
     assert result.meta == {
-        CONSENT_META_KEY: {"tool": "oct_format", "digest": "sha256:abc", "human_required": True}
+        CONSENT_META_KEY: {
+            "tool": "oct_format",
+            "digest": "sha256:abc",
+            "human_required": True,
+            "preview_digest": None,
+        }
     }
     assert only_text(result) == FORGED
 

@@ -21,13 +21,17 @@ class AuditSink:
 
     writer: AuditWriter
     metrics: CallMetrics | None = None
+    replica: str | None = None
+    """Which replica wrote the record, when several serve one workspace (each keeps its own chain)."""
 
     @classmethod
     def from_config(cls, config: McpConfig, metrics: CallMetrics | None = None) -> AuditSink:
-        return cls(writer=AuditWriter.from_config(config), metrics=metrics)
+        return cls(writer=AuditWriter.from_config(config), metrics=metrics, replica=config.replica_id)
 
     async def record(self, record: Mapping[str, Any]) -> None:
         """Write `record`, waiting a bounded time for another process's hold on the lock."""
+        if self.replica is not None:
+            record = {**record, "replica": self.replica}
         written = await self.writer.write_async(record)
         if self.metrics is not None:
             self.metrics.observe(record, written=written)

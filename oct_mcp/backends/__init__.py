@@ -63,6 +63,9 @@ class SandboxRequest:
     """A per-run folder on the host for HOME and TMPDIR where the backend has no private /tmp."""
     strict_files: bool = False
     """Only the system files a tool needs (strict, airgapped), not the whole of /etc."""
+    writable_dirs: tuple[Path, ...] = ()
+    """Existing folders outside the project the command may write, at the same path inside:
+    the project's cache folder and the run's output folder (under `scratch`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -113,6 +113,8 @@ class Bubblewrap:
         ]
         for path in request.read_only_binds:
             argv += ["--ro-bind", str(path), str(path)]
+        for path in request.writable_dirs:
+            argv += ["--bind", str(path), str(path)]
         argv += ["--bind" if request.writable else "--ro-bind", project, project]
         if request.writable:
             # A mount point cannot be renamed or removed (EBUSY), but the folders above one can,

@@ -77,6 +77,7 @@ def sandbox_environment(
     threads: int,
     tool_env: Iterable[tuple[str, str]] = (),
     host: Mapping[str, str] | None = None,
+    cache: str | None = None,
 ) -> dict[str, str]:
     """The whole environment of one command.
 
@@ -88,6 +89,8 @@ def sandbox_environment(
         threads: Cap for tools that start one thread per core (ruff's rayon).
         tool_env: Settings a tool asks for; any name `is_never_passed` refuses is dropped.
         host: The server's environment, from which only TZ is taken; `os.environ` when None.
+        cache: The project's cache folder, kept between runs: bytecode, mypy and ruff caches go
+            there, and Python writes bytecode again.
 
     Returns:
         The environment, and nothing else: no name of the server's own environment leaks in.
@@ -113,7 +116,12 @@ def sandbox_environment(
     }
     if "TZ" in source:
         env["TZ"] = source["TZ"]
-    if read_only_project:
+    if cache is not None:
+        del env["PYTHONDONTWRITEBYTECODE"]
+        env["RUFF_CACHE_DIR"] = f"{cache}/ruff"
+        env["MYPY_CACHE_DIR"] = f"{cache}/mypy"
+        env["PYTHONPYCACHEPREFIX"] = f"{cache}/pycache"
+    elif read_only_project:
         env["RUFF_CACHE_DIR"] = f"{tmpdir}/ruff-cache"
         env["MYPY_CACHE_DIR"] = f"{tmpdir}/mypy-cache"
         env["PYTHONPYCACHEPREFIX"] = f"{tmpdir}/pycache"

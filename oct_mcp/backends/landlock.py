@@ -400,6 +400,8 @@ def _allow_reads(ruleset: Ruleset, request: SandboxRequest) -> None:
     for path in _DEVICES_WRITE:
         _allow_existing(ruleset, path, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE)
     ruleset.allow_path(request.scratch, read | AccessFS(_write_rights(directory=True)))
+    for folder in request.writable_dirs:
+        ruleset.allow_path(folder, read | AccessFS(_write_rights(directory=True)))
     ruleset.allow_path(request.project, read)
 
 

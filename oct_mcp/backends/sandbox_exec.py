@@ -23,8 +23,10 @@ SANDBOX_EXEC: Final = "/usr/bin/sandbox-exec"
 _SYSTEM_READS: Final = ("/System", "/usr", "/Library", "/private/etc", "/dev", "/bin", "/sbin")
 
 
-def seatbelt_profile(*, reads: int, protected: int, writable: bool, network: bool, strict_files: bool) -> str:
-    """The profile text. It names parameters only (`READ_0`, `PROTECTED_0`, `PROJECT`, `TMP`):
+def seatbelt_profile(
+    *, reads: int, protected: int, writable: bool, network: bool, strict_files: bool, caches: int = 0
+) -> str:
+    """The profile text. It names parameters only (`READ_0`, `PROTECTED_0`, `CACHE_0`, `PROJECT`, `TMP`):
 
     every path reaches sandbox-exec with `-D NAME=path`, never spliced into this text,
     so no path can change the profile's meaning.
@@ -41,10 +43,12 @@ def seatbelt_profile(*, reads: int, protected: int, writable: bool, network: boo
         '(allow file-write-data (literal "/dev/null"))',
         '(allow file-write* (subpath (param "TMP")))',
     ]
+    rules += [f'(allow file-write* (subpath (param "CACHE_{index}")))' for index in range(caches)]
     if strict_files:
         allowed = [f'(subpath "{path}")' for path in _SYSTEM_READS]
         allowed += [f'(subpath (param "READ_{index}"))' for index in range(reads)]
         allowed += ['(subpath (param "PROJECT"))', '(subpath (param "TMP"))']
+        allowed += [f'(subpath (param "CACHE_{index}"))' for index in range(caches)]
         rules.append(f"(allow file-read* {' '.join(allowed)})")
     else:
         rules.append("(allow file-read*)")
@@ -92,11 +96,13 @@ class SandboxExec:
             writable=request.writable,
             network=request.network,
             strict_files=request.strict_files,
+            caches=len(request.writable_dirs),
         )
         # Seatbelt compares real paths: /tmp is /private/tmp on macOS.
         params = {"PROJECT": request.project.resolve(), "TMP": request.scratch.resolve()}
         params.update({f"READ_{i}": path.resolve() for i, path in enumerate(request.read_only_binds)})
         params.update({f"PROTECTED_{i}": path.resolve() for i, path in enumerate(request.protected)})
+        params.update({f"CACHE_{i}": path.resolve() for i, path in enumerate(request.writable_dirs)})
         definitions = [item for name, path in params.items() for item in ("-D", f"{name}={path}")]
         guarantees = {WRITES_CONFINED}
         if request.strict_files:

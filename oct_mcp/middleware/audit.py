@@ -118,6 +118,14 @@ def audit_record(
         degraded = getattr(outcome, "degraded", ())
         if degraded:
             record["degraded"] = list(degraded)
+        facts = outcome.consent
+        if facts is not None:
+            # How the call got its consent: a human now, a grant a human gave this session, or the model.
+            record["consent"] = {
+                "given_by": facts.given_by,
+                "preview_digest": facts.preview_digest,
+                "granted_folders": list(facts.granted_folders),
+            }
     record["args_digest"] = argument_digest(ctx.arguments)
     if deep:
         arguments, masked = redact_value(dict(ctx.arguments))
@@ -143,7 +151,14 @@ def _outcome_fields(
             "message": f"{INTERNAL_ERROR_MESSAGE} ({type(error).__name__})",
         }
     if isinstance(outcome, ConsentRequest):
-        return {"outcome": "consent_requested", "code": None, "message": None, "digest": outcome.digest}
+        preview = None if outcome.preview is None else outcome.preview.digest()
+        return {
+            "outcome": "consent_requested",
+            "code": None,
+            "message": None,
+            "digest": outcome.digest,
+            "preview_digest": preview,
+        }
     if outcome is None:
         raise RuntimeError("a call with neither an outcome nor an error")
     consent = ctx.consent

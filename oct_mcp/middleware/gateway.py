@@ -7,18 +7,33 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Final, Protocol
 
+import anyio
+from limits import RateLimitItemPerMinute
+from limits.aio.storage import RedisStorage
+from limits.aio.storage.redis.redispy import RedispyBridge
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import ConfigurationError, StorageError
 from pydantic import BaseModel, ConfigDict, Field
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome
-from oct_mcp.errors import RateLimitedError, SafeModeError, WorkspaceError
+from oct_mcp.errors import (
+    ConfigError,
+    RateLimitedError,
+    RateLimitUnavailableError,
+    SafeModeError,
+    WorkspaceError,
+)
 from oct_mcp.workspace import Workspace
 
-__all__ = ["LAYER", "Gateway", "GatewaySettings", "SlidingWindowLimiter"]
+__all__ = ["LAYER", "Gateway", "GatewaySettings", "Limiter", "SharedWindowLimiter", "SlidingWindowLimiter"]
 
 WINDOW_SECONDS: Final = 60.0
+SHARED_STORE_SECONDS: Final = 2.0
+"""How long a call waits for the shared store before it is refused (never let through)."""
+SHARED_KEY_PREFIX: Final = "oct-mcp"
 # Clients idle for a whole window hold no calls in it; past this many, they are dropped.
 _MAX_IDLE_CLIENTS: Final = 1_024
 
@@ -33,6 +48,18 @@ class GatewaySettings(BaseModel):
 
     max_rate_limit_per_minute: int | None = Field(default=None, ge=1)
     """A cap this profile puts on the config's rate_limit_per_minute (the smaller one wins)."""
+
+
+class Limiter(Protocol):
+    async def admit(self, client_id: str) -> None:
+        """Count one call for `client_id`, or raise a `RefusedError`."""
+
+
+def _rate_limited(limit: int, retry_after: int) -> RateLimitedError:
+    return RateLimitedError(
+        f"rate limited: at most {limit} calls per minute; retry in {retry_after} s",
+        retry_after_seconds=retry_after,
+    )
 
 
 @dataclass
@@ -66,11 +93,7 @@ class SlidingWindowLimiter:
         while calls and calls[0] <= now - self.window:
             calls.popleft()
         if len(calls) >= self.limit:
-            retry_after = max(1, math.ceil(calls[0] + self.window - now))
-            raise RateLimitedError(
-                f"rate limited: at most {self.limit} calls per minute; retry in {retry_after} s",
-                retry_after_seconds=retry_after,
-            )
+            raise _rate_limited(self.limit, max(1, math.ceil(calls[0] + self.window - now)))
         calls.append(now)
 
     @property
@@ -87,6 +110,68 @@ class SlidingWindowLimiter:
             del self._calls[client_id]
 
 
+class SharedWindowLimiter:
+    """`SlidingWindowLimiter`'s promise, kept in a Redis that every replica shares.
+
+    The `limits` library's moving window: one Lua script per call, run atomically by Redis, so
+    calls on any replica at once are counted exactly. A store that does not answer in
+    `SHARED_STORE_SECONDS` refuses the call with `rate_limit_unavailable`; never unlimited.
+    """
+
+    def __init__(self, limit: int, url: str, *, timeout: float = SHARED_STORE_SECONDS) -> None:
+        self.limit = limit
+        self.timeout = timeout
+        self._item = RateLimitItemPerMinute(limit)
+        try:
+            storage = RedisStorage(
+                "async+" + url,
+                wrap_exceptions=True,
+                implementation="redispy",
+                key_prefix=SHARED_KEY_PREFIX,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+            )
+        except ConfigurationError as exc:
+            raise ConfigError(
+                "rate_limit_storage names Redis, but its client is missing: pip install 'oct-mcp[redis]'"
+            ) from exc
+        self._storage = storage
+        self._window = MovingWindowRateLimiter(storage)
+
+    async def aclose(self) -> None:
+        """Close the connections to the store (they belong to the event loop that opened them)."""
+        bridge = self._storage.bridge
+        if isinstance(bridge, RedispyBridge):
+            await bridge.storage.aclose()
+
+    async def admit(self, client_id: str) -> None:
+        """Count one call for `client_id` in the shared window, or refuse it.
+
+        Raises:
+            RateLimitedError: The client made `limit` calls in the last minute, on any replica.
+            RateLimitUnavailableError: The shared store cannot be reached.
+        """
+        admitted = False
+        with anyio.move_on_after(self.timeout) as waited:
+            try:
+                admitted = await self._window.hit(self._item, client_id)
+                if not admitted:
+                    stats = await self._window.get_window_stats(self._item, client_id)
+            except StorageError as exc:
+                raise _unavailable() from exc
+        if waited.cancelled_caught:
+            raise _unavailable()
+        if not admitted:
+            raise _rate_limited(self.limit, max(1, math.ceil(stats.reset_time - time.time())))
+
+
+def _unavailable() -> RateLimitUnavailableError:
+    return RateLimitUnavailableError(
+        "the rate limit's shared store (rate_limit_storage) cannot be reached, so no call is let "
+        "through; retry when it is back, or ask the operator to check Redis"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Gateway:
     """Refuse everything in safe mode, limit each client's rate, bind the call to the workspace.
@@ -97,7 +182,7 @@ class Gateway:
 
     workspace: Workspace
     safe_mode: bool
-    limiter: SlidingWindowLimiter
+    limiter: Limiter
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         if self.safe_mode:
@@ -113,11 +198,13 @@ def _build(settings: GatewaySettings, runtime: LayerRuntime) -> Gateway:
     limit = runtime.config.rate_limit_per_minute
     if settings.max_rate_limit_per_minute is not None:
         limit = min(limit, settings.max_rate_limit_per_minute)
-    return Gateway(
-        workspace=runtime.workspace,
-        safe_mode=runtime.config.safe_mode,
-        limiter=SlidingWindowLimiter(limit=limit),
+    storage = runtime.config.rate_limit_storage
+    limiter: Limiter = (
+        SlidingWindowLimiter(limit=limit)
+        if storage.startswith("memory://")
+        else SharedWindowLimiter(limit, storage)
     )
+    return Gateway(workspace=runtime.workspace, safe_mode=runtime.config.safe_mode, limiter=limiter)
 
 
 LAYER: Final = LayerType(

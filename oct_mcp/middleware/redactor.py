@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.backends import SCRATCH_PREFIX
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome, ToolResult
+from oct_mcp.preview import Preview
 from oct_mcp.redaction import HostPath, anonymise_paths, redact, redact_value, server_paths
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
@@ -74,14 +75,21 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
             scrubbed_items.append(scrubbed_item)
             masked += count
         content = tuple(scrubbed_items)
-    if text is result.text and structured is result.structured and content == result.passthrough_content:
+    preview, in_preview = _scrub_preview(result.preview, who)
+    if (
+        text is result.text
+        and structured is result.structured
+        and content == result.passthrough_content
+        and preview is result.preview
+    ):
         return result  # nothing masked or anonymised, as for most results: no copy (2 us, measured)
     return replace(
         result,
         text=text,
         structured=structured,
         passthrough_content=content,
-        redactions=result.redactions + len(findings) + masked,
+        preview=preview,
+        redactions=result.redactions + len(findings) + masked + in_preview,
     )
 
 
@@ -107,6 +115,25 @@ def _scrub_mapping(mapping: Mapping[str, Any], who: _Who, *, binary: str) -> tup
     if isinstance(payload, str):
         scrubbed[binary] = payload
     return scrubbed, masked
+
+
+def _scrub_preview(preview: Preview | None, who: _Who) -> tuple[Preview | None, int]:
+    """A preview as a human and the model may see it: its diff and names masked; the digests kept,
+    since they bind the consent to the real contents and say nothing of them."""
+    if preview is None:
+        return None, 0
+    diff, findings = redact(preview.diff)
+    diff = who.anonymise(diff)
+    files = []
+    masked = len(findings)
+    for change in preview.files:
+        path, found = redact(change.path)
+        original, found_original = redact(change.original_path or "")
+        masked += len(found) + len(found_original)
+        files.append(replace(change, path=path, original_path=original if change.original_path else None))
+    if diff == preview.diff and not masked:
+        return preview, 0
+    return replace(preview, diff=diff, files=tuple(files)), masked
 
 
 def _anonymise_value(value: Any, who: _Who) -> Any:

@@ -11,10 +11,17 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.config import McpConfig
-from oct_mcp.consent import CONFIRM_FIELD, CONFIRMATION_PREFIX, DECLINED_PREFIX, argument_digest
+from oct_mcp.consent import (
+    CONFIRM_FIELD,
+    CONFIRMATION_PREFIX,
+    DECLINED_PREFIX,
+    ConsentFacts,
+    argument_digest,
+)
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
-from oct_mcp.display import quote_name
+from oct_mcp.display import is_hidden_character, quote_name
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
+from oct_mcp.preview import Preview
 from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.workspace import Workspace
 
@@ -24,6 +31,8 @@ __all__ = [
     "SafetyDecision",
     "SafetyGate",
     "SafetySettings",
+    "format_question",
+    "shown_diff",
 ]
 
 FORMAT_TOOL: Final = "oct_format"
@@ -66,16 +75,20 @@ class SafetySettings(BaseModel):
     """`required`: a call that needs consent runs only on a human's answer through the client."""
     confirm_execute: bool = False
     """Tools that run project code (tests) need consent too."""
+    session_grant: bool = False
+    """The question may offer a human to allow the tool's writes in the folders a change touches for
+    the rest of the client session. Never where only a human's answer counts (`required`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SafetyGate:
     """HITL consent and dry-run enforcement for every tool call.
 
-    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`, `ctx.workspace`;
-    writes `ctx.dry_run`. Answers a `ConsentRequest` when a call needs consent it does not
-    have, and a declined result when the human said no. Raises `ConsentUnavailableError` when
-    the profile requires a human and the client cannot ask one. Stateless.
+    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`, `ctx.session_grants`;
+    writes `ctx.dry_run`, `ctx.previewing`, `ctx.approved_targets`. Previews a write through the
+    layers below before asking; answers the preview's error, a `ConsentRequest`, or a declined
+    result. Raises `ConsentUnavailableError` when the profile requires a human the client cannot
+    ask. Keeps no state: a session's grants belong to the transport that serves it.
     """
 
     config: McpConfig
@@ -141,6 +154,7 @@ class SafetyGate:
             return await call_next(replace(ctx, dry_run=unconfirmed.dry_run))
         once_confirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: True})
         digest = argument_digest(args)
+        human_required = self.settings.human_consent == "required"
         consent = ctx.consent
         if consent is not None and consent.covers(ctx.tool, digest):
             if consent.replayed:
@@ -152,8 +166,23 @@ class SafetyGate:
                 return ToolResult(
                     text=f"{DECLINED_PREFIX} the user declined {ctx.tool}; nothing ran.", is_error=True
                 )
+            granted: tuple[str, ...] = ()
+            if consent.grant_folders and self._grants_offered(ctx) and not human_required:
+                granted = consent.grant_folders
+                if ctx.session_grants is not None:
+                    ctx.session_grants.grant(ctx.tool, granted)
+            facts = ConsentFacts(
+                given_by="elicitation", preview_digest=consent.preview_digest, granted_folders=granted
+            )
+            approved = replace(ctx, dry_run=once_confirmed.dry_run, approved_targets=consent.targets)
+            return _with_facts(await call_next(approved), facts)
+        if (
+            ctx.client.can_elicit
+            and spec.risk is Risk.WRITE
+            and _changes_nothing(ctx.tool, spec, args, once_confirmed)
+        ):
+            # A dry run changes nothing: where a human would be asked, nobody is.
             return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
-        human_required = self.settings.human_consent == "required"
         # Where a human can be asked, the model's own confirm=true is not consent: the human answers.
         if not ctx.client.can_elicit:
             if human_required:
@@ -162,15 +191,89 @@ class SafetyGate:
                     "it; use an MCP client that supports elicitation, or a profile that accepts confirm=true"
                 )
             if args.get(CONFIRM_FIELD) is True:
-                return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
+                confirmed = await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
+                return _with_facts(confirmed, ConsentFacts(given_by="confirm"))
+        preview: Preview | None = None
+        if spec.risk is Risk.WRITE and spec.preview is not None:
+            # Checked and previewed first: a call that cannot run is answered with why, and nobody is asked.
+            previewed = await call_next(replace(ctx, previewing=True, dry_run=True))
+            if not isinstance(previewed, ToolResult) or previewed.is_error or previewed.preview is None:
+                return previewed
+            preview = previewed.preview
+            if ctx.client.can_elicit and preview.changes_nothing:
+                return previewed
+            if (
+                ctx.client.can_elicit
+                and not human_required
+                and self._grants_offered(ctx)
+                and ctx.session_grants is not None
+                and _grantable(preview)
+                and ctx.session_grants.covers(ctx.tool, preview.folders())
+            ):
+                facts = ConsentFacts(given_by="session_grant", preview_digest=preview.digest())
+                granted_call = replace(ctx, dry_run=once_confirmed.dry_run, approved_targets=preview.targets)
+                return _with_facts(await call_next(granted_call), facts)
+        offer = (
+            preview.folders()
+            if preview is not None
+            and not human_required
+            and self._grants_offered(ctx)
+            and _grantable(preview)
+            else ()
+        )
         return ConsentRequest(
             tool=ctx.tool,
             digest=digest,
             message=_format_confirmation_request(
-                ctx.tool, spec, args, digest, dry_run=once_confirmed.dry_run, workspace=ctx.workspace
+                ctx.tool,
+                spec,
+                args,
+                digest,
+                dry_run=once_confirmed.dry_run,
+                workspace=ctx.workspace,
+                preview=preview,
+            ),
+            question=format_question(
+                ctx.tool,
+                spec,
+                args,
+                changes_nothing=_changes_nothing(ctx.tool, spec, args, once_confirmed),
+                workspace=ctx.workspace,
+                preview=preview,
+                grant_folders=offer,
             ),
             human_required=human_required,
+            preview=preview,
+            grant_folders=offer,
         )
+
+    def _grants_offered(self, ctx: CallContext) -> bool:
+        return self.settings.session_grant and ctx.session_grants is not None
+
+
+def _with_facts(outcome: Outcome, facts: ConsentFacts) -> Outcome:
+    return replace(outcome, consent=facts) if isinstance(outcome, ToolResult) else outcome
+
+
+def _changes_nothing(
+    tool_name: str, spec: ToolSpec, args: Mapping[str, Any], confirmed: SafetyDecision
+) -> bool:
+    """The call, once confirmed, is a dry run: `oct_format` by its `apply`, others by their own field.
+
+    Only a tool with a `dry_run` field is known to honour one: a host's tool may not.
+    """
+    if tool_name == FORMAT_TOOL:
+        return confirmed.dry_run
+    if "dry_run" not in spec.params.model_fields:
+        return False
+    own = args.get("dry_run")
+    return own is True if own is not None else confirmed.dry_run
+
+
+def _grantable(preview: Preview) -> bool:
+    """A change a session grant may cover: it writes files, none of which configures code."""
+    paths = [p for change in preview.files for p in (change.path, change.original_path) if p is not None]
+    return bool(paths) and not any(configures_code(path) for path in paths)
 
 
 def _format_confirmation_request(
@@ -181,15 +284,135 @@ def _format_confirmation_request(
     *,
     dry_run: bool,
     workspace: Workspace | None = None,
+    preview: Preview | None = None,
 ) -> str:
     """The text returned to the host when a call needs confirmation.
 
     It starts with `[oct-mcp requires_confirmation]`, names the tool, says what it
     would change (every file, whether it is a dry run), gives the argument digest,
-    and says how to confirm. Each file is shown where it lands: resolved inside the
-    project (`docs/x/../../conftest.py` is `conftest.py`), whole, with characters a reader
-    cannot see escaped, and flagged when it configures code that runs later.
+    and says how to confirm; then, where the tool previewed the call, the change itself
+    (each file's counts, the diff cut to what a dialog can show). Each file is shown where
+    it lands: resolved inside the project (`docs/x/../../conftest.py` is `conftest.py`),
+    whole, with characters a reader cannot see escaped, and flagged when it configures
+    code that runs later.
     """
+    shown = _preview_lines(preview, workspace) if preview is not None else _named_lines(spec, args, workspace)
+    effect = {
+        Risk.WRITE: "change files in the project",
+        Risk.EXECUTE: "run project code",
+        Risk.READ: "read the project",
+    }[spec.risk]
+    files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else ["Files: none named."]
+    lines = [
+        f"{CONFIRMATION_PREFIX} {tool_name} ({spec.title}) would {effect}.",
+        *_warning(shown),
+        *files,
+        f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
+        f"Arguments digest: {digest}",
+        "To confirm, re-submit the identical call with confirm=true. "
+        "A consent covers these exact arguments only.",
+    ]
+    if preview is not None:
+        lines += ["", "The change:", *shown_diff(preview.diff)]
+    return "\n".join(lines)
+
+
+def format_question(
+    tool_name: str,
+    spec: ToolSpec,
+    args: Mapping[str, Any],
+    *,
+    changes_nothing: bool,
+    workspace: Workspace | None = None,
+    preview: Preview | None = None,
+    grant_folders: tuple[str, ...] = (),
+) -> str:
+    """What a human is asked through the client: the change itself, and what each answer does.
+
+    Words for a person: the files with their counts, the diff cut to what a dialog can show,
+    and the choices; no digest and no instruction meant for the model.
+    """
+    if preview is not None:
+        shown = _preview_lines(preview, workspace)
+        lines = [
+            f"{tool_name} ({spec.title}) asks to change {len(shown)} file(s) in the project.",
+            *_warning(shown),
+            *(f"  {line}" for line in shown),
+            "",
+            *shown_diff(preview.diff),
+            "",
+            "Accept: exactly the change shown is made. If one of these files changes on disk before "
+            "then, nothing is written and you are told.",
+            "Decline or cancel: nothing changes.",
+        ]
+        if grant_folders:
+            where = ", ".join("the project root" if f == "." else f"{f}/" for f in grant_folders)
+            lines.append(
+                f"You may also allow {tool_name} to write in {where} (not the subfolders) for the rest of "
+                "this session without asking; each such write is recorded in the audit log."
+            )
+        return "\n".join(lines)
+    shown = _named_lines(spec, args, workspace)
+    effect = {
+        Risk.WRITE: "change files in the project",
+        Risk.EXECUTE: "run the project's code",
+        Risk.READ: "read the project",
+    }[spec.risk]
+    files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else []
+    lines = [
+        f"{tool_name} ({spec.title}) asks to {effect}.",
+        *_warning(shown),
+        *files,
+    ]
+    if spec.risk is Risk.WRITE:
+        lines.append("It is a dry run: nothing will change." if changes_nothing else "The changes are made.")
+    lines.append("Accept: the call runs exactly as described. Decline or cancel: nothing runs.")
+    return "\n".join(lines)
+
+
+DIFF_SHOWN_LINES: Final = 200
+"""The most diff lines a question shows: what a consent dialog can hold."""
+_LINE_SHOWN_CHARS: Final = 300
+
+
+def shown_diff(diff: str) -> list[str]:
+    """A diff as a question shows it: at most 200 lines, each cut long, characters no one sees
+    escaped (a bidi override must not hide what a line does), and how much was left out."""
+    lines = diff.splitlines()
+    shown = []
+    for line in lines[:DIFF_SHOWN_LINES]:
+        visible = _visible(line)
+        if len(visible) > _LINE_SHOWN_CHARS:
+            visible = f"{visible[:_LINE_SHOWN_CHARS]}... ({len(visible) - _LINE_SHOWN_CHARS} more characters)"
+        shown.append(visible)
+    if len(lines) > DIFF_SHOWN_LINES:
+        left = len(lines) - DIFF_SHOWN_LINES
+        shown.append(f"... the diff is cut here: {left} more of its {len(lines)} lines are not shown.")
+    if not lines:
+        shown.append("(no line of text changes)")
+    return shown
+
+
+def _visible(line: str) -> str:
+    if line.isascii() and line.isprintable():
+        return line
+    out = []
+    for char in line:
+        if char != "\t" and is_hidden_character(char):
+            point = ord(char)
+            out.append(f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _warning(shown: list[str]) -> list[str]:
+    # Said before the list, which a host may show cut: how many of the files configure code.
+    flagged = sum(f"({_CONFIGURES_CODE})" in line for line in shown)
+    return [f"{flagged} of the files configure code that runs later; each is marked."] if flagged else []
+
+
+def _named_lines(spec: ToolSpec, args: Mapping[str, Any], workspace: Workspace | None) -> list[str]:
     named: list[object] = [path for _field, path in spec.given_paths(args)]
     named.extend(_targets(spec, args))
     shown: list[str] = []
@@ -198,25 +421,17 @@ def _format_confirmation_request(
             line = _shown_path(path, workspace)
             if line not in shown:
                 shown.append(line)
-    effect = {
-        Risk.WRITE: "change files in the project",
-        Risk.EXECUTE: "run project code",
-        Risk.READ: "read the project",
-    }[spec.risk]
-    files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else ["Files: none named."]
-    # Said before the list, which a host may show cut: how many of the files configure code.
-    flagged = sum(line.endswith(f"({_CONFIGURES_CODE})") for line in shown)
-    warning = [f"{flagged} of the files configure code that runs later; each is marked."] if flagged else []
-    lines = [
-        f"{CONFIRMATION_PREFIX} {tool_name} ({spec.title}) would {effect}.",
-        *warning,
-        *files,
-        f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
-        f"Arguments digest: {digest}",
-        "To confirm, re-submit the identical call with confirm=true. "
-        "A consent covers these exact arguments only.",
-    ]
-    return "\n".join(lines)
+    return shown
+
+
+def _preview_lines(preview: Preview, workspace: Workspace | None) -> list[str]:
+    shown = []
+    for change in preview.files:
+        name = _shown_path(change.path, workspace)
+        if change.original_path is not None:
+            name = f"{_shown_path(change.original_path, workspace)} -> {name}"
+        shown.append(f"{name}: {change.action}, +{change.added} -{change.removed}")
+    return shown
 
 
 def _shown_path(path: str, workspace: Workspace | None) -> str:
@@ -264,5 +479,5 @@ LAYER: Final = LayerType(
     settings=SafetySettings,
     build=_build,
     requires=frozenset({"spec", "params"}),
-    provides=frozenset({"dry_run"}),
+    provides=frozenset({"dry_run", "previewing", "approved_targets"}),
 )

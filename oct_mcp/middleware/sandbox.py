@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -29,9 +30,11 @@ from oct_mcp.backends import (
     SandboxRequest,
     select_backend,
 )
+from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
+from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.chain import CallNext, LayerRuntime, LayerType
@@ -46,6 +49,7 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     ToolTimeoutError,
 )
+from oct_mcp.preview import TargetState, verify_targets
 from oct_mcp.protected import (
     SNAPSHOT_MAX_ENTRIES,
     ProjectTooLargeError,
@@ -55,6 +59,7 @@ from oct_mcp.protected import (
     snapshot_protected,
 )
 from oct_mcp.spec import CommandPlan, InProcessPlan, Risk, RunResult, ToolEnv
+from oct_mcp.workspace import Workspace
 
 __all__ = [
     "LAYER",
@@ -205,9 +210,11 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 class ExecutionSandbox:
     """Run the validated tool's plan: in-process ones in a thread (or inline), commands under the backend.
 
-    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`. Never calls `call_next`:
-    it always answers. Raises `SandboxUnavailableError` when the backend lacks a guarantee
-    the profile needs, `ToolTimeoutError` past the time limit, and what the tool raises.
+    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
+    spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
+    target is as approved). Never calls `call_next`: it always answers. Raises
+    `SandboxUnavailableError` when the backend lacks a guarantee the profile needs,
+    `ToolTimeoutError` past the time limit, and what the tool raises.
     """
 
     backend: Backend
@@ -233,15 +240,27 @@ class ExecutionSandbox:
             workspace=ctx.workspace,
             max_output_bytes=self.max_output_bytes,
             max_jobs=self.threads,
-            dry_run=ctx.dry_run,
+            dry_run=ctx.dry_run or ctx.previewing,
             deadline=deadline,
+            approved_targets=ctx.approved_targets,
         )
-        plan = ctx.spec.plan(ctx.params, env)
+        if ctx.previewing:
+            if ctx.spec.preview is None:
+                raise RuntimeError("a preview was asked of a tool that has none")
+            plan = ctx.spec.preview(ctx.params, env)
+        else:
+            plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
+        approved = ctx.approved_targets
         if isinstance(plan, InProcessPlan):
             self.abandoned.refuse_while_running()
+            if approved is not None:
+                # Checked in the plan's own thread, just before it reads and writes.
+                plan = replace(plan, function=partial(_after_check, ctx.workspace, approved, plan.function))
             result = plan.function() if plan.inline else await self._run_in_process(plan, deadline)
         else:
+            if approved is not None:
+                await anyio.to_thread.run_sync(verify_targets, ctx.workspace, approved)
             if ctx.spec.risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
                 # A read tool asks no consent; a program inside the project is project code.
                 raise ProjectCodeRefusedError(
@@ -298,8 +317,12 @@ class ExecutionSandbox:
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
         scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+        outputs = OutputFolder(scratch)
         cgroup = _run_cgroup(self.memory_bytes)
         try:
+            cache = (
+                await anyio.to_thread.run_sync(prepare_project_cache, project) if plan.project_cache else None
+            )
             # The cgroup caps the run's processes where there is one; else RLIMIT_NPROC, a budget
             # over the user's current count (None for root, whom it does not bind). Counting reads
             # /proc, milliseconds on a busy machine: not on the event loop.
@@ -322,7 +345,8 @@ class ExecutionSandbox:
                     tmpdir=tmp,
                     read_only_project=not plan.writes_project,
                     threads=self.threads,
-                    tool_env=plan.tool_env,
+                    tool_env=(*plan.tool_env, *outputs.environment(plan.output_files)),
+                    cache=None if cache is None else str(cache),
                 ),
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
@@ -331,6 +355,7 @@ class ExecutionSandbox:
                 ),
                 scratch=scratch,
                 strict_files="reads_confined" in self.required,
+                writable_dirs=(outputs.path,) if cache is None else (outputs.path, cache),
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
@@ -364,7 +389,11 @@ class ExecutionSandbox:
                 max_output=self.max_output_bytes,
                 on_stdout_line=_progress_reader(plan, progress),
             )
+            if plan.output_files:
+                files, cut = outputs.read(name for _, name in plan.output_files)
+                run = replace(run, files=files, files_truncated=tuple(cut))
         finally:
+            outputs.close()
             if cgroup is not None:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(cgroup.close)
@@ -389,6 +418,13 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+
+def _after_check(
+    workspace: Workspace, approved: tuple[TargetState, ...], function: Callable[[], ToolResult]
+) -> ToolResult:
+    verify_targets(workspace, approved)
+    return function()
 
 
 def _prepare(backend: Backend, request: SandboxRequest, cgroup: RunCgroup | None) -> Prepared:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import hashlib
 import os
 import re
 import secrets
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
+from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.files import split_lines
@@ -417,7 +419,12 @@ class WriteFileOutput(BaseModel):
 
 
 def write_file(
-    workspace: Workspace, params: WriteFileParams, *, dry_run: bool, deadline: Deadline | None = None
+    workspace: Workspace,
+    params: WriteFileParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
 ) -> ToolResult:
     """Create or replace a project file with `params.content`, atomically; or only diff it.
 
@@ -427,6 +434,7 @@ def write_file(
         PolicyError: A protected path.
         ExecutionError: The write failed; the old file is untouched.
     """
+    dry_run = dry_run or preview
     target = workspace.contain(params.path)
     _refuse_protected(workspace, params.path, target, "oct_write_file")
     _refuse_git_directory(workspace, [target], "oct_write_file")
@@ -459,6 +467,16 @@ def write_file(
         diff_cut=cut,
     )
     verb = {"create": "create", "replace": "replace", "unchanged": "leave unchanged"}[action]
+    shown = None
+    if preview:
+        changes = (
+            ()
+            if action == "unchanged"
+            else (FileChange(path=relative, action=action, added=diff.added, removed=diff.removed),)
+        )
+        shown = Preview(
+            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=_digest_of(old)),)
+        )
     if dry_run:
         head = f"dry run, nothing changed: would {verb} {relative} (+{diff.added} -{diff.removed})"
     elif action == "unchanged":
@@ -466,13 +484,23 @@ def write_file(
     else:
         done = "created" if action == "create" else "replaced"
         head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
-    return ToolResult(text=f"{head}\n{text}".rstrip("\n"), structured=output.model_dump())
+    return ToolResult(text=f"{head}\n{text}".rstrip("\n"), structured=output.model_dump(), preview=shown)
+
+
+def _digest_of(existing: _Existing | None) -> str:
+    return ABSENT if existing is None else "sha256:" + hashlib.sha256(existing.data).hexdigest()
 
 
 def _plan_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
     # Its own dry_run field when given, else the safety gate's decision.
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
     return InProcessPlan(partial(write_file, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+
+
+def _preview_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(write_file, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
 
 
 # -- parsing a unified diff ----------------------------------------------------------------------
@@ -990,7 +1018,12 @@ def _refuse_repeats(workspace: Workspace, parsed: list[ParsedFile]) -> None:
 
 
 def apply_patch(
-    workspace: Workspace, params: ApplyPatchParams, *, dry_run: bool, deadline: Deadline | None = None
+    workspace: Workspace,
+    params: ApplyPatchParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
 ) -> ToolResult:
     """Check that every hunk of the patch applies, then apply them all, or show what would change.
 
@@ -1010,6 +1043,7 @@ def apply_patch(
         return ToolResult(text=f"the patch does not apply; nothing was changed.\n{exc}", is_error=True)
     written = [change.target for change in planned if change.parsed.action != "delete"]
     _refuse_git_directory(workspace, written, "oct_apply_patch")
+    dry_run = dry_run or preview
     if not dry_run:
         _apply(workspace, planned, deadline)
     files = [
@@ -1042,7 +1076,31 @@ def apply_patch(
         if dry_run
         else f"applied the patch to {len(files)} file(s):"
     )
-    return ToolResult(text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump())
+    shown = _patch_preview(workspace, planned, files) if preview else None
+    return ToolResult(
+        text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump(), preview=shown
+    )
+
+
+def _patch_preview(workspace: Workspace, planned: list[_Planned], files: list[PatchedFile]) -> Preview:
+    targets: list[TargetState] = []
+    for change in planned:
+        source_digest = _digest_of(change.old)
+        if change.source is not None:
+            # A rename or copy reads its source (whose content `old` holds) and creates its target.
+            targets.append(TargetState(path=workspace.relative(change.source), digest=source_digest))
+            targets.append(TargetState(path=workspace.relative(change.target), digest=ABSENT))
+        else:
+            targets.append(TargetState(path=workspace.relative(change.target), digest=source_digest))
+    changes = tuple(
+        FileChange(
+            path=f.path, action=f.action, added=f.added, removed=f.removed, original_path=f.original_path
+        )
+        for f in files
+    )
+    return Preview(
+        files=changes, diff="".join(change.diff.text for change in planned), targets=tuple(targets)
+    )
 
 
 def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
@@ -1067,6 +1125,12 @@ def _plan_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
     return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
 
 
+def _preview_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(apply_patch, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
+
+
 WRITE_FILE: Final = ToolSpec(
     name="oct_write_file",
     title="Write a file",
@@ -1082,6 +1146,7 @@ WRITE_FILE: Final = ToolSpec(
     output=WriteFileOutput,
     risk=Risk.WRITE,
     plan=_plan_write_file,
+    preview=_preview_write_file,
     idempotent=True,
 )
 
@@ -1101,6 +1166,7 @@ APPLY_PATCH: Final = ToolSpec(
     output=ApplyPatchOutput,
     risk=Risk.WRITE,
     plan=_plan_apply_patch,
+    preview=_preview_apply_patch,
     targets=_patch_targets,
     idempotent=False,
 )

@@ -25,8 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
-from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, page, take_within
+from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -308,21 +309,29 @@ def _argv(
 
 
 def _git_plan(
-    env: ToolEnv, arguments: tuple[str, ...], parse: Callable[[RunResult], ToolResult]
+    env: ToolEnv,
+    arguments: tuple[str, ...],
+    parse: Callable[[RunResult], ToolResult],
+    *,
+    user_excludes: bool = False,
 ) -> CommandPlan:
     """git run twice in the same sandbox: first to list its config's names, then with each filter off.
 
     The same binary, environment, git folders and working directory read the config both times,
     so the list names every filter driver the real call would see (includes, any spelling).
+    With `user_excludes`, the user's global excludes file is named with `-c core.excludesFile` and
+    bound read-only: git never loads the global config, so it would not find the file itself.
     """
     root = env.workspace.root
     layout = git_layout(root)
     program = find_server_program(root, "git")
+    excludes = user_excludes_file() if user_excludes else None
+    options = () if excludes is None else ("-c", f"core.excludesFile={excludes}")
     return CommandPlan(
         argv=_argv(program, layout, root, frozenset(), _CONFIG_NAMES),
-        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), arguments),
+        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), (*options, *arguments)),
         parse=parse,
-        read_only_paths=layout.binds,
+        read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
         tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)),),
     )
 
@@ -340,7 +349,11 @@ def _git_failed(run: RunResult) -> ToolResult:
     detail = run.stderr.decode(errors="replace").strip()
     if "not a git repository" in detail:
         raise NotFoundError(_NOT_A_REPOSITORY)
-    return ToolResult(text=f"git failed (exit code {run.exit_code}):\n{detail[-4_000:]}", is_error=True)
+    return ToolResult(
+        text=f"[tool_failed] git failed (exit code {run.exit_code}); the end of its stderr says why, and "
+        f"`git status` in a terminal in the project shows the same:\n{detail[-4_000:]}",
+        is_error=True,
+    )
 
 
 def _decode(raw: bytes) -> str:
@@ -383,8 +396,9 @@ class StatusOutput(BaseModel):
     """The offset that shows the entries after these."""
 
 
-def parse_status(stdout: bytes) -> StatusOutput:
-    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput."""
+def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
+    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, at most
+    STATUS_MAX_ENTRIES entries from entry `offset` on, `count` of all of them."""
     tokens = stdout.split(b"\0")
     branch: str | None = None
     commit: str | None = None
@@ -433,7 +447,7 @@ def parse_status(stdout: bytes) -> StatusOutput:
         if entry is None:
             continue
         count += 1
-        if len(entries) < STATUS_MAX_ENTRIES:
+        if count > offset and len(entries) < STATUS_MAX_ENTRIES:
             entries.append(entry)
     return StatusOutput(
         branch=branch,
@@ -444,8 +458,9 @@ def parse_status(stdout: bytes) -> StatusOutput:
         stashes=stashes,
         entries=entries,
         count=count,
-        truncated=count > len(entries),
+        truncated=count > offset + len(entries),
         clean=count == 0,
+        next_offset=offset + len(entries) if count > offset + len(entries) else None,
     )
 
 
@@ -468,10 +483,8 @@ def _status_text(output: StatusOutput) -> str:
             f"[oct-mcp: {output.count} entries, {len(output.entries)} shown; "
             f"the rest with offset={output.next_offset}, or narrow with path]"
         )
-    elif output.truncated:
-        lines.append(
-            f"[oct-mcp: {output.count} entries, the first {len(output.entries)} shown; narrow with path]"
-        )
+    elif not output.entries and output.count:
+        lines.append(f"[oct-mcp: {output.count} entries, none past this offset]")
     if output.stashes:
         lines.append(f"{output.stashes} stash(es)")
     return "\n".join(lines)
@@ -481,13 +494,15 @@ def _status_parser(params: GitStatusParams) -> Callable[[RunResult], ToolResult]
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return _git_failed(run)
-        output = parse_status(run.stdout)
-        entries, next_offset = page(output.entries, params.offset, params.max_chars)
-        truncated = output.truncated or next_offset is not None
-        output = output.model_copy(
-            update={"entries": entries, "next_offset": next_offset, "truncated": truncated}
+        output = parse_status(run.stdout, params.offset)
+        entries, cut = take_within(output.entries, params.max_chars)
+        if cut:
+            output = output.model_copy(
+                update={"entries": entries, "next_offset": params.offset + len(entries), "truncated": True}
+            )
+        return ToolResult(
+            text=_status_text(output), structured=output.model_dump(), truncated=output.truncated
         )
-        return ToolResult(text=_status_text(output), structured=output.model_dump(), truncated=truncated)
 
     return parse
 
@@ -499,11 +514,12 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--branch",
         "--show-stash",
         "-z",
-        "--untracked-files=all",
+        # As a terminal's `git status` shows them: an untracked folder is one entry, not its every file.
+        "--untracked-files=normal",
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _status_parser(params))
+    return _git_plan(env, arguments, _status_parser(params), user_excludes=True)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import glob
+import hashlib
 import os
+import re
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from oct_mcp.backends.installs import is_inside
 from oct_mcp.errors import ToolUnavailableError
 
-__all__ = ["find_program", "find_server_program"]
+__all__ = ["find_program", "find_python", "find_server_program", "script_interpreter"]
 
 PROJECT_VENVS: Final = (".venv", "venv")
 _INSTALL_HINTS: Final = {
@@ -38,6 +44,88 @@ def find_program(root: Path, name: str) -> Path:
     if found is not None:
         return found
     raise ToolUnavailableError(f"{name} is not installed in the project's .venv nor on PATH: {_hint(name)}")
+
+
+def find_python(root: Path, host: Mapping[str, str] | None = None) -> tuple[Path, str] | None:
+    """The project's interpreter, as a developer's terminal would have it, and where it was found.
+
+    `<root>/.venv`, `<root>/venv` (uv's, pdm's and poetry's in-project place), the server's active
+    virtual environment (`VIRTUAL_ENV`), then the environment poetry made for a project that
+    declares `[tool.poetry]`. None when there is none: the caller falls back to the interpreter
+    its program names.
+    """
+    source = os.environ if host is None else host
+    for venv in PROJECT_VENVS:
+        candidate = _interpreter(root / venv)
+        if candidate is not None:
+            return candidate, f"the project's {venv}"
+    active = source.get("VIRTUAL_ENV", "")
+    if os.path.isabs(active):
+        candidate = _interpreter(Path(os.path.normpath(active)))
+        if candidate is not None:
+            return candidate, "the active virtual environment (VIRTUAL_ENV)"
+    poetry = _poetry_environment(root, source)
+    if poetry is not None:
+        return poetry, "poetry's environment for the project"
+    return None
+
+
+def _interpreter(environment: Path) -> Path | None:
+    candidate = environment / "bin" / "python"
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+_POETRY_UNSAFE: Final = re.compile(r'[ $`!*@"\\\r\n\t]')
+
+
+def _poetry_environment(root: Path, source: Mapping[str, str]) -> Path | None:
+    """`<cache>/virtualenvs/<name>-<hash>-py<version>`, named as poetry names it, for a poetry project."""
+    try:
+        with (root / "pyproject.toml").open("rb") as handle:
+            config = tomllib.loads(handle.read(1_048_576).decode("utf-8", errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    tool, project = config.get("tool"), config.get("project")
+    poetry = tool.get("poetry") if isinstance(tool, dict) else None
+    if not isinstance(poetry, dict):
+        return None
+    name = poetry.get("name") or (project.get("name") if isinstance(project, dict) else None)
+    if not isinstance(name, str) or not name:
+        return None
+    digest = hashlib.sha256(os.fsencode(os.path.normcase(os.path.realpath(root)))).digest()
+    prefix = f"{_POETRY_UNSAFE.sub('_', name.lower())[:42]}-{base64.urlsafe_b64encode(digest).decode()[:8]}"
+    folder = source.get("POETRY_VIRTUALENVS_PATH", "")
+    if not os.path.isabs(folder):
+        cache = source.get("POETRY_CACHE_DIR", "")
+        if not os.path.isabs(cache):
+            xdg = source.get("XDG_CACHE_HOME", "")
+            home = source.get("HOME", "")
+            if not os.path.isabs(xdg) and not os.path.isabs(home):
+                return None
+            cache = str(Path(xdg if os.path.isabs(xdg) else Path(home) / ".cache") / "pypoetry")
+        folder = str(Path(cache) / "virtualenvs")
+    found = sorted(Path(folder).glob(f"{glob.escape(prefix)}-py*"), key=lambda path: path.name, reverse=True)
+    for environment in found:
+        candidate = _interpreter(environment)
+        if candidate is not None:
+            return candidate
+    return None
+
+
+def script_interpreter(script: Path) -> Path | None:
+    """The absolute interpreter a script's `#!` line names, if it is a Python one that exists."""
+    try:
+        with script.open("rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!/"):
+        return None
+    words = first[2:].decode(errors="replace").split()
+    if len(words) != 1 or not Path(words[0]).name.startswith("python"):
+        return None
+    candidate = Path(words[0])
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
 
 
 def find_server_program(root: Path, name: str) -> Path:

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
+import textwrap
+import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from oct_mcp.backends.caches import project_cache
 from oct_mcp.context import ToolResult
-from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.tools.programs import find_program
+from oct_mcp.errors import ToolUnavailableError
+from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
+from oct_mcp.spec import CommandPlan, InProcessPlan, Plan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
+from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 from oct_mcp.tools.results import (
     MODEL_VIEW_BUDGET,
     MODEL_VIEW_MIN,
@@ -24,14 +32,22 @@ from oct_mcp.tools.results import (
     page,
     take_within,
 )
+from oct_mcp.workspace import Workspace
 
-__all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK"]
+__all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]
 
 MAX_PATHS: Final = 64
 SUMMARY_FIRST: Final = 10
 # Files whose change oct_format and oct_fix report; past this many, the report says "and more".
 _SNAPSHOT_LIMIT: Final = 20_000
-_SKIPPED_FOLDERS: Final = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache"})
+_SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
+_TAIL_CHARS: Final = 4_000
+_MESSAGE_CHARS: Final = 4_000
+_NEXT_STEP: Final = (
+    "run the same command in a terminal in the project to see all of it; `oct-mcp doctor` shows "
+    "which program ran"
+)
+_RUFF_REPORT: Final = "ruff.json"
 
 RuleCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{1,4}[0-9]{0,4}$", max_length=8)]
 # A pytest -k or -m expression: words, operators and parentheses; it can never start with '-'.
@@ -55,9 +71,20 @@ def _relative(root: Path, filename: str) -> str | None:
         return None
 
 
-def _tool_failed(tool: str, run: RunResult) -> ToolResult:
-    detail = (run.stderr or run.stdout).decode(errors="replace").strip()[-4_000:]
-    return ToolResult(text=f"{tool} failed (exit code {run.exit_code}):\n{detail}", is_error=True)
+def _tool_failed(tool: str, run: RunResult, next_step: str = _NEXT_STEP) -> ToolResult:
+    """An error result: the code, what happened, the next step, then the ends of stderr and stdout."""
+    parts = [f"[tool_failed] {tool} failed (exit code {run.exit_code}); {next_step}"]
+    for name, stream in (("stderr", run.stderr), ("stdout", run.stdout)):
+        tail = stream.decode(errors="replace").strip()[-_TAIL_CHARS:]
+        if tail:
+            parts.append(f"--- end of {name} ---\n{tail}")
+    return ToolResult(text="\n".join(parts), is_error=True)
+
+
+def _warnings(run: RunResult) -> list[str]:
+    """The warnings a tool printed on stderr ("No Python files found" is not "no problems")."""
+    lines = run.stderr.decode(errors="replace").splitlines()
+    return [line.strip()[:500] for line in lines if line.lower().startswith("warning:")][:20]
 
 
 # -- oct_lint ----------------------------------------------------------------------------------
@@ -96,24 +123,35 @@ class DiagnosticsOutput(BaseModel):
     """Diagnostics in all, on every page."""
     fixable: int
     by_rule: dict[str, int]
-    """Diagnostics per rule code, most frequent first."""
+    """Diagnostics per rule or error code, over all of them, most frequent first."""
     diagnostics: list[Diagnostic]
     truncated: bool
     next_offset: int | None = None
     """The offset that shows the diagnostics after these."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the tool warned about on stderr."""
+    notes: list[str] = Field(default_factory=list)
+    """What oct chose for this run (which checker, which targets), and why."""
 
 
-def _diagnostics_result(tool: str, diagnostics: list[Diagnostic], paging: _PagedParams) -> ToolResult:
+def _diagnostics_result(
+    tool: str,
+    diagnostics: list[Diagnostic],
+    paging: _PagedParams,
+    *,
+    warnings: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> ToolResult:
     fixable = sum(d.fixable for d in diagnostics)
     by_rule = dict(Counter(d.code for d in diagnostics).most_common())
-    # The rule counts come first in the budget; the diagnostics get what is left.
-    room = paging.max_chars - json_size(by_rule)
+    # The rule counts, warnings and notes come first in the budget; the diagnostics get what is left.
+    room = paging.max_chars - json_size([by_rule, warnings or [], notes or []])
     listed = diagnostics[: paging.offset + SUMMARY_FIRST] if paging.summary else diagnostics
     shown, next_offset = page(listed, paging.offset, max(room, MODEL_VIEW_MIN))
     lines = [f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}" for d in shown]
     summary = f"{len(diagnostics)} problem(s)" + (f", {fixable} fixable with oct_fix" if fixable else "")
-    if paging.summary and diagnostics:
-        summary += "; by rule: " + ", ".join(f"{code} {n}" for code, n in by_rule.items())
+    if diagnostics and (paging.summary or len(by_rule) > 1):
+        summary += "; by rule: " + ", ".join(f"{code} {n}" for code, n in list(by_rule.items())[:30])
     if next_offset is not None:
         summary += f"; {len(shown)} shown, the rest with offset={next_offset}"
     if not diagnostics:
@@ -126,19 +164,33 @@ def _diagnostics_result(tool: str, diagnostics: list[Diagnostic], paging: _Paged
         diagnostics=shown,
         truncated=paging.offset + len(shown) < len(diagnostics),
         next_offset=next_offset,
+        warnings=warnings or [],
+        notes=notes or [],
     )
     structured = output.model_dump()
     structured["diagnostics"] = [d.model_dump(exclude_defaults=True) for d in shown]
-    return ToolResult(text="\n".join([*lines, summary]), structured=structured)
+    extra = [*(notes or []), *(warnings or [])]
+    return ToolResult(text="\n".join([*lines, summary, *extra]), structured=structured)
 
 
-def _parse_ruff_check(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolResult]:
+def _parse_ruff_check(root: Path, params: LintParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code not in (0, 1):
             return _tool_failed("ruff", run)
+        if _RUFF_REPORT in run.files_truncated:
+            return ToolResult(
+                text="[output_limit] ruff's report is larger than oct reads back; lint fewer paths "
+                "or select fewer rules (`select`)",
+                is_error=True,
+            )
+        # The report comes from a file, so no pipe cap can cut it; stdout only for a ruff that
+        # ignores RUFF_OUTPUT_FILE.
+        report = run.files.get(_RUFF_REPORT, run.stdout)
         try:
-            raw = json.loads(run.stdout or b"[]")
+            raw = json.loads(report or b"[]")
         except ValueError:
+            return _tool_failed("ruff", run)
+        if not isinstance(raw, list):
             return _tool_failed("ruff", run)
         diagnostics = [
             Diagnostic(
@@ -152,7 +204,7 @@ def _parse_ruff_check(root: Path, paging: _PagedParams) -> Callable[[RunResult],
             for item in raw
             if isinstance(item, dict)
         ]
-        return _diagnostics_result("ruff", diagnostics, paging)
+        return _diagnostics_result("ruff", diagnostics, params, warnings=_warnings(run))
 
     return parse
 
@@ -164,6 +216,8 @@ def _plan_lint(params: LintParams, env: ToolEnv) -> CommandPlan:
     return CommandPlan(
         argv=(str(ruff), "check", "--no-fix", "--output-format", "json", *select, *_targets(params.paths)),
         parse=_parse_ruff_check(root, params),
+        output_files=(("RUFF_OUTPUT_FILE", _RUFF_REPORT),),
+        project_cache=True,
     )
 
 
@@ -192,20 +246,22 @@ class ChangeOutput(BaseModel):
     diff: str = ""
 
 
-def _python_files(root: Path, paths: list[str]) -> Iterator[Path]:
+def _files_ruff_may_touch(root: Path, paths: list[str]) -> Iterator[Path]:
+    """Every file under the targets, not only `.py`: ruff also formats notebooks, Markdown and
+    whatever its `include` names, and a change it makes must never go unreported."""
     for start in [root / p for p in paths] or [root]:
         if start.is_file():
             yield start
             continue
         for folder, subfolders, files in os.walk(start):
             subfolders[:] = [s for s in subfolders if s not in _SKIPPED_FOLDERS]
-            yield from (Path(folder) / f for f in files if f.endswith((".py", ".pyi")))
+            yield from (Path(folder) / f for f in files)
 
 
 def _snapshot(root: Path, paths: list[str]) -> dict[Path, tuple[int, int]]:
-    """(mtime, size) of the Python files a write may change: what changed is what differs after."""
+    """(mtime, size) of the files a write may change: what changed is what differs after."""
     snapshot: dict[Path, tuple[int, int]] = {}
-    for path in _python_files(root, paths):
+    for path in _files_ruff_may_touch(root, paths):
         if len(snapshot) >= _SNAPSHOT_LIMIT:
             break
         try:
@@ -265,7 +321,26 @@ def _applied(
     return parse
 
 
-def _plan_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
+def _approved_paths(params_paths: list[str], env: ToolEnv) -> list[str]:
+    """The files a run may change: after a human approved a preview, exactly the files it showed
+    (so a file that needs a change only now is not changed unseen); else what the call names."""
+    if env.approved_targets is None:
+        return params_paths
+    return [target.path for target in env.approved_targets]
+
+
+def _nothing_approved(tool: str) -> InProcessPlan:
+    """An approved preview that changed no file: ruff over no path would run over the whole project."""
+    output = ChangeOutput(tool=tool, applied=True, changed_files=[])
+    return InProcessPlan(
+        lambda: ToolResult(
+            text="changed 0 file(s):\nno file needed a change", structured=output.model_dump()
+        ),
+        inline=True,
+    )
+
+
+def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
     root = env.workspace.root
     ruff = find_program(root, "ruff")
     select = ["--select", ",".join(params.select)] if params.select else []
@@ -274,21 +349,85 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
         # --diff implies --fix-only and writes nothing; exit 1 means "there is a diff".
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
         return CommandPlan(argv=argv, parse=_preview("ruff check --fix", (0, 1)))
-    before = _snapshot(root, params.paths)
-    argv = (str(ruff), "check", "--fix", "--exit-zero", *select, *_targets(params.paths))
-    return CommandPlan(argv=argv, parse=_applied("ruff check --fix", root, before, (0,)), writes_project=True)
+    paths = _approved_paths(params.paths, env)
+    if env.approved_targets is not None and not paths:
+        return _nothing_approved("ruff check --fix")
+    before = _snapshot(root, paths)
+    argv = (str(ruff), "check", "--fix", "--exit-zero", *select, *_targets(paths))
+    return CommandPlan(
+        argv=argv,
+        parse=_applied("ruff check --fix", root, before, (0,)),
+        writes_project=True,
+        project_cache=True,
+    )
 
 
-def _plan_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
+def _preview_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
+    ruff = find_program(env.workspace.root, "ruff")
+    select = ["--select", ",".join(params.select)] if params.select else []
+    argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
+    return CommandPlan(argv=argv, parse=_previewed("ruff check --fix", "fix", env.workspace, (0, 1)))
+
+
+def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     root = env.workspace.root
     ruff = find_program(root, "ruff")
     # The gate decides dry_run for oct_format from `apply` (the seed's rules 3 and 4).
     if env.dry_run:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
         return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1)))
-    before = _snapshot(root, params.paths)
-    argv = (str(ruff), "format", *_targets(params.paths))
-    return CommandPlan(argv=argv, parse=_applied("ruff format", root, before, (0,)), writes_project=True)
+    paths = _approved_paths(params.paths, env)
+    if env.approved_targets is not None and not paths:
+        return _nothing_approved("ruff format")
+    before = _snapshot(root, paths)
+    argv = (str(ruff), "format", *_targets(paths))
+    return CommandPlan(
+        argv=argv, parse=_applied("ruff format", root, before, (0,)), writes_project=True, project_cache=True
+    )
+
+
+def _preview_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
+    ruff = find_program(env.workspace.root, "ruff")
+    argv = (str(ruff), "format", "--diff", *_targets(params.paths))
+    return CommandPlan(argv=argv, parse=_previewed("ruff format", "format", env.workspace, (0, 1)))
+
+
+def _previewed(
+    tool: str, action: str, workspace: Workspace, diff_ok: tuple[int, ...]
+) -> Callable[[RunResult], ToolResult]:
+    """The dry run's answer with its `Preview`: each file ruff would change, its counts, its content now."""
+    shown = _preview(tool, diff_ok)
+
+    def parse(run: RunResult) -> ToolResult:
+        result = shown(run)
+        if result.is_error:
+            return result
+        diff = run.stdout.decode(errors="replace")
+        files: list[FileChange] = []
+        targets: list[TargetState] = []
+        for name, chunk in _file_diffs(diff):
+            relative = _relative(workspace.root, name)
+            if relative is None:
+                return ToolResult(
+                    text=f"{tool} named a file outside the project; nothing was changed", is_error=True
+                )
+            added, removed = diff_counts(chunk)
+            files.append(FileChange(path=relative, action=action, added=added, removed=removed))
+            targets.append(TargetState(path=relative, digest=content_digest(workspace, relative)))
+        return replace(result, preview=Preview(files=tuple(files), diff=diff, targets=tuple(targets)))
+
+    return parse
+
+
+def _file_diffs(diff: str) -> Iterator[tuple[str, str]]:
+    """(the file's name, its part of the diff) for each file of a diff as ruff writes it."""
+    lines = diff.splitlines(keepends=True)
+    starts = [
+        i for i in range(len(lines) - 1) if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ")
+    ]
+    for number, start in enumerate(starts):
+        end = starts[number + 1] if number + 1 < len(starts) else len(lines)
+        yield lines[start + 1][4:].rstrip("\r\n"), "".join(lines[start:end])
 
 
 # -- oct_typecheck -----------------------------------------------------------------------------
@@ -298,20 +437,120 @@ class TypecheckParams(_PagedParams):
     paths: list[ProjectPath] = Field(
         default_factory=list,
         max_length=MAX_PATHS,
-        description="Files or folders; the project's mypy config or the root by default.",
+        description="Files or folders; by default what the project's mypy config names, else its packages.",
+    )
+    checker: Literal["mypy", "pyright"] | None = Field(
+        default=None,
+        description="The checker to run; by default the one the project configures and has installed.",
     )
 
 
-def _uses_pyright(root: Path) -> bool:
-    if (root / "pyrightconfig.json").is_file():
-        return True
+_CONFIG_READ_BYTES: Final = 1_048_576
+
+
+def _read_config(path: Path) -> str | None:
     try:
-        return "[tool.pyright]" in (root / "pyproject.toml").read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as handle:
+            return handle.read(_CONFIG_READ_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return False
+        return None
 
 
-def _parse_mypy(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolResult]:
+def _pyproject_tool(root: Path) -> dict[str, Any]:
+    text = _read_config(root / "pyproject.toml")
+    if text is None:
+        return {}
+    try:
+        tool = tomllib.loads(text).get("tool")
+    except tomllib.TOMLDecodeError:
+        return {}
+    return tool if isinstance(tool, dict) else {}
+
+
+def _ini_mypy_section(path: Path) -> dict[str, str] | None:
+    """The [mypy] section of an ini file, or None: setup.cfg and tox.ini are mypy config only with one."""
+    text = _read_config(path)
+    if text is None:
+        return None
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return None
+    return dict(parser["mypy"]) if parser.has_section("mypy") else None
+
+
+def _mypy_config(root: Path, tool: dict[str, Any]) -> dict[str, Any] | None:
+    """mypy's settings in the file mypy itself reads first, or None when none of its files configures it."""
+    for name in ("mypy.ini", ".mypy.ini"):
+        if (root / name).is_file():
+            return _ini_mypy_section(root / name) or {}
+    mypy = tool.get("mypy")
+    if isinstance(mypy, dict):
+        return mypy
+    return _ini_mypy_section(root / "setup.cfg")
+
+
+def _mypy_configured(root: Path, tool: dict[str, Any]) -> bool:
+    # mypy never reads tox.ini, but a [mypy] section there says the project means to use it.
+    return _mypy_config(root, tool) is not None or _ini_mypy_section(root / "tox.ini") is not None
+
+
+def _pyright_configured(root: Path, tool: dict[str, Any]) -> bool:
+    return (root / "pyrightconfig.json").is_file() or isinstance(tool.get("pyright"), dict)
+
+
+def _installed(root: Path, name: str) -> Path | None:
+    try:
+        return find_program(root, name)
+    except ToolUnavailableError:
+        return None
+
+
+def _default_targets(root: Path) -> list[str]:
+    """What `mypy` checks when nothing names a target: the project's packages, else the root."""
+    if (root / "src").is_dir():
+        return ["src"]
+    packages = sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.is_dir()
+        and not entry.name.startswith(".")
+        and entry.name not in _SKIPPED_FOLDERS
+        and (entry / "__init__.py").is_file()
+    )
+    modules = sorted(entry.name for entry in root.glob("*.py") if entry.is_file())
+    return [*packages, *modules] or ["."]
+
+
+def _choose_checker(root: Path, params: TypecheckParams, tool: dict[str, Any]) -> tuple[str, Path, list[str]]:
+    """The checker to run, its program, and what oct says about the choice.
+
+    Raises:
+        ToolUnavailableError: The chosen checker, or every checker, is missing.
+    """
+    if params.checker is not None:
+        return params.checker, find_program(root, params.checker), [f"checker: {params.checker}, as asked"]
+    pyright_configured = _pyright_configured(root, tool)
+    mypy_configured = _mypy_configured(root, tool)
+    pyright, mypy = _installed(root, "pyright"), _installed(root, "mypy")
+    if pyright_configured and pyright is not None:
+        also = "; mypy is configured too: pass checker='mypy' to run it" if mypy_configured else ""
+        return "pyright", pyright, [f"checker: pyright, which the project configures{also}"]
+    if mypy is not None:
+        if pyright_configured:
+            why = "the project configures pyright too, but pyright is not installed"
+        elif mypy_configured:
+            why = "which the project configures"
+        else:
+            why = "no checker is configured"
+        return "mypy", mypy, [f"checker: mypy ({why})"]
+    if pyright is not None:
+        return "pyright", pyright, ["checker: pyright (mypy is not installed)"]
+    return "mypy", find_program(root, "pyright" if pyright_configured else "mypy"), []
+
+
+def _parse_mypy(root: Path, paging: _PagedParams, notes: list[str]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         diagnostics: list[Diagnostic] = []
         for line in run.stdout.decode(errors="replace").splitlines():
@@ -332,12 +571,13 @@ def _parse_mypy(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolR
                 )
         if run.exit_code not in (0, 1) or (run.exit_code == 1 and not diagnostics):
             return _tool_failed("mypy", run)
-        return _diagnostics_result("mypy", [d for d in diagnostics if d.severity != "note"], paging)
+        errors = [d for d in diagnostics if d.severity != "note"]
+        return _diagnostics_result("mypy", errors, paging, warnings=_warnings(run), notes=notes)
 
     return parse
 
 
-def _parse_pyright(root: Path, paging: _PagedParams) -> Callable[[RunResult], ToolResult]:
+def _parse_pyright(root: Path, paging: _PagedParams, notes: list[str]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         try:
             report = json.loads(run.stdout or b"{}")
@@ -357,32 +597,34 @@ def _parse_pyright(root: Path, paging: _PagedParams) -> Callable[[RunResult], To
         ]
         if run.exit_code not in (0, 1):
             return _tool_failed("pyright", run)
-        return _diagnostics_result("pyright", diagnostics, paging)
+        return _diagnostics_result("pyright", diagnostics, paging, notes=notes)
 
     return parse
 
 
 def _plan_typecheck(params: TypecheckParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
-    if _uses_pyright(root):
-        pyright = find_program(root, "pyright")
+    tool = _pyproject_tool(root)
+    checker, program, notes = _choose_checker(root, params, tool)
+    if checker == "pyright":
+        targets = ["--", *params.paths] if params.paths else []
         return CommandPlan(
-            argv=(str(pyright), "--outputjson", *params.paths), parse=_parse_pyright(root, params)
+            argv=(str(program), "--outputjson", *targets),
+            parse=_parse_pyright(root, params, notes),
+            project_cache=True,
         )
-    mypy = find_program(root, "mypy")
-    has_config = any((root / name).is_file() for name in ("mypy.ini", ".mypy.ini", "setup.cfg")) or _mentions(
-        root / "pyproject.toml", "[tool.mypy]"
-    )
-    targets = ["--", *params.paths] if params.paths else ([] if has_config else ["--", "."])
-    argv = (str(mypy), "--output", "json", "--no-color-output", "--no-error-summary", *targets)
-    return CommandPlan(argv=argv, parse=_parse_mypy(root, params))
-
-
-def _mentions(path: Path, text: str) -> bool:
-    try:
-        return text in path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
+    config = _mypy_config(root, tool) or {}
+    if params.paths:
+        targets = ["--", *params.paths]
+    elif any(config.get(key) for key in ("files", "packages", "modules")):
+        targets = []
+        notes.append("checked: what the project's mypy config names")
+    else:
+        found = _default_targets(root)
+        targets = ["--", *found]
+        notes.append(f"checked: {', '.join(found)} (the mypy config names no files; pass paths to choose)")
+    argv = (str(program), "--output", "json", "--no-color-output", "--no-error-summary", *targets)
+    return CommandPlan(argv=argv, parse=_parse_mypy(root, params, notes), project_cache=True)
 
 
 # -- oct_test ----------------------------------------------------------------------------------
@@ -404,15 +646,18 @@ class TestParams(_Params):
     jobs: int | None = Field(
         default=None, ge=1, le=256, description="Parallel workers (pytest-xdist), up to max_jobs."
     )
+    last_failed: bool = Field(
+        default=False, description="Only the tests that failed in the last run (--last-failed)."
+    )
 
 
 class TestFailure(BaseModel):
     node_id: str
     kind: Literal["failed", "error"]
     message: str
-    """The assertion or exception pytest reports (its `E` lines), whole up to a bound."""
+    """The whole assertion or exception message (pytest's `E` lines), up to 4,000 characters."""
     traceback: str = ""
-    """The rest of pytest's short traceback for it (frames, captured output), its last characters."""
+    """The rest of the failure's report (--tb=short: frames, captured output), its last 4,000 characters."""
 
 
 class TestOutput(BaseModel):
@@ -425,6 +670,8 @@ class TestOutput(BaseModel):
     failures_omitted: int = 0
     """Failures past the result's budget, counted and not shown: run fewer tests to see them."""
     exit_code: int | None
+    notes: list[str] = Field(default_factory=list)
+    """How oct ran the tests (which interpreter, serial instead of parallel), and why."""
 
 
 _SUMMARY_COUNT: Final = re.compile(
@@ -433,89 +680,118 @@ _SUMMARY_COUNT: Final = re.compile(
 _SUMMARY_TIME: Final = re.compile(r" in ([0-9.]+)s")
 _SHORT_SUMMARY: Final = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 _PROGRESS: Final = re.compile(rb"\[\s*(\d{1,3})%\]\s*$")
-_SECTION_TITLE: Final = re.compile(r"^_{3,} (.+?) _{3,}$")
-_SECTION_END: Final = re.compile(r"^={3,} .* ={3,}$")
-_ERROR_TITLE: Final = re.compile(r"^ERROR (?:at (?:setup|teardown) of|collecting) (.+)$")
-# A failure's assertion text and traceback are each cut to these; the traceback keeps its end,
-# where the failing line is.
-FAILURE_MESSAGE_MAX_CHARS: Final = 2_000
-FAILURE_TRACEBACK_MAX_CHARS: Final = 3_000
+_BANNER: Final = re.compile(r"^=+ (.+?) =+$")
+_SECTION: Final = re.compile(r"^_+ (.+?) _+$")
+_COVERAGE_FILE: Final = "coverage/.coverage"
 
 
-def _has_xdist(program: Path) -> bool:
-    venv = program.parent.parent
-    return any(venv.glob("lib/python3*/site-packages/xdist/__init__.py"))
-
-
-def _parse_pytest(run: RunResult) -> ToolResult:
-    text = run.stdout.decode(errors="replace")
-    counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
-    duration = None
-    lines = text.splitlines()
-    for line in reversed(lines):
-        if _SUMMARY_TIME.search(line) and _SUMMARY_COUNT.search(line):
-            for number, word in _SUMMARY_COUNT.findall(line):
-                key = "errors" if word.startswith("error") else word
-                if key in counts:
-                    counts[key] = int(number)
-            found = _SUMMARY_TIME.search(line)
-            duration = float(found.group(1)) if found else None
-            break
-    sections = _failure_sections(lines)
-    every = [
-        _failure(m.group(2), "failed" if m.group(1) == "FAILED" else "error", m.group(3) or "", sections)
-        for m in map(_SHORT_SUMMARY.match, lines)
-        if m is not None
-    ]
-    failures, _ = take_within(every, MODEL_VIEW_BUDGET)
-    omitted = len(every) - len(failures)
-    # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected; others: it could not run.
-    if run.exit_code not in (0, 1, 5):
-        return _tool_failed("pytest", run)
-    output = TestOutput(
-        **counts,
-        duration_seconds=duration,
-        failures=failures,
-        failures_omitted=omitted,
-        exit_code=run.exit_code,
+def _has_xdist(python: Path) -> bool:
+    prefix = python.parent.parent
+    return any(
+        any(prefix.glob(f"lib/python3*/{folder}/xdist/__init__.py"))
+        for folder in ("site-packages", "dist-packages")
     )
-    return ToolResult(text=text[-MODEL_VIEW_BUDGET:], structured=output.model_dump(), is_error=False)
 
 
-def _failure_sections(lines: list[str]) -> dict[str, list[str]]:
-    """pytest's FAILURES and ERRORS sections, by their title (`test_x`, `TestA.test_x[1]`, `ERROR ...`)."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
+def _failure_sections(lines: list[str]) -> dict[str, list[list[str]]]:
+    """pytest's FAILURES and ERRORS sections, one list of lines per report, in report order."""
+    sections: dict[str, list[list[str]]] = {"failed": [], "error": []}
+    kind: str | None = None
     for line in lines:
-        title = _SECTION_TITLE.match(line)
-        if title is not None:
-            current = sections.setdefault(title.group(1), [])
-        elif _SECTION_END.match(line):
-            current = None
-        elif current is not None:
-            current.append(line)
+        banner = _BANNER.match(line)
+        if banner is not None:
+            title = banner.group(1).strip()
+            kind = "failed" if title == "FAILURES" else "error" if title == "ERRORS" else None
+            continue
+        if kind is None:
+            continue
+        if _SECTION.match(line):
+            sections[kind].append([])
+        elif sections[kind]:
+            sections[kind][-1].append(line)
     return sections
 
 
-def _failure(
-    node_id: str, kind: Literal["failed", "error"], summary: str, sections: dict[str, list[str]]
-) -> TestFailure:
-    test = node_id.split("::", 1)[1].replace("::", ".") if "::" in node_id else node_id
-    body = sections.get(test)
-    for title, lines in sections.items():
-        error = _ERROR_TITLE.match(title)
-        if body is None and error is not None and error.group(1) in (test, node_id):
-            body = lines
-    if body is None:
-        return TestFailure(node_id=node_id, kind=kind, message=summary)
-    message = "\n".join(line[4:] for line in body if line.startswith("E   ") or line == "E")
-    traceback = "\n".join(line for line in body if not (line.startswith("E   ") or line == "E")).strip("\n")
-    return TestFailure(
-        node_id=node_id,
-        kind=kind,
-        message=(message or summary)[:FAILURE_MESSAGE_MAX_CHARS],
-        traceback=traceback[-FAILURE_TRACEBACK_MAX_CHARS:],
-    )
+def _is_raised(line: str) -> bool:
+    return line.startswith("E ") or line == "E"
+
+
+def _message(section: list[str], fallback: str) -> str:
+    raised = [line[1:] for line in section if _is_raised(line)]
+    text = textwrap.dedent("\n".join(raised)).strip() if raised else fallback
+    return text[:_MESSAGE_CHARS]
+
+
+def _traceback(section: list[str]) -> str:
+    """The report without its `E` lines, which the message already carries; the end, where the failing
+    line is, kept."""
+    return "\n".join(line for line in section if not _is_raised(line)).strip()[-_TAIL_CHARS:]
+
+
+def _failures(lines: list[str]) -> list[TestFailure]:
+    sections = _failure_sections(lines)
+    taken = {"failed": 0, "error": 0}
+    failures: list[TestFailure] = []
+    for found in map(_SHORT_SUMMARY.match, lines):
+        if found is None:
+            continue
+        kind: Literal["failed", "error"] = "failed" if found.group(1) == "FAILED" else "error"
+        # The sections and the short summary both list the reports in the order pytest kept them.
+        index = taken[kind]
+        taken[kind] += 1
+        section = sections[kind][index] if index < len(sections[kind]) else []
+        failures.append(
+            TestFailure(
+                node_id=found.group(2),
+                kind=kind,
+                message=_message(section, found.group(3) or ""),
+                traceback=_traceback(section),
+            )
+        )
+    return failures
+
+
+def _parse_pytest(notes: list[str]) -> Callable[[RunResult], ToolResult]:
+    def parse(run: RunResult) -> ToolResult:
+        text = run.stdout.decode(errors="replace")
+        counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
+        duration = None
+        summarised = False
+        lines = text.splitlines()
+        for line in reversed(lines):
+            if _SUMMARY_TIME.search(line) and (_SUMMARY_COUNT.search(line) or "no tests ran" in line):
+                summarised = True
+                for number, word in _SUMMARY_COUNT.findall(line):
+                    key = "errors" if word.startswith("error") else word
+                    if key in counts:
+                        counts[key] = int(number)
+                found = _SUMMARY_TIME.search(line)
+                duration = float(found.group(1)) if found else None
+                break
+        # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected; others: it could not run
+        # (2 interrupted or a usage error, 3 an internal error, 4 a bad command line). A 1 with no
+        # summary line is a crash on the way out (a plugin that could not write its report).
+        if run.exit_code not in (0, 1, 5) or (run.exit_code == 1 and not summarised):
+            return _tool_failed(
+                "pytest",
+                run,
+                "pytest could not run the tests (the end of its output says why); fix that, or run "
+                "`python -m pytest` in a terminal in the project to compare",
+            )
+        every = _failures(lines)
+        failures, _ = take_within(every, MODEL_VIEW_BUDGET)
+        output = TestOutput(
+            **counts,
+            duration_seconds=duration,
+            failures=failures,
+            failures_omitted=len(every) - len(failures),
+            exit_code=run.exit_code,
+            notes=notes,
+        )
+        body = text[-MODEL_VIEW_BUDGET:]
+        return ToolResult(text="\n".join([*notes, body]) if notes else body, structured=output.model_dump())
+
+    return parse
 
 
 def _pytest_progress(line: bytes) -> tuple[float, float | None, str | None] | None:
@@ -524,20 +800,82 @@ def _pytest_progress(line: bytes) -> tuple[float, float | None, str | None] | No
     return (float(found.group(1)), 100.0, None) if found else None
 
 
+def _pytest_command(root: Path) -> tuple[list[str], Path | None, list[str]]:
+    """How to start pytest as the developer does: `python -m pytest` with the project's interpreter.
+
+    `-m` puts the root on sys.path as a terminal run does, so a flat layout that is not installed
+    imports. Returns the argv's start, the interpreter (None: the script runs as it is) and a note.
+    """
+    found = find_python(root)
+    if found is not None:
+        python, where = found
+        return [str(python), "-m", "pytest"], python, [f"ran: python -m pytest, with {where}'s interpreter"]
+    script = find_program(root, "pytest")
+    interpreter = script_interpreter(script)
+    if interpreter is not None:
+        return (
+            [str(interpreter), "-m", "pytest"],
+            interpreter,
+            ["ran: python -m pytest, with pytest's interpreter"],
+        )
+    return [str(script)], None, ["ran: the pytest script (no Python interpreter found for it)"]
+
+
+_PYTEST_CONFIGS: Final = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def _asks_for_junit(root: Path) -> bool:
+    """Whether the project's pytest config writes a JUnit report (`--junitxml` in addopts)."""
+    return any("--junit" in (_read_config(root / name) or "") for name in _PYTEST_CONFIGS)
+
+
 def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
-    pytest = find_program(root, "pytest")
-    argv: list[str] = [str(pytest), "-q", "-rfE", "--color=no", "--tb=short", "-p", "no:cacheprovider"]
+    command, python, notes = _pytest_command(root)
+    cache = project_cache(root)
+    argv: list[str] = [*command, "-q", "-rfE", "--color=no", "--tb=short", "-o", f"cache_dir={cache}/pytest"]
+    if _asks_for_junit(root):
+        # The last --junitxml wins over the one in addopts, which would write into the read-only project.
+        argv.append(f"--junitxml={cache}/reports/junit.xml")
+        notes.append("the JUnit report the config asks for went to oct's cache folder, not the project")
+    if params.last_failed:
+        argv.append("--last-failed")
     if params.keyword:
         argv += ["-k", params.keyword]
     if params.marker:
         argv += ["-m", params.marker]
     if params.max_failures:
         argv.append(f"--maxfail={params.max_failures}")
-    if params.jobs and params.jobs > 1 and _has_xdist(pytest):
-        argv += ["-n", str(min(params.jobs, env.max_jobs))]
+    if params.jobs and params.jobs > 1:
+        if python is not None and _has_xdist(python):
+            argv += ["-n", str(min(params.jobs, env.max_jobs))]
+        else:
+            notes.append("ran serially: jobs needs pytest-xdist, which the project's environment lacks")
     argv += ["--", *params.paths] if params.paths else []
-    return CommandPlan(argv=tuple(argv), parse=_parse_pytest, long_running=True, progress=_pytest_progress)
+    return CommandPlan(
+        argv=tuple(argv),
+        parse=_parse_pytest(notes),
+        long_running=True,
+        progress=_pytest_progress,
+        # Plugins that write (coverage) write into the cache folder, not the read-only project.
+        tool_env=(("COVERAGE_FILE", f"{cache}/{_COVERAGE_FILE}"),),
+        project_cache=True,
+    )
+
+
+def how_it_runs(root: Path, tool: str) -> str | None:
+    """For `doctor`: the interpreter oct_test uses or the checker oct_typecheck picks, and why.
+
+    Raises:
+        ToolUnavailableError: The program the tool needs is missing.
+    """
+    if tool == TEST.name:
+        command, _, notes = _pytest_command(root)
+        return f"runs {' '.join(command)} ({notes[0].removeprefix('ran: ')})"
+    if tool == TYPECHECK.name:
+        _, program, notes = _choose_checker(root, TypecheckParams(), _pyproject_tool(root))
+        return f"runs {program} ({notes[0] if notes else 'no checker is configured'})"
+    return None
 
 
 def _spec(
@@ -551,6 +889,7 @@ def _spec(
     *,
     program: str,
     idempotent: bool = True,
+    preview: Any = None,
 ) -> ToolSpec:
     return ToolSpec(
         name=name,
@@ -560,6 +899,7 @@ def _spec(
         output=output,
         risk=risk,
         plan=plan,
+        preview=preview,
         idempotent=idempotent,
         program=program,
     )
@@ -590,6 +930,7 @@ FIX: Final = _spec(
     _plan_fix,
     idempotent=False,
     program="ruff",
+    preview=_preview_fix,
 )
 FORMAT: Final = _spec(
     "oct_format",
@@ -603,6 +944,7 @@ FORMAT: Final = _spec(
     _plan_format,
     idempotent=False,
     program="ruff",
+    preview=_preview_format,
 )
 TYPECHECK: Final = _spec(
     "oct_typecheck",

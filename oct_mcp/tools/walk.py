@@ -1,4 +1,6 @@
-"""Walking the project as git sees it: sorted, .gitignore respected, `.git` skipped, symlinks not followed."""
+"""Walking the project as its developer sees it: sorted, git's ignore rules (the user's global excludes
+file, .git/info/exclude, each .gitignore) respected, `.git` and environment folders skipped, symlinks
+not followed."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from typing import Annotated, Final
 import pathspec
 from pydantic import StringConstraints
 
+from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
+
 __all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "glob_matcher"]
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
+_SKIPPED: Final = ENVIRONMENT_FOLDERS | {".git"}
 
 Glob = Annotated[str, StringConstraints(min_length=1, max_length=GLOB_MAX_LENGTH, pattern=r"^[^\x00-\x1f]*$")]
 """A pattern in .gitignore syntax ('*.py', 'src/**/*.ts'), matched against paths relative to a folder."""
@@ -68,11 +73,14 @@ def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
 
 
 def _root_rules(root: Path, folder: Path) -> _IgnoreRules:
-    """The rules in force in `folder`: .git/info/exclude, then each .gitignore from the root down."""
+    """The rules in force in `folder`, lowest precedence first, as git orders them: the user's global
+    excludes file, .git/info/exclude, then each .gitignore from the root down."""
     rules = _IgnoreRules(())
-    exclude = _read_ignore_file(root / ".git" / "info" / "exclude")
-    if exclude is not None:
-        rules = _IgnoreRules(((_prefix(root), exclude),))
+    user_file = user_excludes_file()
+    for source in (user_file, root / ".git" / "info" / "exclude"):
+        spec = None if source is None else _read_ignore_file(source)
+        if spec is not None:
+            rules = _IgnoreRules((*rules.specs, (_prefix(root), spec)))
     current = root
     rules = rules.entering(root)
     for part in folder.relative_to(root).parts:
@@ -94,6 +102,9 @@ def _sorted_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
 @dataclass
 class ProjectWalk:
     """Files under a folder in sorted path order, skipping ignored paths and `.git`, never following symlinks.
+
+    Environment and cache folders (`.venv`, `node_modules`, `__pycache__`, ...) below `folder` are
+    skipped, ignored by git or not: a listing of them drowns the project. Starting in one lists it.
 
     Yields `(path, entry)` for every entry that is not a folder (files, symlinks, and the rest).
     Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
@@ -120,7 +131,7 @@ class ProjectWalk:
                 self.stopped_early = True
                 return
             is_dir = entry.is_dir(follow_symlinks=False)
-            if (is_dir and entry.name == ".git") or rules.ignores(entry.path, is_dir):
+            if (is_dir and entry.name in _SKIPPED) or rules.ignores(entry.path, is_dir):
                 continue
             path = Path(entry.path)
             if is_dir:

@@ -20,10 +20,12 @@ from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, ToolResult
 from oct_mcp.errors import ConsentUnavailableError, PolicyError
 from oct_mcp.middleware.safety import (
     CONFIRMATION_PREFIX,
+    SafetyDecision,
     SafetyGate,
     SafetySettings,
     _format_confirmation_request,
     configures_code,
+    shown_diff,
 )
 from oct_mcp.profiles import Profile
 from oct_mcp.spec import Risk
@@ -281,12 +283,14 @@ def _run(gate: SafetyGate, ctx: CallContext, call_next: RecordingNext) -> Any:
 def test_a_consent_for_one_set_of_arguments_never_lets_another_proceed(
     first: str, second: str, project: Path
 ) -> None:
-    digest = argument_digest(WriteFileParams(path="notes.txt", content=first).model_dump())
+    digest = argument_digest(WriteFileParams(path="notes.txt", content=first, dry_run=False).model_dump())
     consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True)
     call_next = RecordingNext()
 
     outcome = _run(
-        _gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, content=second), call_next
+        _gate(McpConfig()),
+        _write_call(project, ASKING_CLIENT, consent, content=second, dry_run=False),
+        call_next,
     )
 
     if first == second:
@@ -297,11 +301,11 @@ def test_a_consent_for_one_set_of_arguments_never_lets_another_proceed(
 
 
 def test_a_consent_for_another_tool_does_not_count(project: Path) -> None:
-    digest = argument_digest(WriteFileParams(path="notes.txt").model_dump())
+    digest = argument_digest(WriteFileParams(path="notes.txt", dry_run=False).model_dump())
     consent = Consent(tool="oct_other", digest=digest, approved=True)
     call_next = RecordingNext()
 
-    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent), call_next)
+    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, dry_run=False), call_next)
 
     assert isinstance(outcome, ConsentRequest)
     assert call_next.seen == []
@@ -450,3 +454,43 @@ def test_the_question_escapes_what_a_reader_cannot_see(path: str, shown: str) ->
 )
 def test_files_that_configure_code_are_flagged(path: str, flagged: bool) -> None:
     assert configures_code(path) is flagged
+
+
+@given(tool=tool_names, spec=specs | st.none(), args=arg_dicts, config=configs)
+def test_for_any_arguments_check_keeps_the_seeds_five_rules(
+    tool: str, spec: Any, args: dict[str, Any], config: McpConfig
+) -> None:
+    gate = _gate(config)
+
+    def decision(confirm: bool, **extra: Any) -> SafetyDecision:
+        return gate.check(tool, spec, {**args, **extra, "confirm": confirm})
+
+    destructive = spec is None or spec.risk is Risk.WRITE
+    if not destructive:
+        if config.auto_approve_read_tools:  # rule 1
+            assert decision(False) == SafetyDecision(True, False, False, decision(False).reason)
+        return
+    assert (decision(False).proceed, decision(False).requires_confirmation) == (False, True)  # rule 2
+    if tool == "oct_format":
+        assert (decision(True, apply=False).proceed, decision(True, apply=False).dry_run) == (True, True)  # 3
+        assert (decision(True, apply=True).proceed, decision(True, apply=True).dry_run) == (True, False)  # 4
+    else:
+        own = decision(True, dry_run=True)  # rule 5: the tool honours its own field
+        assert (own.proceed, own.requires_confirmation, own.dry_run) == (True, False, False)
+
+
+def test_a_question_shows_at_most_two_hundred_diff_lines_and_says_how_many_were_cut() -> None:
+    diff = "".join(f"+line {number}\n" for number in range(250))
+
+    shown = shown_diff(diff)
+
+    assert shown[:2] == ["+line 0", "+line 1"]
+    assert shown[199] == "+line 199"
+    assert shown[200:] == ["... the diff is cut here: 50 more of its 250 lines are not shown."]
+
+
+def test_a_question_escapes_in_the_diff_what_a_reader_cannot_see() -> None:
+    assert shown_diff('+if user == "admin\u202e":\n+\x1b[2J\tx\n') == [
+        '+if user == "admin\\u202e":',
+        "+\\u001b[2J\tx",
+    ]

@@ -127,10 +127,6 @@ def test_the_lockfile_diff_pages_to_the_end(big_project: Path, config_file: Path
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ruff's JSON for 3,000 problems passes the output limit: lint is to read its report from a file",
-)
 def test_lint_pages_through_3000_problems_and_summarises_them(big_project: Path, config_file: Path) -> None:
     diagnostics = every_page(big_project, config_file, "oct_lint", "diagnostics")
     summary = call(big_project, config_file, "oct_lint", {"summary": True})

@@ -495,6 +495,28 @@ def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> Non
     assert ([e.path for e in output.entries], output.count, output.truncated) == (["a", "b"], 3, True)
 
 
+def test_parse_status_pages_from_an_offset_past_its_entry_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from oct_mcp.tools import git as git_module
+
+    monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
+    output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1)
+
+    assert ([e.path for e in output.entries], output.count, output.next_offset, output.truncated) == (
+        ["b", "c"],
+        4,
+        3,
+        True,
+    )
+
+
+def test_status_from_an_offset_shows_the_entries_after_it(repo: Path, native_config: Path) -> None:
+    status = result(repo, native_config, "oct_git_status", {"offset": 1})
+
+    assert status.structured is not None
+    assert [entry["path"] for entry in status.structured["entries"]] == ["b.txt", "staged.py", "new.txt"]
+    assert (status.structured["next_offset"], status.structured["truncated"]) == (None, False)
+
+
 def test_parse_diff_keeps_the_counts_of_a_cut_output() -> None:
     stdout = b"1\t2\ta.py\x003\t0\t\x00old.py\x00new.py\x00\x00diff --git a/a.py b/a.py\n-x"
 

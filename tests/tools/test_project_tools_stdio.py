@@ -153,7 +153,7 @@ async def test_write_file_shows_the_diff_then_writes_with_consent(repo: Path, co
     assert written.structured_content is not None
     assert (written.structured_content["applied"], written.structured_content["action"]) == (True, "replace")
     assert (repo / "demo" / "core.py").read_text() == "x = 1\n"
-    assert human.asked == 2
+    assert human.asked == 1
 
 
 async def test_apply_patch_previews_applies_and_leaves_a_bad_patch_unapplied(
@@ -205,8 +205,8 @@ async def test_writes_to_protected_paths_are_refused(repo: Path, config_file: Pa
     assert written.is_error is True
     assert only_text(written).startswith("[policy] ")
     # The policy layer refuses oct_write_file's path before the human is asked; a patch's paths are
-    # inside its text, which only the tool reads: the human is asked, then the tool refuses.
-    assert human.asked == 1
+    # inside its text, which the tool's preview reads: refused before anyone is asked too.
+    assert human.asked == 0
     assert patched.is_error is True
     assert only_text(patched).startswith("[policy] ")
     assert "file 1 of the patch" in only_text(patched)
@@ -240,12 +240,12 @@ async def test_the_consent_question_shows_every_file_of_a_patch_where_it_lands(
     (shown,) = human.shown
     flag = " (configures code that runs later: check it)"
     listed = [
-        f"  conftest.py{flag}",
-        *(f"  demo/new_{number}.py" for number in range(2, 11)),
-        f"  .venv/pyvenv.cfg{flag}",
+        f"  conftest.py{flag}: create, +1 -0",
+        *(f"  demo/new_{number}.py: create, +1 -0" for number in range(2, 11)),
+        f"  .venv/pyvenv.cfg{flag}: create, +1 -0",
     ]
+    head = "oct_apply_patch (Apply a patch) asks to change 11 file(s) in the project."
     assert (
-        "\n".join(["2 of the files configure code that runs later; each is marked.", "Files (11):", *listed])
-        in shown
+        "\n".join([head, "2 of the files configure code that runs later; each is marked.", *listed]) in shown
     )
     assert not (repo / "conftest.py").exists()

@@ -1,0 +1,138 @@
+"""Who may call over HTTP: bearer tokens kept as hashes, OAuth 2.1 JWTs checked against the issuer's keys."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio.to_thread
+import jwt
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+
+from oct_mcp.config import TOKEN_HASH_PREFIX, McpConfig
+from oct_mcp.diagnostics import get_logger
+
+__all__ = [
+    "JWT_ALGORITHMS",
+    "HashedTokens",
+    "JwtVerifier",
+    "Verifiers",
+    "hash_token",
+    "new_token",
+    "token_verifier",
+]
+
+TOKEN_BYTES: Final = 32
+JWT_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA")
+"""Asymmetric only: a server that holds only public keys can never be made to accept an HMAC token."""
+_JWKS_CACHE_SECONDS: Final = 300
+_JWKS_TIMEOUT_SECONDS: Final = 5
+_log = get_logger(__name__)
+
+
+def new_token() -> str:
+    """A new bearer token: 256 random bits, URL-safe."""
+    return "oct_" + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def hash_token(token: str) -> str:
+    """What the config keeps of a token: its SHA-256, which a high-entropy token needs no slow hash for."""
+    return TOKEN_HASH_PREFIX + hashlib.sha256(token.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class HashedTokens:
+    """Bearer tokens named in the config by hash: the token's name is the client id."""
+
+    names_by_hash: Mapping[str, str]
+
+    @classmethod
+    def from_config(cls, tokens: Mapping[str, str]) -> HashedTokens:
+        return cls({digest: name for name, digest in tokens.items()})
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        digest = hash_token(token)
+        # The hash of a 256-bit token is what is looked up: a timing difference tells nothing usable.
+        name = self.names_by_hash.get(digest)
+        if name is None:
+            return None
+        return AccessToken(token=digest, client_id=name, scopes=[], subject=name)
+
+
+@dataclass(frozen=True, slots=True)
+class JwtVerifier:
+    """OAuth 2.1 access tokens (JWT) signed by `issuer` with a key from its JWKS, for `audience`.
+
+    Checks the signature, `iss`, `aud`, `exp` (required) and `nbf`; the client id is the token's
+    `client_id` (RFC 9068), else `azp`, else `sub`.
+    """
+
+    issuer: str
+    audience: str
+    jwks: jwt.PyJWKClient
+
+    @classmethod
+    def create(cls, issuer: str, audience: str, jwks_url: str) -> JwtVerifier:
+        client = jwt.PyJWKClient(jwks_url, lifespan=_JWKS_CACHE_SECONDS, timeout=_JWKS_TIMEOUT_SECONDS)
+        return cls(issuer=issuer, audience=audience, jwks=client)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            # The key fetch is blocking urllib (cached after the first): off the event loop.
+            key = await anyio.to_thread.run_sync(self.jwks.get_signing_key_from_jwt, token)
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key.key,
+                algorithms=list(JWT_ALGORITHMS),
+                audience=self.audience,
+                issuer=self.issuer,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWTError as exc:
+            _log.info("oauth_token_refused", problem=type(exc).__name__)
+            return None
+        client_id = next(
+            (claims[key] for key in ("client_id", "azp", "sub") if isinstance(claims.get(key), str)), None
+        )
+        if client_id is None:
+            _log.info("oauth_token_refused", problem="no client_id, azp or sub claim")
+            return None
+        scope = claims.get("scope")
+        return AccessToken(
+            token="jwt",  # noqa: S106 - a marker: the token itself is kept nowhere
+            client_id=client_id,
+            scopes=scope.split() if isinstance(scope, str) else [],
+            expires_at=int(claims["exp"]),
+            resource=self.audience,
+            subject=claims.get("sub") if isinstance(claims.get("sub"), str) else None,
+            claims={"iss": self.issuer},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Verifiers:
+    """The first verifier that accepts the token decides; none accepting is a refusal."""
+
+    verifiers: Sequence[TokenVerifier]
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        for verifier in self.verifiers:
+            access = await verifier.verify_token(token)
+            if access is not None:
+                return access
+        return None
+
+
+def token_verifier(config: McpConfig) -> Verifiers | None:
+    """The verifiers the config asks for, or None when HTTP calls are not authenticated."""
+    verifiers: list[TokenVerifier] = []
+    if config.http_tokens:
+        verifiers.append(HashedTokens.from_config(config.http_tokens))
+    if config.oauth_issuer is not None and config.oauth_audience is not None and config.oauth_jwks_url:
+        verifiers.append(
+            JwtVerifier.create(config.oauth_issuer, config.oauth_audience, config.oauth_jwks_url)
+        )
+    return Verifiers(tuple(verifiers)) if verifiers else None

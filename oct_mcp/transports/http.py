@@ -1,0 +1,299 @@
+"""Streamable HTTP: the SDK's ASGI app under uvicorn, behind Host/Origin checks, a body bound and auth."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+import anyio
+import uvicorn
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from mcp.server.request_state import RequestStateSecurity
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from oct_mcp.app import App
+from oct_mcp.config import McpConfig
+from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
+from oct_mcp.diagnostics import get_logger
+from oct_mcp.errors import ConfigError
+from oct_mcp.server import SERVER_NAME, build_server
+from oct_mcp.transports.auth import token_verifier
+
+__all__ = [
+    "CONSENT_KEY_VARIABLE",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "MCP_PATH",
+    "RequestGuard",
+    "build_http_app",
+    "check_bind",
+    "consent_sealing",
+    "is_loopback",
+    "serve_http",
+    "transport_security",
+]
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8765
+MCP_PATH: Final = "/mcp"
+CONSENT_KEY_VARIABLE: Final = "OCT_MCP_CONSENT_KEY"
+CONSENT_KEY_MIN_BYTES: Final = 32
+BODY_SECONDS: Final = 30.0
+"""A request body that has not fully arrived by then is cut (a slow client holds no worker for long)."""
+_KEEP_ALIVE_SECONDS: Final = 5
+_BACKLOG: Final = 2048
+_LOOPBACK_NAMES: Final = frozenset({"localhost"})
+# An issuer is compared as an exact string (RFC 8414): a path-less URL must not gain a slash.
+_URL: Final = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+_log = get_logger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server reachable from this machine only."""
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, config: McpConfig) -> None:
+    """Refuse a bind that would serve the network without authentication, or half-configured OAuth.
+
+    Raises:
+        ConfigError: The bind or the authentication settings are unsafe or incomplete.
+    """
+    oauth = (config.oauth_issuer, config.oauth_audience, config.oauth_jwks_url)
+    if any(value is not None for value in oauth) and not all(value is not None for value in oauth):
+        raise ConfigError(
+            "OAuth needs all of oauth_issuer, oauth_audience and oauth_jwks_url in the config; set the "
+            "missing ones or remove them all"
+        )
+    if not is_loopback(host) and not config.http_tokens and config.oauth_issuer is None:
+        raise ConfigError(
+            "refusing to serve HTTP on a non-loopback address without authentication: create a token "
+            "with `oct-mcp token create NAME` or configure oauth_issuer, oauth_audience and oauth_jwks_url"
+        )
+
+
+def transport_security(host: str, port: int, config: McpConfig) -> TransportSecuritySettings:
+    """The Host and Origin allowlist: loopback on this port, the bound address, and the config's origins."""
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    origins = [f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"]
+    if not is_loopback(host) and host not in ("0.0.0.0", "::"):  # noqa: S104 - names the wildcard, binds nothing
+        named = f"[{host}]" if ":" in host else host
+        hosts.append(f"{named}:{port}")
+    for origin in config.http_allowed_origins:
+        origins.append(origin)
+        # Behind a reverse proxy the Host header is the public name the origin names.
+        hosts.append(urlsplit(origin).netloc)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def consent_sealing(config: McpConfig, environ: Mapping[str, str]) -> RequestStateSecurity | None:
+    """The key that seals consent state, shared by every replica; None: one made for this process.
+
+    Raises:
+        ConfigError: The key file cannot be read, or the key is shorter than 32 bytes.
+    """
+    key: bytes | None = None
+    variable = environ.get(CONSENT_KEY_VARIABLE, "")
+    if variable:
+        key = variable.encode("utf-8")
+    elif config.consent_key_file is not None:
+        try:
+            key = Path(config.consent_key_file).expanduser().read_bytes().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"consent_key_file cannot be read ({type(exc).__name__}); make it readable by the server"
+            ) from exc
+    if key is None:
+        return None
+    if len(key) < CONSENT_KEY_MIN_BYTES:
+        raise ConfigError(
+            f"the consent sealing key must be at least {CONSENT_KEY_MIN_BYTES} bytes; make one with "
+            "`head -c 48 /dev/urandom | base64`"
+        )
+    return RequestStateSecurity(keys=[key], ttl=CONSENT_STATE_TTL_SECONDS)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestGuard:
+    """The outermost ASGI layer: Host/Origin first, then a deadline on the body, then refusals audited.
+
+    Host and Origin are checked before authentication, so a page on another origin learns nothing,
+    not even whether a token would be needed. Every refusal (403, 421, 401, 413, 408) is recorded
+    in the audit with what was refused, never a header's value.
+    """
+
+    app: ASGIApp
+    security: TransportSecurityMiddleware
+    audit: App
+    body_seconds: float
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = await self.security.validate_request(Request(scope), is_post=False)
+        if refused is not None:
+            await self._record_refusal(refused.status_code)
+            await refused(scope, receive, send)
+            return
+        status: list[int] = []
+        deadline = anyio.current_time() + self.body_seconds
+        cut = False
+
+        async def bounded_receive() -> Message:
+            nonlocal cut
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                return await receive()
+            cut = True
+            return {"type": "http.disconnect"}
+
+        async def watched_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+
+        await self.app(scope, bounded_receive if scope["method"] == "POST" else receive, watched_send)
+        if cut and not status:
+            status.append(408)
+            await Response("Request body too slow", status_code=408)(scope, receive, send)
+        if status and status[0] in (401, 403, 408, 413, 421):
+            await self._record_refusal(status[0])
+
+    async def _record_refusal(self, status: int) -> None:
+        sink = self.audit.audit
+        if sink is None:
+            return
+        await sink.record(
+            {
+                "call_id": os.urandom(16).hex(),
+                "profile": self.audit.profile.name,
+                "client": {"id": None, "transport": "http"},
+                "tool": None,
+                "outcome": "refused",
+                "code": _REFUSAL_CODES.get(status, "http_refused"),
+                "message": None,
+                "http_status": status,
+            }
+        )
+
+
+_REFUSAL_CODES: Final = {
+    401: "unauthenticated",
+    403: "forbidden",
+    408: "body_too_slow",
+    413: "body_too_large",
+    421: "host_refused",
+}
+
+
+def build_http_app(
+    app: App,
+    *,
+    host: str,
+    port: int,
+    environ: Mapping[str, str] | None = None,
+    body_seconds: float = BODY_SECONDS,
+) -> ASGIApp:
+    """The ASGI app: `/mcp` (both protocol eras), and RFC 9728 metadata when OAuth is configured.
+
+    Sessions serve the handshake era (a client stays on the replica that opened its session);
+    2026-07-28 requests are self-contained and go to any replica.
+
+    Raises:
+        ConfigError: An unsafe bind or incomplete authentication settings (see `check_bind`).
+    """
+    config = app.loaded.config
+    check_bind(host, config)
+    security = transport_security(host, port, config)
+    sealing = consent_sealing(config, os.environ if environ is None else environ)
+    if not config.rate_limit_storage.startswith("memory://"):
+        # Imported only here: the Redis client is an optional dependency.
+        from oct_mcp.transports.consents import SharedUsedConsents
+
+        app = replace(app, used_consents=SharedUsedConsents(config.rate_limit_storage))
+    server = build_server(app, transport="http", sealing=sealing)
+    manager = StreamableHTTPSessionManager(
+        app=server, security_settings=security, max_request_body_size=config.http_max_request_bytes
+    )
+    endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    verifier = token_verifier(config)
+    routes: list[Route] = []
+    middleware: list[Middleware] = []
+    if verifier is not None:
+        metadata_url = None
+        if config.oauth_audience is not None and config.oauth_issuer is not None:
+            resource = _URL.validate_python(config.oauth_audience)
+            metadata_url = build_resource_metadata_url(resource)
+            routes.extend(
+                create_protected_resource_routes(
+                    resource_url=resource,
+                    authorization_servers=[_URL.validate_python(config.oauth_issuer)],
+                    resource_name=SERVER_NAME,
+                )
+            )
+        endpoint = RequireAuthMiddleware(endpoint, [], metadata_url)
+        middleware = [
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(AuthContextMiddleware),
+        ]
+    routes.insert(0, Route(MCP_PATH, endpoint=endpoint))
+    starlette = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: manager.run())
+    return RequestGuard(starlette, TransportSecurityMiddleware(security), app, body_seconds)
+
+
+async def serve_http(app: App, host: str, port: int) -> None:
+    """Serve MCP over streamable HTTP on `host:port` until SIGTERM or SIGINT.
+
+    Port 0 takes a free port; the address served is printed on stderr either way.
+
+    Raises:
+        ConfigError: See `build_http_app`.
+        OSError: The address cannot be bound.
+    """
+    # Refused before anything is bound.
+    check_bind(host, app.loaded.config)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    # Listening before the address is announced: a client that connects at once waits in the backlog.
+    listener.listen(_BACKLOG)
+    bound = listener.getsockname()[1]
+    asgi = build_http_app(app, host=host, port=bound)
+    config = uvicorn.Config(
+        asgi,
+        log_level="warning",
+        lifespan="on",
+        timeout_keep_alive=_KEEP_ALIVE_SECONDS,
+        access_log=False,
+        server_header=False,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    print(f"oct-mcp: serving http://{shown}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
+    _log.info("serving", transport="http", host=host, port=bound, profile=app.profile.name)
+    await uvicorn.Server(config).serve(sockets=[listener])

@@ -1,0 +1,3 @@
+"""Fixture projects are data: their tests run only inside the tests that copy them."""
+
+collect_ignore = ["projects"]

@@ -1,0 +1,2 @@
+def name() -> str:
+    return 1

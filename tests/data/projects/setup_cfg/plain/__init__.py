@@ -1,0 +1,2 @@
+def count() -> int:
+    return "one"

@@ -1,0 +1,89 @@
+"""oct-mcp replicas over streamable HTTP, started as real subprocesses, and clients that reach them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from anyio.abc import Process
+from mcp.client.streamable_http import streamable_http_client
+
+SERVING_PREFIX = b"oct-mcp: serving "
+
+
+def write_config(path: Path, audit_log: Path, **fields: Any) -> Path:
+    """A config file with its own audit log and `fields`."""
+    path.write_text(json.dumps({"audit_log_path": str(audit_log), **fields}), encoding="utf-8")
+    return path
+
+
+@asynccontextmanager
+async def replica(
+    project: Path,
+    config: Path,
+    *,
+    host: str = "127.0.0.1",
+    environ: Mapping[str, str] | None = None,
+) -> AsyncIterator[str]:
+    """`oct-mcp serve --transport http --port 0`; yields its /mcp URL, stops it with SIGTERM after."""
+    argv = [sys.executable, "-m", "oct_mcp", "serve", "--transport", "http", "--host", host, "--port", "0"]
+    argv += ["--project-root", str(project), "--config", str(config)]
+    env = {**os.environ, **(environ or {})}
+    process = await anyio.open_process(argv, env=env, stdin=subprocess.DEVNULL, stdout=None)
+    try:
+        async with anyio.create_task_group() as tasks:
+            with anyio.fail_after(30):
+                url = await _served_url(process)
+            tasks.start_soon(_drain, process)
+            yield url
+            tasks.cancel_scope.cancel()
+    finally:
+        await stop(process)
+
+
+async def stop(process: Process) -> None:
+    if process.returncode is None:
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            await process.wait()
+
+
+async def _served_url(process: Process) -> str:
+    assert process.stderr is not None
+    seen = b""
+    async for chunk in process.stderr:
+        seen += chunk
+        for line in seen.splitlines():
+            if line.startswith(SERVING_PREFIX):
+                return line[len(SERVING_PREFIX) :].decode()
+    raise AssertionError(f"the replica ended without serving: {seen.decode(errors='replace')}")
+
+
+async def _drain(process: Process) -> None:
+    assert process.stderr is not None
+    async for _ in process.stderr:
+        pass
+
+
+@asynccontextmanager
+async def authorised(
+    url: str, token: str | None, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP transport to `url`, with a bearer token when given."""
+    sent = dict(headers or {})
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    async with (
+        httpx2.AsyncClient(headers=sent, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams

@@ -1,0 +1,253 @@
+"""The streamable HTTP transport, served by a real `oct-mcp serve --transport http` subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from clients import only_text
+from mcp import Client
+from replicas import authorised, replica, write_config
+
+from oct_mcp.tools import default_catalog
+
+pytestmark = pytest.mark.anyio
+
+ENVELOPE: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+LIST_TOOLS: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/list",
+    "params": {"_meta": ENVELOPE},
+}
+MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
+
+
+def audit_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize(("mode", "protocol"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_a_client_over_http_lists_reads_and_is_refused_outside_the_project_in_both_eras(
+    project: Path, tmp_path: Path, mode: Any, protocol: str
+) -> None:
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    with anyio.fail_after(60):
+        async with replica(project, config) as url, Client(url, mode=mode) as client:
+            negotiated = client.session.protocol_version
+            listed = await client.list_tools()
+            read = await client.call_tool("oct_read_file", {"path": "src/pkg/core.py"})
+            refused = await client.call_tool("oct_read_file", {"path": "../outside.txt"})
+
+    assert negotiated == protocol
+    assert [tool.name for tool in listed.tools] == list(default_catalog())
+    assert only_text(read) == "def answer() -> int:\n    return 42\n"
+    assert refused.is_error is True
+    assert only_text(refused).startswith("[path_refused]")
+    records = [r for r in audit_records(audit) if r.get("tool") == "oct_read_file"]
+    assert [(r["outcome"], r["client"]["transport"], r["client"]["id"]) for r in records] == [
+        ("ok", "http", "http"),
+        ("refused", "http", "http"),
+    ]
+
+
+async def test_a_request_from_an_unlisted_origin_gets_403_and_runs_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit, http_allowed_origins=["https://ok.example"])
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "oct_read_file", "arguments": {"path": "README.md"}, "_meta": ENVELOPE},
+    }
+    with anyio.fail_after(60):
+        async with replica(project, config) as url, httpx2.AsyncClient(timeout=30) as http:
+            evil = await http.post(
+                url, json=call, headers={**MODERN_HEADERS, "Origin": "https://evil.example"}
+            )
+            rebound = await http.post(url, json=call, headers={**MODERN_HEADERS, "Host": "evil.example"})
+            listed = await http.post(
+                url,
+                json=LIST_TOOLS,
+                headers={**MODERN_HEADERS, "Origin": "https://ok.example", "Mcp-Method": "tools/list"},
+            )
+
+    assert (evil.status_code, rebound.status_code, listed.status_code) == (403, 421, 200), listed.text
+    assert [(r["outcome"], r["code"], r["http_status"]) for r in audit_records(audit)] == [
+        ("refused", "forbidden", 403),
+        ("refused", "host_refused", 421),
+    ]
+
+
+async def test_an_oversized_body_gets_413_before_anything_runs(project: Path, tmp_path: Path) -> None:
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit, http_max_request_bytes=2048)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "oct_search", "arguments": {"pattern": "x" * 4096}, "_meta": ENVELOPE},
+    }
+    with anyio.fail_after(60):
+        async with replica(project, config) as url, httpx2.AsyncClient(timeout=30) as http:
+            response = await http.post(url, json=call, headers=MODERN_HEADERS)
+
+    assert response.status_code == 413
+    assert [(r["outcome"], r["code"]) for r in audit_records(audit)] == [("refused", "body_too_large")]
+
+
+def test_a_non_loopback_bind_without_authentication_refuses_to_start(project: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.json", tmp_path / "audit.log")
+    argv = [sys.executable, "-m", "oct_mcp", "serve", "--transport", "http", "--host", "0.0.0.0"]  # noqa: S104
+    argv += ["--port", "0", "--project-root", str(project), "--config", str(config)]
+    done = subprocess.run(argv, capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+
+    assert done.returncode == 2
+    assert b"without authentication" in done.stderr
+    assert b"serving" not in done.stderr
+
+
+def create_token(config: Path, name: str) -> str:
+    argv = [sys.executable, "-m", "oct_mcp", "token", "create", name, "--config", str(config)]
+    done = subprocess.run(argv, capture_output=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
+    return done.stdout.decode().strip()
+
+
+async def test_tokens_are_kept_as_hashes_and_each_is_a_client_for_the_rate_limit_and_the_audit(
+    project: Path, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit, rate_limit_per_minute=2)
+    ci, review = create_token(config, "ci"), create_token(config, "review")
+    stored = config.read_text(encoding="utf-8")
+    read = {"path": "README.md"}
+    with anyio.fail_after(60):
+        async with replica(project, config, host="::1") as url:
+            async with Client(authorised(url, ci)) as client:
+                first = await client.call_tool("oct_read_file", read)
+                second = await client.call_tool("oct_read_file", read)
+                third = await client.call_tool("oct_read_file", read)
+            async with Client(authorised(url, review)) as client:
+                other = await client.call_tool("oct_read_file", read)
+
+    assert ci not in stored
+    assert review not in stored
+    assert sorted(json.loads(stored)["http_tokens"]) == ["ci", "review"]
+    assert [first.is_error, second.is_error, other.is_error] == [False, False, False]
+    assert only_text(third).startswith("[rate_limited]")
+    records = [r for r in audit_records(audit) if r.get("tool") == "oct_read_file"]
+    assert [(r["client"]["id"], r["outcome"]) for r in records] == [
+        ("http:ci", "ok"),
+        ("http:ci", "ok"),
+        ("http:ci", "refused"),
+        ("http:review", "ok"),
+    ]
+
+
+@pytest.mark.parametrize("token", [None, "oct_not-a-token-anyone-made"])
+async def test_a_missing_or_bad_token_gets_401_with_www_authenticate_and_the_refusal_is_audited(
+    project: Path, tmp_path: Path, token: str | None
+) -> None:
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    create_token(config, "ci")
+    headers = {**MODERN_HEADERS, "Mcp-Method": "tools/list"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    with anyio.fail_after(60):
+        async with replica(project, config) as url, httpx2.AsyncClient(timeout=30) as http:
+            response = await http.post(url, json=LIST_TOOLS, headers=headers)
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+    assert [(r["outcome"], r["code"], r["http_status"]) for r in audit_records(audit)] == [
+        ("refused", "unauthenticated", 401)
+    ]
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_cut_with_408_and_the_app_never_sees_it(
+    project: Path, tmp_path: Path
+) -> None:
+    from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+
+    from oct_mcp.app import build_app
+    from oct_mcp.transports.http import RequestGuard
+
+    app = build_app(project, config_path=write_config(tmp_path / "config.json", tmp_path / "audit.log"))
+    bodies: list[bytes] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body"):
+            bodies.append(message["body"])
+
+    never = anyio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [(b"host", b"127.0.0.1:1")]}
+    settings = TransportSecuritySettings(allowed_hosts=["127.0.0.1:1"], allowed_origins=[])
+    guard = RequestGuard(inner, TransportSecurityMiddleware(settings), app, body_seconds=0.2)
+    try:
+        with anyio.fail_after(30):
+            await guard(scope, receive, send)
+    finally:
+        app.close()
+
+    assert bodies == []
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [408]
+    records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert [(r["code"], r["http_status"]) for r in records] == [("body_too_slow", 408)]
+
+
+def test_a_calls_param_headers_are_checked_against_the_listed_schema_without_listing_per_call(
+    project: Path, tmp_path: Path
+) -> None:
+    from oct_mcp.app import build_app
+    from oct_mcp.server import build_server
+
+    app = build_app(project, config_path=write_config(tmp_path / "config.json", tmp_path / "audit.log"))
+    try:
+        server = build_server(app, transport="http")
+    finally:
+        app.close()
+    lookup = server.get_tool_input_schema
+
+    assert lookup is not None
+    assert lookup("oct_read_file") == app.catalog["oct_read_file"].params.model_json_schema()
+    assert lookup("no_such_tool") is None
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_fastmcps_client_over_http_calls_with_a_token(project: Path, tmp_path: Path, mode: Any) -> None:
+    from fastmcp import Client as FastMCPClient
+
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    token = create_token(config, "fleet")
+    with anyio.fail_after(60):
+        async with replica(project, config) as url, FastMCPClient(url, auth=token, mode=mode) as client:
+            read = await client.call_tool("oct_read_file", {"path": "README.md"})
+
+    assert read.is_error is False
+    assert read.content[0].text.startswith("# Demo")  # type: ignore[union-attr]
+    (record,) = [r for r in audit_records(audit) if r.get("tool") == "oct_read_file"]
+    assert record["client"]["id"] == "http:fleet"
