@@ -19,6 +19,7 @@ __all__ = [
     "GitLayoutRefusedError",
     "InstallRefusedError",
     "InvalidArgumentsError",
+    "LineRangeError",
     "NotFoundError",
     "OctError",
     "OutputLimitError",
@@ -209,3 +210,9 @@ class ConfigError(OctError):
     """Bad configuration or profile, found at start-up."""
 
     code = "config"
+
+
+class LineRangeError(ExecutionError):
+    """A read's range starts past the file's last line."""
+
+    code = "out_of_range"

@@ -48,6 +48,7 @@ __all__ = [
     "build_server",
     "call_with_consent",
     "client_info",
+    "compact_schema",
     "consent_from_retry",
     "elicit_consent",
     "input_required",
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 SERVER_NAME: Final = "oct-mcp"
+MAX_RESULT_META_KEY: Final = "anthropic/maxResultSizeChars"
 CONSENT_INPUT_KEY: Final = "oct_consent"
 _STDIN_CHUNK: Final = 65_536
 MAX_MESSAGE_BYTES: Final = 64 * 1_048_576
@@ -91,10 +93,30 @@ def _tool_listing(spec: ToolSpec) -> types.Tool:
         name=spec.name,
         title=spec.title,
         description=spec.description,
-        input_schema=spec.params.model_json_schema(),
-        output_schema=spec.output.model_json_schema() if spec.output is not None else None,
+        input_schema=compact_schema(spec.params.model_json_schema()),
+        output_schema=compact_schema(spec.output.model_json_schema()) if spec.output is not None else None,
         annotations=types.ToolAnnotations.model_validate(spec.annotations),
+        # Claude Code saves a larger result to a file and shows the model its path instead.
+        meta={MAX_RESULT_META_KEY: spec.max_result_chars} if spec.max_result_chars is not None else None,
     )
+
+
+def compact_schema(schema: Any) -> Any:
+    """A JSON schema without pydantic's generated titles, which repeat each property's name.
+
+    tools/list is in every turn of a model's context; the titles are a fifth of it.
+    """
+    if isinstance(schema, dict):
+        # A "title" whose value is a string is a schema's title; under "properties" a field named
+        # title maps to a schema, and stays.
+        return {
+            key: compact_schema(value)
+            for key, value in schema.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    return schema
 
 
 def client_info(ctx: RequestFacts, transport: str, client_id: str | None = None) -> ClientInfo:

@@ -163,6 +163,9 @@ class ToolSpec:
     """The paths a call would change that are no path field (a patch names its files inside), for
     the question a human answers before a write; given the validated arguments, may raise."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
+    max_result_chars: int | None = None
+    """Declared to hosts (`anthropic/maxResultSizeChars`) where a legitimate result passes the
+    default budget."""
 
     @cached_property
     def path_fields(self) -> frozenset[str]:

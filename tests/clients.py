@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -29,3 +30,11 @@ def only_text(result: types.CallToolResult) -> str:
     (content,) = result.content
     assert isinstance(content, types.TextContent)
     return content.text
+
+
+def model_view(result: types.CallToolResult) -> str:
+    """What Claude Code, Codex, Copilot CLI and OpenCode pass the model: the structured content as
+    JSON when there is some (the text dropped), else the text items."""
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))

@@ -20,7 +20,7 @@ from oct_mcp.context import CallContext, ConsentRequest, Outcome
 from oct_mcp.middleware import REGISTRY
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.profiles import Profile
-from oct_mcp.server import build_server, to_call_tool_result
+from oct_mcp.server import build_server, compact_schema, to_call_tool_result
 from oct_mcp.tools import default_catalog
 
 pytestmark = pytest.mark.anyio
@@ -61,10 +61,10 @@ async def test_read_file_returns_text_and_structured_content(app: App, mode: Any
     assert only_text(result) == "line 3\nline 4\n"
     assert result.structured_content == {
         "path": "README.md",
+        "text": "line 3\nline 4\n",
         "start_line": 3,
         "end_line": 4,
         "total_lines": 4,
-        "size_bytes": 22,
     }
 
 
@@ -222,3 +222,16 @@ async def test_strict_caps_the_rate_limit(project: Path, config_file: Path) -> N
 
     assert [r.is_error for r in results] == [False] * 20 + [True]
     assert only_text(results[-1]).startswith("[rate_limited] rate limited: at most 20 calls per minute")
+
+
+def test_listed_schemas_leave_out_generated_titles_and_keep_a_field_named_title() -> None:
+    schema = {
+        "title": "Model",
+        "properties": {"title": {"title": "Title", "type": "string"}, "n": {"title": "N", "type": "integer"}},
+        "$defs": {"Inner": {"title": "Inner", "anyOf": [{"title": "A", "type": "string"}]}},
+    }
+
+    assert compact_schema(schema) == {
+        "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
+        "$defs": {"Inner": {"anyOf": [{"type": "string"}]}},
+    }

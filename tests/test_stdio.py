@@ -77,9 +77,10 @@ async def test_the_server_exits_cleanly_when_the_client_closes_stdin(
 
 
 async def test_an_answer_larger_than_the_pipe_arrives_whole(project: Path, config_file: Path) -> None:
-    # 900 KB of text: the writer meets a full pipe (64 KiB) many times and waits for the client.
+    # 90 KB of text, sent as text and as structured content: the writer meets a full pipe
+    # (64 KiB) several times and waits for the client.
     line = "".join(chr(0x41 + index % 26) for index in range(99)) + "\n"
-    text = line * 9_000
+    text = line * 900
     (project / "big.txt").write_text(text)
 
     with anyio.fail_after(60):
@@ -89,6 +90,8 @@ async def test_an_answer_larger_than_the_pipe_arrives_whole(project: Path, confi
 
     assert read.is_error is False
     assert only_text(read) == text
+    assert read.structured_content is not None
+    assert read.structured_content["text"] == text
     assert only_text(after) == "def answer() -> int:\n    return 42\n"
 
 

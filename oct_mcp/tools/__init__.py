@@ -8,7 +8,7 @@ from types import MappingProxyType
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
 from oct_mcp.tools.edit_strings import EDIT
-from oct_mcp.tools.files import LIST_FILES, READ_FILE
+from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
@@ -21,6 +21,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
     """Every tool this server offers, by name, in the order tools/list shows them."""
     specs = (
         READ_FILE,
+        READ_FILES,
         LIST_FILES,
         SEARCH,
         GIT_STATUS,

@@ -11,13 +11,30 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
-from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
+from oct_mcp.errors import (
+    BinaryFileError,
+    FileTooLargeError,
+    LineRangeError,
+    NotFoundError,
+    OctError,
+    PathRefusedError,
+)
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
-__all__ = ["LIST_FILES", "READ_FILE", "count_lines", "list_files", "read_file", "split_lines"]
+__all__ = [
+    "LIST_FILES",
+    "READ_FILE",
+    "READ_FILES",
+    "count_lines",
+    "list_files",
+    "read_file",
+    "read_files",
+    "split_lines",
+]
 
 # Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
 BINARY_SNIFF_BYTES: Final = 8_192
@@ -27,6 +44,10 @@ LINE_RANGE_SCAN_LIMIT: Final = 64 * 1_048_576
 # worker thread and back that it saves (measured: 128 KiB in 60 us as ASCII, 96 us as mixed UTF-8;
 # 1 KiB in 20 us; the hop, 80 to 90 us).
 INLINE_READ_BYTES: Final = 131_072
+# A read's text may pass the default budget: a whole file is what a read is for. 100,000 characters
+# is about 25,000 tokens (chars/4), Claude Code's default cap on an MCP result; declared to the host.
+READ_RESULT_MAX_CHARS: Final = 100_000
+READ_FILES_MAX: Final = 50
 LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
@@ -41,20 +62,39 @@ class ReadFileParams(_Params):
     path: ProjectPath = Field(description="File to read, relative to the project root.")
     start_line: int | None = Field(default=None, ge=1, description="First line to return (1-based).")
     end_line: int | None = Field(default=None, ge=1, description="Last line to return (inclusive).")
+    tail: int | None = Field(
+        default=None, ge=1, description="Only the last this many lines (not with start_line or end_line)."
+    )
+    line_numbers: bool = Field(default=False, description="Prefix each line with its number, as cat -n.")
+    max_chars: int = Field(
+        default=READ_RESULT_MAX_CHARS,
+        ge=MODEL_VIEW_MIN,
+        le=READ_RESULT_MAX_CHARS,
+        description="Most characters of text; past it the read ends at a whole line and says where to go on.",
+    )
 
     @model_validator(mode="after")
     def _range_is_ordered(self) -> ReadFileParams:
         if self.start_line is not None and self.end_line is not None and self.end_line < self.start_line:
             raise ValueError("end_line must not be before start_line")
+        if self.tail is not None and (self.start_line is not None or self.end_line is not None):
+            raise ValueError("tail cannot be combined with start_line or end_line")
         return self
+
+    @property
+    def wants_range(self) -> bool:
+        return self.start_line is not None or self.end_line is not None or self.tail is not None
 
 
 class ReadFileOutput(BaseModel):
     path: str
+    text: str
+    """The lines read, as one string (with `cat -n` numbers when asked)."""
     start_line: int
     end_line: int
     total_lines: int
-    size_bytes: int
+    next_start_line: int | None = None
+    """Set when the read stopped at max_chars: the start_line that reads on."""
 
 
 def split_lines(text: str) -> list[str]:
@@ -82,7 +122,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     fd, resolved = workspace.open_contained_file(params.path)
     try:
         size = os.fstat(fd).st_size
-        wants_range = params.start_line is not None or params.end_line is not None
+        wants_range = params.wants_range
         limit = LINE_RANGE_SCAN_LIMIT if wants_range else max_output_bytes
         if size > limit:
             hint = "" if wants_range else "; read part of it with start_line and end_line"
@@ -100,29 +140,117 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     except UnicodeDecodeError:
         raise BinaryFileError("the file is not UTF-8 text") from None
     total = count_lines(text)
-    first = params.start_line or 1
+    first = max(1, total - params.tail + 1) if params.tail is not None else params.start_line or 1
+    if first > total and total > 0:
+        raise LineRangeError(f"the range starts past the end: the file has {total} lines")
     last = min(params.end_line or total, total)
+    whole_fits = (
+        not params.wants_range and not params.line_numbers and json_size(text) - 2 <= params.max_chars
+    )
+    # The whole file that fits: its lines counted, not split and joined again.
+    lines = [] if whole_fits else split_lines(text)
+    # Cut at a whole line where the lines' JSON would pass max_chars (what a host shows the model).
+    room = params.max_chars
+    cut = None
+    for number in range(first, 0 if whole_fits else last + 1):
+        room -= (
+            json_size(_numbered(number, lines[number - 1]) if params.line_numbers else lines[number - 1]) - 2
+        )
+        if room < 0:
+            cut = number
+            break
+    if cut == first:
+        raise FileTooLargeError(
+            "one line of the range is longer than max_chars; the file is not line-oriented"
+        )
+    if cut is not None:
+        last = cut - 1
     redactions = 0
-    if not wants_range:
-        # The whole file: its lines counted, not split and joined again.
+    if first == 1 and last == total:
         selected = text
-    elif first > total:
-        selected = ""
     else:
-        lines = split_lines(text)
         start = sum(map(len, lines[: first - 1]))
         end = start + sum(map(len, lines[first - 1 : last]))
         # The range alone may not show its secrets (a key's body without its BEGIN line): they
         # are masked as the whole file shows them; the redactor still sees the range.
         (selected,), redactions = redact_excerpts(text, [(start, end)])
+    if params.line_numbers:
+        selected = "".join(_numbered(n, line) for n, line in enumerate(split_lines(selected), first))
     output = ReadFileOutput(
         path=workspace.relative(resolved),
+        text=selected,
         start_line=first,
         end_line=max(last, first - 1),
         total_lines=total,
-        size_bytes=len(data),
+        next_start_line=cut,
     )
-    return ToolResult(text=selected, structured=output.model_dump(), redactions=redactions)
+    shown = selected
+    if cut is not None:
+        shown += f"\n[oct-mcp: stopped at line {last} of {total} (max_chars); read on with start_line={cut}]"
+    return ToolResult(
+        text=shown,
+        structured=output.model_dump(exclude_none=True),
+        redactions=redactions,
+        truncated=cut is not None,
+    )
+
+
+def _numbered(number: int, line: str) -> str:
+    return f"{number:>6}\t{line}"
+
+
+class ReadFilesParams(_Params):
+    paths: list[ProjectPath] = Field(
+        min_length=1, max_length=READ_FILES_MAX, description="Files to read, relative to the project root."
+    )
+    line_numbers: bool = Field(default=False, description="Prefix each line with its number, as cat -n.")
+    max_chars: int = Field(
+        default=READ_RESULT_MAX_CHARS,
+        ge=MODEL_VIEW_MIN,
+        le=READ_RESULT_MAX_CHARS,
+        description="Most characters of text in all; past it a file is cut at a whole line, the rest unread.",
+    )
+
+
+class UnreadFile(BaseModel):
+    path: str
+    problem: str
+    """Why it was not read: `[code] message`, as a failed oct_read_file says."""
+
+
+class ReadFilesOutput(BaseModel):
+    files: list[ReadFileOutput]
+    unread: list[UnreadFile] = Field(default_factory=list)
+
+
+def read_files(workspace: Workspace, params: ReadFilesParams, max_output_bytes: int) -> ToolResult:
+    """Read several files whole, in the order given, under one budget; a file that cannot be read
+    is named with its problem and the others are still read."""
+    files: list[ReadFileOutput] = []
+    unread: list[UnreadFile] = []
+    texts: list[str] = []
+    room = params.max_chars
+    redactions = 0
+    for path in params.paths:
+        if room < MODEL_VIEW_MIN:
+            unread.append(
+                UnreadFile(path=path, problem="[file_too_large] past max_chars: read it on its own")
+            )
+            continue
+        one = ReadFileParams(path=path, line_numbers=params.line_numbers, max_chars=room)
+        try:
+            result = read_file(workspace, one, max_output_bytes)
+        except OctError as exc:
+            unread.append(UnreadFile(path=path, problem=f"[{exc.code}] {exc}"))
+            continue
+        output = ReadFileOutput.model_validate(result.structured)
+        room -= json_size(output.model_dump(exclude_none=True))
+        redactions += result.redactions
+        files.append(output)
+        texts.append(f"==> {quote_name(output.path)} <==\n{result.text}")
+    texts += [f"==> {quote_name(u.path)} <== not read: {u.problem}" for u in unread]
+    structured = ReadFilesOutput(files=files, unread=unread).model_dump(exclude_none=True)
+    return ToolResult(text="\n".join(texts), structured=structured, redactions=redactions)
 
 
 class ListFilesParams(_Params):
@@ -132,6 +260,8 @@ class ListFilesParams(_Params):
         description="Only paths matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
     )
     max_results: int = Field(default=LIST_FILES_DEFAULT, ge=1, le=LIST_FILES_MAX)
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
 
 
 class ListedFile(BaseModel):
@@ -143,8 +273,10 @@ class ListedFile(BaseModel):
 class ListFilesOutput(BaseModel):
     folder: str
     files: list[ListedFile]
-    count: int
     truncated: bool
+    """More files follow (listed with next_offset), or the walk stopped at its entry limit."""
+    next_offset: int | None = None
+    """The offset that lists the files after these."""
 
 
 def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
@@ -165,7 +297,9 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         raise PathRefusedError("the path is a file, not a folder")
     matcher = glob_matcher(params.glob)
     files: list[ListedFile] = []
-    truncated = False
+    more = False
+    skipped = 0
+    room = params.max_chars - ENVELOPE_RESERVE
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
     for path, entry in walk:
         if matcher is not None and not matcher.match_file(path.relative_to(folder).as_posix()):
@@ -177,20 +311,28 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         is_link = stat.S_ISLNK(info.st_mode)
         if not is_link and not stat.S_ISREG(info.st_mode):
             continue
-        if len(files) == params.max_results:
-            truncated = True
-            break
+        if skipped < params.offset:
+            skipped += 1
+            continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        files.append(ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size))
-    truncated = truncated or walk.stopped_early
+        listed = ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size)
+        room -= json_size(listed.model_dump()) + 1
+        if len(files) == params.max_results or room < 0:
+            more = True
+            break
+        files.append(listed)
+    next_offset = params.offset + len(files) if more else None
+    truncated = more or walk.stopped_early
     # A name with a newline would start a line of its own: such names are quoted.
     text = "\n".join(quote_name(f.path) for f in files)
-    if truncated:
+    if next_offset is not None:
+        text += f"\n[oct-mcp: {len(files)} files shown, more follow: list them with offset={next_offset}]"
+    elif walk.stopped_early:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"
     output = ListFilesOutput(
-        folder=workspace.relative(folder), files=files, count=len(files), truncated=truncated
+        folder=workspace.relative(folder), files=files, truncated=truncated, next_offset=next_offset
     )
-    return ToolResult(text=text, structured=output.model_dump(), truncated=truncated)
+    return ToolResult(text=text, structured=output.model_dump(exclude_none=True), truncated=truncated)
 
 
 def _plan_read_file(params: ReadFileParams, env: ToolEnv) -> InProcessPlan:
@@ -210,6 +352,10 @@ def _is_small_file(workspace: Workspace, path: str) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size <= INLINE_READ_BYTES
 
 
+def _plan_read_files(params: ReadFilesParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(partial(read_files, env.workspace, params, env.max_output_bytes))
+
+
 def _plan_list_files(params: ListFilesParams, env: ToolEnv) -> InProcessPlan:
     return InProcessPlan(partial(list_files, env.workspace, params))
 
@@ -218,14 +364,30 @@ READ_FILE: Final = ToolSpec(
     name="oct_read_file",
     title="Read a project file",
     description=(
-        "Read a UTF-8 text file of the project, whole or from start_line to end_line (1-based, inclusive). "
-        "Binary files and whole files over the server's size limit are refused; read large files by range. "
-        "Secrets are masked as [REDACTED:<kind>], in a range as the whole file shows them."
+        "Read a UTF-8 text file of the project, whole, from start_line to end_line (1-based, inclusive), "
+        "or its last `tail` lines. A read past max_chars stops at a whole line and gives next_start_line. "
+        "Binary files are refused. Secrets are masked as [REDACTED:<kind>], as the whole file shows them."
     ),
     params=ReadFileParams,
     output=ReadFileOutput,
     risk=Risk.READ,
     plan=_plan_read_file,
+    max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
+)
+
+READ_FILES: Final = ToolSpec(
+    name="oct_read_files",
+    title="Read several project files",
+    description=(
+        "Read several UTF-8 text files of the project whole, in one call, under one size budget. "
+        "A file that cannot be read is named with its problem; the others are still read. "
+        "Secrets are masked as [REDACTED:<kind>]."
+    ),
+    params=ReadFilesParams,
+    output=ReadFilesOutput,
+    risk=Risk.READ,
+    plan=_plan_read_files,
+    max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
 )
 
 LIST_FILES: Final = ToolSpec(
@@ -233,7 +395,8 @@ LIST_FILES: Final = ToolSpec(
     title="List project files",
     description=(
         "List the files under a project folder (the root by default), in sorted order, skipping what "
-        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; at most max_results."
+        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; a cut listing gives "
+        "next_offset for the rest."
     ),
     params=ListFilesParams,
     output=ListFilesOutput,

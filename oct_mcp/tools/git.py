@@ -27,6 +27,7 @@ from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRe
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
+from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -364,13 +365,8 @@ def _decode(raw: bytes) -> str:
 
 class GitStatusParams(_Params):
     path: ProjectPath | None = Field(default=None, description="Only changes under this file or folder.")
-    offset: int = Field(default=0, ge=0, le=10_000_000, description="Skip this many entries (paging).")
-    limit: int = Field(
-        default=STATUS_MAX_ENTRIES,
-        ge=1,
-        le=STATUS_MAX_ENTRIES,
-        description="Return at most this many entries.",
-    )
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
 
 
 class StatusEntry(BaseModel):
@@ -393,16 +389,16 @@ class StatusOutput(BaseModel):
     stashes: int
     entries: list[StatusEntry]
     count: int
+    """Entries in all, on every page."""
     truncated: bool
     clean: bool
-    offset: int = 0
-    """The index of the first entry shown, of all `count`."""
+    next_offset: int | None = None
+    """The offset that shows the entries after these."""
 
 
-def parse_status(stdout: bytes, offset: int = 0, limit: int | None = None) -> StatusOutput:
-    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, entries from `offset` on
-    (at most `limit`, STATUS_MAX_ENTRIES when None)."""
-    limit = STATUS_MAX_ENTRIES if limit is None else min(limit, STATUS_MAX_ENTRIES)
+def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
+    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, at most
+    STATUS_MAX_ENTRIES entries from entry `offset` on, `count` of all of them."""
     tokens = stdout.split(b"\0")
     branch: str | None = None
     commit: str | None = None
@@ -451,7 +447,7 @@ def parse_status(stdout: bytes, offset: int = 0, limit: int | None = None) -> St
         if entry is None:
             continue
         count += 1
-        if count > offset and len(entries) < limit:
+        if count > offset and len(entries) < STATUS_MAX_ENTRIES:
             entries.append(entry)
     return StatusOutput(
         branch=branch,
@@ -462,9 +458,9 @@ def parse_status(stdout: bytes, offset: int = 0, limit: int | None = None) -> St
         stashes=stashes,
         entries=entries,
         count=count,
-        truncated=count > len(entries),
+        truncated=count > offset + len(entries),
         clean=count == 0,
-        offset=offset,
+        next_offset=offset + len(entries) if count > offset + len(entries) else None,
     )
 
 
@@ -482,24 +478,28 @@ def _status_text(output: StatusOutput) -> str:
         lines.append(f"{entry.xy.replace('.', ' ')} {moved}{entry.path}")
     if output.clean:
         lines.append("nothing to commit, working tree clean")
-    if output.truncated:
-        end = output.offset + len(output.entries)
-        more = f"; offset={end} for the next" if end < output.count else ""
+    if output.next_offset is not None:
         lines.append(
-            f"[oct-mcp: {output.count} entries, {output.offset + 1}-{end} shown; narrow with path{more}]"
-            if output.entries
-            else f"[oct-mcp: {output.count} entries, none from offset {output.offset}]"
+            f"[oct-mcp: {output.count} entries, {len(output.entries)} shown; "
+            f"the rest with offset={output.next_offset}, or narrow with path]"
         )
+    elif not output.entries and output.count:
+        lines.append(f"[oct-mcp: {output.count} entries, none past this offset]")
     if output.stashes:
         lines.append(f"{output.stashes} stash(es)")
     return "\n".join(lines)
 
 
-def _parse_status_run(params: GitStatusParams) -> Callable[[RunResult], ToolResult]:
+def _status_parser(params: GitStatusParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return _git_failed(run)
-        output = parse_status(run.stdout, params.offset, params.limit)
+        output = parse_status(run.stdout, params.offset)
+        entries, cut = take_within(output.entries, params.max_chars)
+        if cut:
+            output = output.model_copy(
+                update={"entries": entries, "next_offset": params.offset + len(entries), "truncated": True}
+            )
         return ToolResult(
             text=_status_text(output), structured=output.model_dump(), truncated=output.truncated
         )
@@ -519,7 +519,7 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         "--ignore-submodules=dirty",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _parse_status_run(params), user_excludes=True)
+    return _git_plan(env, arguments, _status_parser(params), user_excludes=True)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------
@@ -531,6 +531,11 @@ class GitDiffParams(_Params):
     )
     path: ProjectPath | None = Field(default=None, description="Only changes under this file or folder.")
     context_lines: int = Field(default=3, ge=0, le=DIFF_CONTEXT_MAX, description="Lines of context per hunk.")
+    stat: bool = Field(default=False, description="Only the changed files and their line counts, no patch.")
+    offset: int = Field(
+        default=0, ge=0, le=10_000_000, description="Patch lines to skip: a cut result's next_offset."
+    )
+    max_chars: int = BudgetField()
 
 
 class DiffFile(BaseModel):
@@ -549,8 +554,12 @@ class DiffOutput(BaseModel):
     added: int
     removed: int
     diff: str
-    """The unified diff, cut at 512 KiB."""
+    """The unified diff (this page of it), cut at 512 KiB; empty with stat."""
     diff_cut: bool
+    next_offset: int | None = None
+    """The offset that shows the patch lines after these."""
+    files_omitted: int = 0
+    """Changed files past the budget, not listed: narrow with path."""
 
 
 def parse_diff(stdout: bytes, *, staged: bool, truncated: bool) -> DiffOutput:
@@ -609,19 +618,39 @@ def _diff_text(output: DiffOutput) -> str:
         counts = "binary" if f.binary else f"+{f.added} -{f.removed}"
         moved = f"{f.original_path} -> " if f.original_path is not None else ""
         lines.append(f"  {moved}{f.path} ({counts})")
-    lines.append("")
-    lines.append(output.diff)
-    if output.diff_cut:
+    if output.files_omitted:
+        lines.append(f"  [oct-mcp: {output.files_omitted} more file(s); narrow with path]")
+    if output.diff:
+        lines.append("")
+        lines.append(output.diff)
+    if output.next_offset is not None:
+        lines.append(f"[oct-mcp: the diff goes on; the rest with offset={output.next_offset}]")
+    elif output.diff_cut:
         lines.append("[oct-mcp: the diff was cut; narrow it with path]")
     return "\n".join(lines)
 
 
-def _diff_parser(staged: bool) -> Callable[[RunResult], ToolResult]:
+def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return _git_failed(run)
-        output = parse_diff(run.stdout, staged=staged, truncated=run.truncated)
-        return ToolResult(text=_diff_text(output), structured=output.model_dump(), truncated=output.diff_cut)
+        output = parse_diff(run.stdout, staged=params.staged, truncated=run.truncated)
+        # The file list takes at most half the budget; the patch page, the rest.
+        files, cut = take_within(output.files, params.max_chars // 2)
+        room = params.max_chars - json_size([f.model_dump() for f in files])
+        patch, next_offset = (
+            ("", None) if params.stat else cut_lines(output.diff, params.offset, room, _HUNK_STARTS)
+        )
+        output = output.model_copy(
+            update={
+                "files": files,
+                "files_omitted": len(output.files) - len(files) if cut else 0,
+                "diff": patch,
+                "next_offset": next_offset,
+            }
+        )
+        truncated = output.diff_cut or next_offset is not None or cut
+        return ToolResult(text=_diff_text(output), structured=output.model_dump(), truncated=truncated)
 
     return parse
 
@@ -645,7 +674,7 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         f"--unified={params.context_lines}",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _diff_parser(params.staged))
+    return _git_plan(env, arguments, _diff_parser(params))
 
 
 # -- oct_git_log ---------------------------------------------------------------------------------
@@ -654,6 +683,8 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
 class GitLogParams(_Params):
     max_count: int = Field(default=LOG_DEFAULT, ge=1, le=LOG_MAX, description="Most commits, newest first.")
     path: ProjectPath | None = Field(default=None, description="Only commits that touch this file or folder.")
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
 
 
 class Commit(BaseModel):
@@ -667,10 +698,13 @@ class Commit(BaseModel):
 
 class LogOutput(BaseModel):
     commits: list[Commit]
-    count: int
+    next_offset: int | None = None
+    """The offset that shows the older commits after these (max_count or the budget was reached)."""
 
 
 _LOG_FIELDS: Final = 5
+# Where a diff page may end: before a file's header or a hunk's.
+_HUNK_STARTS: Final = ("diff --git ", "@@ ")
 
 
 def parse_log(stdout: bytes) -> LogOutput:
@@ -680,31 +714,44 @@ def parse_log(stdout: bytes) -> LogOutput:
         Commit(sha=sha, author=author, email=email, date=date, subject=subject)
         for sha, author, email, date, subject in zip(*[iter(tokens)] * _LOG_FIELDS, strict=False)
     ]
-    return LogOutput(commits=commits, count=len(commits))
+    return LogOutput(commits=commits)
 
 
-def _parse_log_run(run: RunResult) -> ToolResult:
-    if run.exit_code != 0:
-        if b"does not have any commits yet" in run.stderr:
-            empty = LogOutput(commits=[], count=0)
-            return ToolResult(text="no commits yet", structured=empty.model_dump())
-        return _git_failed(run)
-    output = parse_log(run.stdout)
-    lines = [f"{c.sha[:12]} {c.date} {c.author}: {c.subject}" for c in output.commits]
-    return ToolResult(text="\n".join(lines) or "no commits", structured=output.model_dump())
+def _log_parser(params: GitLogParams) -> Callable[[RunResult], ToolResult]:
+    def parse(run: RunResult) -> ToolResult:
+        if run.exit_code != 0:
+            if b"does not have any commits yet" in run.stderr:
+                return ToolResult(
+                    text="no commits yet", structured=LogOutput(commits=[]).model_dump(exclude_none=True)
+                )
+            return _git_failed(run)
+        # One commit past max_count was asked for: it tells whether more follow.
+        every = parse_log(run.stdout).commits
+        commits, cut = take_within(every[: params.max_count], params.max_chars)
+        more = cut or len(every) > params.max_count
+        output = LogOutput(commits=commits, next_offset=params.offset + len(commits) if more else None)
+        lines = [f"{c.sha[:12]} {c.date} {c.author}: {c.subject}" for c in output.commits]
+        if output.next_offset is not None:
+            lines.append(f"[oct-mcp: older commits follow: offset={output.next_offset}]")
+        return ToolResult(
+            text="\n".join(lines) or "no commits", structured=output.model_dump(exclude_none=True)
+        )
+
+    return parse
 
 
 def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
     arguments = (
         "log",
         "-z",
-        f"--max-count={params.max_count}",
+        f"--max-count={params.max_count + 1}",
+        f"--skip={params.offset}",
         "--format=%H%x00%an%x00%ae%x00%aI%x00%s",
         "--no-show-signature",
         "--no-color",
         *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _parse_log_run)
+    return _git_plan(env, arguments, _log_parser(params))
 
 
 _DEFANGED: Final = (
@@ -716,10 +763,10 @@ GIT_STATUS: Final = ToolSpec(
     name="oct_git_status",
     title="Git status",
     description=(
-        "Show the git status of the project: branch, commit, upstream with ahead/behind counts, stashes, "
-        "and each changed, staged, renamed, unmerged or untracked file with git's two-letter XY code "
-        "(index, work tree; '.' unchanged, '??' untracked). Optionally only under a path. Prefer it to "
-        f"`git status` in a shell: structured, no approval needed. {_DEFANGED}"
+        "Show the git status: branch, commit, upstream with ahead/behind, stashes, and each changed, "
+        "staged, renamed, unmerged or untracked file with git's XY code (index, work tree; '.' unchanged, "
+        "'??' untracked). Optionally only under a path; a cut result gives next_offset for the rest. "
+        f"Prefer it to `git status` in a shell. {_DEFANGED}"
     ),
     params=GitStatusParams,
     output=StatusOutput,
@@ -731,10 +778,10 @@ GIT_DIFF: Final = ToolSpec(
     name="oct_git_diff",
     title="Git diff",
     description=(
-        "Show uncommitted changes as a unified diff: the work tree against the index, or with staged=true "
-        "what is staged for the next commit. Returns each file's added and removed line counts (renames "
-        "and binary files marked) and the diff text (cut at 512 KiB). Optionally only under a path; "
-        f"context_lines sets the context. Prefer it to `git diff` in a shell. {_DEFANGED}"
+        "Show uncommitted changes: the work tree against the index, or with staged=true what is staged. "
+        "Returns each file's added and removed line counts and the unified diff (stat=true: the counts "
+        "only). Optionally only under a path; a cut diff gives next_offset for the rest. Prefer it to "
+        f"`git diff` in a shell. {_DEFANGED}"
     ),
     params=GitDiffParams,
     output=DiffOutput,
@@ -746,9 +793,9 @@ GIT_LOG: Final = ToolSpec(
     name="oct_git_log",
     title="Git log",
     description=(
-        "List the latest commits of the current branch, newest first: sha, author, email, ISO 8601 date "
-        "and subject; at most max_count (default 20, up to 200); optionally only commits touching a "
-        f"path. Prefer it to `git log` in a shell. {_DEFANGED}"
+        "List the commits of the current branch, newest first: sha, author, email, ISO 8601 date and "
+        "subject; max_count a page (default 20), next_offset for older ones; optionally only commits "
+        f"touching a path. Prefer it to `git log` in a shell. {_DEFANGED}"
     ),
     params=GitLogParams,
     output=LogOutput,

@@ -23,12 +23,21 @@ from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, di
 from oct_mcp.spec import CommandPlan, InProcessPlan, Plan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
+from oct_mcp.tools.results import (
+    MODEL_VIEW_BUDGET,
+    MODEL_VIEW_MIN,
+    BudgetField,
+    OffsetField,
+    json_size,
+    page,
+    take_within,
+)
 from oct_mcp.workspace import Workspace
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]
 
 MAX_PATHS: Final = 64
-MAX_DIAGNOSTICS: Final = 500
+SUMMARY_FIRST: Final = 10
 # Files whose change oct_format and oct_fix report; past this many, the report says "and more".
 _SNAPSHOT_LIMIT: Final = 20_000
 _SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
@@ -81,16 +90,20 @@ def _warnings(run: RunResult) -> list[str]:
 # -- oct_lint ----------------------------------------------------------------------------------
 
 
-class LintParams(_Params):
+class _PagedParams(_Params):
+    summary: bool = Field(
+        default=False, description=f"Counts per rule and only the first {SUMMARY_FIRST} diagnostics."
+    )
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
+
+
+class LintParams(_PagedParams):
     paths: list[ProjectPath] = Field(
         default_factory=list, max_length=MAX_PATHS, description="Files or folders; all by default."
     )
     select: list[RuleCode] = Field(
         default_factory=list, max_length=64, description="Only these rule codes or prefixes."
-    )
-    offset: int = Field(default=0, ge=0, le=10_000_000, description="Skip this many problems (paging).")
-    limit: int = Field(
-        default=MAX_DIAGNOSTICS, ge=1, le=MAX_DIAGNOSTICS, description="Return at most this many problems."
     )
 
 
@@ -107,13 +120,14 @@ class Diagnostic(BaseModel):
 class DiagnosticsOutput(BaseModel):
     tool: str
     count: int
+    """Diagnostics in all, on every page."""
     fixable: int
+    by_rule: dict[str, int]
+    """Diagnostics per rule or error code, over all of them, most frequent first."""
     diagnostics: list[Diagnostic]
     truncated: bool
-    by_code: dict[str, int] = Field(default_factory=dict)
-    """How many problems each rule or error code has, over all of them, not only those shown."""
-    offset: int = 0
-    """The index of the first problem shown; `offset + len(diagnostics)` is where the next page starts."""
+    next_offset: int | None = None
+    """The offset that shows the diagnostics after these."""
     warnings: list[str] = Field(default_factory=list)
     """What the tool warned about on stderr."""
     notes: list[str] = Field(default_factory=list)
@@ -123,39 +137,40 @@ class DiagnosticsOutput(BaseModel):
 def _diagnostics_result(
     tool: str,
     diagnostics: list[Diagnostic],
+    paging: _PagedParams,
     *,
-    offset: int = 0,
-    limit: int = MAX_DIAGNOSTICS,
     warnings: list[str] | None = None,
     notes: list[str] | None = None,
 ) -> ToolResult:
-    shown = diagnostics[offset : offset + limit]
     fixable = sum(d.fixable for d in diagnostics)
-    by_code = dict(Counter(d.code for d in diagnostics).most_common())
+    by_rule = dict(Counter(d.code for d in diagnostics).most_common())
+    # The rule counts, warnings and notes come first in the budget; the diagnostics get what is left.
+    room = paging.max_chars - json_size([by_rule, warnings or [], notes or []])
+    listed = diagnostics[: paging.offset + SUMMARY_FIRST] if paging.summary else diagnostics
+    shown, next_offset = page(listed, paging.offset, max(room, MODEL_VIEW_MIN))
     lines = [f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}" for d in shown]
     summary = f"{len(diagnostics)} problem(s)" + (f", {fixable} fixable with oct_fix" if fixable else "")
-    if len(by_code) > 1:
-        summary += "; by code: " + ", ".join(f"{code} {count}" for code, count in list(by_code.items())[:30])
-    if len(shown) < len(diagnostics):
-        end = offset + len(shown)
-        summary += f"; showing {offset + 1 if shown else offset}-{end}"
-        if end < len(diagnostics):
-            summary += f", call again with offset={end} for more"
+    if diagnostics and (paging.summary or len(by_rule) > 1):
+        summary += "; by rule: " + ", ".join(f"{code} {n}" for code, n in list(by_rule.items())[:30])
+    if next_offset is not None:
+        summary += f"; {len(shown)} shown, the rest with offset={next_offset}"
     if not diagnostics:
         summary = "no problems found"
     output = DiagnosticsOutput(
         tool=tool,
         count=len(diagnostics),
         fixable=fixable,
+        by_rule=by_rule,
         diagnostics=shown,
-        truncated=len(shown) < len(diagnostics),
-        by_code=by_code,
-        offset=offset,
+        truncated=paging.offset + len(shown) < len(diagnostics),
+        next_offset=next_offset,
         warnings=warnings or [],
         notes=notes or [],
     )
+    structured = output.model_dump()
+    structured["diagnostics"] = [d.model_dump(exclude_defaults=True) for d in shown]
     extra = [*(notes or []), *(warnings or [])]
-    return ToolResult(text="\n".join([*lines, summary, *extra]), structured=output.model_dump())
+    return ToolResult(text="\n".join([*lines, summary, *extra]), structured=structured)
 
 
 def _parse_ruff_check(root: Path, params: LintParams) -> Callable[[RunResult], ToolResult]:
@@ -189,9 +204,7 @@ def _parse_ruff_check(root: Path, params: LintParams) -> Callable[[RunResult], T
             for item in raw
             if isinstance(item, dict)
         ]
-        return _diagnostics_result(
-            "ruff", diagnostics, offset=params.offset, limit=params.limit, warnings=_warnings(run)
-        )
+        return _diagnostics_result("ruff", diagnostics, params, warnings=_warnings(run))
 
     return parse
 
@@ -420,7 +433,7 @@ def _file_diffs(diff: str) -> Iterator[tuple[str, str]]:
 # -- oct_typecheck -----------------------------------------------------------------------------
 
 
-class TypecheckParams(_Params):
+class TypecheckParams(_PagedParams):
     paths: list[ProjectPath] = Field(
         default_factory=list,
         max_length=MAX_PATHS,
@@ -537,7 +550,7 @@ def _choose_checker(root: Path, params: TypecheckParams, tool: dict[str, Any]) -
     return "mypy", find_program(root, "pyright" if pyright_configured else "mypy"), []
 
 
-def _parse_mypy(root: Path, notes: list[str]) -> Callable[[RunResult], ToolResult]:
+def _parse_mypy(root: Path, paging: _PagedParams, notes: list[str]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         diagnostics: list[Diagnostic] = []
         for line in run.stdout.decode(errors="replace").splitlines():
@@ -558,14 +571,13 @@ def _parse_mypy(root: Path, notes: list[str]) -> Callable[[RunResult], ToolResul
                 )
         if run.exit_code not in (0, 1) or (run.exit_code == 1 and not diagnostics):
             return _tool_failed("mypy", run)
-        return _diagnostics_result(
-            "mypy", [d for d in diagnostics if d.severity != "note"], warnings=_warnings(run), notes=notes
-        )
+        errors = [d for d in diagnostics if d.severity != "note"]
+        return _diagnostics_result("mypy", errors, paging, warnings=_warnings(run), notes=notes)
 
     return parse
 
 
-def _parse_pyright(root: Path, notes: list[str]) -> Callable[[RunResult], ToolResult]:
+def _parse_pyright(root: Path, paging: _PagedParams, notes: list[str]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         try:
             report = json.loads(run.stdout or b"{}")
@@ -585,7 +597,7 @@ def _parse_pyright(root: Path, notes: list[str]) -> Callable[[RunResult], ToolRe
         ]
         if run.exit_code not in (0, 1):
             return _tool_failed("pyright", run)
-        return _diagnostics_result("pyright", diagnostics, notes=notes)
+        return _diagnostics_result("pyright", diagnostics, paging, notes=notes)
 
     return parse
 
@@ -598,7 +610,7 @@ def _plan_typecheck(params: TypecheckParams, env: ToolEnv) -> CommandPlan:
         targets = ["--", *params.paths] if params.paths else []
         return CommandPlan(
             argv=(str(program), "--outputjson", *targets),
-            parse=_parse_pyright(root, notes),
+            parse=_parse_pyright(root, params, notes),
             project_cache=True,
         )
     config = _mypy_config(root, tool) or {}
@@ -612,7 +624,7 @@ def _plan_typecheck(params: TypecheckParams, env: ToolEnv) -> CommandPlan:
         targets = ["--", *found]
         notes.append(f"checked: {', '.join(found)} (the mypy config names no files; pass paths to choose)")
     argv = (str(program), "--output", "json", "--no-color-output", "--no-error-summary", *targets)
-    return CommandPlan(argv=argv, parse=_parse_mypy(root, notes), project_cache=True)
+    return CommandPlan(argv=argv, parse=_parse_mypy(root, params, notes), project_cache=True)
 
 
 # -- oct_test ----------------------------------------------------------------------------------
@@ -645,7 +657,7 @@ class TestFailure(BaseModel):
     message: str
     """The whole assertion or exception message (pytest's `E` lines), up to 4,000 characters."""
     traceback: str = ""
-    """The end of the failure's report (--tb=short), up to 4,000 characters."""
+    """The rest of the failure's report (--tb=short: frames, captured output), its last 4,000 characters."""
 
 
 class TestOutput(BaseModel):
@@ -655,6 +667,8 @@ class TestOutput(BaseModel):
     skipped: int
     duration_seconds: float | None
     failures: list[TestFailure]
+    failures_omitted: int = 0
+    """Failures past the result's budget, counted and not shown: run fewer tests to see them."""
     exit_code: int | None
     notes: list[str] = Field(default_factory=list)
     """How oct ran the tests (which interpreter, serial instead of parallel), and why."""
@@ -668,7 +682,6 @@ _SHORT_SUMMARY: Final = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 _PROGRESS: Final = re.compile(rb"\[\s*(\d{1,3})%\]\s*$")
 _BANNER: Final = re.compile(r"^=+ (.+?) =+$")
 _SECTION: Final = re.compile(r"^_+ (.+?) _+$")
-_MAX_FAILURES_SHOWN: Final = 200
 _COVERAGE_FILE: Final = "coverage/.coverage"
 
 
@@ -699,10 +712,20 @@ def _failure_sections(lines: list[str]) -> dict[str, list[list[str]]]:
     return sections
 
 
+def _is_raised(line: str) -> bool:
+    return line.startswith("E ") or line == "E"
+
+
 def _message(section: list[str], fallback: str) -> str:
-    raised = [line[1:] for line in section if line.startswith("E ") or line == "E"]
+    raised = [line[1:] for line in section if _is_raised(line)]
     text = textwrap.dedent("\n".join(raised)).strip() if raised else fallback
     return text[:_MESSAGE_CHARS]
+
+
+def _traceback(section: list[str]) -> str:
+    """The report without its `E` lines, which the message already carries; the end, where the failing
+    line is, kept."""
+    return "\n".join(line for line in section if not _is_raised(line)).strip()[-_TAIL_CHARS:]
 
 
 def _failures(lines: list[str]) -> list[TestFailure]:
@@ -710,7 +733,7 @@ def _failures(lines: list[str]) -> list[TestFailure]:
     taken = {"failed": 0, "error": 0}
     failures: list[TestFailure] = []
     for found in map(_SHORT_SUMMARY.match, lines):
-        if found is None or len(failures) >= _MAX_FAILURES_SHOWN:
+        if found is None:
             continue
         kind: Literal["failed", "error"] = "failed" if found.group(1) == "FAILED" else "error"
         # The sections and the short summary both list the reports in the order pytest kept them.
@@ -722,7 +745,7 @@ def _failures(lines: list[str]) -> list[TestFailure]:
                 node_id=found.group(2),
                 kind=kind,
                 message=_message(section, found.group(3) or ""),
-                traceback="\n".join(section).strip()[-_TAIL_CHARS:],
+                traceback=_traceback(section),
             )
         )
     return failures
@@ -755,14 +778,17 @@ def _parse_pytest(notes: list[str]) -> Callable[[RunResult], ToolResult]:
                 "pytest could not run the tests (the end of its output says why); fix that, or run "
                 "`python -m pytest` in a terminal in the project to compare",
             )
+        every = _failures(lines)
+        failures, _ = take_within(every, MODEL_VIEW_BUDGET)
         output = TestOutput(
             **counts,
             duration_seconds=duration,
-            failures=_failures(lines),
+            failures=failures,
+            failures_omitted=len(every) - len(failures),
             exit_code=run.exit_code,
             notes=notes,
         )
-        body = text[-60_000:]
+        body = text[-MODEL_VIEW_BUDGET:]
         return ToolResult(text="\n".join([*notes, body]) if notes else body, structured=output.model_dump())
 
     return parse

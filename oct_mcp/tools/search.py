@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -26,6 +27,7 @@ from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -33,6 +35,7 @@ __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
 
 PATTERN_MAX_LENGTH: Final = 1_000
 SEARCH_DEFAULT: Final = 200
+CONTEXT_MAX: Final = 20
 SEARCH_MAX: Final = 2_000
 # Characters of a matching line returned; a longer line is cut to a window around the match.
 LINE_TEXT_MAX: Final = 400
@@ -65,6 +68,14 @@ class SearchParams(BaseModel):
         description="Only files matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
     )
     max_results: int = Field(default=SEARCH_DEFAULT, ge=1, le=SEARCH_MAX, description="Most matching lines.")
+    mode: Literal["lines", "files", "count"] = Field(
+        default="lines",
+        description="lines: each matching line; files: the paths only; count: lines per file.",
+    )
+    before: int = Field(default=0, ge=0, le=CONTEXT_MAX, description="Lines of context before each match.")
+    after: int = Field(default=0, ge=0, le=CONTEXT_MAX, description="Lines of context after each match.")
+    offset: int = OffsetField()
+    max_chars: int = BudgetField()
 
     @model_validator(mode="after")
     def _pattern_compiles(self) -> SearchParams:
@@ -82,11 +93,23 @@ class SearchMatch(BaseModel):
     """The line, without its line break; a window around the match when the line is long."""
     line_cut: bool = False
     """The line was longer than the text returned."""
+    before: list[str] = Field(default_factory=list)
+    """Lines above, nearest last (with the before option)."""
+    after: list[str] = Field(default_factory=list)
+    """Lines below, nearest first (with the after option)."""
+
+
+class FileCount(BaseModel):
+    path: str
+    count: int
+    """Matching lines in the file."""
 
 
 class SearchOutput(BaseModel):
-    matches: list[SearchMatch]
-    count: int
+    matches: list[SearchMatch] = Field(default_factory=list)
+    """In lines mode."""
+    files: list[FileCount] = Field(default_factory=list)
+    """In files and count modes (count left out in files mode)."""
     files_searched: int
     files_with_matches: int
     files_skipped: int
@@ -95,6 +118,8 @@ class SearchOutput(BaseModel):
     """Stopped at max_results: more lines may match."""
     stopped_early: bool
     """The walk stopped at its entry or time limit: files were left unsearched."""
+    next_offset: int | None = None
+    """Set when more follow: the offset that returns the next matching lines (files, in those modes)."""
 
 
 def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> Any:
@@ -126,14 +151,27 @@ def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> Any:
 class _Search:
     workspace: Workspace
     pattern: Any
-    max_results: int
+    params: SearchParams
     deadline: float
     matches: list[SearchMatch] = field(default_factory=list)
+    files: list[FileCount] = field(default_factory=list)
     files_searched: int = 0
     files_with_matches: int = 0
     files_skipped: int = 0
+    passed: int = 0
+    """Entries (matching lines, or files in files and count modes) skipped for the offset."""
     truncated: bool = False
+    """More entries follow this page."""
     redactions: int = 0
+    room: int = 0
+
+    def __post_init__(self) -> None:
+        self.room = self.params.max_chars - ENVELOPE_RESERVE
+
+    def _full(self, entries: int) -> bool:
+        if entries == self.params.max_results or self.room < 0:
+            self.truncated = True
+        return self.truncated
 
     def file(self, path: Path) -> None:
         data = self._read(path)
@@ -141,30 +179,50 @@ class _Search:
             self.files_skipped += 1
             return
         self.files_searched += 1
-        before = len(self.matches)
-        excerpts = self._scan(self.workspace.relative(path), data)
-        if len(self.matches) > before:
+        relative = self.workspace.relative(path)
+        if self.params.mode != "lines":
+            lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files")
+            count = sum(1 for _ in lines)
+            if not count:
+                return
             self.files_with_matches += 1
-            self._redact_in_context(data, before, excerpts)
+            if self.passed < self.params.offset:
+                self.passed += 1
+            elif not self._full(len(self.files)):
+                entry = FileCount(path=relative, count=count)
+                self.room -= json_size(_dump(entry, self.params.mode)) + 1
+                self.files.append(entry)
+            return
+        seen = self.passed + len(self.matches)
+        excerpts = self._scan(relative, data)
+        if self.passed + len(self.matches) > seen or self.truncated:
+            self.files_with_matches += 1
+        if excerpts:
+            self._redact_in_context(data, excerpts)
 
-    def _redact_in_context(self, data: bytes, first: int, excerpts: list[tuple[int, int, int]]) -> None:
-        """Mask the secrets in this file's matches as the whole file shows them.
+    def _redact_in_context(self, data: bytes, excerpts: list[_Excerpt]) -> None:
+        """Mask the secrets in this file's matches and context as the whole file shows them.
 
         A line alone may not show its secret: a line of a private key's body, without the BEGIN
-        line above it. `excerpts` holds each match's (line number, start, end) in its line.
+        line above it.
         """
         text = data.decode("utf-8", errors="replace")
+        excerpts.sort(key=lambda excerpt: (excerpt.line, excerpt.start))
         offsets: list[tuple[int, int]] = []
         line, position = 1, 0
-        for number, start, end in excerpts:
-            while line < number:
+        for excerpt in excerpts:
+            while line < excerpt.line:
                 position = text.index("\n", position) + 1
                 line += 1
-            offsets.append((position + start, position + end))
+            offsets.append((position + excerpt.start, position + excerpt.end))
         pieces, masked = redact_excerpts(text, offsets)
-        for index, piece in enumerate(pieces, first):
-            if piece != self.matches[index].text:
-                self.matches[index] = self.matches[index].model_copy(update={"text": piece})
+        for excerpt, piece in zip(excerpts, pieces, strict=True):
+            match = self.matches[excerpt.match]
+            if excerpt.slot is None:
+                if piece != match.text:
+                    self.matches[excerpt.match] = match.model_copy(update={"text": piece})
+            else:
+                getattr(match, excerpt.slot[0])[excerpt.slot[1]] = piece
         self.redactions += masked
 
     def _read(self, path: Path) -> bytes | None:
@@ -183,31 +241,92 @@ class _Search:
             return None
         return data
 
-    def _scan(self, relative: str, data: bytes) -> list[tuple[int, int, int]]:
-        """Append the file's matching lines; returns each one's (line number, start, end) in its line."""
-        excerpts: list[tuple[int, int, int]] = []
-        position, line, counted_to = 0, 1, 0
-        while True:
-            found = self.pattern.search(data, position)
-            # An empty match after the last line break is no line at all.
-            if found is None or (found.start() == len(data) and (not data or data.endswith(b"\n"))):
+    def _scan(self, relative: str, data: bytes) -> list[_Excerpt]:
+        """Append the file's matching lines on this page; returns where each piece of text came from."""
+        excerpts: list[_Excerpt] = []
+        for line, line_start, line_end, start in _matching_lines(self.pattern, data):
+            if self.passed < self.params.offset:
+                self.passed += 1
+                continue
+            if self._full(len(self.matches)):
                 return excerpts
-            if len(self.matches) == self.max_results:
-                self.truncated = True
-                return excerpts
-            start = found.start()
-            line_start = data.rfind(b"\n", 0, start) + 1
-            line_end = data.find(b"\n", start)
-            line_end = len(data) if line_end == -1 else line_end
-            line += data.count(b"\n", counted_to, line_start)
-            counted_to = line_start
             match, cut_at = _match(relative, line, data[line_start:line_end], data[line_start:start])
+            index = len(self.matches)
+            excerpts.append(_Excerpt(line, cut_at, cut_at + len(match.text), index, None))
+            above, below = _context(data, line_start, line_end, self.params.before, self.params.after)
+            for slot, (offset, raw) in enumerate(above):
+                match.before.append(_context_text(raw))
+                excerpts.append(_Excerpt(line - offset, 0, len(match.before[-1]), index, ("before", slot)))
+            for slot, (offset, raw) in enumerate(below):
+                match.after.append(_context_text(raw))
+                excerpts.append(_Excerpt(line + offset, 0, len(match.after[-1]), index, ("after", slot)))
+            self.room -= json_size(match.model_dump(exclude_defaults=True)) + 1
             self.matches.append(match)
-            excerpts.append((line, cut_at, cut_at + len(match.text)))
-            # One result per line, as grep gives: go on after this line.
-            position = line_end + 1
-            if position > len(data):
-                return excerpts
+        return excerpts
+
+
+@dataclass(frozen=True, slots=True)
+class _Excerpt:
+    """A piece of a result's text: its line, its span in the line, and where it sits in the result."""
+
+    line: int
+    start: int
+    end: int
+    match: int
+    slot: tuple[str, int] | None
+    """None for the matching line; ("before" or "after", index) for a line of context."""
+
+
+def _matching_lines(
+    pattern: Any, data: bytes, *, first_only: bool = False
+) -> Iterator[tuple[int, int, int, int]]:
+    """(line number, line start, line end, match start) of each line with a match, one per line."""
+    position, line, counted_to = 0, 1, 0
+    while True:
+        found = pattern.search(data, position)
+        # An empty match after the last line break is no line at all.
+        if found is None or (found.start() == len(data) and (not data or data.endswith(b"\n"))):
+            return
+        start = found.start()
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", start)
+        line_end = len(data) if line_end == -1 else line_end
+        line += data.count(b"\n", counted_to, line_start)
+        counted_to = line_start
+        yield line, line_start, line_end, start
+        # One result per line, as grep gives: go on after this line.
+        position = line_end + 1
+        if first_only or position > len(data):
+            return
+
+
+def _context(
+    data: bytes, line_start: int, line_end: int, before: int, after: int
+) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """The lines around one, each with its distance from it: above nearest last, below nearest first."""
+    above: list[tuple[int, bytes]] = []
+    position = line_start
+    while len(above) < before and position > 0:
+        previous = data.rfind(b"\n", 0, position - 1) + 1
+        above.append((len(above) + 1, data[previous : position - 1]))
+        position = previous
+    above.reverse()
+    below: list[tuple[int, bytes]] = []
+    position = line_end
+    while len(below) < after and position + 1 < len(data):
+        end = data.find(b"\n", position + 1)
+        end = len(data) if end == -1 else end
+        below.append((len(below) + 1, data[position + 1 : end]))
+        position = end
+    return above, below
+
+
+def _context_text(raw: bytes) -> str:
+    return raw.removesuffix(b"\r").decode("utf-8", errors="replace")[:LINE_TEXT_MAX]
+
+
+def _dump(entry: FileCount, mode: str) -> dict[str, Any]:
+    return {"path": entry.path} if mode == "files" else entry.model_dump()
 
 
 def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> tuple[SearchMatch, int]:
@@ -236,7 +355,7 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         raise PathRefusedError("the path cannot be opened") from exc
     deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
     pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
-    run = _Search(workspace, pattern, params.max_results, deadline)
+    run = _Search(workspace, pattern, params, deadline)
     stopped_early = False
     if stat.S_ISDIR(info.st_mode):
         matcher = glob_matcher(params.glob)
@@ -252,33 +371,52 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         stopped_early = walk.stopped_early
     else:
         run.file(start)
+    # Masking may lengthen a line: the page is measured again as it goes out.
+    matches, cut = take_within(run.matches, params.max_chars)
+    shown = len(matches) + len(run.files)
+    more = run.truncated or cut
     output = SearchOutput(
-        matches=run.matches,
-        count=len(run.matches),
+        matches=matches,
+        files=run.files,
         files_searched=run.files_searched,
         files_with_matches=run.files_with_matches,
         files_skipped=run.files_skipped,
-        truncated=run.truncated,
+        truncated=more,
         stopped_early=stopped_early,
+        next_offset=params.offset + shown if more else None,
     )
+    structured = output.model_dump(exclude_defaults=True)
+    if params.mode == "lines":
+        structured["matches"] = structured.get("matches", [])
+    else:
+        structured["files"] = [_dump(f, params.mode) for f in run.files]
     return ToolResult(
-        text=_text(output),
-        structured=output.model_dump(),
-        truncated=run.truncated or stopped_early,
+        text=_text(output, params.mode),
+        structured=structured,
+        truncated=more or stopped_early,
         redactions=run.redactions,
     )
 
 
-def _text(output: SearchOutput) -> str:
-    lines = [f"{quote_name(m.path)}:{m.line}:{m.text}" for m in output.matches]
-    if output.count:
-        summary = f"{output.count} matching line(s) in {output.files_with_matches} file(s)"
+def _text(output: SearchOutput, mode: str) -> str:
+    lines: list[str] = []
+    for m in output.matches:
+        name = quote_name(m.path)
+        lines += [f"{name}-{m.line - len(m.before) + i}-{t}" for i, t in enumerate(m.before)]
+        lines.append(f"{name}:{m.line}:{m.text}")
+        lines += [f"{name}-{m.line + 1 + i}-{t}" for i, t in enumerate(m.after)]
+    for f in output.files:
+        lines.append(quote_name(f.path) if mode == "files" else f"{quote_name(f.path)}:{f.count}")
+    if output.files_with_matches:
+        summary = (
+            f"{len(output.matches) + len(output.files)} shown; {output.files_with_matches} file(s) match"
+        )
     else:
         summary = f"no matches in {output.files_searched} file(s) searched"
     if output.files_skipped:
         summary += f"; {output.files_skipped} binary, oversized or unreadable file(s) skipped"
-    if output.truncated:
-        summary += f"; stopped at max_results={output.count}, more lines may match: narrow path or glob"
+    if output.next_offset is not None:
+        summary += f"; more follow: call again with offset={output.next_offset}, or narrow path or glob"
     if output.stopped_early:
         summary += "; the search hit its time or size limit before every file was searched"
     return "\n".join([*lines, f"[oct-mcp: {summary}]"])
@@ -292,13 +430,12 @@ SEARCH: Final = ToolSpec(
     name="oct_search",
     title="Search project files",
     description=(
-        "Search the project's text files for a string (or, with regex=true, an RE2 regular expression: "
-        "ripgrep's syntax) and return each matching line as path, line number, column and text, in path "
-        "order. Skips what .gitignore ignores, .git, binary files and files over 4 MiB; does not follow "
-        "symlinks. Narrow it with path (a folder or one file) and glob ('*.py', 'src/**/*.ts'); "
-        "case_sensitive=false ignores case; at most max_results lines (default 200). Prefer it to grep or "
-        "rg in a shell: read-only, no approval needed, structured results. Secrets in a matching line "
-        "are masked as [REDACTED:<kind>], as the whole file shows them."
+        "Search the project's text files for a string, or with regex=true an RE2 expression (ripgrep's "
+        "syntax), in path order, skipping what .gitignore ignores, .git, binary files and files over "
+        "4 MiB. mode: lines (path, line, column, text; before/after add context lines), files (paths) or "
+        "count (lines per file). Narrow with path and glob. A cut result gives next_offset: pass it as "
+        "offset for the rest. Prefer it to grep or rg in a shell. Secrets are masked as [REDACTED:<kind>], "
+        "as the whole file shows them."
     ),
     params=SearchParams,
     output=SearchOutput,

@@ -36,13 +36,15 @@ def glob_matcher(glob: str | None) -> pathspec.GitIgnoreSpec | None:
 class _IgnoreRules:
     """The .gitignore files that apply in one folder, outermost first, each with its own base."""
 
-    specs: tuple[tuple[Path, pathspec.GitIgnoreSpec], ...]
+    specs: tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
+    """Each file's folder as a string prefix ending in `/`, and its rules."""
 
-    def ignores(self, path: Path, is_dir: bool) -> bool:
+    def ignores(self, path: str, is_dir: bool) -> bool:
         # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
+        # Paths are cut as strings: pathlib's relative_to took most of a big tree's walk.
         verdict: bool | None = None
-        for base, spec in self.specs:
-            relative = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+        for prefix, spec in self.specs:
+            relative = path[len(prefix) :] + ("/" if is_dir else "")
             include = spec.check_file(relative).include
             if include is not None:
                 verdict = include
@@ -50,7 +52,11 @@ class _IgnoreRules:
 
     def entering(self, folder: Path) -> _IgnoreRules:
         spec = _read_ignore_file(folder / ".gitignore")
-        return self if spec is None else _IgnoreRules((*self.specs, (folder, spec)))
+        return self if spec is None else _IgnoreRules((*self.specs, (_prefix(folder), spec)))
+
+
+def _prefix(folder: Path) -> str:
+    return str(folder).rstrip("/") + "/"
 
 
 def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
@@ -74,7 +80,7 @@ def _root_rules(root: Path, folder: Path) -> _IgnoreRules:
     for source in (user_file, root / ".git" / "info" / "exclude"):
         spec = None if source is None else _read_ignore_file(source)
         if spec is not None:
-            rules = _IgnoreRules((*rules.specs, (root, spec)))
+            rules = _IgnoreRules((*rules.specs, (_prefix(root), spec)))
     current = root
     rules = rules.entering(root)
     for part in folder.relative_to(root).parts:
@@ -124,10 +130,10 @@ class ProjectWalk:
             if seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
-            path = Path(entry.path)
             is_dir = entry.is_dir(follow_symlinks=False)
-            if (is_dir and entry.name in _SKIPPED) or rules.ignores(path, is_dir):
+            if (is_dir and entry.name in _SKIPPED) or rules.ignores(entry.path, is_dir):
                 continue
+            path = Path(entry.path)
             if is_dir:
                 # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
                 stack.append((_sorted_entries(path), rules.entering(path)))

@@ -10,10 +10,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from oct_mcp.errors import BinaryFileError, FileTooLargeError, NotFoundError, PathRefusedError
+from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools import files
-from oct_mcp.tools.files import ListFilesParams, ReadFileParams, list_files, read_file
+from oct_mcp.tools.files import (
+    ListFilesParams,
+    ReadFileParams,
+    ReadFilesParams,
+    list_files,
+    read_file,
+    read_files,
+)
+from oct_mcp.tools.results import model_view
 from oct_mcp.workspace import Workspace
 
 FOUR_LINES = "one\ntwo\nthree\nfour\n"
@@ -66,10 +74,10 @@ def test_read_file_reports_what_it_read(workspace: Workspace) -> None:
 
     assert result.structured == {
         "path": "src/pkg/core.py",
+        "text": "two\nthree\n",
         "start_line": 2,
         "end_line": 3,
         "total_lines": 4,
-        "size_bytes": len(FOUR_LINES),
     }
     assert (result.is_error, result.truncated) == (False, False)
 
@@ -81,10 +89,10 @@ def test_read_file_reports_a_whole_read_from_line_one_to_the_last(workspace: Wor
 
     assert result.structured == {
         "path": "notes.txt",
+        "text": FOUR_LINES,
         "start_line": 1,
         "end_line": 4,
         "total_lines": 4,
-        "size_bytes": len(FOUR_LINES),
     }
 
 
@@ -105,10 +113,10 @@ def test_read_file_reads_an_empty_file_as_zero_lines(workspace: Workspace) -> No
     assert result.text == ""
     assert result.structured == {
         "path": "empty.txt",
+        "text": "",
         "start_line": 1,
         "end_line": 0,
         "total_lines": 0,
-        "size_bytes": 0,
     }
 
 
@@ -146,16 +154,56 @@ def test_read_file_stops_a_range_that_runs_past_the_end_at_the_last_line(workspa
     assert (result.structured["start_line"], result.structured["end_line"]) == (3, 4)
 
 
-def test_read_file_returns_nothing_for_a_start_beyond_the_end_of_the_file(workspace: Workspace) -> None:
+def test_read_file_says_how_many_lines_the_file_has_for_a_start_past_the_end(workspace: Workspace) -> None:
     write(workspace.root, {"notes.txt": FOUR_LINES})
 
-    result = read_file(workspace, ReadFileParams(path="notes.txt", start_line=10, end_line=12), LIMIT)
+    with pytest.raises(LineRangeError, match="the file has 4 lines") as raised:
+        read_file(workspace, ReadFileParams(path="notes.txt", start_line=10, end_line=12), LIMIT)
 
-    assert result.text == ""
+    assert raised.value.code == "out_of_range"
+
+
+def test_read_file_tail_returns_the_last_lines(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt", tail=2), LIMIT)
+
     assert result.structured is not None
-    # An empty range reads as end_line = start_line - 1.
-    assert (result.structured["start_line"], result.structured["end_line"]) == (10, 9)
-    assert result.structured["total_lines"] == 4
+    assert (result.structured["text"], result.structured["start_line"]) == ("three\nfour\n", 3)
+    assert read_file(workspace, ReadFileParams(path="notes.txt", tail=10), LIMIT).text == FOUR_LINES
+
+
+def test_read_file_numbers_lines_as_cat_n_when_asked(workspace: Workspace) -> None:
+    write(workspace.root, {"notes.txt": FOUR_LINES})
+
+    result = read_file(workspace, ReadFileParams(path="notes.txt", start_line=3, line_numbers=True), LIMIT)
+
+    assert result.text == "     3\tthree\n     4\tfour\n"
+
+
+def test_read_file_stops_at_a_whole_line_under_max_chars_and_says_where_to_read_on(
+    workspace: Workspace,
+) -> None:
+    lines = [f"line {n:04} " + "x" * 90 + "\n" for n in range(1, 101)]
+    write(workspace.root, {"long.txt": "".join(lines)})
+
+    first = read_file(workspace, ReadFileParams(path="long.txt", max_chars=1_000), 1_000_000)
+    assert first.structured is not None
+    assert first.truncated is True
+    assert model_view(first.structured, first.text).__len__() <= 1_000 + 200
+    cut = first.structured["next_start_line"]
+    assert first.structured["text"] == "".join(lines[: cut - 1])
+    assert f"start_line={cut}" in first.text
+
+    pages, start = [first.structured["text"]], cut
+    while start is not None:
+        page = read_file(
+            workspace, ReadFileParams(path="long.txt", start_line=start, max_chars=1_000), 1_000_000
+        )
+        assert page.structured is not None
+        pages.append(page.structured["text"])
+        start = page.structured.get("next_start_line")
+    assert "".join(pages) == "".join(lines)
 
 
 def test_read_file_keeps_the_last_line_without_a_newline(workspace: Workspace) -> None:
@@ -371,7 +419,6 @@ def test_list_files_reports_each_file_with_kind_and_size(workspace: Workspace) -
     assert result.structured == {
         "folder": "src",
         "files": [{"path": "src/core.py", "kind": "file", "size_bytes": len(FOUR_LINES)}],
-        "count": 1,
         "truncated": False,
     }
     assert result.text == "src/core.py"
@@ -381,7 +428,7 @@ def test_list_files_reports_each_file_with_kind_and_size(workspace: Workspace) -
 def test_list_files_reports_the_root_folder_as_dot(workspace: Workspace) -> None:
     result = list_files(workspace, ListFilesParams())
 
-    assert result.structured == {"folder": ".", "files": [], "count": 0, "truncated": False}
+    assert result.structured == {"folder": ".", "files": [], "truncated": False}
 
 
 def test_list_files_skips_what_the_root_gitignore_ignores(workspace: Workspace) -> None:
@@ -496,7 +543,11 @@ def test_list_files_stops_at_max_results_and_says_it_was_truncated(workspace: Wo
 
     assert result.structured is not None
     assert [entry["path"] for entry in result.structured["files"]] == ["f0.txt", "f1.txt", "f2.txt"]
-    assert (result.structured["count"], result.structured["truncated"], result.truncated) == (3, True, True)
+    assert (len(result.structured["files"]), result.structured["truncated"], result.truncated) == (
+        3,
+        True,
+        True,
+    )
     assert result.text.splitlines()[:3] == ["f0.txt", "f1.txt", "f2.txt"]
     assert len(result.text.splitlines()) == 4
 
@@ -507,7 +558,11 @@ def test_list_files_is_not_truncated_with_exactly_max_results_files(workspace: W
     result = list_files(workspace, ListFilesParams(max_results=3))
 
     assert result.structured is not None
-    assert (result.structured["count"], result.structured["truncated"], result.truncated) == (3, False, False)
+    assert (len(result.structured["files"]), result.structured["truncated"], result.truncated) == (
+        3,
+        False,
+        False,
+    )
     assert result.text == "f0.txt\nf1.txt\nf2.txt"
 
 
@@ -519,7 +574,7 @@ def test_list_files_is_not_truncated_when_only_non_matching_files_follow_max_res
     result = list_files(workspace, ListFilesParams(glob="*.py", max_results=2))
 
     assert result.structured is not None
-    assert (result.structured["count"], result.structured["truncated"]) == (2, False)
+    assert (len(result.structured["files"]), result.structured["truncated"]) == (2, False)
 
 
 def test_list_files_stops_at_the_scan_limit_however_few_files_match(
@@ -627,3 +682,54 @@ def test_list_files_refuses_a_path_outside_the_root(workspace: Workspace, path: 
         list_files(workspace, ListFilesParams(path=path))
 
     assert caught.value.code == "path_refused"
+
+
+def test_list_files_pages_return_every_file_exactly_once_within_the_budget(workspace: Workspace) -> None:
+    write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
+    everything = listed(workspace)
+
+    paged: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = list_files(workspace, ListFilesParams(offset=offset, max_chars=1_000))
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        paged += [entry["path"] for entry in page.structured["files"]]
+        offset = page.structured.get("next_offset")
+        assert (offset is None) or f"offset={offset}" in page.text
+
+    assert len(everything) == 300
+    assert paged == everything
+
+
+def test_read_files_reads_several_files_and_names_the_ones_it_cannot_read(workspace: Workspace) -> None:
+    write(workspace.root, {"a.txt": "alpha\n", "b.bin": b"\x00\x01", "c.txt": FOUR_LINES})
+
+    result = read_files(workspace, ReadFilesParams(paths=["a.txt", "b.bin", "missing.txt", "c.txt"]), LIMIT)
+
+    assert result.structured is not None
+    assert [(f["path"], f["text"]) for f in result.structured["files"]] == [
+        ("a.txt", "alpha\n"),
+        ("c.txt", FOUR_LINES),
+    ]
+    assert [(u["path"], u["problem"].split("]")[0]) for u in result.structured["unread"]] == [
+        ("b.bin", "[binary_file"),
+        ("missing.txt", "[not_found"),
+    ]
+    assert "==> c.txt <==\none\n" in result.text
+
+
+def test_read_files_shares_one_budget_and_cuts_the_file_that_passes_it(workspace: Workspace) -> None:
+    lines = "".join(f"line {n:04} " + "x" * 90 + "\n" for n in range(1, 31))
+    write(workspace.root, {"a.txt": lines, "b.txt": lines, "c.txt": lines})
+
+    result = read_files(
+        workspace, ReadFilesParams(paths=["a.txt", "b.txt", "c.txt"], max_chars=5_000), 1_000_000
+    )
+
+    assert result.structured is not None
+    assert len(model_view(result.structured, result.text)) <= 5_000 + 600
+    (first, second) = result.structured["files"]
+    assert first["text"] == lines
+    assert second["next_start_line"] > 1
+    assert [u["path"] for u in result.structured["unread"]] == ["c.txt"]

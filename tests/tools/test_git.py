@@ -25,6 +25,7 @@ from oct_mcp.tools.git import (
     parse_status,
     worktree_git_folders,
 )
+from oct_mcp.tools.results import model_view
 
 _CLIENTS = itertools.count()
 IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")
@@ -100,7 +101,7 @@ def test_status_reports_branch_upstream_and_each_entry(repo: Path, config_file: 
         "count": 4,
         "truncated": False,
         "clean": False,
-        "offset": 0,
+        "next_offset": None,
     }
     assert status.text.splitlines() == [
         "## main...base [ahead 1, behind 1]",
@@ -348,7 +349,7 @@ def test_log_lists_commits_newest_first(repo: Path, config_file: Path) -> None:
     ]
     assert commits[0]["sha"] == git(repo, "rev-parse", "HEAD")
     assert commits[0]["date"] == git(repo, "log", "-1", "--format=%aI")
-    assert log.structured["count"] == 2
+    assert len(log.structured["commits"]) == 2
     assert log.text.splitlines()[0].endswith("Ada Lovelace: Describe the demo")
 
 
@@ -377,7 +378,7 @@ def test_log_before_the_first_commit_is_empty(tmp_path: Path, config_file: Path)
 
     log = result(root, config_file, "oct_git_log")
 
-    assert (log.structured, log.text) == ({"commits": [], "count": 0}, "no commits yet")
+    assert (log.structured, log.text) == ({"commits": []}, "no commits yet")
 
 
 def test_a_path_that_looks_like_an_option_is_refused(repo: Path, config_file: Path) -> None:
@@ -494,26 +495,26 @@ def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> Non
     assert ([e.path for e in output.entries], output.count, output.truncated) == (["a", "b"], 3, True)
 
 
-def test_parse_status_pages_from_an_offset() -> None:
-    output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1, limit=2)
+def test_parse_status_pages_from_an_offset_past_its_entry_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from oct_mcp.tools import git as git_module
 
-    assert ([e.path for e in output.entries], output.count, output.offset, output.truncated) == (
+    monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
+    output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1)
+
+    assert ([e.path for e in output.entries], output.count, output.next_offset, output.truncated) == (
         ["b", "c"],
         4,
-        1,
+        3,
         True,
     )
 
 
-def test_status_says_where_the_next_page_starts(repo: Path, native_config: Path) -> None:
-    status = result(repo, native_config, "oct_git_status", {"offset": 1, "limit": 2})
+def test_status_from_an_offset_shows_the_entries_after_it(repo: Path, native_config: Path) -> None:
+    status = result(repo, native_config, "oct_git_status", {"offset": 1})
 
     assert status.structured is not None
-    assert [entry["path"] for entry in status.structured["entries"]] == ["b.txt", "staged.py"]
-    assert (
-        status.text.splitlines()[-1]
-        == "[oct-mcp: 4 entries, 2-3 shown; narrow with path; offset=3 for the next]"
-    )
+    assert [entry["path"] for entry in status.structured["entries"]] == ["b.txt", "staged.py", "new.txt"]
+    assert (status.structured["next_offset"], status.structured["truncated"]) == (None, False)
 
 
 def test_parse_diff_keeps_the_counts_of_a_cut_output() -> None:
@@ -558,7 +559,7 @@ def test_the_git_tools_never_run_a_git_the_project_holds(
     assert status.structured is not None
     assert status.structured["branch"] == "main"
     assert log.structured is not None
-    assert log.structured["count"] == 1
+    assert len(log.structured["commits"]) == 1
 
 
 def test_a_path_entry_inside_the_project_is_not_the_servers_git(
@@ -796,3 +797,68 @@ def test_a_commondir_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path, 
 
     with pytest.raises(GitLayoutRefusedError):
         worktree_git_folders(project)
+
+
+# paging
+
+
+def _pages(project: Path, config: Path, tool: str, key: str, **arguments: Any) -> list[Any]:
+    entries: list[Any] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = result(project, config, tool, {**arguments, "offset": offset, "max_chars": 1_000})
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        entries += [page.structured[key]] if key == "diff" else page.structured[key]
+        offset = page.structured.get("next_offset")
+    return entries
+
+
+@pytest.fixture
+def busy_repo(tmp_path: Path) -> Path:
+    root = (tmp_path / "busy").resolve()
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "lock.txt").write_text("".join(f"package-{n} = 1.0.{n}\n" for n in range(400)))
+    git(root, "add", "-A")
+    for n in range(30):
+        git(root, "commit", "-q", "--allow-empty", "-m", f"Step {n}")
+    (root / "lock.txt").write_text("".join(f"package-{n} = 2.0.{n}\n" for n in range(400)))
+    for n in range(80):
+        (root / f"untracked_{n:02}.txt").write_text("x\n")
+    return root
+
+
+def test_status_pages_return_every_entry_exactly_once(busy_repo: Path, config_file: Path) -> None:
+    whole = result(busy_repo, config_file, "oct_git_status")
+    assert whole.structured is not None
+
+    paged = _pages(busy_repo, config_file, "oct_git_status", "entries")
+
+    assert len(whole.structured["entries"]) == 81
+    assert paged == whole.structured["entries"]
+
+
+def test_log_pages_return_every_commit_exactly_once(busy_repo: Path, config_file: Path) -> None:
+    whole = result(busy_repo, config_file, "oct_git_log", {"max_count": 100})
+    assert whole.structured is not None
+
+    paged = _pages(busy_repo, config_file, "oct_git_log", "commits", max_count=4)
+
+    assert len(whole.structured["commits"]) == 30
+    assert paged == whole.structured["commits"]
+
+
+def test_diff_pages_return_the_whole_patch_and_stat_leaves_it_out(busy_repo: Path, config_file: Path) -> None:
+    whole = git(busy_repo, "diff", "--no-color", "--src-prefix=a/", "--dst-prefix=b/")
+    stat = result(busy_repo, config_file, "oct_git_diff", {"stat": True})
+    assert stat.structured is not None
+
+    paged = _pages(busy_repo, config_file, "oct_git_diff", "diff")
+
+    assert len(paged) > 3
+    assert "".join(paged) == whole + "\n"  # the helper strips git's last line break
+    assert (stat.structured["diff"], stat.structured["files"]) == (
+        "",
+        [{"path": "lock.txt", "original_path": None, "added": 400, "removed": 400, "binary": False}],
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import model_view, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +71,22 @@ async def test_the_tools_are_listed_with_truthful_annotations_and_output_schemas
     for name in WRITE_TOOLS:
         properties = tools[name].input_schema["properties"]
         assert {"dry_run", "confirm"} <= set(properties)
+
+
+async def test_a_read_shows_a_structured_content_host_the_lines(repo: Path, config_file: Path) -> None:
+    with anyio.fail_after(60):
+        async with Client(oct_server(repo, config_file)) as client:
+            whole = await client.call_tool("oct_read_file", {"path": "demo/core.py"})
+            ranged = await client.call_tool("oct_read_file", {"path": "demo/core.py", "start_line": 2})
+            past = await client.call_tool("oct_read_file", {"path": "demo/core.py", "start_line": 9})
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    assert json.loads(model_view(whole))["text"] == CORE
+    assert json.loads(model_view(ranged))["text"] == "    return a + b\n"
+    assert model_view(past) == "[out_of_range] the range starts past the end: the file has 2 lines"
+    # A whole-file read may pass the default budget; the reads say so to the host, no other tool does.
+    assert tools["oct_read_file"].meta == {"anthropic/maxResultSizeChars": 101_000}
+    assert [name for name, tool in tools.items() if tool.meta] == ["oct_read_file", "oct_read_files"]
 
 
 async def test_search_and_the_git_tools_return_content_and_structured_content(

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import model_view, oct_server, only_text
 from mcp import Client, StdioServerParameters
 
 from oct_mcp.spec import Risk
@@ -89,8 +89,8 @@ async def test_lint_returns_each_problem_structured(fixture_project: Path, confi
         "code": "F401",
         "message": "`os` imported but unused",
         "fixable": True,
-        "severity": "error",
     }
+    assert result.structured_content["by_rule"] == {"F401": 1}
     assert "demo/core.py:1:8: F401" in only_text(result)
 
 
@@ -121,7 +121,12 @@ async def test_test_reports_counts_failures_and_progress(fixture_project: Path, 
     assert (structured["passed"], structured["failed"], structured["errors"]) == (1, 1, 0)
     (failure,) = structured["failures"]
     assert failure["node_id"] == "tests/test_core.py::test_broken"
-    assert "wrong sum" in failure["message"]
+    assert failure["message"] == "AssertionError: wrong sum\nassert 2 == 3\n +  where 2 = add(1, 1)"
+    assert "assert add(1, 1) == 3, 'wrong sum'" in failure["traceback"]
+    assert "tests/test_core.py:9" in failure["traceback"]
+    view = model_view(result)
+    assert "tests/test_core.py::test_broken" in view
+    assert "AssertionError: wrong sum" in view
     assert updates == [(100.0, 100.0)]
 
 

@@ -16,6 +16,7 @@ from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.context import ClientInfo, ToolResult
 from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools import search as search_module
+from oct_mcp.tools.results import model_view
 from oct_mcp.tools.search import SEARCH, SearchParams, search
 from oct_mcp.workspace import Workspace
 
@@ -48,15 +49,14 @@ def test_search_reports_the_column_and_counts(workspace: Workspace) -> None:
     result = search(workspace, SearchParams(pattern="needle"))
 
     assert result.structured == {
-        "matches": [{"path": "a.py", "line": 1, "column": 8, "text": "  café needle", "line_cut": False}],
-        "count": 1,
+        "matches": [{"path": "a.py", "line": 1, "column": 8, "text": "  café needle"}],
         "files_searched": 2,
         "files_with_matches": 1,
         "files_skipped": 0,
         "truncated": False,
         "stopped_early": False,
     }
-    assert result.text == "a.py:1:  café needle\n[oct-mcp: 1 matching line(s) in 1 file(s)]"
+    assert result.text == "a.py:1:  café needle\n[oct-mcp: 1 shown; 1 file(s) match]"
 
 
 def test_search_reads_the_pattern_as_text_unless_regex_is_set(workspace: Workspace) -> None:
@@ -170,7 +170,7 @@ def test_search_stops_at_max_results_and_says_so(workspace: Workspace) -> None:
     assert result.structured is not None
     assert [(m["path"], m["line"]) for m in result.structured["matches"]] == [("a.py", 1), ("a.py", 2)]
     assert (result.structured["truncated"], result.truncated) == (True, True)
-    assert "stopped at max_results=2" in result.text
+    assert "more follow: call again with offset=2" in result.text
 
 
 def test_search_is_not_truncated_with_exactly_max_results_matches(workspace: Workspace) -> None:
@@ -179,7 +179,7 @@ def test_search_is_not_truncated_with_exactly_max_results_matches(workspace: Wor
     result = search(workspace, SearchParams(pattern="needle", max_results=2))
 
     assert result.structured is not None
-    assert (result.structured["count"], result.structured["truncated"]) == (2, False)
+    assert (len(result.structured["matches"]), result.structured["truncated"]) == (2, False)
 
 
 def test_search_cuts_a_long_line_to_a_window_around_the_match(workspace: Workspace) -> None:
@@ -291,3 +291,75 @@ def test_search_through_the_chain_answers_a_bad_regex_with_invalid_arguments(
     assert isinstance(outcome, CallFailure)
     assert outcome.code == "invalid_arguments"
     assert "(unclosed" not in outcome.message
+
+
+def _paged(workspace: Workspace, key: str, **arguments: Any) -> list[Any]:
+    entries: list[Any] = []
+    offset: int | None = 0
+    while offset is not None:
+        result = search(workspace, SearchParams(offset=offset, max_chars=1_000, **arguments))
+        assert result.structured is not None
+        assert len(model_view(result.structured, result.text)) <= 1_000
+        entries += result.structured[key]
+        offset = result.structured.get("next_offset")
+    return entries
+
+
+@pytest.mark.parametrize("mode", ["lines", "files", "count"])
+def test_search_pages_return_every_entry_exactly_once_within_the_budget(
+    workspace: Workspace, mode: str
+) -> None:
+    write(workspace.root, {f"pkg{n % 5}/m{n:03}.py": "needle = 1\nx = 2\nneedle = 3\n" for n in range(120)})
+    key = "matches" if mode == "lines" else "files"
+    whole = search(workspace, SearchParams(pattern="needle", mode=mode, max_results=2_000))
+    assert whole.structured is not None
+
+    paged = _paged(workspace, key, pattern="needle", mode=mode)
+
+    assert len(whole.structured[key]) == (240 if mode == "lines" else 120)
+    assert paged == whole.structured[key]
+
+
+def test_search_files_mode_gives_paths_and_count_mode_the_lines_per_file(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\nneedle\n", "b.py": "no\n", "c.py": "x\nneedle\n"})
+
+    files = search(workspace, SearchParams(pattern="needle", mode="files")).structured
+    counts = search(workspace, SearchParams(pattern="needle", mode="count")).structured
+
+    assert files is not None
+    assert counts is not None
+    assert files["files"] == [{"path": "a.py"}, {"path": "c.py"}]
+    assert counts["files"] == [{"path": "a.py", "count": 2}, {"path": "c.py", "count": 1}]
+    assert "matches" not in files
+
+
+def test_search_gives_context_lines_before_and_after_as_grep_does(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "one\ntwo\nneedle\nfour\nfive\nsix\n", "b.py": "needle\n"})
+
+    result = search(workspace, SearchParams(pattern="needle", before=2, after=1))
+
+    assert result.structured is not None
+    assert result.structured["matches"] == [
+        {
+            "path": "a.py",
+            "line": 3,
+            "column": 1,
+            "text": "needle",
+            "before": ["one", "two"],
+            "after": ["four"],
+        },
+        {"path": "b.py", "line": 1, "column": 1, "text": "needle"},
+    ]
+    assert result.text.splitlines()[:4] == ["a.py-1-one", "a.py-2-two", "a.py:3:needle", "a.py-4-four"]
+
+
+def test_search_masks_a_secret_in_a_context_line(workspace: Workspace) -> None:
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    write(workspace.root, {"a.py": f"token = '{secret}'\nneedle\n"})
+
+    result = search(workspace, SearchParams(pattern="needle", before=1))
+
+    assert result.structured is not None
+    (match,) = result.structured["matches"]
+    assert secret not in match["before"][0]
+    assert "[REDACTED:" in match["before"][0]

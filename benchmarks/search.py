@@ -1,0 +1,129 @@
+"""oct_search and oct_list_files against ripgrep and `git ls-files` on a generated 10,000-file tree.
+
+The tree has nested .gitignore files (ignored folders at three depths). oct's tools are called in
+process, as the server runs them, with every page fetched; `rg` runs as a subprocess (ripgrep's
+PyPI wheel, or `rg` on PATH), `git ls-files` on the same tree committed. Goal: ratio <= 1.3.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import Comparison, arguments, interleave, print_table
+
+from oct_mcp.tools.files import ListFilesParams, list_files
+from oct_mcp.tools.search import SearchParams, search
+from oct_mcp.workspace import Workspace
+
+GIT = shutil.which("git") or "/usr/bin/git"
+FILES = 10_000
+LINE = "def function_{n}(value: int) -> int:\n    return value * {n}  # a line of ordinary code\n"
+
+
+def build_tree(root: Path) -> None:
+    for n in range(FILES):
+        folder = root / f"pkg{n % 20:02}" / f"sub{n % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = "".join(LINE.format(n=i) for i in range(20))
+        if n % 200 == 0:
+            body += "needle_marker = True\n"
+        (folder / f"module_{n:05}.py").write_text(body)
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    for n in range(20):
+        (root / f"pkg{n:02}" / ".gitignore").write_text("generated/\n")
+        for folder in ("build", f"pkg{n:02}/generated", f"pkg{n:02}/sub1/build"):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            (root / folder / "ignored.py").write_text("needle_marker = False\n")
+    subprocess.run([GIT, "init", "-q"], cwd=root, check=True)
+    subprocess.run([GIT, "add", "-A"], cwd=root, check=True)
+
+
+def every_page(call: Callable[[int], Any], key: str) -> list[Any]:
+    entries: list[Any] = []
+    offset: int | None = 0
+    while offset is not None:
+        structured = call(offset).structured
+        entries += structured[key]
+        offset = structured.get("next_offset")
+    return entries
+
+
+def timed(action: Callable[[], object]) -> Callable[[], float]:
+    def measure() -> float:
+        start = time.perf_counter()
+        action()
+        return time.perf_counter() - start
+
+    return measure
+
+
+def main() -> None:
+    options = arguments(__doc__ or "", default_rounds=5)
+    rg = shutil.which("rg", path=str(Path(sys.executable).parent)) or shutil.which("rg")
+    if rg is None:
+        raise SystemExit("ripgrep is not installed: pip install ripgrep")
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch).resolve()
+        build_tree(root)
+        workspace = Workspace(root)
+
+        def oct_search() -> list[Any]:
+            return every_page(
+                lambda offset: search(workspace, SearchParams(pattern="needle_marker", offset=offset)),
+                "matches",
+            )
+
+        def oct_list() -> list[Any]:
+            return every_page(
+                lambda offset: list_files(workspace, ListFilesParams(max_results=10_000, offset=offset)),
+                "files",
+            )
+
+        def rg_search() -> bytes:
+            return subprocess.run(
+                [rg, "--json", "--hidden", "--glob", "!.git", "needle_marker"],
+                cwd=root,
+                capture_output=True,
+                check=True,
+            ).stdout
+
+        def rg_files() -> bytes:
+            return subprocess.run(
+                [rg, "--files", "--hidden", "--glob", "!.git"], cwd=root, capture_output=True, check=True
+            ).stdout
+
+        def git_files() -> bytes:
+            return subprocess.run([GIT, "ls-files"], cwd=root, capture_output=True, check=True).stdout
+
+        found = sorted(m["path"] for m in oct_search())
+        listed = sorted(f["path"] for f in oct_list())
+        assert found == sorted(rg_files_matching(rg, root)), "oct_search and rg disagree"
+        assert listed == sorted(rg_files().decode().splitlines()), "oct_list_files and rg --files disagree"
+        measures = [timed(oct_search), timed(rg_search), timed(oct_list), timed(rg_files), timed(git_files)]
+        search_oct, search_rg, list_oct, list_rg, list_git = interleave(options.rounds, measures)
+    print_table(
+        [
+            Comparison("oct_search, every page, vs rg --json", search_oct, search_rg, goal=1.3),
+            Comparison("oct_list_files, every page, vs rg --files", list_oct, list_rg, goal=1.3),
+            Comparison("oct_list_files, every page, vs git ls-files", list_oct, list_git, goal=1.3),
+        ],
+        options.rounds,
+    )
+
+
+def rg_files_matching(rg: str, root: Path) -> list[str]:
+    completed = subprocess.run(
+        [rg, "-l", "--hidden", "--glob", "!.git", "needle_marker"], cwd=root, capture_output=True, check=True
+    )
+    return completed.stdout.decode().splitlines()
+
+
+if __name__ == "__main__":
+    main()
