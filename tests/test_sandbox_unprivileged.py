@@ -40,6 +40,11 @@ PACKAGES = (
     "ahocorasick_rs",
     "landlockpy",
     "seccompy",
+    # The gateway's shared rate-limit window, imported with the layers.
+    "limits",
+    "deprecated",
+    "wrapt",
+    "packaging",
 )
 HARNESS = """
 import json, os, sys

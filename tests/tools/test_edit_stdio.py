@@ -224,7 +224,7 @@ async def test_secrets_survive_edits_made_from_what_the_model_read(project: Path
             )
             disk["moved"] = settings.read_text()
 
-    assert '"[REDACTED:secret]"' in seen
+    assert '"[REDACTED:django_secret_key]"' in seen
     assert _SECRET not in seen
     for name in ("other line", "masked old", "write back"):
         assert results[name].is_error is False, (name, only_text(results[name]))

@@ -31,7 +31,7 @@ SETTINGS = (
 )
 VIEW = (
     "import os\n"
-    'SECRET_KEY = "[REDACTED:secret]"\n'
+    'SECRET_KEY = "[REDACTED:django_secret_key]"\n'
     'AWS_ACCESS_KEY_ID = "[REDACTED:aws_access_key_id]"\n'
     'DATABASE_URL = "postgres://admin:[REDACTED:url_password]@db.example.com:5432/app"\n'
     "DEBUG = True\n"
@@ -80,8 +80,9 @@ def test_an_edit_whose_old_text_holds_masks_matches_the_secrets_there(workspace:
     result = edit(
         workspace,
         {
-            "old": 'SECRET_KEY = "[REDACTED:secret]"\nAWS_ACCESS_KEY_ID = "[REDACTED:aws_access_key_id]"\n',
-            "new": 'SECRET_KEY = "[REDACTED:secret]"  # rotate yearly\n'
+            "old": 'SECRET_KEY = "[REDACTED:django_secret_key]"\n'
+            'AWS_ACCESS_KEY_ID = "[REDACTED:aws_access_key_id]"\n',
+            "new": 'SECRET_KEY = "[REDACTED:django_secret_key]"  # rotate yearly\n'
             'AWS_KEY_ID = "[REDACTED:aws_access_key_id]"\n',
         },
     )
@@ -92,7 +93,7 @@ def test_an_edit_whose_old_text_holds_masks_matches_the_secrets_there(workspace:
     )
     assert result.structured is not None
     assert result.structured["masked_kept"] == 3
-    assert '+SECRET_KEY = "[REDACTED:secret]"  # rotate yearly\n' in result.structured["diff"]
+    assert '+SECRET_KEY = "[REDACTED:django_secret_key]"  # rotate yearly\n' in result.structured["diff"]
     assert "masked value(s) kept" in result.text
     assert_no_secret(result)
 
@@ -144,7 +145,7 @@ def test_a_new_file_with_a_mask_is_refused(workspace: Workspace) -> None:
 def test_a_patch_whose_context_holds_masks_applies_to_the_secrets_there(workspace: Workspace) -> None:
     text = (
         "--- a/settings.py\n+++ b/settings.py\n@@ -2,4 +2,4 @@\n"
-        ' SECRET_KEY = "[REDACTED:secret]"\n'
+        ' SECRET_KEY = "[REDACTED:django_secret_key]"\n'
         '-AWS_ACCESS_KEY_ID = "[REDACTED:aws_access_key_id]"\n'
         '+AWS_ACCESS_KEY_ID = "[REDACTED:aws_access_key_id]"  # read-only key\n'
         ' DATABASE_URL = "postgres://admin:[REDACTED:url_password]@db.example.com:5432/app"\n'
@@ -215,5 +216,5 @@ def test_a_patch_that_does_not_apply_names_the_files_line_as_the_model_read_it(w
     result = apply_patch(workspace, ApplyPatchParams(patch=text), dry_run=True)
 
     assert result.is_error is True
-    assert "which reads 'SECRET_KEY = \"[REDACTED:secret]\"'" in result.text
+    assert "which reads 'SECRET_KEY = \"[REDACTED:django_secret_key]\"'" in result.text
     assert_no_secret(result)
