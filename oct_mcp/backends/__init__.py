@@ -13,6 +13,7 @@ from oct_mcp.errors import ConfigError
 
 __all__ = [
     "GUARANTEES",
+    "MINIMAL_ETC",
     "SCRATCH_PREFIX",
     "Availability",
     "Backend",
@@ -27,6 +28,22 @@ NO_NETWORK: Final = "no_network"
 WRITES_CONFINED: Final = "writes_confined"
 READS_CONFINED: Final = "reads_confined"
 GUARANTEES: Final = frozenset({NO_NETWORK, WRITES_CONFINED, READS_CONFINED})
+MINIMAL_ETC: Final = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "ssl",
+    "ca-certificates",
+    "alternatives",
+    "hosts",
+    "resolv.conf",
+    "gitconfig",
+)
+"""The files of /etc that strict and airgapped show: enough for the loader, users, time, TLS and git."""
 SCRATCH_PREFIX: Final = "oct-run-"
 """How each run's scratch folder (its HOME and TMPDIR on the host) is named, in the temp folder."""
 

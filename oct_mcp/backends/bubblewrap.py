@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Final
 
 from oct_mcp.backends import (
+    MINIMAL_ETC,
     NO_NETWORK,
     READS_CONFINED,
     WRITES_CONFINED,
@@ -26,22 +27,6 @@ SANDBOX_HOME: Final = "/home/oct"
 SANDBOX_TMP: Final = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's /tmp
 # Top-level system folders: on merged-/usr systems they are symlinks into /usr, elsewhere real folders.
 _SYSTEM_TOPS: Final = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-# strict and airgapped see only these files of /etc: enough for the loader, users, time, TLS and git.
-_MINIMAL_ETC: Final = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "passwd",
-    "group",
-    "nsswitch.conf",
-    "localtime",
-    "ssl",
-    "ca-certificates",
-    "alternatives",
-    "hosts",
-    "resolv.conf",
-    "gitconfig",
-)
 _PROBE_TIMEOUT_SECONDS: Final = 10
 MAX_PROTECTED_MOUNTS: Final = 64
 """Mounts for protected paths in a writable run: the read-only paths and the folders on their way."""
@@ -166,7 +151,7 @@ class Bubblewrap:
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), str(path)]
         if strict_files:
-            for name in _MINIMAL_ETC:
+            for name in MINIMAL_ETC:
                 argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         else:
             argv += ["--ro-bind", "/etc", "/etc"]

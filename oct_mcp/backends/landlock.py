@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from oct_mcp.backends import (
+    MINIMAL_ETC,
     NO_NETWORK,
     READS_CONFINED,
     WRITES_CONFINED,
@@ -52,21 +53,6 @@ _SCOPE_ABI: Final = 6
 _SYSTEM_READ: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc")
 _DEVICES_READ: Final = ("/dev/zero", "/dev/random", "/dev/urandom")
 _DEVICES_WRITE: Final = ("/dev/null", "/dev/full")
-_MINIMAL_ETC: Final = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "passwd",
-    "group",
-    "nsswitch.conf",
-    "localtime",
-    "ssl",
-    "ca-certificates",
-    "alternatives",
-    "hosts",
-    "resolv.conf",
-    "gitconfig",
-)
 _CACHES: Final = (
     ("RUFF_CACHE_DIR", "ruff-cache"),
     ("MYPY_CACHE_DIR", "mypy-cache"),
@@ -394,7 +380,7 @@ def _allow_reads(ruleset: Ruleset, request: SandboxRequest) -> None:
     from landlockpy import AccessFS
 
     read = AccessFS(_read_rights())
-    etc = [f"/etc/{name}" for name in _MINIMAL_ETC] if request.strict_files else ["/etc"]
+    etc = [f"/etc/{name}" for name in MINIMAL_ETC] if request.strict_files else ["/etc"]
     for path in (*_SYSTEM_READ, *etc, *_DEVICES_READ, *(str(p) for p in request.read_only_binds)):
         _allow_existing(ruleset, path, read)
     for path in _DEVICES_WRITE:
