@@ -105,8 +105,11 @@ def test_auto_picks_landlock_where_bubblewrap_cannot_make_namespaces(tmp_path: P
     landlock()
     assert bwrap is not None
     choice = "from oct_mcp.backends import select_backend; print(select_backend('auto')[0].name)"
+    # A private /tmp for the probes, with this checkout and its venv shown again where they live under it.
+    shown = sorted({str(Path(sys.prefix)), str(Path(__file__).resolve().parents[2])})
     command = [
         bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        *(argument for path in shown for argument in ("--ro-bind", path, path)),
         "--unshare-user", "--disable-userns", "--unshare-pid", "--die-with-parent", "--",
         sys.executable, "-c", choice,
     ]  # fmt: skip
