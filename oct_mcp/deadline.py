@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import threading
 import time
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 from oct_mcp.errors import ToolTimeoutError
 
-__all__ = ["Deadline"]
+__all__ = ["CheckedMatcher", "Deadline"]
 
 
 class Deadline:
@@ -84,3 +85,19 @@ class Deadline:
 
     def timeout_error(self) -> ToolTimeoutError:
         return ToolTimeoutError(f"the tool ran past its limit of {self.seconds:g} s ({self.setting})")
+
+
+class CheckedMatcher(difflib.SequenceMatcher[str]):
+    """difflib's matcher, checking a deadline at each block it looks for: a diff of a large file (or of
+    two views of one) takes seconds in there, and a thread cannot be stopped from outside."""
+
+    def __init__(self, a: list[str], b: list[str], deadline: Deadline | None) -> None:
+        self._deadline = deadline
+        super().__init__(None, a, b)
+
+    def find_longest_match(
+        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
+    ) -> difflib.Match:
+        if self._deadline is not None:
+            self._deadline.check()
+        return super().find_longest_match(alo, ahi, blo, bhi)

@@ -19,7 +19,6 @@ written nothing and never will.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import hashlib
 import os
 import re
@@ -35,7 +34,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from oct_mcp.context import ToolResult
-from oct_mcp.deadline import Deadline
+from oct_mcp.deadline import CheckedMatcher, Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
@@ -181,28 +180,12 @@ def unified_diff(
     return _Diff("".join(lines), added, removed)
 
 
-class _CheckedMatcher(difflib.SequenceMatcher[str]):
-    """difflib's matcher, checking the deadline at each block it looks for: a diff of a large file
-    takes seconds in there, and a thread cannot be stopped from outside."""
-
-    def __init__(self, a: list[str], b: list[str], deadline: Deadline | None) -> None:
-        self._deadline = deadline
-        super().__init__(None, a, b)
-
-    def find_longest_match(
-        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
-    ) -> difflib.Match:
-        if self._deadline is not None:
-            self._deadline.check()
-        return super().find_longest_match(alo, ahi, blo, bhi)
-
-
 def _unified_lines(
     a: list[str], b: list[str], fromfile: str, tofile: str, deadline: Deadline | None
 ) -> Iterator[str]:
-    """The lines `difflib.unified_diff(a, b, fromfile, tofile)` yields, through `_CheckedMatcher`."""
+    """The lines `difflib.unified_diff(a, b, fromfile, tofile)` yields, through `CheckedMatcher`."""
     started = False
-    for group in _CheckedMatcher(a, b, deadline).get_grouped_opcodes(3):
+    for group in CheckedMatcher(a, b, deadline).get_grouped_opcodes(3):
         if not started:
             started = True
             yield f"--- {fromfile}\n"

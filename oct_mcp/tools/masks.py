@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from oct_mcp.deadline import Deadline
+from oct_mcp.deadline import CheckedMatcher, Deadline
 from oct_mcp.redaction import KINDS, mask, redact
 from oct_mcp.tools.files import split_lines
 
@@ -96,7 +96,7 @@ def unmask(old: MaskedText, new_view: str, deadline: Deadline | None = None) -> 
     old_ids = _mask_ids(old_lines)
     new_masks = [len(_ANY_MASK.findall(line)) for line in new_lines]
     assigned: list[int | None] = []
-    matcher = _CheckedMatcher(old_lines, new_lines, deadline)
+    matcher = CheckedMatcher(old_lines, new_lines, deadline)
     for turn, (tag, i1, i2, j1, j2) in enumerate(matcher.get_opcodes()):
         if deadline is not None and not turn % _CHECK_EVERY:
             deadline.check()
@@ -126,22 +126,6 @@ def unmask(old: MaskedText, new_view: str, deadline: Deadline | None = None) -> 
         position = place.end()
     pieces.append(new_view[position:])
     return "".join(pieces), kept
-
-
-class _CheckedMatcher(difflib.SequenceMatcher[str]):
-    """difflib's matcher, checking the deadline at each block it looks for: comparing two views of
-    a large file takes seconds in there, and a thread cannot be stopped from outside."""
-
-    def __init__(self, a: list[str], b: list[str], deadline: Deadline | None) -> None:
-        self._deadline = deadline
-        super().__init__(None, a, b)
-
-    def find_longest_match(
-        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
-    ) -> difflib.Match:
-        if self._deadline is not None:
-            self._deadline.check()
-        return super().find_longest_match(alo, ahi, blo, bhi)
 
 
 def _mask_ids(lines: list[str]) -> list[list[int | None]]:
