@@ -17,14 +17,17 @@ from oct_mcp.preview import TargetState
 from oct_mcp.workspace import Workspace
 
 __all__ = [
+    "COMMAND_STEPS_MAX",
     "PATH_MAX_LENGTH",
     "CommandPlan",
     "InProcessPlan",
+    "NextCommand",
     "PathArgument",
     "Plan",
     "ProjectPath",
     "Risk",
     "RunResult",
+    "Then",
     "ToolEnv",
     "ToolSpec",
 ]
@@ -103,6 +106,21 @@ class RunResult:
     """Output files larger than the cap, whose content in `files` is cut."""
 
 
+COMMAND_STEPS_MAX: Final = 4
+"""The most commands one plan runs: its `argv` and the steps its `then` chain names."""
+
+
+@dataclass(frozen=True, slots=True)
+class NextCommand:
+    """A step of a plan that has steps after it: the argv to run, and what decides the next one."""
+
+    argv: tuple[str, ...]
+    then: Then
+
+
+Then: TypeAlias = Callable[[RunResult], "tuple[str, ...] | NextCommand"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandPlan:
     """Run `argv` in a subprocess under the sandbox backend, then `parse` what it printed."""
@@ -129,10 +147,13 @@ class CommandPlan:
     project_cache: bool = False
     """Bytecode, mypy and ruff caches go to the project's cache folder (`project_cache`), kept
     between runs, instead of the run's scratch folder."""
-    then: Callable[[RunResult], tuple[str, ...]] | None = None
-    """A second command: `argv` runs first, in the same sandbox, and what it printed decides the
-    argv run next (the same program), whose output `parse` reads; it raises to refuse the call.
-    A runner that ignored it would run `argv` only, never a second command unchecked."""
+    then: Then | None = None
+    """A next command: `argv` runs first, in the same sandbox, and what it printed decides the
+    argv run next (the same program); a `NextCommand` carries its own `then`, so each step's
+    output can decide the one after it (git lists its config, then checks a ref, then runs).
+    `parse` reads the last step's output; a step raises to refuse the call. At most
+    `COMMAND_STEPS_MAX` commands run. A runner that ignored it would run `argv` only, never a
+    later command unchecked."""
 
 
 Plan: TypeAlias = InProcessPlan | CommandPlan

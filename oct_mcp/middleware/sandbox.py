@@ -58,7 +58,7 @@ from oct_mcp.protected import (
     settle_protected_paths,
     snapshot_protected,
 )
-from oct_mcp.spec import CommandPlan, InProcessPlan, Risk, RunResult, ToolEnv
+from oct_mcp.spec import COMMAND_STEPS_MAX, CommandPlan, InProcessPlan, NextCommand, Risk, RunResult, ToolEnv
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -370,18 +370,26 @@ class ExecutionSandbox:
                     f"this profile needs {', '.join(sorted(missing))}, which the {self.backend.name} "
                     f"backend cannot give here; {_HOW_TO_ISOLATE}"
                 )
-            if plan.then is not None:
-                first = await self.runner(
+            step, steps = plan.then, 1
+            while step is not None:
+                earlier = await self.runner(
                     prepared, backend=self.backend.name, time_limit=timeout, max_output=self.max_output_bytes
                 )
-                if first.timed_out:
-                    raise ToolTimeoutError(_timeout_message(timeout, plan))
-                argv = plan.then(first)
-                if argv[0] != plan.argv[0]:
+                if earlier.timed_out:
+                    raise ToolTimeoutError(_timeout_message(limit, plan))
+                decided = step(earlier)
+                argv, step = (
+                    (decided.argv, decided.then) if isinstance(decided, NextCommand) else (decided, None)
+                )
+                steps += 1
+                if argv[0] != plan.argv[0] or steps > COMMAND_STEPS_MAX:
                     # The binds and PATH were computed for the first command's program.
-                    raise RuntimeError("a plan's second command must run the same program as its first")
+                    raise RuntimeError(
+                        f"a plan's later commands must run its first command's program, {COMMAND_STEPS_MAX} "
+                        "commands at most"
+                    )
                 prepared = _prepare(self.backend, replace(request, argv=argv), cgroup)
-                timeout = max(timeout - first.duration_seconds, 0.0)
+                timeout = max(timeout - earlier.duration_seconds, 0.0)
             run = await self.runner(
                 prepared,
                 backend=self.backend.name,

@@ -12,12 +12,23 @@ import pytest
 from fakes import RecordingNext, make_context
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
 from oct_mcp.context import CallContext, ToolResult
 from oct_mcp.errors import BusyError, NotFoundError, ToolTimeoutError
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
-from oct_mcp.spec import InProcessPlan
+from oct_mcp.spec import (
+    COMMAND_STEPS_MAX,
+    CommandPlan,
+    InProcessPlan,
+    NextCommand,
+    Risk,
+    RunResult,
+    Then,
+    ToolEnv,
+    ToolSpec,
+)
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.edit import ApplyPatchParams
 from oct_mcp.tools.files import ReadFileParams
@@ -200,3 +211,95 @@ def test_cap_output_never_exceeds_the_limit_and_keeps_short_text(text: str, limi
     else:
         assert capped.truncated is True
         assert text.startswith(capped.text.split("\n[oct-mcp: output truncated")[0])
+
+
+class _NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _stepped_call(project: Path, then: Then) -> CallContext:
+    """A command tool whose plan runs `/bin/step 1`, then what `then` decides from each output."""
+
+    def plan(params: BaseModel, env: ToolEnv) -> CommandPlan:
+        return CommandPlan(
+            argv=("/bin/step", "1"),
+            then=then,
+            parse=lambda run: ToolResult(text=run.stdout.decode()),
+        )
+
+    spec = ToolSpec(
+        name="oct_steps",
+        title="Steps",
+        description="d",
+        params=_NoParams,
+        output=None,
+        risk=Risk.READ,
+        plan=plan,
+    )
+    return replace(make_context("oct_steps", Workspace(project)), spec=spec, params=_NoParams())
+
+
+def _echo_runner() -> ScriptedRunner:
+    """Each run prints its own argv after the program: what the next step is decided from."""
+    return ScriptedRunner(
+        lambda prepared: RunResult(
+            exit_code=0,
+            stdout=" ".join(prepared.argv[1:]).encode(),
+            stderr=b"",
+            output_bytes=0,
+            truncated=False,
+            timed_out=False,
+            duration_seconds=0.0,
+            backend="fake",
+        )
+    )
+
+
+def _command_sandbox(runner: ScriptedRunner) -> ExecutionSandbox:
+    return replace(_sandbox(), runner=runner, allow_unconfined=True)
+
+
+async def test_each_step_of_a_plan_is_decided_by_what_the_one_before_printed(project: Path) -> None:
+    runner = _echo_runner()
+
+    def second(run: RunResult) -> NextCommand:
+        return NextCommand(("/bin/step", run.stdout.decode() + "-2"), then=third)
+
+    def third(run: RunResult) -> tuple[str, ...]:
+        return ("/bin/step", run.stdout.decode() + "-3")
+
+    outcome = await _command_sandbox(runner)(_stepped_call(project, second), RecordingNext())
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.text == "1-2-3"
+    assert [seen[0].argv for seen in runner.seen] == [
+        ("/bin/step", "1"),
+        ("/bin/step", "1-2"),
+        ("/bin/step", "1-2-3"),
+    ]
+
+
+async def test_a_step_that_refuses_stops_the_plan_before_the_next_command(project: Path) -> None:
+    runner = _echo_runner()
+
+    def refuse(run: RunResult) -> tuple[str, ...]:
+        raise NotFoundError("the ref names no commit")
+
+    with pytest.raises(NotFoundError):
+        await _command_sandbox(runner)(_stepped_call(project, refuse), RecordingNext())
+
+    assert [seen[0].argv for seen in runner.seen] == [("/bin/step", "1")]
+
+
+async def test_a_plan_may_not_switch_programs_or_run_past_its_step_limit(project: Path) -> None:
+    def other_program(run: RunResult) -> tuple[str, ...]:
+        return ("/bin/other", "x")
+
+    def forever(run: RunResult) -> NextCommand:
+        return NextCommand(("/bin/step", "again"), then=forever)
+
+    for then in (other_program, forever):
+        runner = _echo_runner()
+        with pytest.raises(RuntimeError, match="later commands must run"):
+            await _command_sandbox(runner)(_stepped_call(project, then), RecordingNext())
+        assert len(runner.seen) <= COMMAND_STEPS_MAX
