@@ -15,16 +15,26 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
-from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.spec import (
+    COMMAND_STEPS_MAX,
+    CommandPlan,
+    NextCommand,
+    ProjectPath,
+    Risk,
+    RunResult,
+    ToolEnv,
+    ToolSpec,
+)
+from oct_mcp.tools.git_refs import GitRef, verify_chain
 from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
 from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
@@ -310,26 +320,43 @@ def _argv(
 
 def _git_plan(
     env: ToolEnv,
-    arguments: tuple[str, ...],
+    arguments: tuple[str, ...] | Callable[[Mapping[str, str]], tuple[str, ...]],
     parse: Callable[[RunResult], ToolResult],
     *,
     user_excludes: bool = False,
+    refs: Sequence[tuple[str, str]] = (),
 ) -> CommandPlan:
-    """git run twice in the same sandbox: first to list its config's names, then with each filter off.
+    """git run in steps in the same sandbox: it lists its config's names, resolves each ref, then runs
+    with each filter off.
 
-    The same binary, environment, git folders and working directory read the config both times,
+    The same binary, environment, git folders and working directory read the config each time,
     so the list names every filter driver the real call would see (includes, any spelling).
     With `user_excludes`, the user's global excludes file is named with `-c core.excludesFile` and
     bound read-only: git never loads the global config, so it would not find the file itself.
+    With `refs` ((argument name, ref) pairs, checked as `GitRef`), each ref is resolved to the
+    commit it names before the real call (`verify_chain`), and `arguments` is given the verified
+    commit ids by argument name: the real call never sees a ref's text.
     """
+    if len(refs) > COMMAND_STEPS_MAX - 2:
+        raise ValueError(f"a git plan resolves at most {COMMAND_STEPS_MAX - 2} refs")
     root = env.workspace.root
     layout = git_layout(root)
     program = find_server_program(root, "git")
     excludes = user_excludes_file() if user_excludes else None
     options = () if excludes is None else ("-c", f"core.excludesFile={excludes}")
+    real = arguments if callable(arguments) else lambda _: arguments
+
+    def after_config(run: RunResult) -> tuple[str, ...] | NextCommand:
+        names = _listed_filter_names(run)
+        return verify_chain(
+            refs,
+            lambda step: _argv(program, layout, root, names, step),
+            lambda commits: (*options, *real(commits)),
+        )
+
     return CommandPlan(
         argv=_argv(program, layout, root, frozenset(), _CONFIG_NAMES),
-        then=lambda run: _argv(program, layout, root, _listed_filter_names(run), (*options, *arguments)),
+        then=after_config,
         parse=parse,
         read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
         tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)),),
@@ -526,6 +553,24 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
 
 
 class GitDiffParams(_Params):
+    base: GitRef | None = Field(
+        default=None,
+        description=(
+            "Compare against this commit (a branch, tag, commit id, HEAD~1): the work tree, or with "
+            "staged the index, or with target that commit. None: the index (unstaged changes) or, "
+            "with staged, HEAD."
+        ),
+    )
+    target: GitRef | None = Field(
+        default=None, description="With base: the commit compared with base, instead of the work tree."
+    )
+    merge_base: bool = Field(
+        default=False,
+        description=(
+            "With base: only what target (default HEAD) changed since it left base, from their merge "
+            "base, as `git diff base...target`."
+        ),
+    )
     staged: bool = Field(
         default=False, description="True: what is staged for the next commit. False: unstaged changes."
     )
@@ -536,6 +581,20 @@ class GitDiffParams(_Params):
         default=0, ge=0, le=10_000_000, description="Patch lines to skip: a cut result's next_offset."
     )
     max_chars: int = BudgetField()
+
+    @model_validator(mode="after")
+    def _sides_make_sense(self) -> GitDiffParams:
+        if self.base is None and (self.target is not None or self.merge_base):
+            raise ValueError("target and merge_base compare with base: give base too")
+        if self.staged and (self.target is not None or self.merge_base):
+            raise ValueError("staged compares the index; with target or merge_base both sides are commits")
+        return self
+
+    def refs(self) -> tuple[tuple[str, str], ...]:
+        """(argument, ref) for each ref given; merge_base without a target compares with HEAD."""
+        target = "HEAD" if self.merge_base and self.target is None else self.target
+        given = (("base", self.base), ("target", target))
+        return tuple((name, ref) for name, ref in given if ref is not None)
 
 
 class DiffFile(BaseModel):
@@ -550,6 +609,12 @@ class DiffFile(BaseModel):
 
 class DiffOutput(BaseModel):
     staged: bool
+    base: str | None = None
+    """The base ref as given: the diff is against it."""
+    target: str | None = None
+    """The target ref as given (HEAD when merge_base had none): the diff is between two commits."""
+    merge_base: bool = False
+    """The diff starts at the merge base of base and target (`base...target`)."""
     files: list[DiffFile]
     added: int
     removed: int
@@ -609,11 +674,22 @@ def _int(text: str) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def _compared(output: DiffOutput) -> str:
+    """What the changes are, as the text says: 'unstaged changes', 'changes from main to HEAD'."""
+    if output.base is None:
+        return "staged changes" if output.staged else "unstaged changes"
+    if output.target is None:
+        return f"{'staged ' if output.staged else ''}changes against {output.base}"
+    if output.merge_base:
+        return f"changes on {output.target} since its merge base with {output.base}"
+    return f"changes from {output.base} to {output.target}"
+
+
 def _diff_text(output: DiffOutput) -> str:
-    which = "staged" if output.staged else "unstaged"
+    which = _compared(output)
     if not output.files:
-        return f"no {which} changes"
-    lines = [f"{len(output.files)} file(s) with {which} changes, +{output.added} -{output.removed}:"]
+        return f"no {which}"
+    lines = [f"{len(output.files)} file(s) with {which}, +{output.added} -{output.removed}:"]
     for f in output.files:
         counts = "binary" if f.binary else f"+{f.added} -{f.removed}"
         moved = f"{f.original_path} -> " if f.original_path is not None else ""
@@ -635,6 +711,10 @@ def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
         if run.exit_code != 0:
             return _git_failed(run)
         output = parse_diff(run.stdout, staged=params.staged, truncated=run.truncated)
+        refs = dict(params.refs())
+        output = output.model_copy(
+            update={"base": refs.get("base"), "target": refs.get("target"), "merge_base": params.merge_base}
+        )
         # The file list takes at most half the budget; the patch page, the rest.
         files, cut = take_within(output.files, params.max_chars // 2)
         room = params.max_chars - json_size([f.model_dump() for f in files])
@@ -656,8 +736,7 @@ def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
 
 
 def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
-    arguments = (
-        "diff",
+    options = (
         *(["--cached"] if params.staged else []),
         "--no-ext-diff",
         "--no-textconv",
@@ -672,9 +751,15 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         "--src-prefix=a/",
         "--dst-prefix=b/",
         f"--unified={params.context_lines}",
-        *_pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _diff_parser(params))
+    paths = _pathspec(env.workspace, params.path) or ["--"]
+
+    def arguments(commits: Mapping[str, str]) -> tuple[str, ...]:
+        sides = [commits[name] for name in ("base", "target") if name in commits]
+        revisions = ["...".join(sides)] if params.merge_base else sides
+        return ("diff", *options, "--end-of-options", *revisions, *paths)
+
+    return _git_plan(env, arguments, _diff_parser(params), refs=params.refs())
 
 
 # -- oct_git_log ---------------------------------------------------------------------------------
