@@ -41,16 +41,21 @@ from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size
 from oct_mcp.workspace import Workspace
 
 __all__ = [
+    "DEFANGED",
     "GIT_DIFF",
     "GIT_LOG",
     "GIT_SAFETY_OPTIONS",
     "GIT_STATUS",
+    "HUNK_STARTS",
     "DiffOutput",
     "GitLayout",
     "LogOutput",
     "StatusOutput",
     "git_argv",
+    "git_failed",
     "git_layout",
+    "git_plan",
+    "pathspec",
     "worktree_git_folders",
 ]
 
@@ -318,7 +323,7 @@ def _argv(
     )
 
 
-def _git_plan(
+def git_plan(
     env: ToolEnv,
     arguments: tuple[str, ...] | Callable[[Mapping[str, str]], tuple[str, ...]],
     parse: Callable[[RunResult], ToolResult],
@@ -363,7 +368,7 @@ def _git_plan(
     )
 
 
-def _pathspec(workspace: Workspace, path: str | None) -> list[str]:
+def pathspec(workspace: Workspace, path: str | None) -> list[str]:
     """The path after `--`, as git names it: relative, lexical (a symlink is the link, as in git)."""
     if path is None:
         return []
@@ -372,7 +377,7 @@ def _pathspec(workspace: Workspace, path: str | None) -> list[str]:
     return ["--", lexical.relative_to(workspace.root).as_posix() or "."]
 
 
-def _git_failed(run: RunResult) -> ToolResult:
+def git_failed(run: RunResult) -> ToolResult:
     detail = run.stderr.decode(errors="replace").strip()
     if "not a git repository" in detail:
         raise NotFoundError(_NOT_A_REPOSITORY)
@@ -520,7 +525,7 @@ def _status_text(output: StatusOutput) -> str:
 def _status_parser(params: GitStatusParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
-            return _git_failed(run)
+            return git_failed(run)
         output = parse_status(run.stdout, params.offset)
         entries, cut = take_within(output.entries, params.max_chars)
         if cut:
@@ -544,9 +549,9 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         # As a terminal's `git status` shows them: an untracked folder is one entry, not its every file.
         "--untracked-files=normal",
         "--ignore-submodules=dirty",
-        *_pathspec(env.workspace, params.path),
+        *pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _status_parser(params), user_excludes=True)
+    return git_plan(env, arguments, _status_parser(params), user_excludes=True)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------
@@ -709,7 +714,7 @@ def _diff_text(output: DiffOutput) -> str:
 def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
-            return _git_failed(run)
+            return git_failed(run)
         output = parse_diff(run.stdout, staged=params.staged, truncated=run.truncated)
         refs = dict(params.refs())
         output = output.model_copy(
@@ -719,7 +724,7 @@ def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
         files, cut = take_within(output.files, params.max_chars // 2)
         room = params.max_chars - json_size([f.model_dump() for f in files])
         patch, next_offset = (
-            ("", None) if params.stat else cut_lines(output.diff, params.offset, room, _HUNK_STARTS)
+            ("", None) if params.stat else cut_lines(output.diff, params.offset, room, HUNK_STARTS)
         )
         output = output.model_copy(
             update={
@@ -752,14 +757,14 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         "--dst-prefix=b/",
         f"--unified={params.context_lines}",
     )
-    paths = _pathspec(env.workspace, params.path) or ["--"]
+    paths = pathspec(env.workspace, params.path) or ["--"]
 
     def arguments(commits: Mapping[str, str]) -> tuple[str, ...]:
         sides = [commits[name] for name in ("base", "target") if name in commits]
         revisions = ["...".join(sides)] if params.merge_base else sides
         return ("diff", *options, "--end-of-options", *revisions, *paths)
 
-    return _git_plan(env, arguments, _diff_parser(params), refs=params.refs())
+    return git_plan(env, arguments, _diff_parser(params), refs=params.refs())
 
 
 # -- oct_git_log ---------------------------------------------------------------------------------
@@ -789,7 +794,7 @@ class LogOutput(BaseModel):
 
 _LOG_FIELDS: Final = 5
 # Where a diff page may end: before a file's header or a hunk's.
-_HUNK_STARTS: Final = ("diff --git ", "@@ ")
+HUNK_STARTS: Final = ("diff --git ", "@@ ")
 
 
 def parse_log(stdout: bytes) -> LogOutput:
@@ -809,7 +814,7 @@ def _log_parser(params: GitLogParams) -> Callable[[RunResult], ToolResult]:
                 return ToolResult(
                     text="no commits yet", structured=LogOutput(commits=[]).model_dump(exclude_none=True)
                 )
-            return _git_failed(run)
+            return git_failed(run)
         # One commit past max_count was asked for: it tells whether more follow.
         every = parse_log(run.stdout).commits
         commits, cut = take_within(every[: params.max_count], params.max_chars)
@@ -834,12 +839,12 @@ def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
         "--format=%H%x00%an%x00%ae%x00%aI%x00%s",
         "--no-show-signature",
         "--no-color",
-        *_pathspec(env.workspace, params.path),
+        *pathspec(env.workspace, params.path),
     )
-    return _git_plan(env, arguments, _log_parser(params))
+    return git_plan(env, arguments, _log_parser(params))
 
 
-_DEFANGED: Final = (
+DEFANGED: Final = (
     "Runs the server's own git (from its PATH, never a program inside the project), sandboxed, "
     "read-only, without hooks, pager, external diff or filters."
 )
@@ -851,7 +856,7 @@ GIT_STATUS: Final = ToolSpec(
         "Show the git status: branch, commit, upstream with ahead/behind, stashes, and each changed, "
         "staged, renamed, unmerged or untracked file with git's XY code (index, work tree; '.' unchanged, "
         "'??' untracked). Optionally only under a path; a cut result gives next_offset for the rest. "
-        f"Prefer it to `git status` in a shell. {_DEFANGED}"
+        f"Prefer it to `git status` in a shell. {DEFANGED}"
     ),
     params=GitStatusParams,
     output=StatusOutput,
@@ -866,7 +871,7 @@ GIT_DIFF: Final = ToolSpec(
         "Show uncommitted changes: the work tree against the index, or with staged=true what is staged. "
         "Returns each file's added and removed line counts and the unified diff (stat=true: the counts "
         "only). Optionally only under a path; a cut diff gives next_offset for the rest. Prefer it to "
-        f"`git diff` in a shell. {_DEFANGED}"
+        f"`git diff` in a shell. {DEFANGED}"
     ),
     params=GitDiffParams,
     output=DiffOutput,
@@ -880,7 +885,7 @@ GIT_LOG: Final = ToolSpec(
     description=(
         "List the commits of the current branch, newest first: sha, author, email, ISO 8601 date and "
         "subject; max_count a page (default 20), next_offset for older ones; optionally only commits "
-        f"touching a path. Prefer it to `git log` in a shell. {_DEFANGED}"
+        f"touching a path. Prefer it to `git log` in a shell. {DEFANGED}"
     ),
     params=GitLogParams,
     output=LogOutput,
