@@ -7,7 +7,9 @@ hooks, fsmonitor, pager, external diff, textconv, signature checks or optional l
 with every filter driver its config defines switched off: status and diff would otherwise
 run a repository's clean filter, a command of its choosing, on each file whose stat data
 changed. Which filters exist, git itself says: each call first lists its config's names,
-in the same sandbox, and the real call switches off each filter.* name listed.
+in the same sandbox, and the real call switches off each filter.* name listed. A ref a call
+names is resolved to a commit in the sandbox before the real call, which gets the commit id
+(`git_refs`).
 """
 
 from __future__ import annotations
@@ -911,10 +913,12 @@ GIT_DIFF: Final = ToolSpec(
     name="oct_git_diff",
     title="Git diff",
     description=(
-        "Show uncommitted changes: the work tree against the index, or with staged=true what is staged. "
-        "Returns each file's added and removed line counts and the unified diff (stat=true: the counts "
-        "only). Optionally only under a path; a cut diff gives next_offset for the rest. Prefer it to "
-        f"`git diff` in a shell. {DEFANGED}"
+        "Show changes: by default the work tree against the index, or with staged=true what is staged; "
+        "with base, against that commit (a branch, tag, commit id, HEAD~1); with base and target, between "
+        "two commits; with merge_base=true only what target (default HEAD) changed since it left base, "
+        "as `git diff main...HEAD`. Returns each file's added and removed line counts and the unified "
+        "diff (stat=true: the counts only). Optionally only under a path; a cut diff gives next_offset "
+        f"for the rest. Prefer it to `git diff` in a shell. {DEFANGED}"
     ),
     params=GitDiffParams,
     output=DiffOutput,
