@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta, timezone
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -47,6 +48,7 @@ LINE_MAX: Final = 10_000_000
 _SHOW_FIELDS: Final = ("commit", "parents", "author", "email", "date", "committer", "committer_email")
 # The header: one NUL-separated field each, the message last (it may hold anything but NUL).
 _SHOW_FORMAT: Final = "--format=%H%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
+_ZONE: Final = re.compile(r"[+-][0-9]{4}")
 _FILE_HAS_ONLY: Final = re.compile(rb"has only (\d+) lines?")
 
 
@@ -256,7 +258,7 @@ class BlameLine(BaseModel):
     author: str
     email: str
     date: str
-    """Author time, seconds since the epoch with its zone, as git records it: '1700000000 +0100'."""
+    """Author date, strict ISO 8601 in the author's zone (empty if git recorded none it could read)."""
     summary: str
     """The commit's subject."""
     original_line: int
@@ -275,6 +277,17 @@ class BlameOutput(BaseModel):
     """The start_line that shows the lines after these (the budget or the range's bound was reached)."""
 
 
+def _iso_date(seconds: str, zone: str) -> str:
+    """git's `author-time` and `author-tz` ('1700000000', '+0100') as ISO 8601, as `%aI` writes it."""
+    if not seconds.isdigit() or _ZONE.fullmatch(zone) is None:
+        return ""
+    offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[3:5])) * (-1 if zone[0] == "-" else 1)
+    try:
+        return datetime.fromtimestamp(int(seconds), timezone(offset)).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
 def parse_blame(stdout: bytes) -> list[BlameLine]:
     """`git blame --porcelain`: each line's commit, and that commit's details the first time it appears."""
     details: dict[str, dict[str, str]] = {}
@@ -290,7 +303,7 @@ def parse_blame(stdout: bytes) -> list[BlameLine]:
                     commit=commit,
                     author=known.get("author", ""),
                     email=known.get("author-mail", "").removeprefix("<").removesuffix(">"),
-                    date=f"{known.get('author-time', '')} {known.get('author-tz', '')}".strip(),
+                    date=_iso_date(known.get("author-time", ""), known.get("author-tz", "")),
                     summary=known.get("summary", ""),
                     original_line=original,
                     original_path=known.get("filename", ""),

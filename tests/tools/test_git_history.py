@@ -306,6 +306,8 @@ async def test_blame_gives_each_line_its_commit_author_and_summary(repo: Path, c
         (4, first, "Start the app", "line 4"),
     ]
     assert {(b["author"], b["email"]) for b in blame["lines"]} == {("Ada Lovelace", "ada@example.invalid")}
+    dates = dict(line.split(" ", 1) for line in git(repo, "log", "--format=%H %aI").splitlines())
+    assert [b["date"] for b in blame["lines"]] == [dates[first], dates[second], dates[first]]
     assert blame["next_start_line"] is None
     assert [(b["commit"], b["text"]) for b in _structured(as_of)["lines"]] == [(first, "line 3")]
     (line,) = _structured(uncommitted)["lines"]
@@ -344,8 +346,8 @@ def test_parse_blame_reads_the_details_of_a_commit_seen_before() -> None:
     lines = parse_blame(porcelain)
 
     assert [(b.line, b.commit, b.author, b.date, b.original_path, b.text) for b in lines] == [
-        (1, sha, "Ada", "1700000000 +0100", "old.py", "one"),
-        (2, sha, "Ada", "1700000000 +0100", "old.py", "two"),
+        (1, sha, "Ada", "2023-11-14T23:13:20+01:00", "old.py", "one"),
+        (2, sha, "Ada", "2023-11-14T23:13:20+01:00", "old.py", "two"),
     ]
 
 
