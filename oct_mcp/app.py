@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from oct_mcp.audit import AuditSink
-from oct_mcp.chain import Chain, LayerRuntime, build_chain
+from oct_mcp.chain import Chain, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.consent import Consent, SessionGrants, UsedConsents
-from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError, PathRefusedError
 from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
@@ -21,6 +20,7 @@ from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_pol
 from oct_mcp.profiles import Profile, resolve_profile
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
+from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, Outcome, ProgressReporter
 from oct_mcp.workspace import Workspace, read_at_most, resolve_root
 
 __all__ = ["INTERNAL_ERROR_MESSAGE", "App", "CallFailure", "build_app", "run_call"]

@@ -313,7 +313,7 @@ def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
 def _call(app: App, tool: str, raw_arguments: str) -> int:
     from oct_mcp.app import CallFailure, run_call
     from oct_mcp.consent import Consent
-    from oct_mcp.context import ClientInfo, ConsentRequest
+    from oct_mcp.types import ClientInfo, ConsentRequest
 
     try:
         arguments = json.loads(raw_arguments)
@@ -436,7 +436,7 @@ def landlock_guarantee_status() -> list[tuple[str, str]]:
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:
     """Each backend, probed for real, and which one `sandbox_backend` selects here."""
-    from oct_mcp.backends import probe_backends, select_backend
+    from oct_mcp.backends.selection import probe_backends, select_backend
 
     try:
         chosen = select_backend(configured)[0].name

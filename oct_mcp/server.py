@@ -37,10 +37,10 @@ from oct_mcp.consent import (
     consent_form_schema,
     unmistakable_output,
 )
-from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.preview import TargetState
 from oct_mcp.spec import ToolSpec
+from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 
 __all__ = [
     "CONSENT_INPUT_KEY",

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from oct_mcp.context import CallContext, ClientInfo, Outcome, ToolResult
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools import default_catalog
+from oct_mcp.types import CallContext, ClientInfo, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
 TEST_CLIENT = ClientInfo(client_id="test", transport="memory")

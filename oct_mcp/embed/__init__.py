@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.context import CallContext, Outcome, ToolResult
 from oct_mcp.server import RequestFacts, call_with_consent
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.types import CallContext, Outcome, ToolResult
 
 __all__ = [
     "BINARY_DROPPED_NOTE",

@@ -20,7 +20,6 @@ from fastmcp.tools.base import ToolResult as FastMCPToolResult
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.context import CallContext, Outcome, ToolResult
 from oct_mcp.embed import (
     EMBEDDED_PROFILE,
     ForeignTool,
@@ -31,6 +30,7 @@ from oct_mcp.embed import (
 )
 from oct_mcp.server import call_with_consent
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.types import CallContext, Outcome, ToolResult
 
 __all__ = ["OctFastMCPMiddleware", "guard_fastmcp"]
 

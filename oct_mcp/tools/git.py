@@ -22,12 +22,12 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
 from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [

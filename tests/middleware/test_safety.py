@@ -13,10 +13,9 @@ from fakes import WRITE_TOOL, RecordingNext, WriteFileParams, catalog_with_write
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.chain import LayerRuntime, build_chain
+from oct_mcp.chain import build_chain
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import Consent, argument_digest
-from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, ToolResult
 from oct_mcp.errors import ConsentUnavailableError, PolicyError
 from oct_mcp.middleware.safety import (
     CONFIRMATION_PREFIX,
@@ -31,6 +30,7 @@ from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
 from oct_mcp.spec import Risk
 from oct_mcp.tools import default_catalog
+from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, LayerRuntime, ToolResult
 from oct_mcp.workspace import Workspace
 
 READ_TOOL = default_catalog()["oct_read_file"]
