@@ -361,6 +361,10 @@ def print_doctor(app: App, out: TextIO) -> None:
         write(f"  {name:<28} {getattr(config, name)!r:<40} {source}\n")
     write(f"\nprofile: {app.profile.name} ({app.profile.origin}) {app.profile.description}\n")
     write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n")
+    write("layers a profile may name (where each came from):\n")
+    for name in app.registry:
+        used = ", in this chain" if name in app.chain.layer_names else ""
+        write(f"  {name:<16} {app.registry.origin(name)}{used}\n")
     write(f"audit: {audit_status(app)}\n\n")
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
