@@ -198,3 +198,8 @@ def test_the_types_module_imports_nothing_of_the_package_at_run_time() -> None:
 @pytest.mark.parametrize("path", LAYER_FILES, ids=lambda p: p.stem)
 def test_a_layer_does_not_import_the_chain_or_the_registry(path: Path) -> None:
     assert [name for name in _imports(path) if _is_under(name, "oct_mcp.chain", "oct_mcp.registry")] == []
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "embed").rglob("*.py")), ids=lambda p: p.stem)
+def test_embedding_does_not_import_the_stdio_server(path: Path) -> None:
+    assert [name for name in _imports(path) if _is_under(name, "oct_mcp.server")] == []

@@ -18,8 +18,8 @@ from oct_mcp.consent import CONFIRMATION_PREFIX, CONSENT_META_KEY, OUTPUT_PREFIX
 from oct_mcp.display import quote_name
 from oct_mcp.errors import InvalidArgumentsError, PathRefusedError
 from oct_mcp.middleware.validator import InputValidator
-from oct_mcp.server import to_call_tool_result
 from oct_mcp.tools import default_catalog
+from oct_mcp.transports.consent_adapter import to_call_tool_result
 from oct_mcp.types import ConsentRequest, ToolResult
 from oct_mcp.workspace import Workspace, contain
 

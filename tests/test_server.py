@@ -19,8 +19,9 @@ from oct_mcp.chain import build_chain
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.profiles import Profile
 from oct_mcp.registry import SHIPPED_LAYERS
-from oct_mcp.server import build_server, compact_schema, to_call_tool_result
+from oct_mcp.server import build_server, compact_schema
 from oct_mcp.tools import default_catalog
+from oct_mcp.transports.consent_adapter import to_call_tool_result
 from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome
 
 pytestmark = pytest.mark.anyio

@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.server import RequestFacts, call_with_consent
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.transports.consent_adapter import RequestFacts, call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
 
 __all__ = [

@@ -28,8 +28,8 @@ from oct_mcp.embed import (
     host_result,
     session_client_id,
 )
-from oct_mcp.server import call_with_consent
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
 
 __all__ = ["OctFastMCPMiddleware", "guard_fastmcp"]
