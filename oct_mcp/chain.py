@@ -141,7 +141,7 @@ def _check_layer_order(
         available |= layer_type.writes
         types.append(layer_type)
     if not types[-1].terminal and not has_endpoint:
-        terminals = sorted(n for n, t in registry.items() if t.terminal)
+        terminals = sorted(name for name in registry if _is_terminal(registry, name))
         raise ConfigError(f"{where} has no layer that runs tools; end it with {' or '.join(terminals)}")
     return types
 
@@ -173,3 +173,11 @@ def _missing_message(
         f"{where}: layer {name!r} needs {', '.join(missing)}, "
         "which no earlier layer provides; put the layer that writes it before"
     )
+
+
+def _is_terminal(registry: Mapping[str, LayerType], name: str) -> bool:
+    """Whether `name` runs tools; an installed layer that cannot be imported counts as not."""
+    try:
+        return registry[name].terminal
+    except ConfigError:
+        return False

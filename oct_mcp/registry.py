@@ -48,8 +48,8 @@ class LayerRegistry(Mapping[str, LayerType]):
         for layer in passed:
             if layer.name in self._origins:
                 raise ConfigError(
-                    f"a layer passed in code is named {layer.name!r}, as a {self._origins[layer.name]} "
-                    "layer is; give it another name"
+                    f"two layers are named {layer.name!r} ({self._origins[layer.name]}, and passed in "
+                    "code); give the one passed in code another name"
                 )
             self._loaded[layer.name] = layer
             self._origins[layer.name] = CODE_ORIGIN

@@ -250,7 +250,7 @@ class LayerRuntime:
 
 
 # What `requires` and `provides` may name besides slot keys; `layer_data` is reached through slots.
-CONTEXT_FIELDS: Final = frozenset(f.name for f in fields(CallContext)) - {"layer_data"}
+_CONTEXT_FIELDS: Final = frozenset(f.name for f in fields(CallContext)) - {"layer_data"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,7 +276,7 @@ class LayerType:
         foreign = sorted(slot.key for slot in self.slots if slot.layer != self.name)
         if foreign:
             raise ValueError(f"layer {self.name!r} declares slots named after another layer: {foreign}")
-        unknown = {name for name in self.requires | self.provides if "." not in name} - CONTEXT_FIELDS
+        unknown = {name for name in self.requires | self.provides if "." not in name} - _CONTEXT_FIELDS
         if unknown:
             raise ValueError(f"layer {self.name!r} names unknown context fields: {sorted(unknown)}")
         undeclared = {name for name in self.provides if "." in name} - {slot.key for slot in self.slots}

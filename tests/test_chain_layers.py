@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import json
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.app import build_app
@@ -20,6 +22,7 @@ from oct_mcp.errors import ConfigError
 from oct_mcp.profiles import Profile
 from oct_mcp.registry import ENTRY_POINT_GROUP, SHIPPED_LAYERS, layer_registry
 from oct_mcp.testing import RecordingNext, make_context
+from oct_mcp.testing.strategies import contexts
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, Slot
 from oct_mcp.workspace import Workspace
@@ -104,6 +107,16 @@ def test_a_slot_no_layer_of_the_profile_writes_fails(runtime: LayerRuntime) -> N
     assert "no earlier layer provides" in refused.value.message
 
 
+@given(ctx=contexts(), value=st.integers())
+def test_a_slot_carries_its_value_and_changes_nothing_else_of_any_context(
+    ctx: CallContext, value: int
+) -> None:
+    carried = COUNT.put(ctx, value)
+
+    assert COUNT.get(carried) == value
+    assert replace(carried, layer_data=ctx.layer_data) == ctx
+
+
 def test_a_slot_is_empty_until_its_layer_puts_a_value_and_holds_only_its_kind() -> None:
     ctx = make_context()
 
@@ -144,7 +157,7 @@ def _install(site: Path, layer_name: str, *, module_source: str | None = None) -
         module_source
         or textwrap.dedent(
             f"""
-            from dataclasses import dataclass
+            from dataclasses import dataclass, replace
             from pydantic import BaseModel, ConfigDict
             from oct_mcp.types import LayerType
 
@@ -206,6 +219,17 @@ def test_an_installed_layer_may_not_take_a_shipped_name(site: Path) -> None:
         layer_registry()
 
     assert "'sandbox'" in refused.value.message
+
+
+def test_an_unbuildable_profile_lists_the_terminal_layers_even_with_a_broken_one_installed(
+    site: Path, runtime: LayerRuntime
+) -> None:
+    _install(site, "broken", module_source="raise RuntimeError('half installed')\n")
+
+    with pytest.raises(ConfigError) as refused:
+        build_chain(Profile(name="mine", layers=("gateway",)), runtime)
+
+    assert refused.value.message.endswith("end it with sandbox")
 
 
 def test_a_layer_passed_in_code_may_not_take_a_shipped_name() -> None:
