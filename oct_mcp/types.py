@@ -4,38 +4,7 @@ This module imports nothing of oct-mcp's at run time: a layer, a tool and the ch
 and it imports none of them. The heavier classes it names (ToolSpec, Workspace, McpConfig, ...)
 are imported for the type checker only, as Starlette's `types` does for its requests.
 
-The middleware contract
-=======================
-
-A layer is an object with `async __call__(ctx, call_next, /) -> Outcome`. One call has exactly
-one of three moves:
-
-- **Pass on**: `return await call_next(ctx)`, or `call_next(replace(ctx, ...))` with the fields
-  (or the slot, see `Slot`) this layer writes. A layer writes only what its `LayerType` declares
-  in `provides` or `slots`; `build_chain` checks that whoever reads a field comes after its writer.
-  What comes back may be returned changed (the redactor masks the result's text).
-- **Answer**: return an `Outcome` without calling `call_next` (the safety gate's ConsentRequest).
-  Nothing inside the layer runs.
-- **Raise**: refuse the call with an `OctError` (`RefusedError` and its kind when nothing inside
-  ran). The message says what was wrong and how to fix it, never an argument's value.
-
-`call_next` is called at most once per call, and only while `__call__` runs: not twice (a retry
-would run a tool, maybe a write, again), not from a task that outlives the call. An error raised
-by `call_next` belongs to the layers inside: let it through, or record it and re-raise it
-(`try`/`finally` for timing), or translate a specific one with `raise New(...) from exc`; never
-catch `Exception` at large, never turn an error into a success.
-
-Cancellation: the host may cancel a call at any await, `call_next` included. The cancellation
-exception passes through every layer untouched: clean up in `finally` (or `except BaseException:
-...; raise`), never swallow it and never `await` long in cleanup (shield a short, bounded step
-with `anyio.CancelScope(shield=True)` only when leaving it undone would corrupt shared state).
-
-Concurrency: one instance of a layer serves every call of the server at once, interleaved at each
-await. Per-call state lives in locals or travels in the context, never on `self`. What a layer
-keeps on `self` is its configuration, validated once when the chain is built (its settings and
-what it took from `LayerRuntime`), and state meant to outlive one call (a rate window, a budget
-per client): bounded in size, owned by the layer, and changed under a lock (`anyio.Lock`, or a
-`threading.Lock` where threads touch it, never held across an await of `call_next`).
+The middleware contract is the docstring of `Middleware`.
 """
 
 from __future__ import annotations
@@ -181,9 +150,37 @@ CallNext: TypeAlias = Callable[[CallContext], Awaitable[Outcome]]
 
 
 class Middleware(Protocol):
-    """One layer: pass on (maybe rewritten), answer (return without `call_next`), or raise.
+    """One layer of the chain: `async __call__(ctx, call_next, /) -> Outcome`.
 
-    The contract is this module's docstring.
+    One call has exactly one of three moves:
+
+    - **Pass on**: `return await call_next(ctx)`, or `call_next(replace(ctx, ...))` with the fields
+      (or the slot, see `Slot`) this layer writes. A layer writes only what its `LayerType` declares
+      in `provides` or `slots`; `build_chain` checks that whoever reads a field comes after its writer.
+      What comes back may be returned changed (the redactor masks the result's text).
+    - **Answer**: return an `Outcome` without calling `call_next` (the safety gate's ConsentRequest).
+      Nothing inside the layer runs.
+    - **Raise**: refuse the call with an `OctError` (`RefusedError` and its kind when nothing inside
+      ran). The message says what was wrong and how to fix it, never an argument's value.
+
+    `call_next` is called at most once per call, and only while `__call__` runs: not twice (a retry
+    would run a tool, maybe a write, again), not from a task that outlives the call. An error raised
+    by `call_next` belongs to the layers inside: let it through, or record it and re-raise it
+    (`try`/`finally` for timing), or translate a specific one with `raise New(...) from exc`; never
+    catch `Exception` at large, never turn an error into a success.
+
+    Cancellation: the host may cancel a call at any await, `call_next` included. The cancellation
+    exception passes through every layer untouched: clean up in `finally` (or `except BaseException:
+    ...; raise`), never swallow it and never `await` long in cleanup (shield a short, bounded step
+    with `anyio.CancelScope(shield=True)` only when leaving it undone would corrupt shared state).
+
+    Concurrency: one instance of a layer serves every call of the server at once, interleaved at each
+    await. Per-call state lives in locals or travels in the context, never on `self`. What a layer
+    keeps on `self` is its configuration, validated once when the chain is built (its settings and
+    what it took from `LayerRuntime`), and state meant to outlive one call (a rate window, a budget
+    per client): bounded in size, owned by the layer, and changed either with no await between
+    reading and writing it, or under a lock (`anyio.Lock`; a `threading.Lock` where threads touch
+    it), never held across an await of `call_next`.
     """
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome: ...
