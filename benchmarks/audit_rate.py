@@ -21,8 +21,8 @@ from typing import Any
 from _common import Comparison, arguments, interleave, print_table
 
 from oct_mcp.audit import AuditWriter, verify_chain
-from oct_mcp.context import CallContext, ClientInfo, ToolResult
 from oct_mcp.middleware.audit import audit_record
+from oct_mcp.types import CallContext, ClientInfo, ToolResult
 
 RECORDS = 2_000
 ROTATE_BYTES = 64 * 1024

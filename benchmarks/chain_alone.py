@@ -23,10 +23,10 @@ from _common import PerCall, arguments, interleave_async, print_table
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.app import App, build_app, run_call
-from oct_mcp.chain import CallNext, Chain, compose
-from oct_mcp.context import CallContext, ClientInfo, Outcome, ToolResult
+from oct_mcp.chain import Chain, compose
 from oct_mcp.diagnostics import configure_diagnostics
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.types import CallContext, CallNext, ClientInfo, Outcome, ToolResult
 
 CALLS_PER_ROUND: Final = 2_000
 RATE_LIMIT: Final = 10_000

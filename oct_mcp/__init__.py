@@ -2,9 +2,8 @@
 
 __version__ = "0.1.0"
 
-from oct_mcp.chain import CallNext, Chain, LayerRuntime, LayerType, Middleware, build_chain, compose
+from oct_mcp.chain import Chain, build_chain, compose
 from oct_mcp.config import McpConfig, load_config
-from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ToolResult
 from oct_mcp.errors import (
     ConfigError,
     ExecutionError,
@@ -13,11 +12,26 @@ from oct_mcp.errors import (
     PathRefusedError,
     RefusedError,
 )
+from oct_mcp.middleware.safety import SafetyDecision, SafetyGate
 from oct_mcp.profiles import Profile, resolve_profile, shipped_profile
+from oct_mcp.registry import ENTRY_POINT_GROUP, LayerRegistry, layer_registry
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.types import (
+    CallContext,
+    CallNext,
+    ClientInfo,
+    ConsentRequest,
+    LayerRuntime,
+    LayerType,
+    Middleware,
+    Outcome,
+    Slot,
+    ToolResult,
+)
 from oct_mcp.workspace import Workspace, contain
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "CallContext",
     "CallNext",
     "Chain",
@@ -26,6 +40,7 @@ __all__ = [
     "ConsentRequest",
     "ExecutionError",
     "InvalidArgumentsError",
+    "LayerRegistry",
     "LayerRuntime",
     "LayerType",
     "McpConfig",
@@ -36,6 +51,9 @@ __all__ = [
     "Profile",
     "RefusedError",
     "Risk",
+    "SafetyDecision",
+    "SafetyGate",
+    "Slot",
     "ToolResult",
     "ToolSpec",
     "Workspace",
@@ -43,6 +61,7 @@ __all__ = [
     "build_chain",
     "compose",
     "contain",
+    "layer_registry",
     "load_config",
     "resolve_profile",
     "shipped_profile",

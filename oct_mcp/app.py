@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 from oct_mcp.audit import AuditSink
-from oct_mcp.chain import Chain, LayerRuntime, build_chain
+from oct_mcp.chain import Chain, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.consent import Consent, SessionGrants, UsedConsents
-from oct_mcp.context import CallContext, ClientInfo, Outcome, ProgressReporter
 from oct_mcp.diagnostics import get_logger, is_deep_trace
 from oct_mcp.errors import OctError, PathRefusedError
 from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
 from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_policy, parse_policy
 from oct_mcp.profiles import Profile, resolve_profile
+from oct_mcp.registry import LayerRegistry, layer_registry
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
+from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, LayerType, Outcome, ProgressReporter
 from oct_mcp.workspace import Workspace, read_at_most, resolve_root
 
 __all__ = ["INTERNAL_ERROR_MESSAGE", "App", "CallFailure", "build_app", "run_call"]
@@ -44,6 +45,8 @@ class App:
     profile: Profile
     catalog: Mapping[str, ToolSpec]
     chain: Chain
+    registry: LayerRegistry = field(default_factory=layer_registry)
+    """The layers the profile could name, and where each came from (for doctor)."""
     audit: AuditSink | None = None
     """Where the audit layer records (for doctor); None when the app was assembled without one."""
     metrics: MetricsEndpoint | None = None
@@ -81,6 +84,7 @@ def build_app(
     serve_metrics_endpoint: bool = False,
     hosted: bool = False,
     development: bool = False,
+    layers: Sequence[LayerType] = (),
 ) -> App:
     """Load the config, resolve the root and the profile, and build the chain.
 
@@ -95,11 +99,15 @@ def build_app(
         development: Development mode: the redactor may be off where the profile allows it.
         hosted: The chain guards another server's tools: the profile has no terminal layer,
             the host's handler is the endpoint, and the catalog fills as the host lists tools.
+        layers: Layer types of your own, which a profile may name beside the shipped ones and
+            those installed under the `oct_mcp.layers` entry point group.
 
     Raises:
         NotADirectoryError: The project root is not an existing directory.
-        ConfigError: The profile does not exist or does not build.
+        ConfigError: The profile does not exist or does not build, or a layer takes a name
+            already taken.
     """
+    registry = layer_registry(layers)
     workspace = Workspace(resolve_root(project_root))
     loaded = load_settings(config_path, environ)
     if profile is not None:
@@ -126,7 +134,7 @@ def build_app(
         open_catalog=hosted,
         development=development,
     )
-    chain = build_chain(chosen, runtime, endpoint=_forward_to_host if hosted else None)
+    chain = build_chain(chosen, runtime, endpoint=_forward_to_host if hosted else None, registry=registry)
     _log.info("chain_built", profile=chosen.name, layers=list(chosen.layers), root=str(workspace.root))
     endpoint = serve_metrics(metrics, port) if metrics is not None and port is not None else None
     return App(
@@ -135,6 +143,7 @@ def build_app(
         profile=chosen,
         catalog=catalog,
         chain=chain,
+        registry=registry,
         audit=audit,
         metrics=endpoint,
     )

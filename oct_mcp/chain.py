@@ -1,93 +1,25 @@
-"""The middleware protocol, compose(), and build_chain(): a profile's layers, validated and linked once."""
+"""compose() and build_chain(): a profile's layers, validated and linked once."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from oct_mcp.config import McpConfig
-from oct_mcp.context import CallContext, Outcome
 from oct_mcp.errors import ConfigError
-from oct_mcp.spec import ToolSpec
-from oct_mcp.workspace import Workspace
+from oct_mcp.registry import layer_registry
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, ListFilter, Middleware, Outcome
 
 if TYPE_CHECKING:
-    from oct_mcp.audit import AuditSink
     from oct_mcp.profiles import Profile
+    from oct_mcp.spec import ToolSpec
 
-__all__ = [
-    "BASE_FIELDS",
-    "CallNext",
-    "Chain",
-    "LayerRuntime",
-    "LayerType",
-    "ListFilter",
-    "Middleware",
-    "build_chain",
-    "compose",
-]
-
-CallNext = Callable[[CallContext], Awaitable[Outcome]]
-
-
-class Middleware(Protocol):
-    """One layer: pass on (maybe rewritten), refuse (raise), or answer (return without `call_next`)."""
-
-    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome: ...
-
-
-@runtime_checkable
-class ListFilter(Protocol):
-    """A layer that also decides which tools `tools/list` shows (a hidden tool must also be refused)."""
-
-    def is_visible(self, spec: ToolSpec) -> bool: ...
-
+__all__ = ["BASE_FIELDS", "Chain", "build_chain", "compose"]
 
 # Fields every CallContext has when it enters the chain; the rest are written by layers.
 BASE_FIELDS: Final = frozenset({"tool", "arguments", "client", "call_id"})
-_CONTEXT_FIELDS: Final = frozenset(f.name for f in fields(CallContext))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LayerRuntime:
-    """What a layer may be built with, besides its profile settings."""
-
-    config: McpConfig
-    workspace: Workspace
-    catalog: Mapping[str, ToolSpec]
-    profile: str = "default"
-    guarantees: frozenset[str] = frozenset()
-    """What the profile needs of the sandbox (no_network, writes_confined, reads_confined)."""
-    server_files: tuple[str, ...] = ()
-    """The config and policy files this server was started with: protected from writes."""
-    development: bool = False
-    """Development mode (`--development`): the redactor may be off where the profile allows it."""
-    open_catalog: bool = False
-    """An embedding host adds its tools after start-up: tool names cannot be checked at build."""
-    audit: AuditSink | None = None
-    """Where the audit layer records; None: a writer at the config's audit_log_path, no metrics."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LayerType:
-    """A layer as the registry knows it: name, context fields it needs and writes, how to build it."""
-
-    name: str
-    settings: type[BaseModel]
-    """Validates the profile's `[settings.<name>]` table; unknown keys must be refused."""
-    build: Callable[[Any, LayerRuntime], Middleware]
-    requires: frozenset[str] = frozenset()
-    provides: frozenset[str] = frozenset()
-    terminal: bool = False
-    """Runs the tool itself: it never calls `call_next`, so it must be last."""
-
-    def __post_init__(self) -> None:
-        unknown = (self.requires | self.provides) - _CONTEXT_FIELDS
-        if unknown:
-            raise ValueError(f"layer {self.name!r} names unknown context fields: {sorted(unknown)}")
 
 
 async def _no_terminal(ctx: CallContext, /) -> Outcome:
@@ -143,7 +75,8 @@ def build_chain(
         runtime: Config, workspace and catalog the layers are built with.
         endpoint: What the innermost layer calls; needed only when the
             profile has no terminal layer (an embedding host's own handler).
-        registry: Layer types by name; the shipped layers when None.
+        registry: Layer types by name; when None, the shipped layers and those
+            installed under the `oct_mcp.layers` entry point group.
 
     Returns:
         The chain, ready for concurrent calls.
@@ -154,10 +87,7 @@ def build_chain(
             provides, or settings the layer does not accept.
     """
     if registry is None:
-        # Imported here: the layers import this module for the Middleware protocol.
-        from oct_mcp.middleware import REGISTRY
-
-        registry = REGISTRY
+        registry = layer_registry()
     where = f"profile {profile.name!r}"
     types = _check_layer_order(profile, registry, has_endpoint=endpoint is not None)
     unused = set(profile.settings) - set(profile.layers)
@@ -207,13 +137,47 @@ def _check_layer_order(
             raise ConfigError(f"{where}: {name!r} runs the tool itself, so the chain cannot take an endpoint")
         missing = layer_type.requires - available
         if missing:
-            raise ConfigError(
-                f"{where}: layer {name!r} needs {', '.join(sorted(missing))}, "
-                "which no earlier layer provides; put the layer that writes it before"
-            )
-        available |= layer_type.provides
+            raise ConfigError(_missing_message(where, name, sorted(missing), profile, registry, position))
+        available |= layer_type.writes
         types.append(layer_type)
     if not types[-1].terminal and not has_endpoint:
-        terminals = sorted(n for n, t in registry.items() if t.terminal)
+        terminals = sorted(name for name in registry if _is_terminal(registry, name))
         raise ConfigError(f"{where} has no layer that runs tools; end it with {' or '.join(terminals)}")
     return types
+
+
+def _missing_message(
+    where: str,
+    name: str,
+    missing: list[str],
+    profile: Profile,
+    registry: Mapping[str, LayerType],
+    position: int,
+) -> str:
+    later = {
+        needed: other
+        for other in profile.layers[position + 1 :]
+        if other in registry
+        for needed in missing
+        if needed in registry[other].writes
+    }
+    if later:
+        writers = ", ".join(
+            f"{needed!r} is written by {writer!r}" for needed, writer in sorted(later.items())
+        )
+        return (
+            f"{where}: layer {name!r} needs what a later layer writes ({writers}); "
+            f"put the writer before {name!r}"
+        )
+    return (
+        f"{where}: layer {name!r} needs {', '.join(missing)}, "
+        "which no earlier layer provides; put the layer that writes it before"
+    )
+
+
+def _is_terminal(registry: Mapping[str, LayerType], name: str) -> bool:
+    """Whether `name` runs tools; an installed layer that cannot be imported counts as not."""
+    try:
+        return registry[name].terminal
+    except ConfigError:
+        return False

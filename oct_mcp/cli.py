@@ -313,7 +313,7 @@ def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
 def _call(app: App, tool: str, raw_arguments: str) -> int:
     from oct_mcp.app import CallFailure, run_call
     from oct_mcp.consent import Consent
-    from oct_mcp.context import ClientInfo, ConsentRequest
+    from oct_mcp.types import ClientInfo, ConsentRequest
 
     try:
         arguments = json.loads(raw_arguments)
@@ -361,6 +361,10 @@ def print_doctor(app: App, out: TextIO) -> None:
         write(f"  {name:<28} {getattr(config, name)!r:<40} {source}\n")
     write(f"\nprofile: {app.profile.name} ({app.profile.origin}) {app.profile.description}\n")
     write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n")
+    write("layers a profile may name (where each came from):\n")
+    for name in app.registry:
+        used = ", in this chain" if name in app.chain.layer_names else ""
+        write(f"  {name:<16} {app.registry.origin(name)}{used}\n")
     write(f"audit: {audit_status(app)}\n\n")
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
@@ -436,7 +440,7 @@ def landlock_guarantee_status() -> list[tuple[str, str]]:
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:
     """Each backend, probed for real, and which one `sandbox_backend` selects here."""
-    from oct_mcp.backends import probe_backends, select_backend
+    from oct_mcp.backends.selection import probe_backends, select_backend
 
     try:
         chosen = select_backend(configured)[0].name

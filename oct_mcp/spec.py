@@ -11,9 +11,9 @@ from typing import Annotated, Any, Final, TypeAlias
 
 from pydantic import BaseModel, StringConstraints
 
-from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.preview import TargetState
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [

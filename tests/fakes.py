@@ -1,42 +1,15 @@
-"""Fakes at the boundaries STYLE.md names: RecordingNext stands in for the rest of the chain."""
+"""A write tool for tests; RecordingNext and make_context come from the testing kit the package ships."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from oct_mcp.context import CallContext, ClientInfo, Outcome, ToolResult
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.testing import TEST_CLIENT, RecordingNext, make_context
 from oct_mcp.tools import default_catalog
-from oct_mcp.workspace import Workspace
-
-TEST_CLIENT = ClientInfo(client_id="test", transport="memory")
-
-
-def make_context(
-    tool: str = "oct_read_file", workspace: Workspace | None = None, **arguments: object
-) -> CallContext:
-    """A context as the server builds it; with `workspace`, as the gateway passes it on."""
-    return CallContext(
-        tool=tool, arguments=arguments, client=TEST_CLIENT, call_id="call-1", workspace=workspace
-    )
-
-
-@dataclass
-class RecordingNext:
-    """Records each context it is called with; returns `outcome` or raises `error`."""
-
-    outcome: Outcome = field(default_factory=lambda: ToolResult(text="next ran"))
-    error: BaseException | None = None
-    seen: list[CallContext] = field(default_factory=list)
-
-    async def __call__(self, ctx: CallContext, /) -> Outcome:
-        self.seen.append(ctx)
-        if self.error is not None:
-            raise self.error
-        return self.outcome
+from oct_mcp.types import ToolResult
 
 
 class WriteFileParams(BaseModel):
@@ -74,3 +47,6 @@ WRITE_TOOL = ToolSpec(
 
 def catalog_with_write_tool() -> dict[str, ToolSpec]:
     return {**default_catalog(), WRITE_TOOL.name: WRITE_TOOL}
+
+
+__all__ = ["TEST_CLIENT", "WRITE_TOOL", "RecordingNext", "catalog_with_write_tool", "make_context"]

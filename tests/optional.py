@@ -47,8 +47,8 @@ def usable_backend(name: str) -> None:
 
     Landlock counts only from ABI 6, where a run's leftover processes can be told apart and ended.
     """
-    from oct_mcp.backends import probe_backends
     from oct_mcp.backends.landlock import landlock_support
+    from oct_mcp.backends.selection import probe_backends
 
     availability = dict(probe_backends())[name]
     if name == "landlock" and availability.usable and not landlock_support().sweeps_leftovers:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import oct_mcp
+from oct_mcp.tools import default_catalog
 
 PACKAGE = Path(oct_mcp.__file__).parent
 SDK_MODULES = ("mcp", "mcp_types", "fastmcp")
@@ -81,6 +82,124 @@ def test_the_public_api_exports_exactly_its_all() -> None:
 
 
 def test_the_seed_names_import_from_the_package() -> None:
-    from oct_mcp import McpConfig, load_config
+    from oct_mcp import McpConfig, SafetyDecision, SafetyGate, load_config
+    from oct_mcp.spec import Risk
 
-    assert isinstance(load_config(PACKAGE / "no-such-config.json"), McpConfig)
+    config = load_config(PACKAGE / "no-such-config.json")
+    read_tool = next(spec for spec in default_catalog().values() if spec.risk is Risk.READ)
+    decision = SafetyGate(config).check(read_tool.name, read_tool, {})
+
+    assert isinstance(config, McpConfig)
+    assert decision == SafetyDecision(
+        proceed=True, requires_confirmation=False, dry_run=False, reason=decision.reason
+    )
+
+
+def _runtime_imports(path: Path, package: Path = PACKAGE) -> Iterator[str]:
+    """What a module imports when it runs, a function's imports included; `if TYPE_CHECKING:` left out.
+
+    A name imported from a package is the submodule when there is one (`from oct_mcp.middleware
+    import audit` imports `oct_mcp.middleware.audit`), the package itself otherwise.
+    """
+    module_parts = path.relative_to(package.parent).with_suffix("").parts
+    if module_parts[-1] == "__init__":
+        module_parts = (*module_parts[:-1], "_")
+    stack: list[ast.AST] = [ast.parse(path.read_text())]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = module_parts[: len(module_parts) - node.level]
+                base = ".".join((*parent, base) if base else parent)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                yield submodule if _module_file(submodule, package) is not None else base
+
+
+def _module_file(name: str, package: Path = PACKAGE) -> Path | None:
+    parts = name.split(".")
+    if parts[0] != package.name:
+        return None
+    base = package.parent.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_name(path: Path, package: Path) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycle(package: Path) -> list[str]:
+    """One cycle of the package's run-time import graph, as the modules along it; [] when acyclic."""
+    graph = {
+        _module_name(path, package): sorted(
+            {
+                _module_name(found, package)
+                for name in _runtime_imports(path, package)
+                if (found := _module_file(name, package)) is not None
+            }
+        )
+        for path in sorted(package.rglob("*.py"))
+    }
+    done: set[str] = set()
+    for start in graph:
+        if start in done:
+            continue
+        path = [start]
+        on_path = {start}
+        stack = [(start, iter(graph[start]))]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                on_path.discard(node)
+                done.add(node)
+            elif child in on_path:
+                return [*path[path.index(child) :], child]
+            elif child not in done:
+                stack.append((child, iter(graph[child])))
+                path.append(child)
+                on_path.add(child)
+    return []
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert import_cycle(PACKAGE) == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
+    package = tmp_path / "oct_mcp"
+    (package / "middleware").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "chain.py").write_text("def build():\n    from oct_mcp.middleware import REGISTRY\n")
+    (package / "middleware" / "__init__.py").write_text("from oct_mcp.chain import build\n")
+
+    assert import_cycle(package) == ["oct_mcp.chain", "oct_mcp.middleware", "oct_mcp.chain"]
+
+
+def test_the_types_module_imports_nothing_of_the_package_at_run_time() -> None:
+    imported = list(_runtime_imports(PACKAGE / "types.py"))
+
+    assert [name for name in imported if _is_under(name, "oct_mcp")] == []
+
+
+@pytest.mark.parametrize("path", LAYER_FILES, ids=lambda p: p.stem)
+def test_a_layer_does_not_import_the_chain_or_the_registry(path: Path) -> None:
+    assert [name for name in _imports(path) if _is_under(name, "oct_mcp.chain", "oct_mcp.registry")] == []
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "embed").rglob("*.py")), ids=lambda p: p.stem)
+def test_embedding_does_not_import_the_stdio_server(path: Path) -> None:
+    assert [name for name in _imports(path) if _is_under(name, "oct_mcp.server")] == []

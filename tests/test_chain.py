@@ -9,14 +9,14 @@ import pytest
 from fakes import RecordingNext, make_context
 from pydantic import BaseModel, ConfigDict
 
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType, build_chain, compose
+from oct_mcp.chain import build_chain, compose
 from oct_mcp.config import PROFILE_NAMES, McpConfig
-from oct_mcp.context import CallContext, Outcome, ToolResult
 from oct_mcp.errors import ConfigError, RefusedError
-from oct_mcp.middleware import REGISTRY
 from oct_mcp.profiles import Profile, shipped_profile
+from oct_mcp.registry import SHIPPED_LAYERS
 from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.tools import default_catalog
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
@@ -152,7 +152,7 @@ def test_every_shipped_profile_builds(name: str, runtime: LayerRuntime) -> None:
 
     assert chain.layer_names == profile.layers
     assert chain.layer_names[-1] == "sandbox"
-    assert all(layer in REGISTRY for layer in profile.layers)
+    assert all(layer in SHIPPED_LAYERS for layer in profile.layers)
 
 
 def test_a_good_custom_profile_builds_in_the_given_order(runtime: LayerRuntime) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import path_texts
 
 from oct_mcp.app import App, CallFailure, build_app, run_call
-from oct_mcp.context import ClientInfo, ToolResult
 from oct_mcp.errors import PathRefusedError
+from oct_mcp.testing.strategies import path_texts
+from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import contain
 
 # CI runs 10,000 examples; a developer's run, a tenth of that.

@@ -23,11 +23,11 @@ from optional import bubblewrap
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import ProtectedPathCreatedError
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.tools.python import FORMAT, FormatParams
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

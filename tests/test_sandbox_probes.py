@@ -29,7 +29,6 @@ from oct_mcp.backends import GUARANTEES, Backend
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import (
     InstallRefusedError,
     ProjectCodeRefusedError,
@@ -39,6 +38,7 @@ from oct_mcp.errors import (
 )
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

@@ -22,9 +22,9 @@ from test_sandbox_probes import MIB, _processes_with
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.context import ToolResult
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

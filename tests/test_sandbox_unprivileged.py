@@ -171,7 +171,7 @@ import json, sys
 from pathlib import Path
 import anyio
 from oct_mcp.app import build_app, run_call
-from oct_mcp.context import ClientInfo
+from oct_mcp.types import ClientInfo
 from oct_mcp.errors import ConfigError
 
 project, config = Path(sys.argv[1]), Path(sys.argv[2])
@@ -199,7 +199,7 @@ from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.context import ToolResult
+from oct_mcp.types import ToolResult
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan
 

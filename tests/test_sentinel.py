@@ -15,12 +15,12 @@ from fakes import make_context
 from mcp import Client
 
 from oct_mcp.consent import CONFIRMATION_PREFIX, CONSENT_META_KEY, OUTPUT_PREFIX, unmistakable_output
-from oct_mcp.context import ConsentRequest, ToolResult
 from oct_mcp.display import quote_name
 from oct_mcp.errors import InvalidArgumentsError, PathRefusedError
 from oct_mcp.middleware.validator import InputValidator
-from oct_mcp.server import to_call_tool_result
 from oct_mcp.tools import default_catalog
+from oct_mcp.transports.consent_adapter import to_call_tool_result
+from oct_mcp.types import ConsentRequest, ToolResult
 from oct_mcp.workspace import Workspace, contain
 
 pytestmark = pytest.mark.anyio

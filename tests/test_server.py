@@ -15,13 +15,14 @@ from pydantic import BaseModel, ConfigDict
 from structlog.testing import capture_logs
 
 from oct_mcp.app import INTERNAL_ERROR_MESSAGE, App, build_app
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType, build_chain
-from oct_mcp.context import CallContext, ConsentRequest, Outcome
-from oct_mcp.middleware import REGISTRY
+from oct_mcp.chain import build_chain
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.profiles import Profile
-from oct_mcp.server import build_server, compact_schema, to_call_tool_result
+from oct_mcp.registry import SHIPPED_LAYERS
+from oct_mcp.server import build_server, compact_schema
 from oct_mcp.tools import default_catalog
+from oct_mcp.transports.consent_adapter import to_call_tool_result
+from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome
 
 pytestmark = pytest.mark.anyio
 
@@ -132,7 +133,7 @@ class _NoSettings(BaseModel):
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_exception_inside_the_chain_never_reaches_the_client_as_text(app: App, mode: Any) -> None:
     registry = {
-        **REGISTRY,
+        **SHIPPED_LAYERS,
         "crash": LayerType(name="crash", settings=_NoSettings, build=lambda s, r: _Crashing()),
     }
     runtime = LayerRuntime(config=app.loaded.config, workspace=app.workspace, catalog=app.catalog)

@@ -12,10 +12,10 @@ from types import FrameType
 
 import pytest
 from hypothesis import given
-from strategies import path_texts
 
 import oct_mcp.workspace
 from oct_mcp.errors import NotFoundError, PathRefusedError
+from oct_mcp.testing.strategies import path_texts
 from oct_mcp.workspace import Workspace, contain, read_at_most
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")

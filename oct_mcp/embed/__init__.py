@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.context import CallContext, Outcome, ToolResult
-from oct_mcp.server import RequestFacts, call_with_consent
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.transports.consent_adapter import RequestFacts, call_with_consent
+from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
 
 __all__ = [
     "BINARY_DROPPED_NOTE",
@@ -288,6 +288,7 @@ def guard(
     environ: Mapping[str, str] | None = None,
     tools: Mapping[str, ForeignTool] | None = None,
     keep_binary_content: bool = False,
+    layers: Sequence[LayerType] = (),
 ) -> OctGuard:
     """Put oct-mcp's chain around every tool of `server`.
 
@@ -302,6 +303,7 @@ def guard(
         keep_binary_content: Pass the tools' images, audio and blob resources on. Off by default:
             the redactor masks every string a result carries but cannot look into bytes, so
             they are left out, with a note in the text.
+        layers: Layer types of your own, which the profile may name (see `build_app`).
 
     Returns:
         The middleware, already added to the server.
@@ -312,7 +314,13 @@ def guard(
     lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
     specs: dict[str, ToolSpec] = {}
     app = build_app(
-        project_root, profile=profile, config_path=config_path, environ=environ, catalog=specs, hosted=True
+        project_root,
+        profile=profile,
+        config_path=config_path,
+        environ=environ,
+        catalog=specs,
+        hosted=True,
+        layers=layers,
     )
     middleware = OctGuard(
         app=app, specs=specs, tools=dict(tools or {}), keep_binary_content=keep_binary_content

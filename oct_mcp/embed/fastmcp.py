@@ -20,7 +20,6 @@ from fastmcp.tools.base import ToolResult as FastMCPToolResult
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
-from oct_mcp.context import CallContext, Outcome, ToolResult
 from oct_mcp.embed import (
     EMBEDDED_PROFILE,
     ForeignTool,
@@ -29,8 +28,9 @@ from oct_mcp.embed import (
     host_result,
     session_client_id,
 )
-from oct_mcp.server import call_with_consent
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.transports.consent_adapter import call_with_consent
+from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
 
 __all__ = ["OctFastMCPMiddleware", "guard_fastmcp"]
 
@@ -134,8 +134,11 @@ def guard_fastmcp(
     environ: Mapping[str, str] | None = None,
     tools: Mapping[str, ForeignTool] | None = None,
     keep_binary_content: bool = False,
+    layers: Sequence[LayerType] = (),
 ) -> OctFastMCPMiddleware:
     """Put oct-mcp's chain around every tool of a FastMCP server; as `oct_mcp.embed.guard` for the SDK.
+
+    Takes the same arguments as `guard`, `layers` included.
 
     Returns:
         The middleware, already added to the server (first, so it is outermost).
@@ -145,7 +148,13 @@ def guard_fastmcp(
     """
     specs: dict[str, ToolSpec] = {}
     app = build_app(
-        project_root, profile=profile, config_path=config_path, environ=environ, catalog=specs, hosted=True
+        project_root,
+        profile=profile,
+        config_path=config_path,
+        environ=environ,
+        catalog=specs,
+        hosted=True,
+        layers=layers,
     )
     middleware = OctFastMCPMiddleware(app, specs, tools or {}, keep_binary_content=keep_binary_content)
     server.middleware.insert(0, middleware)

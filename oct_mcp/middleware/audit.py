@@ -10,12 +10,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.audit import AuditSink
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.consent import DECLINED_PREFIX, argument_digest
-from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
 from oct_mcp.diagnostics import is_deep_trace
 from oct_mcp.errors import OctError, RefusedError
 from oct_mcp.redaction import redact_value
+from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
 
 __all__ = ["INTERNAL_ERROR_CODE", "LAYER", "AuditLogger", "AuditSettings", "audit_record"]
 

@@ -17,8 +17,6 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import ConfigurationError, StorageError
 from pydantic import BaseModel, ConfigDict, Field
 
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
-from oct_mcp.context import CallContext, Outcome
 from oct_mcp.errors import (
     ConfigError,
     RateLimitedError,
@@ -26,6 +24,7 @@ from oct_mcp.errors import (
     SafeModeError,
     WorkspaceError,
 )
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 from oct_mcp.workspace import Workspace
 
 __all__ = ["LAYER", "Gateway", "GatewaySettings", "Limiter", "SharedWindowLimiter", "SlidingWindowLimiter"]

@@ -8,11 +8,10 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
-from oct_mcp.context import CallContext, Outcome
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 
 __all__ = ["ALL_TOOLS", "LAYER", "PolicyEngine", "PolicySettings"]
 

@@ -13,10 +13,9 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import SCRATCH_PREFIX
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
-from oct_mcp.context import CallContext, Outcome, ToolResult
 from oct_mcp.preview import Preview
 from oct_mcp.redaction import HostPath, anonymise_paths, redact, redact_value, server_paths
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
 

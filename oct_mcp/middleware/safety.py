@@ -9,7 +9,6 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import (
     CONFIRM_FIELD,
@@ -18,11 +17,11 @@ from oct_mcp.consent import (
     ConsentFacts,
     argument_digest,
 )
-from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
 from oct_mcp.display import is_hidden_character, quote_name
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
 from oct_mcp.preview import Preview
 from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [

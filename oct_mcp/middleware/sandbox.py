@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import anyio
 from pydantic import BaseModel, ConfigDict
@@ -28,7 +28,6 @@ from oct_mcp.backends import (
     Limits,
     Prepared,
     SandboxRequest,
-    select_backend,
 )
 from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
@@ -37,8 +36,7 @@ from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
 from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
-from oct_mcp.context import CallContext, Outcome, ProgressReporter, ToolResult
+from oct_mcp.backends.selection import select_backend
 from oct_mcp.deadline import Deadline
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.display import quote_name
@@ -58,7 +56,17 @@ from oct_mcp.protected import (
     settle_protected_paths,
     snapshot_protected,
 )
-from oct_mcp.spec import COMMAND_STEPS_MAX, CommandPlan, InProcessPlan, NextCommand, Risk, RunResult, ToolEnv
+from oct_mcp.spec import COMMAND_STEPS_MAX, CommandPlan, InProcessPlan, NextCommand, Risk, ToolEnv
+from oct_mcp.types import (
+    CallContext,
+    CallNext,
+    LayerRuntime,
+    LayerType,
+    Outcome,
+    ProgressReporter,
+    Runner,
+    ToolResult,
+)
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -66,7 +74,6 @@ __all__ = [
     "RUN_PROCESSES",
     "AbandonedWork",
     "ExecutionSandbox",
-    "Runner",
     "SandboxSettings",
     "cap_output",
 ]
@@ -99,18 +106,6 @@ class SandboxSettings(BaseModel):
 
     allow_degraded: bool = False
     """Run where the backend lacks a guarantee the profile names (never the network one)."""
-
-
-class Runner(Protocol):
-    def __call__(
-        self,
-        prepared: Prepared,
-        *,
-        backend: str,
-        time_limit: float,
-        max_output: int,
-        on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
-    ) -> Awaitable[RunResult]: ...
 
 
 class _ThreadRun:

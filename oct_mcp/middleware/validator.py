@@ -8,11 +8,10 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from oct_mcp.chain import CallNext, LayerRuntime, LayerType
-from oct_mcp.context import CallContext, Outcome
 from oct_mcp.display import has_format_characters
 from oct_mcp.errors import FieldProblem, InvalidArgumentsError, UnknownToolError
 from oct_mcp.spec import ToolSpec
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 from oct_mcp.workspace import NO_FORMAT_CHARACTERS, Workspace
 
 __all__ = ["LAYER", "InputValidator", "ValidatorSettings", "validate_arguments"]

@@ -33,7 +33,6 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from oct_mcp.context import ToolResult
 from oct_mcp.deadline import CheckedMatcher, Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, OctError, PathRefusedError, PolicyError
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
@@ -42,6 +41,7 @@ from oct_mcp.redaction import redact
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.files import split_lines
 from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [

@@ -19,7 +19,6 @@ from typing import Annotated, Final
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.preview import FileChange, Preview, TargetState
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
@@ -37,6 +36,7 @@ from oct_mcp.tools.edit import (
     unified_diff,
 )
 from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = ["EDIT", "EditError", "EditOutput", "EditParams", "StringEdit", "apply_edits", "edit_file"]

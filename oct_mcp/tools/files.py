@@ -9,7 +9,6 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
     BinaryFileError,
@@ -23,6 +22,7 @@ from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [

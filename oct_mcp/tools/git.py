@@ -24,7 +24,6 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import (
     COMMAND_STEPS_MAX,
@@ -40,6 +39,7 @@ from oct_mcp.tools.git_refs import GitRef, verify_chain
 from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
 from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [

@@ -14,7 +14,6 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import LineRangeError
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.git import (
@@ -29,6 +28,7 @@ from oct_mcp.tools.git import (
 )
 from oct_mcp.tools.git_refs import GitRef
 from oct_mcp.tools.results import BudgetField, json_size, take_within
+from oct_mcp.types import ToolResult
 
 __all__ = [
     "BLAME_MAX_LINES",

@@ -21,7 +21,6 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, Field
 
-from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, TargetChangedError
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest, diff_counts
@@ -37,6 +36,7 @@ from oct_mcp.tools.edit import (
     unified_diff,
 )
 from oct_mcp.tools.masks import masked
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [

@@ -17,7 +17,6 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import CommandPlan, InProcessPlan, Plan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
@@ -32,6 +31,7 @@ from oct_mcp.tools.results import (
     page,
     take_within,
 )
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]

@@ -22,13 +22,13 @@ from typing import Annotated, Any, Final, Literal
 import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from oct_mcp.context import ToolResult
 from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
 from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]

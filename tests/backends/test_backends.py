@@ -11,13 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.backends import Limits, SandboxRequest, probe_backends, select_backend
+from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.bubblewrap import MAX_PROTECTED_MOUNTS, Bubblewrap
 from oct_mcp.backends.environment import is_never_passed, sandbox_environment
 from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.sandbox_exec import SandboxExec, seatbelt_profile
+from oct_mcp.backends.selection import probe_backends, select_backend
 from oct_mcp.errors import ConfigError, InstallRefusedError
 
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)

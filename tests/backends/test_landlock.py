@@ -104,7 +104,7 @@ def test_auto_picks_landlock_where_bubblewrap_cannot_make_namespaces(tmp_path: P
     bwrap = bubblewrap().executable
     landlock()
     assert bwrap is not None
-    choice = "from oct_mcp.backends import select_backend; print(select_backend('auto')[0].name)"
+    choice = "from oct_mcp.backends.selection import select_backend; print(select_backend('auto')[0].name)"
     # A private /tmp for the probes, with this checkout and its venv shown again where they live under it.
     shown = sorted({str(Path(sys.prefix)), str(Path(__file__).resolve().parents[2])})
     command = [

@@ -14,9 +14,9 @@ from fakes import TEST_CLIENT, RecordingNext, catalog_with_write_tool, make_cont
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.audit import AuditSink, AuditWriter, iter_records, verify_chain
 from oct_mcp.consent import Consent, argument_digest
-from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, Outcome, ToolResult
 from oct_mcp.errors import PolicyError, ToolTimeoutError
 from oct_mcp.middleware.audit import AuditLogger
+from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ToolResult
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ import anyio
 import pytest
 from fakes import RecordingNext, make_context
 
-from oct_mcp.context import CallContext, ClientInfo
 from oct_mcp.errors import RateLimitedError, SafeModeError, WorkspaceError
 from oct_mcp.middleware.gateway import Gateway, SlidingWindowLimiter
+from oct_mcp.types import CallContext, ClientInfo
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

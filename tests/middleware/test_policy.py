@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 from fakes import WRITE_TOOL, RecordingNext, WriteFileParams, catalog_with_write_tool, make_context
 
-from oct_mcp.chain import LayerRuntime
 from oct_mcp.config import McpConfig
-from oct_mcp.context import CallContext
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.middleware.policy import LAYER, PolicyEngine, PolicySettings
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.files import ReadFileParams
+from oct_mcp.types import CallContext, LayerRuntime
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from secret_corpus import Format
 from strategies import placed_secrets
 
-from oct_mcp.chain import LayerRuntime
 from oct_mcp.config import McpConfig
-from oct_mcp.context import ConsentRequest, Outcome, ToolResult
 from oct_mcp.middleware import redactor
 from oct_mcp.middleware.redactor import OutputRedactor, RedactorSettings
+from oct_mcp.types import ConsentRequest, LayerRuntime, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
 GITHUB = "ghp_" + "aB3dE6fG9hJ2kL5mN8pQ1rS4tU7vW0xY3zA6"

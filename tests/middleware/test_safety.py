@@ -13,10 +13,10 @@ from fakes import WRITE_TOOL, RecordingNext, WriteFileParams, catalog_with_write
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.chain import LayerRuntime, build_chain
+import oct_mcp.testing.strategies as kit
+from oct_mcp.chain import build_chain
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import Consent, argument_digest
-from oct_mcp.context import CallContext, ClientInfo, ConsentRequest, ToolResult
 from oct_mcp.errors import ConsentUnavailableError, PolicyError
 from oct_mcp.middleware.safety import (
     CONFIRMATION_PREFIX,
@@ -31,29 +31,15 @@ from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
 from oct_mcp.spec import Risk
 from oct_mcp.tools import default_catalog
+from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, LayerRuntime, ToolResult
 from oct_mcp.workspace import Workspace
 
 READ_TOOL = default_catalog()["oct_read_file"]
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=8,
-)
 # What the validator hands over (model_dump), with the fields the rules read mixed in.
-arg_dicts = st.dictionaries(
-    st.sampled_from(["path", "content", "apply", "dry_run", "confirm", "paths", "x"]) | st.text(max_size=6),
-    json_values,
-    max_size=6,
-)
-configs = st.builds(
-    McpConfig, auto_approve_read_tools=st.booleans(), dry_run_default_for_writes=st.booleans()
-)
-specs = st.sampled_from([WRITE_TOOL, READ_TOOL]).flatmap(
-    lambda spec: st.sampled_from(list(Risk)).map(lambda risk: replace(spec, risk=risk))
-)
-tool_names = st.sampled_from(["oct_format", "oct_fix", "oct_write_file", "test_write_file"]) | st.text(
-    max_size=12
-)
+arg_dicts = kit.arguments()
+configs = kit.configs()
+specs = kit.tool_specs([WRITE_TOOL, READ_TOOL])
+tool_names = kit.tool_names(["oct_format", "oct_fix", "oct_write_file", "test_write_file"])
 
 
 def _gate(config: McpConfig, **settings: Any) -> SafetyGate:

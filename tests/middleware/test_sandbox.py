@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
-from oct_mcp.context import CallContext, ToolResult
 from oct_mcp.errors import BusyError, NotFoundError, ToolTimeoutError
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
 from oct_mcp.spec import (
@@ -32,6 +31,7 @@ from oct_mcp.spec import (
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.edit import ApplyPatchParams
 from oct_mcp.tools.files import ReadFileParams
+from oct_mcp.types import CallContext, ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from fakes import RecordingNext, make_context
 
-from oct_mcp.context import CallContext
 from oct_mcp.errors import InvalidArgumentsError, PathRefusedError, UnknownToolError
 from oct_mcp.middleware.validator import InputValidator
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.files import ListFilesParams, ReadFileParams
+from oct_mcp.types import CallContext
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio

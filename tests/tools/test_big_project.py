@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from oct_mcp.app import build_app, run_call
-from oct_mcp.context import ClientInfo, ToolResult
 from oct_mcp.tools.results import MODEL_VIEW_BUDGET, model_view
+from oct_mcp.types import ClientInfo, ToolResult
 
 _CLIENTS = itertools.count()
 VENV_BIN = Path(sys.executable).parent

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from oct_mcp.app import CallFailure, build_app, run_call
-from oct_mcp.context import ClientInfo, ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, ToolTimeoutError
 from oct_mcp.tools.edit import (
@@ -34,6 +33,7 @@ from oct_mcp.tools.edit import (
     unified_diff,
     write_file,
 )
+from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
 _CLIENTS = itertools.count()

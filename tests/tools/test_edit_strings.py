@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import PathRefusedError, PolicyError
 from oct_mcp.tools.edit_strings import EDIT, EditParams, edit_file
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 CORE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"

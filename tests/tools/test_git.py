@@ -13,7 +13,6 @@ import anyio
 import pytest
 
 from oct_mcp.app import CallFailure, build_app, run_call
-from oct_mcp.context import ClientInfo, ToolResult
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
 from oct_mcp.tools.git import (
     GIT_DIFF,
@@ -26,6 +25,7 @@ from oct_mcp.tools.git import (
     worktree_git_folders,
 )
 from oct_mcp.tools.results import model_view
+from oct_mcp.types import ClientInfo, ToolResult
 
 _CLIENTS = itertools.count()
 IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")

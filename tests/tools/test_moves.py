@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import PathRefusedError, PolicyError, TargetChangedError
 from oct_mcp.preview import ABSENT, content_digest
 from oct_mcp.tools.moves import DELETE, MOVE, DeleteParams, MoveParams, delete_path, move_path
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 
