@@ -109,6 +109,12 @@ class ConsentUnavailableError(RefusedError):
     code = "consent_unavailable"
 
 
+class DryRunUnsupportedError(RefusedError):
+    """The gate decided a dry run for an embedding host's tool, which has no way to make one."""
+
+    code = "dry_run_unsupported"
+
+
 class InstallRefusedError(RefusedError):
     """A tool's program leads to files outside the project that the sandbox must not show."""
 

@@ -46,7 +46,13 @@ def audit_log(tmp_path: Path) -> Path:
 @pytest.fixture
 def config(tmp_path: Path, audit_log: Path) -> Path:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 1000}))
+    # A host's tools have no dry run: a confirmed call runs (the default, a dry run, is refused).
+    settings = {
+        "audit_log_path": str(audit_log),
+        "rate_limit_per_minute": 1000,
+        "dry_run_default_for_writes": False,
+    }
+    path.write_text(json.dumps(settings))
     return path
 
 
@@ -110,6 +116,25 @@ async def test_without_elicitation_the_sentinel_then_confirm_runs_and_the_host_n
     assert _text(first).startswith("[oct-mcp requires_confirmation]")
     assert kept is True
     assert (second.is_error, _text(second)) == (False, "deleted")
+
+
+async def test_a_confirmed_host_write_under_the_dry_run_default_is_refused_and_never_reaches_the_host(
+    project: Path, tmp_path: Path, audit_log: Path, notes: dict[str, str]
+) -> None:
+    dry_by_default = tmp_path / "dry.json"
+    dry_by_default.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 1000}))
+    with anyio.fail_after(20):
+        async with Client(
+            _guarded(project, dry_by_default, notes), elicitation_callback=Human(True)
+        ) as client:
+            asked = await client.call_tool("delete_note", {"name": "todo"})
+        async with Client(_guarded(project, dry_by_default, notes)) as client:
+            confirmed = await client.call_tool("delete_note", {"name": "todo", "confirm": True})
+
+    for result in (asked, confirmed):
+        assert result.is_error is True
+        assert _text(result).startswith("[dry_run_unsupported]")
+    assert notes["todo"] == "ship it"
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
 from oct_mcp.consent import CONFIRM_FIELD
+from oct_mcp.errors import DryRunUnsupportedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.transports.consent_adapter import RequestFacts, call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
@@ -41,6 +42,7 @@ __all__ = [
     "ForeignTool",
     "OctGuard",
     "guard",
+    "host_arguments",
     "host_result",
     "session_client_id",
 ]
@@ -204,15 +206,33 @@ class OctGuard:
         self.spec_for(params.name)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
-            host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
             host_params = {k: v for k, v in raw.items() if k not in ("inputResponses", "requestState")}
-            host_params["arguments"] = host_arguments
+            host_params["arguments"] = host_arguments(chain_ctx)
             answer = await call_next(dataclasses.replace(ctx, params=host_params))
             return _as_tool_result(answer, keep_binary=self.keep_binary_content)
 
         return await call_with_consent(
             self.app, params, ctx, _TRANSPORT, forward=to_host, client_id=session_client_id(ctx)
         )
+
+
+def host_arguments(chain_ctx: CallContext) -> dict[str, Any]:
+    """The arguments the host's tool is called with: the call's own, without the chain's `confirm`.
+
+    Raises:
+        DryRunUnsupportedError: The gate decided a dry run (`dry_run_default_for_writes`) for a tool
+            that may change something. A host's handler has no dry run to be switched to; run for
+            real, it would do what the human was told would not happen, and the audit would record
+            a dry run.
+    """
+    if chain_ctx.dry_run and (chain_ctx.spec is None or chain_ctx.spec.risk is not Risk.READ):
+        raise DryRunUnsupportedError(
+            f"{chain_ctx.tool} is the host's own tool, which cannot make the dry run this configuration "
+            "asks for (dry_run_default_for_writes); nothing ran. Pass the tool's own dry_run argument if "
+            "it has one, or set dry_run_default_for_writes to false in the config so that a confirmed "
+            "call runs"
+        )
+    return {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
 
 
 def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:

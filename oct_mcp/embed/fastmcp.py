@@ -19,12 +19,12 @@ from fastmcp.tools.base import InputRequiredToolResult, Tool
 from fastmcp.tools.base import ToolResult as FastMCPToolResult
 
 from oct_mcp.app import App, build_app
-from oct_mcp.consent import CONFIRM_FIELD
 from oct_mcp.embed import (
     EMBEDDED_PROFILE,
     ForeignTool,
     _spec_for,
     _with_confirm_argument,
+    host_arguments,
     host_result,
     session_client_id,
 )
@@ -96,9 +96,12 @@ class OctFastMCPMiddleware(Middleware):
         _spec_for(self.specs, self.tools, params.name, None)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
-            host_arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
             host = params.model_copy(
-                update={"arguments": host_arguments, "input_responses": None, "request_state": None}
+                update={
+                    "arguments": host_arguments(chain_ctx),
+                    "input_responses": None,
+                    "request_state": None,
+                }
             )
             return _from_fastmcp(
                 await call_next(context.copy(message=host)), keep_binary=self.keep_binary_content
