@@ -859,13 +859,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         lost = sorted(set(changed) & set(local))
         if lost:
             raise _would_lose(lost)
-        for path in changed:
-            rule = _protected_rule(workspace, path)
-            if rule is not None:
-                raise PolicyError(
-                    "switching would change a protected path in the work tree "
-                    f"(protected path rule: {rule}); switch in a terminal"
-                )
+        _refuse_protected_switch(workspace, changed)
         commit = found["commit"]
         output = GitSwitchOutput(branch=params.branch, commit=commit, files=changed, applied=False)
         preview = Preview(
@@ -893,11 +887,29 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
     if _is_dry_run(params.dry_run, env):
         return _switch_preview(params, env)
-    git = _git(env, files=("index", "logs/HEAD"), folders=("objects",), write=True)
+    workspace = env.workspace
+    git = _git(env, files=("index", "logs/HEAD"), write=True)
     found: dict[str, str] = {}
 
-    def switch(run: RunResult) -> tuple[str, ...]:
+    def changed_files(run: RunResult) -> tuple[str, ...]:
         found["commit"] = verified_commit(run, "branch")
+        return (
+            "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only", "-z",
+            "--ignore-submodules=all", "HEAD", found["commit"], "--",
+        )  # fmt: skip
+
+    def switch(run: RunResult) -> tuple[str, ...]:
+        changed = [
+            _git_path(os.fsdecode(raw)) for raw in _succeeded(run, "compare").stdout.split(b"\0") if raw
+        ]
+        _refuse_protected_switch(workspace, changed)
+        if env.approved_targets is not None:
+            shown = {t.path for t in env.approved_targets}
+            if any(path not in shown for path in changed):
+                raise TargetChangedError(
+                    "the branch changed after the preview the user approved, so nothing was switched; "
+                    "call the tool again to preview the switch as it is now"
+                )
         return ("switch", "--no-guess", "--no-recurse-submodules", "--quiet", params.branch)
 
     def parse(run: RunResult) -> ToolResult:
@@ -911,9 +923,21 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             text=f"switched to {params.branch} ({found['commit'][:12]})", structured=output.model_dump()
         )
 
-    return _plan(
-        git, [_fixed(*verify_arguments(f"refs/heads/{params.branch}")), switch], parse, writes_project=True
-    )
+    steps: list[Step] = [_fixed(*verify_arguments(f"refs/heads/{params.branch}")), changed_files, switch]
+    return _plan(git, steps, parse, writes_project=True)
+
+
+def _refuse_protected_switch(workspace: Workspace, changed: Sequence[str]) -> None:
+    """Raises:
+    PolicyError: The switch would change a protected path in the work tree.
+    """
+    for path in changed:
+        rule = _protected_rule(workspace, path)
+        if rule is not None:
+            raise PolicyError(
+                "switching would change a protected path in the work tree "
+                f"(protected path rule: {rule}); switch in a terminal"
+            )
 
 
 # -- oct_git_restore -----------------------------------------------------------------------------

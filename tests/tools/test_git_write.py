@@ -389,3 +389,75 @@ async def test_a_git_write_run_cannot_touch_the_git_folder_beyond_its_data_folde
     ]
     assert _state(repo) == before
     assert not os.path.lexists(git_dir / "commondir")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_the_first_commit_of_a_fresh_repository(home: Path, tmp_path: Path, backend: str) -> None:
+    root = (tmp_path / "fresh").resolve()
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("A = 1\n")
+    git(root, "init", "-q", "-b", "trunk")
+    human = Human()
+
+    added, committed = await _calls(
+        root,
+        _config(tmp_path, backend),
+        home,
+        [
+            ("oct_git_add", {"paths": ["src/a.py"], "dry_run": False}),
+            ("oct_git_commit", {"message": "Start", "dry_run": False}),
+        ],
+        human,
+    )
+
+    assert (added.is_error, committed.is_error) == (False, False), only_text(committed)
+    assert "commit on trunk after (the first commit)" in human.questions[1]
+    assert git(root, "log", "--format=%an|%s") == "Ada Lovelace|Start"
+    assert git(root, "status", "--porcelain") == ""
+
+
+async def test_switch_never_changes_a_protected_path_even_when_the_model_confirms(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("bubblewrap")
+    git(repo, "switch", "-q", "-c", "ci")
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "CI")
+    git(repo, "switch", "-q", "main")
+    switch = {"branch": "ci", "dry_run": False}
+
+    previewed, confirmed = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        home,
+        [("oct_git_switch", switch), ("oct_git_switch", {**switch, "confirm": True})],
+        None,
+    )
+
+    # The preview refuses before anyone is asked; the model's confirm=true, which skips it, as well.
+    assert only_text(previewed).startswith("[policy]")
+    assert only_text(confirmed).startswith("[policy]")
+    assert git(repo, "branch", "--show-current") == "main"
+    assert not (repo / ".github").exists()
+
+
+async def test_a_commit_without_the_users_identity_is_refused(repo: Path, tmp_path: Path) -> None:
+    usable_backend("bubblewrap")
+    empty_home = tmp_path / "nobody"
+    empty_home.mkdir()
+    git(repo, "add", "README.md")
+    (repo / "README.md").write_text("# Changed\n")
+    git(repo, "add", "README.md")
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        empty_home,
+        [("oct_git_commit", {"message": "No one", "dry_run": False, "confirm": True})],
+        None,
+    )
+
+    assert only_text(refused).startswith("[git_identity_missing]")
+    assert git(repo, "log", "-1", "--format=%s") == "First commit"
