@@ -207,6 +207,9 @@ class ToolSpec:
     """The paths a call would change that are no path field (a patch names its files inside), for
     the question a human answers before a write; given the validated arguments, may raise."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
+    session_grants: bool = True
+    """A human may allow the tool's writes in a change's folders for the session (where the profile
+    offers it); False: every call is asked about, as a commit is, whose message a grant would not show."""
     max_result_chars: int | None = None
     """Declared to hosts (`anthropic/maxResultSizeChars`) where a legitimate result passes the
     default budget."""

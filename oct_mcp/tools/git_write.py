@@ -42,6 +42,8 @@ from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk,
 from oct_mcp.tools.git import (
     _CONFIG_NAMES,
     GIT_SAFETY_OPTIONS,
+    STATUS_MAX_ENTRIES,
+    StatusOutput,
     _filter_overrides,
     _listed_filter_names,
     git_failed,
@@ -292,6 +294,20 @@ def _succeeded(run: RunResult, what: str) -> RunResult:
     return run
 
 
+def _every_entry(stdout: bytes) -> StatusOutput:
+    """`git status --porcelain=v2 -z` parsed whole.
+
+    Raises:
+        ExecutionError: It lists more entries than are parsed: a write must not act on part of them.
+    """
+    status = parse_status(stdout, 0)
+    if status.truncated:
+        raise ExecutionError(
+            f"git lists more than {STATUS_MAX_ENTRIES} changed files; name fewer paths, or use a terminal"
+        )
+    return status
+
+
 def _protected_rule(workspace: Workspace, relative: str) -> str | None:
     rule = ProtectedPaths(root=workspace.root).rule_for(workspace.root / relative)
     return None if rule is None else rule.name
@@ -334,7 +350,7 @@ class GitAddOutput(BaseModel):
 def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
     """What `git add` stages of `git status --porcelain=v2 -z`: each entry with a work-tree change."""
     staged: list[StagedFile] = []
-    for entry in parse_status(stdout, 0).entries:
+    for entry in _every_entry(stdout).entries:
         worktree = entry.xy[1:]
         if entry.kind == "untracked":
             action = "create"
@@ -545,7 +561,7 @@ class _Head:
 
 
 def _head_and_staged(stdout: bytes) -> _Head:
-    status = parse_status(stdout, 0)
+    status = _every_entry(stdout)
     staged = [
         _git_path(e.path) for e in status.entries if e.kind != "untracked" and e.xy[:1] not in (".", "?")
     ]
@@ -847,7 +863,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         )
 
     def switched_files(run: RunResult) -> tuple[str, ...]:
-        status = parse_status(_succeeded(run, "read the status").stdout, 0)
+        status = _every_entry(_succeeded(run, "read the status").stdout)
         local.extend(_git_path(e.path) for e in status.entries)
         return _diff_arguments("HEAD", found["commit"])
 
@@ -958,7 +974,7 @@ class GitRestoreOutput(BaseModel):
 
 def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
     files = []
-    for entry in parse_status(stdout, 0).entries:
+    for entry in _every_entry(stdout).entries:
         if entry.kind in ("untracked", "unmerged") or entry.xy[1:] == ".":
             continue
         path = _git_path(entry.path)
@@ -1075,6 +1091,7 @@ GIT_ADD: Final = ToolSpec(
     plan=_plan_add,
     preview=_add_preview,
     idempotent=False,
+    session_grants=False,
 )
 
 GIT_COMMIT: Final = ToolSpec(
@@ -1092,6 +1109,7 @@ GIT_COMMIT: Final = ToolSpec(
     plan=_plan_commit,
     preview=_commit_preview,
     idempotent=False,
+    session_grants=False,
 )
 
 GIT_BRANCH: Final = ToolSpec(
@@ -1108,6 +1126,7 @@ GIT_BRANCH: Final = ToolSpec(
     plan=_plan_branch,
     preview=_preview_branch,
     idempotent=False,
+    session_grants=False,
 )
 
 GIT_SWITCH: Final = ToolSpec(
@@ -1124,6 +1143,7 @@ GIT_SWITCH: Final = ToolSpec(
     plan=_plan_switch,
     preview=_switch_preview,
     idempotent=False,
+    session_grants=False,
 )
 
 GIT_RESTORE: Final = ToolSpec(
@@ -1140,4 +1160,5 @@ GIT_RESTORE: Final = ToolSpec(
     plan=_plan_restore,
     preview=_restore_preview,
     idempotent=False,
+    session_grants=False,
 )

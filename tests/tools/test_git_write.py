@@ -148,6 +148,8 @@ async def test_add_and_commit_as_the_user_from_their_config_and_no_hook_runs(
     assert "  src/pkg/new.py: commit, +1 -0\n" in commit_question
     assert "  Add more\n  \n  And a new module.\n" in commit_question
     assert "+NEW = 1\n" in commit_question
+    # No grant for the session: each later commit is asked about with its own message.
+    assert [q for q in human.questions if "for the rest of this session" in q] == []
     log = git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%B")
     ada = "Ada Lovelace <ada@example.invalid>"
     assert log == f"{ada}|{ada}|Add more\n\nAnd a new module."
