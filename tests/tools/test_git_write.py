@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,16 @@ TERMINAL_IDENTITY = ("-c", "user.name=Terminal User", "-c", "user.email=terminal
 class Human:
     """Accepts (or declines) every consent form, and records each question it was shown."""
 
-    def __init__(self, approve: bool = True) -> None:
+    def __init__(self, approve: bool = True, meanwhile: Callable[[], None] | None = None) -> None:
         self.approve = approve
+        self.meanwhile = meanwhile
         self.questions: list[str] = []
 
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestFormParams)
         self.questions.append(params.message)
+        if self.meanwhile is not None:
+            self.meanwhile()
         return types.ElicitResult(action="accept", content={"approve": self.approve})
 
 
@@ -462,4 +466,26 @@ async def test_a_commit_without_the_users_identity_is_refused(repo: Path, tmp_pa
     )
 
     assert only_text(refused).startswith("[git_identity_missing]")
+    assert git(repo, "log", "-1", "--format=%s") == "First commit"
+
+
+async def test_what_is_staged_after_the_question_is_not_committed(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("bubblewrap")
+    (repo / "src" / "pkg" / "core.py").write_text(CORE + "# shown\n")
+    git(repo, "add", "src/pkg/core.py")
+    (repo / "README.md").write_text("# Staged while the human read the question\n")
+    human = Human(meanwhile=lambda: git(repo, "add", "README.md"))
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        home,
+        [("oct_git_commit", {"message": "Only what was shown", "dry_run": False})],
+        human,
+    )
+
+    assert only_text(refused).startswith("[target_changed]")
+    assert "README.md" not in human.questions[0]
     assert git(repo, "log", "-1", "--format=%s") == "First commit"
