@@ -231,6 +231,7 @@ def _git(
             "the git write tools work on a checkout whose git folder is its own .git folder; a linked "
             "worktree or a submodule is not supported: run git in a terminal there"
         )
+    _refuse_unfinished(layout.git_dir)
     writes = None
     if write:
         # HEAD always: git takes a folder as a git folder only with a HEAD in it.
@@ -243,6 +244,32 @@ def _git(
         # The logs folder cannot be made in the read-only git folder: no new reflog, as git allows.
         options += ("-c", "core.logAllRefUpdates=false")
     return _Git(str(find_server_program(root, "git")), root, layout.git_dir, writes, options)
+
+
+# Per-worktree state the private copies would leave behind: a commit would drop a merge's second
+# parent, a switch would ignore the sparse patterns.
+_UNFINISHED: Final = (
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "BISECT_LOG",
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
+    "info/sparse-checkout",
+)
+
+
+def _refuse_unfinished(git_dir: Path) -> None:
+    """Raises:
+    GitLayoutRefusedError: A merge, rebase, cherry-pick, revert or bisect is under way, or the
+        checkout is sparse: the git write tools do not handle those; a terminal does.
+    """
+    if any(os.path.lexists(git_dir / name) for name in _UNFINISHED):
+        raise GitLayoutRefusedError(
+            "a merge, rebase, cherry-pick, revert or bisect is under way in this repository, or its "
+            "checkout is sparse; the git write tools handle neither: finish it with git in a terminal"
+        )
 
 
 Step = Callable[[RunResult], tuple[str, ...]]

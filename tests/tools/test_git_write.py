@@ -489,3 +489,29 @@ async def test_what_is_staged_after_the_question_is_not_committed(
     assert only_text(refused).startswith("[target_changed]")
     assert "README.md" not in human.questions[0]
     assert git(repo, "log", "-1", "--format=%s") == "First commit"
+
+
+async def test_no_git_write_during_a_merge(repo: Path, home: Path, tmp_path: Path) -> None:
+    usable_backend("bubblewrap")
+    (repo / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "41"))
+    git(repo, "commit", "-q", "-am", "Answer 41")
+    merge = subprocess.run(
+        ["git", "-C", str(repo), *TERMINAL_IDENTITY, "merge", "-q", "feature"],
+        capture_output=True,
+        check=False,
+    )
+    assert merge.returncode != 0  # a conflict: the merge is under way
+    git(repo, "add", "src/pkg/core.py")
+    human = Human()
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        home,
+        [("oct_git_commit", {"message": "Merge", "dry_run": False})],
+        human,
+    )
+
+    assert only_text(refused).startswith("[git_layout_refused]")
+    assert human.questions == []
+    assert (repo / ".git" / "MERGE_HEAD").exists()
