@@ -37,7 +37,7 @@ from oct_mcp.errors import (
     TargetChangedError,
 )
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest
-from oct_mcp.protected import ProtectedPaths
+from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.git import (
     _CONFIG_NAMES,
@@ -341,8 +341,11 @@ def _protected_rule(workspace: Workspace, relative: str) -> str | None:
 
 
 def _git_path(relative: str) -> str:
-    """A path as git printed it (`-z`, relative to the root), checked to stay a plain relative path."""
-    parts = relative.split("/")
+    """A path as git printed it (`-z`, relative to the root), checked to stay a plain relative path.
+
+    A folder (a nested repository, untracked) ends with `/`.
+    """
+    parts = relative.removesuffix("/").split("/")
     if not relative or relative.startswith("/") or any(part in ("", ".", "..") for part in parts):
         raise ExecutionError("git named a path that is no plain path in the project; nothing was changed")
     return relative
@@ -390,7 +393,8 @@ def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
         else:
             continue
         path = _git_path(entry.path)
-        rule = _protected_rule(workspace, path)
+        # git lists a folder it does not enter (a repository of its own) with a trailing `/`.
+        rule = GIT_DIRECTORY_RULE.name if path.endswith("/") else _protected_rule(workspace, path)
         if rule is not None:
             raise PolicyError(
                 f"oct_git_add would stage a protected path (protected path rule: {rule}); name the other "

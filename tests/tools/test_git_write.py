@@ -515,3 +515,22 @@ async def test_no_git_write_during_a_merge(repo: Path, home: Path, tmp_path: Pat
     assert only_text(refused).startswith("[git_layout_refused]")
     assert human.questions == []
     assert (repo / ".git" / "MERGE_HEAD").exists()
+
+
+async def test_add_never_stages_a_nested_repository(repo: Path, home: Path, tmp_path: Path) -> None:
+    usable_backend("bubblewrap")
+    nested = repo / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git(nested, "init", "-q")
+    (nested / "x.py").write_text("X = 1\n")
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        home,
+        [("oct_git_add", {"paths": ["vendor"], "dry_run": False})],
+        None,
+    )
+
+    assert only_text(refused).startswith("[policy]")
+    assert git(repo, "diff", "--cached", "--name-only") == ""
