@@ -7,7 +7,9 @@ hooks, fsmonitor, pager, external diff, textconv, signature checks or optional l
 with every filter driver its config defines switched off: status and diff would otherwise
 run a repository's clean filter, a command of its choosing, on each file whose stat data
 changed. Which filters exist, git itself says: each call first lists its config's names,
-in the same sandbox, and the real call switches off each filter.* name listed.
+in the same sandbox, and the real call switches off each filter.* name listed. A ref a call
+names is resolved to a commit in the sandbox before the real call, which gets the commit id
+(`git_refs`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -42,11 +44,13 @@ from oct_mcp.workspace import Workspace
 
 __all__ = [
     "DEFANGED",
+    "DIFF_CONTEXT_MAX",
     "GIT_DIFF",
     "GIT_LOG",
     "GIT_SAFETY_OPTIONS",
     "GIT_STATUS",
     "HUNK_STARTS",
+    "DiffFile",
     "DiffOutput",
     "GitLayout",
     "LogOutput",
@@ -55,6 +59,8 @@ __all__ = [
     "git_failed",
     "git_layout",
     "git_plan",
+    "page_diff",
+    "parse_diff",
     "pathspec",
     "worktree_git_folders",
 ]
@@ -711,6 +717,34 @@ def _diff_text(output: DiffOutput) -> str:
     return "\n".join(lines)
 
 
+def page_diff(
+    files: list[DiffFile], diff: str, *, offset: int, max_chars: int, stat: bool, spent: int = 0
+) -> dict[str, Any]:
+    """One page of a diff: the files within half the budget, the patch from line `offset` in the rest.
+
+    Args:
+        files: Every changed file, as `parse_diff` read them.
+        diff: The whole patch.
+        offset: Patch lines to skip.
+        max_chars: The budget of the result.
+        stat: Leave the patch out.
+        spent: Characters of the budget the result's other fields take (a commit's header).
+
+    Returns:
+        The page's `files`, `files_omitted`, `diff` and `next_offset`, to update an output with.
+    """
+    budget = max_chars - spent
+    kept, cut = take_within(files, budget // 2)
+    room = budget - json_size([f.model_dump() for f in kept])
+    patch, next_offset = ("", None) if stat else cut_lines(diff, offset, room, HUNK_STARTS)
+    return {
+        "files": kept,
+        "files_omitted": len(files) - len(kept) if cut else 0,
+        "diff": patch,
+        "next_offset": next_offset,
+    }
+
+
 def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
@@ -720,21 +754,12 @@ def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
         output = output.model_copy(
             update={"base": refs.get("base"), "target": refs.get("target"), "merge_base": params.merge_base}
         )
-        # The file list takes at most half the budget; the patch page, the rest.
-        files, cut = take_within(output.files, params.max_chars // 2)
-        room = params.max_chars - json_size([f.model_dump() for f in files])
-        patch, next_offset = (
-            ("", None) if params.stat else cut_lines(output.diff, params.offset, room, HUNK_STARTS)
-        )
         output = output.model_copy(
-            update={
-                "files": files,
-                "files_omitted": len(output.files) - len(files) if cut else 0,
-                "diff": patch,
-                "next_offset": next_offset,
-            }
+            update=page_diff(
+                output.files, output.diff, offset=params.offset, max_chars=params.max_chars, stat=params.stat
+            )
         )
-        truncated = output.diff_cut or next_offset is not None or cut
+        truncated = output.diff_cut or output.next_offset is not None or output.files_omitted > 0
         return ToolResult(text=_diff_text(output), structured=output.model_dump(), truncated=truncated)
 
     return parse
@@ -773,8 +798,20 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
 class GitLogParams(_Params):
     max_count: int = Field(default=LOG_DEFAULT, ge=1, le=LOG_MAX, description="Most commits, newest first.")
     path: ProjectPath | None = Field(default=None, description="Only commits that touch this file or folder.")
+    base: GitRef | None = Field(
+        default=None,
+        description="Only commits not reachable from this commit: the range base..target (a branch's own).",
+    )
+    target: GitRef | None = Field(
+        default=None, description="List the history of this commit (a branch, tag, commit id); None: HEAD."
+    )
     offset: int = OffsetField()
     max_chars: int = BudgetField()
+
+    def refs(self) -> tuple[tuple[str, str], ...]:
+        """(argument, ref) for each ref given."""
+        given = (("base", self.base), ("target", self.target))
+        return tuple((name, ref) for name, ref in given if ref is not None)
 
 
 class Commit(BaseModel):
@@ -831,7 +868,7 @@ def _log_parser(params: GitLogParams) -> Callable[[RunResult], ToolResult]:
 
 
 def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
-    arguments = (
+    options = (
         "log",
         "-z",
         f"--max-count={params.max_count + 1}",
@@ -839,9 +876,17 @@ def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
         "--format=%H%x00%an%x00%ae%x00%aI%x00%s",
         "--no-show-signature",
         "--no-color",
-        *pathspec(env.workspace, params.path),
     )
-    return git_plan(env, arguments, _log_parser(params))
+    paths = pathspec(env.workspace, params.path) or ["--"]
+
+    def arguments(commits: Mapping[str, str]) -> tuple[str, ...]:
+        # base..target, as git spells it: what target reaches and base does not.
+        revisions = [f"^{commits['base']}"] if "base" in commits else []
+        if revisions or "target" in commits:
+            revisions.append(commits.get("target", "HEAD"))
+        return (*options, "--end-of-options", *revisions, *paths)
+
+    return git_plan(env, arguments, _log_parser(params), refs=params.refs())
 
 
 DEFANGED: Final = (
@@ -868,10 +913,12 @@ GIT_DIFF: Final = ToolSpec(
     name="oct_git_diff",
     title="Git diff",
     description=(
-        "Show uncommitted changes: the work tree against the index, or with staged=true what is staged. "
-        "Returns each file's added and removed line counts and the unified diff (stat=true: the counts "
-        "only). Optionally only under a path; a cut diff gives next_offset for the rest. Prefer it to "
-        f"`git diff` in a shell. {DEFANGED}"
+        "Show changes: by default the work tree against the index, or with staged=true what is staged; "
+        "with base, against that commit (a branch, tag, commit id, HEAD~1); with base and target, between "
+        "two commits; with merge_base=true only what target (default HEAD) changed since it left base, "
+        "as `git diff main...HEAD`. Returns each file's added and removed line counts and the unified "
+        "diff (stat=true: the counts only). Optionally only under a path; a cut diff gives next_offset "
+        f"for the rest. Prefer it to `git diff` in a shell. {DEFANGED}"
     ),
     params=GitDiffParams,
     output=DiffOutput,
@@ -883,8 +930,9 @@ GIT_LOG: Final = ToolSpec(
     name="oct_git_log",
     title="Git log",
     description=(
-        "List the commits of the current branch, newest first: sha, author, email, ISO 8601 date and "
-        "subject; max_count a page (default 20), next_offset for older ones; optionally only commits "
+        "List the commits of the current branch, or of target, newest first: sha, author, email, ISO 8601 "
+        "date and subject; with base only those base does not reach (the range base..target: what a "
+        "branch adds); max_count a page (default 20), next_offset for older ones; optionally only commits "
         f"touching a path. Prefer it to `git log` in a shell. {DEFANGED}"
     ),
     params=GitLogParams,

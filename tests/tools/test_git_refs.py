@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from clients import model_view, oct_server, only_text
+from clients import model_view, oct_server
 from mcp import Client
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -216,11 +216,13 @@ def test_the_chain_resolves_each_ref_in_turn_and_passes_the_commit_ids() -> None
 # through a real client
 
 
-async def _call(project: Path, config: Path, tool: str, arguments: dict[str, object]) -> tuple[bool, str]:
-    with anyio.fail_after(60):
+async def _calls(
+    project: Path, config: Path, *calls: tuple[str, dict[str, object]]
+) -> list[tuple[bool, str]]:
+    with anyio.fail_after(90):
         async with Client(oct_server(project, config)) as client:
-            outcome = await client.call_tool(tool, arguments)
-    return bool(outcome.is_error), model_view(outcome) if outcome.structured_content else only_text(outcome)
+            outcomes = [await client.call_tool(tool, arguments) for tool, arguments in calls]
+    return [(bool(outcome.is_error), model_view(outcome)) for outcome in outcomes]
 
 
 @pytest.mark.anyio
@@ -228,10 +230,19 @@ async def test_an_option_given_as_a_ref_is_refused_and_never_runs(
     repo: Path, tmp_path: Path, native_config: Path
 ) -> None:
     written = tmp_path / "written"
+    option = f"--output={written}"
 
-    for arguments in ({"base": f"--output={written}"}, {"base": "HEAD", "target": f"--output={written}"}):
-        is_error, text = await _call(repo, native_config, "oct_git_diff", arguments)
+    outcomes = await _calls(
+        repo,
+        native_config,
+        ("oct_git_diff", {"base": option}),
+        ("oct_git_diff", {"base": "HEAD", "target": option}),
+        ("oct_git_log", {"target": option}),
+        ("oct_git_show", {"commit": option}),
+        ("oct_git_blame", {"path": "a.py", "commit": option}),
+    )
 
+    for is_error, text in outcomes:
         assert is_error is True
         assert text.startswith("[invalid_arguments]")
         assert str(written) not in text
@@ -242,8 +253,15 @@ async def test_an_option_given_as_a_ref_is_refused_and_never_runs(
 async def test_a_ref_that_names_a_path_or_a_tree_is_not_found(repo: Path, native_config: Path) -> None:
     tree = git(repo, "rev-parse", "HEAD^{tree}")
 
-    for arguments, argument in (({"base": "a.py"}, "base"), ({"base": "HEAD", "target": tree}, "target")):
-        is_error, text = await _call(repo, native_config, "oct_git_diff", arguments)
+    outcomes = await _calls(
+        repo,
+        native_config,
+        ("oct_git_diff", {"base": "a.py"}),
+        ("oct_git_diff", {"base": "HEAD", "target": tree}),
+        ("oct_git_show", {"commit": "a.py"}),
+        ("oct_git_blame", {"path": "a.py", "commit": tree}),
+    )
 
+    for (is_error, text), argument in zip(outcomes, ("base", "target", "commit", "commit"), strict=True):
         assert is_error is True
         assert text.startswith(f"[not_found] the {argument} argument names no commit")
