@@ -964,6 +964,7 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             lost = _lost_files(run.stderr)
             if lost:
                 raise _would_lose(lost)
+            _refuse_unreplaceable(run, "switched")
             return git_failed(run)
         output = GitSwitchOutput(branch=params.branch, commit=found["commit"], files=[], applied=True)
         return ToolResult(
@@ -972,6 +973,19 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
     steps: list[Step] = [_fixed(*verify_arguments(f"refs/heads/{params.branch}")), changed_files, switch]
     return _plan(git, steps, parse, writes_project=True)
+
+
+def _refuse_unreplaceable(run: RunResult, done: str) -> None:
+    """Raises:
+    ExecutionError: git could not replace a work-tree file (the landlock backend gives no right on
+        the project root's own entries), saying what is left and how to finish.
+    """
+    if b"unable to unlink" in run.stderr or b"Permission denied" in run.stderr:
+        raise ExecutionError(
+            f"git could not replace a file the sandbox keeps (on the landlock backend, a file at the project "
+            f"root); the work tree is only partly {done} and HEAD did not move: oct_git_status shows it, "
+            "and git in a terminal finishes it"
+        )
 
 
 def _refuse_protected_switch(workspace: Workspace, changed: Sequence[str]) -> None:
@@ -1094,6 +1108,7 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
 
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
+            _refuse_unreplaceable(run, "restored")
             return git_failed(run)
         output = GitRestoreOutput(files=found["files"], applied=True)
         return ToolResult(

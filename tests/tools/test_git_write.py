@@ -534,3 +534,21 @@ async def test_add_never_stages_a_nested_repository(repo: Path, home: Path, tmp_
 
     assert only_text(refused).startswith("[policy]")
     assert git(repo, "diff", "--cached", "--name-only") == ""
+
+
+async def test_on_landlock_a_root_file_git_cannot_replace_is_said_so(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("landlock")
+    (repo / "README.md").write_text("# Changed\n")
+
+    (failed,) = await _calls(
+        repo,
+        _config(tmp_path, "landlock"),
+        home,
+        [("oct_git_restore", {"paths": ["README.md"], "dry_run": False})],
+        Human(),
+    )
+
+    assert only_text(failed).startswith("[execution_failed] git could not replace a file the sandbox keeps")
+    assert (repo / "README.md").read_text() == "# Changed\n"
