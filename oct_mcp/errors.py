@@ -9,6 +9,7 @@ from typing import ClassVar
 __all__ = [
     "BinaryFileError",
     "BusyError",
+    "ChangesWouldBeLostError",
     "ConfigError",
     "ConsentReplayedError",
     "ConsentUnavailableError",
@@ -16,6 +17,7 @@ __all__ = [
     "FieldProblem",
     "FileTooLargeError",
     "GitConfigUnreadableError",
+    "GitIdentityMissingError",
     "GitLayoutRefusedError",
     "InstallRefusedError",
     "InvalidArgumentsError",
@@ -222,3 +224,15 @@ class LineRangeError(ExecutionError):
     """A read's range starts past the file's last line."""
 
     code = "out_of_range"
+
+
+class GitIdentityMissingError(ExecutionError):
+    """A commit needs the user's name and email, and their git config names neither."""
+
+    code = "git_identity_missing"
+
+
+class ChangesWouldBeLostError(RefusedError):
+    """A git write would overwrite changes that are not committed; nothing ran."""
+
+    code = "changes_would_be_lost"

@@ -20,6 +20,7 @@ __all__ = [
     "COMMAND_STEPS_MAX",
     "PATH_MAX_LENGTH",
     "CommandPlan",
+    "GitWrites",
     "InProcessPlan",
     "NextCommand",
     "PathArgument",
@@ -154,9 +155,31 @@ class CommandPlan:
     `parse` reads the last step's output; a step raises to refuse the call. At most
     `COMMAND_STEPS_MAX` commands run. A runner that ignored it would run `argv` only, never a
     later command unchecked."""
+    git_writes: GitWrites | None = None
+    """The git folder writes the command makes (git's own argv must not name `--git-dir`: the
+    sandbox sets GIT_DIR to the run's private git folder)."""
 
 
 Plan: TypeAlias = InProcessPlan | CommandPlan
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GitWrites:
+    """What a git command may change in the project's own git folder, which stays read-only itself.
+
+    The sandbox copies `files` into a private git folder of the run (with a `commondir` naming
+    `git_dir`) and points GIT_DIR at it, so the lock files git makes beside HEAD and the index land
+    there; the data folders `folders` of `git_dir` are writable. After a run whose every command
+    exited 0, the sandbox installs each copy that changed back into `git_dir`, refusing when the
+    original changed meanwhile. No right on `git_dir` itself is ever given: its config, hooks and
+    info stay read-only under every backend.
+    """
+
+    git_dir: Path
+    files: tuple[str, ...]
+    """Per-worktree files: `HEAD`, `index`, `logs/HEAD`."""
+    folders: tuple[str, ...]
+    """Data folders of the git folder: `objects`, `refs`, `logs`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,6 +207,9 @@ class ToolSpec:
     """The paths a call would change that are no path field (a patch names its files inside), for
     the question a human answers before a write; given the validated arguments, may raise."""
     extra_annotations: dict[str, Any] = field(default_factory=dict)
+    session_grants: bool = True
+    """A human may allow the tool's writes in a change's folders for the session (where the profile
+    offers it); False: every call is asked about, as a commit is, whose message a grant would not show."""
     max_result_chars: int | None = None
     """Declared to hosts (`anthropic/maxResultSizeChars`) where a legitimate result passes the
     default budget."""

@@ -79,6 +79,9 @@ class SandboxRequest:
     writable_dirs: tuple[Path, ...] = ()
     """Existing folders outside the project the command may write, at the same path inside:
     the project's cache folder and the run's output folder (under `scratch`)."""
+    writable_inside: tuple[Path, ...] = ()
+    """Existing real folders under the project the command may write even inside a protected path
+    (the data folders of the project's git folder: objects, refs, logs), at the same path."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -111,6 +111,9 @@ class Bubblewrap:
             # Bound after the project, so these mounts cover its writable ones.
             for path in shielded:
                 argv += ["--ro-bind", str(path), str(path)]
+        # Last, so they cover the read-only project or protected git folder around them.
+        for path in request.writable_inside:
+            argv += ["--bind", str(path), str(path)]
         argv += ["--chdir", project, "--clearenv"]
         for name, value in request.env.items():
             argv += ["--setenv", name, value]

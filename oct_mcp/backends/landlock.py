@@ -406,10 +406,14 @@ def _allow_existing(ruleset: Ruleset, path: str, rights: int) -> None:
 
 
 def _allow_writes(ruleset: Ruleset, request: SandboxRequest) -> None:
-    """Write rights entry by entry below the project root, around the protected paths."""
+    """Write rights entry by entry below the project root, around the protected paths; and on each
+    folder the request names inside it (`writable_inside`), whatever protects it."""
+    from landlockpy import AccessFS
+
+    for folder in request.writable_inside:
+        _allow_real_folder(ruleset, folder, AccessFS(_write_rights(directory=True)))
     if not request.writable:
         return
-    from landlockpy import AccessFS
 
     protected = frozenset(request.protected)
     for entry, directory in _writable_entries(request.project, protected):
@@ -425,6 +429,20 @@ def _allow_writes(ruleset: Ruleset, request: SandboxRequest) -> None:
                 ruleset.allow_path(f"/proc/self/fd/{fd}", AccessFS(_write_rights(directory=directory)))
         finally:
             os.close(fd)
+
+
+def _allow_real_folder(ruleset: Ruleset, folder: Path, rights: int) -> None:
+    """A rule on `folder` if it is a real folder: opened without following a link, named through /proc."""
+    from landlockpy import AccessFS
+
+    try:
+        fd = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        ruleset.allow_path(f"/proc/self/fd/{fd}", AccessFS(rights))
+    finally:
+        os.close(fd)
 
 
 def _writable_entries(folder: Path, protected: frozenset[Path]) -> Iterable[tuple[Path, bool]]:

@@ -247,7 +247,11 @@ class SafetyGate:
         )
 
     def _grants_offered(self, ctx: CallContext) -> bool:
-        return self.settings.session_grant and ctx.session_grants is not None
+        return (
+            self.settings.session_grant
+            and ctx.session_grants is not None
+            and (ctx.spec is None or ctx.spec.session_grants)
+        )
 
 
 def _with_facts(outcome: Outcome, facts: ConsentFacts) -> Outcome:

@@ -32,6 +32,7 @@ from oct_mcp.backends import (
 from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.backends.environment import sandbox_environment
+from oct_mcp.backends.git_state import InstalledState, PrivateGitFolder, install_git_state
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
 from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
@@ -311,10 +312,19 @@ class ExecutionSandbox:
         # In a worker thread: a walk over a large project must not hold up the other calls.
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
+        git_state: tuple[InstalledState, ...] = ()
         scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
         outputs = OutputFolder(scratch)
         cgroup = _run_cgroup(self.memory_bytes)
         try:
+            writes = plan.git_writes
+            private = (
+                None
+                if writes is None
+                else await anyio.to_thread.run_sync(
+                    PrivateGitFolder, scratch, writes.git_dir, writes.files, writes.folders
+                )
+            )
             cache = (
                 await anyio.to_thread.run_sync(prepare_project_cache, project) if plan.project_cache else None
             )
@@ -342,7 +352,9 @@ class ExecutionSandbox:
                     threads=self.threads,
                     tool_env=(*plan.tool_env, *outputs.environment(plan.output_files)),
                     cache=None if cache is None else str(cache),
-                ),
+                )
+                # GIT_DIR is never a tool's to set (it is never passed): the sandbox names its own folder.
+                | dict(() if private is None else private.environment()),
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
                     cpu_seconds=int(timeout) + _CPU_BACKSTOP_SECONDS,
@@ -350,7 +362,11 @@ class ExecutionSandbox:
                 ),
                 scratch=scratch,
                 strict_files="reads_confined" in self.required,
-                writable_dirs=(outputs.path,) if cache is None else (outputs.path, cache),
+                writable_dirs=(
+                    *((outputs.path,) if cache is None else (outputs.path, cache)),
+                    *(() if private is None else (private.path,)),
+                ),
+                writable_inside=() if private is None else private.folders,
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
@@ -395,6 +411,8 @@ class ExecutionSandbox:
             if plan.output_files:
                 files, cut = outputs.read(name for _, name in plan.output_files)
                 run = replace(run, files=files, files_truncated=tuple(cut))
+            if private is not None and run.exit_code == 0 and not run.timed_out:
+                git_state = await anyio.to_thread.run_sync(private.changed)
         finally:
             outputs.close()
             if cgroup is not None:
@@ -407,6 +425,10 @@ class ExecutionSandbox:
                     changes = await anyio.to_thread.run_sync(_settle, project, before)
         if changes:
             _refuse_protected_changes(changes)
+        if git_state and plan.git_writes is not None:
+            # After the protected-path check, which would otherwise see HEAD changed: the run had no
+            # right on the git folder, the server installs what git left in its private one.
+            await anyio.to_thread.run_sync(install_git_state, plan.git_writes.git_dir, git_state)
         if run.timed_out:
             raise ToolTimeoutError(_timeout_message(limit, plan))
         degraded = tuple(

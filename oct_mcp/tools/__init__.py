@@ -11,6 +11,7 @@ from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.git_history import GIT_BLAME, GIT_SHOW
+from oct_mcp.tools.git_write import GIT_ADD, GIT_BRANCH, GIT_COMMIT, GIT_RESTORE, GIT_SWITCH
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.search import SEARCH
@@ -30,6 +31,11 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         GIT_LOG,
         GIT_SHOW,
         GIT_BLAME,
+        GIT_ADD,
+        GIT_COMMIT,
+        GIT_BRANCH,
+        GIT_SWITCH,
+        GIT_RESTORE,
         LINT,
         TEST,
         TYPECHECK,
