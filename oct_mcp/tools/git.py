@@ -43,6 +43,7 @@ from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [
+    "CONFIG_NAMES_LISTING",
     "DEFANGED",
     "DIFF_CONTEXT_MAX",
     "GIT_DIFF",
@@ -55,10 +56,12 @@ __all__ = [
     "GitLayout",
     "LogOutput",
     "StatusOutput",
+    "filter_overrides",
     "git_argv",
     "git_failed",
     "git_layout",
     "git_plan",
+    "listed_filter_names",
     "page_diff",
     "parse_diff",
     "pathspec",
@@ -95,7 +98,7 @@ DIFF_CONTEXT_MAX: Final = 100
 _FILTER_NAMES_MAX: Final = 64
 _LINK_FILE_MAX_BYTES: Final = 4_096
 _CONFIG_READ_TIMEOUT_SECONDS: Final = 10
-_CONFIG_NAMES: Final = ("config", "--list", "--includes", "--null", "--name-only")
+CONFIG_NAMES_LISTING: Final = ("config", "--list", "--includes", "--null", "--name-only")
 _NOT_A_REPOSITORY: Final = (
     "the project is not a git repository (no .git at the project root); git init makes one"
 )
@@ -267,7 +270,7 @@ def _core_worktree(project: Path, folder: Path) -> Path | None:
 # -- running git -----------------------------------------------------------------------------------
 
 
-def _listed_filter_names(run: RunResult) -> frozenset[str]:
+def listed_filter_names(run: RunResult) -> frozenset[str]:
     """The filter driver names in `git config --list --includes --null --name-only`, as git read them.
 
     Raises:
@@ -286,7 +289,7 @@ def _listed_filter_names(run: RunResult) -> frozenset[str]:
     return frozenset(names)
 
 
-def _filter_overrides(names: frozenset[str]) -> list[str]:
+def filter_overrides(names: frozenset[str]) -> list[str]:
     """`-c filter.<name>.clean=` and its siblings for each name: an empty command is no command.
 
     Raises:
@@ -322,7 +325,7 @@ def _argv(
     return (
         str(program),
         *GIT_SAFETY_OPTIONS,
-        *_filter_overrides(filter_names),
+        *filter_overrides(filter_names),
         f"--git-dir={layout.git_dir}",
         f"--work-tree={root}",
         *arguments,
@@ -358,7 +361,7 @@ def git_plan(
     real = arguments if callable(arguments) else lambda _: arguments
 
     def after_config(run: RunResult) -> tuple[str, ...] | NextCommand:
-        names = _listed_filter_names(run)
+        names = listed_filter_names(run)
         return verify_chain(
             refs,
             lambda step: _argv(program, layout, root, names, step),
@@ -366,7 +369,7 @@ def git_plan(
         )
 
     return CommandPlan(
-        argv=_argv(program, layout, root, frozenset(), _CONFIG_NAMES),
+        argv=_argv(program, layout, root, frozenset(), CONFIG_NAMES_LISTING),
         then=after_config,
         parse=parse,
         read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),

@@ -27,7 +27,6 @@ from typing import Annotated, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from oct_mcp.context import ToolResult
 from oct_mcp.errors import (
     ChangesWouldBeLostError,
     ExecutionError,
@@ -40,19 +39,20 @@ from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_di
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.git import (
-    _CONFIG_NAMES,
+    CONFIG_NAMES_LISTING,
     GIT_SAFETY_OPTIONS,
     STATUS_MAX_ENTRIES,
     StatusOutput,
-    _filter_overrides,
-    _listed_filter_names,
+    filter_overrides,
     git_failed,
     git_layout,
+    listed_filter_names,
     parse_diff,
     parse_status,
 )
 from oct_mcp.tools.git_refs import GitRef, verified_commit, verify_arguments
 from oct_mcp.tools.programs import find_server_program
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -204,7 +204,7 @@ class _Git:
             *GIT_SAFETY_OPTIONS,
             *_WRITE_OPTIONS,
             *self.identity,
-            *_filter_overrides(names),
+            *filter_overrides(names),
             *where,
             f"--work-tree={self.root}",
             *arguments,
@@ -289,14 +289,14 @@ def _plan(
     def step_at(index: int) -> Callable[[RunResult], tuple[str, ...] | NextCommand]:
         def then(run: RunResult) -> tuple[str, ...] | NextCommand:
             if index == 0:
-                listed["names"] = _listed_filter_names(run)
+                listed["names"] = listed_filter_names(run)
             argv = git.argv(listed["names"], *steps[index](run))
             return argv if index + 1 == len(steps) else NextCommand(argv=argv, then=step_at(index + 1))
 
         return then
 
     return CommandPlan(
-        argv=git.argv(frozenset(), *_CONFIG_NAMES),
+        argv=git.argv(frozenset(), *CONFIG_NAMES_LISTING),
         then=step_at(0),
         parse=parse,
         writes_project=writes_project,
