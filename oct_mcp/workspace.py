@@ -20,6 +20,7 @@ __all__ = [
     "broad_root_problem",
     "contain",
     "contain_text",
+    "descriptor_is_inside",
     "read_at_most",
     "resolve_root",
 ]
@@ -234,8 +235,7 @@ class Workspace:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise PathRefusedError("the path is not a regular file")
-            opened = _opened_path(fd)
-            if opened is not None and not _is_inside(opened, self.root):
+            if not descriptor_is_inside(fd, self.root):
                 raise PathRefusedError(
                     "a path must not pass through a symlink that leads outside the project root"
                 )
@@ -244,6 +244,12 @@ class Workspace:
             os.close(fd)
             raise
         return fd, resolved
+
+
+def descriptor_is_inside(fd: int, root: Path) -> bool:
+    """The file or folder open at `fd` is inside `root`, where the platform can tell; else True."""
+    opened = _opened_path(fd)
+    return opened is None or _is_inside(opened, root)
 
 
 def read_at_most(fd: int, limit: int, size_hint: int) -> bytes:

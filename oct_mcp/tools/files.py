@@ -22,7 +22,7 @@ from oct_mcp.errors import (
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
-from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
+from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -301,11 +301,12 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     skipped = 0
     room = params.max_chars - ENVELOPE_RESERVE
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
-    for path, entry in walk:
-        if matcher is not None and not matcher.match_file(path.relative_to(folder).as_posix()):
+    below = folder_prefix(workspace.relative(folder))
+    for walked in walk:
+        if matcher is not None and not matcher.match_file(walked.path[len(below) :]):
             continue
         try:
-            info = entry.stat(follow_symlinks=False)
+            info = walked.entry.stat(follow_symlinks=False)
         except OSError:
             continue
         is_link = stat.S_ISLNK(info.st_mode)
@@ -315,7 +316,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
             skipped += 1
             continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        listed = ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size)
+        listed = ListedFile(path=walked.path, kind=kind, size_bytes=info.st_size)
         room -= json_size(listed.model_dump()) + 1
         if len(files) == params.max_results or room < 0:
             more = True

@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import re2  # type: ignore[import-untyped]
@@ -28,7 +27,7 @@ from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
-from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
+from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
@@ -173,13 +172,13 @@ class _Search:
             self.truncated = True
         return self.truncated
 
-    def file(self, path: Path) -> None:
-        data = self._read(path)
+    def file(self, relative: str, open_file: Callable[[], int]) -> None:
+        """Search one file: `relative` is its path from the root, `open_file` opens it safely for reading."""
+        data = self._read(open_file)
         if data is None:
             self.files_skipped += 1
             return
         self.files_searched += 1
-        relative = self.workspace.relative(path)
         if self.params.mode != "lines":
             lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files")
             count = sum(1 for _ in lines)
@@ -225,9 +224,9 @@ class _Search:
                 getattr(match, excerpt.slot[0])[excerpt.slot[1]] = piece
         self.redactions += masked
 
-    def _read(self, path: Path) -> bytes | None:
+    def _read(self, open_file: Callable[[], int]) -> bytes | None:
         try:
-            fd = self.workspace.open_regular_file(str(path))
+            fd = open_file()
         except OctError:
             return None
         try:
@@ -360,17 +359,18 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
     if stat.S_ISDIR(info.st_mode):
         matcher = glob_matcher(params.glob)
         walk = ProjectWalk(workspace.root, start, SEARCH_SCAN_LIMIT, deadline)
-        for path, entry in walk:
+        below = folder_prefix(workspace.relative(start))
+        for walked in walk:
             if run.truncated:
                 break
-            if matcher is not None and not matcher.match_file(path.relative_to(start).as_posix()):
+            if matcher is not None and not matcher.match_file(walked.path[len(below) :]):
                 continue
             # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.
-            if entry.is_file(follow_symlinks=False):
-                run.file(path)
+            if walked.entry.is_file(follow_symlinks=False):
+                run.file(walked.path, walked.open)
         stopped_early = walk.stopped_early
     else:
-        run.file(start)
+        run.file(workspace.relative(start), partial(workspace.open_regular_file, str(start)))
     # Masking may lengthen a line: the page is measured again as it goes out.
     matches, cut = take_within(run.matches, params.max_chars)
     shown = len(matches) + len(run.files)

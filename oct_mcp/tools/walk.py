@@ -1,6 +1,6 @@
 """Walking the project as its developer sees it: sorted, git's ignore rules (the user's global excludes
 file, .git/info/exclude, each .gitignore) respected, `.git` and environment folders skipped, symlinks
-not followed."""
+not followed, every folder and file opened relative to its parent's descriptor."""
 
 from __future__ import annotations
 
@@ -10,21 +10,33 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Final, TypeAlias
 
 import pathspec
 from pydantic import StringConstraints
 
+from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
+from oct_mcp.workspace import descriptor_is_inside
 
-__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "glob_matcher"]
+__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "WalkedEntry", "folder_prefix", "glob_matcher"]
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
 _SKIPPED: Final = ENVIRONMENT_FOLDERS | {".git"}
+# Each folder on the way down holds a descriptor: a deeper tree would run the process out of them.
+WALK_DEPTH_MAX: Final = 128
+_FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO for reading must not hang the server.
+_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 Glob = Annotated[str, StringConstraints(min_length=1, max_length=GLOB_MAX_LENGTH, pattern=r"^[^\x00-\x1f]*$")]
 """A pattern in .gitignore syntax ('*.py', 'src/**/*.ts'), matched against paths relative to a folder."""
+
+
+def folder_prefix(relative: str) -> str:
+    """What every path below a folder (given from the root, `.` for the root) starts with."""
+    return "" if relative == "." else relative + "/"
 
 
 def glob_matcher(glob: str | None) -> pathspec.GitIgnoreSpec | None:
@@ -34,14 +46,13 @@ def glob_matcher(glob: str | None) -> pathspec.GitIgnoreSpec | None:
 
 @dataclass(frozen=True, slots=True)
 class _IgnoreRules:
-    """The .gitignore files that apply in one folder, outermost first, each with its own base."""
+    """The ignore files that apply in one folder, outermost first, each with its own base."""
 
     specs: tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
-    """Each file's folder as a string prefix ending in `/`, and its rules."""
+    """Each file's folder as a path from the root ending in `/` (`` for the root), and its rules."""
 
     def ignores(self, path: str, is_dir: bool) -> bool:
         # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        # Paths are cut as strings: pathlib's relative_to took most of a big tree's walk.
         verdict: bool | None = None
         for prefix, spec in self.specs:
             relative = path[len(prefix) :] + ("/" if is_dir else "")
@@ -50,53 +61,123 @@ class _IgnoreRules:
                 verdict = include
         return bool(verdict)
 
-    def entering(self, folder: Path) -> _IgnoreRules:
-        spec = _read_ignore_file(folder / ".gitignore")
-        return self if spec is None else _IgnoreRules((*self.specs, (_prefix(folder), spec)))
+    def adding(self, prefix: str, spec: pathspec.GitIgnoreSpec | None) -> _IgnoreRules:
+        # A file of comments and blank lines decides nothing: left out, it costs no check per entry.
+        if spec is None or all(pattern.include is None for pattern in spec.patterns):
+            return self
+        return _IgnoreRules((*self.specs, (prefix, spec)))
 
 
-def _prefix(folder: Path) -> str:
-    return str(folder).rstrip("/") + "/"
-
-
-def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
+def _parse_ignore_file(fd: int) -> pathspec.GitIgnoreSpec | None:
+    """The rules of an open ignore file, which this closes; None unless it is a regular file of sane size."""
     try:
-        info = path.lstat()
-        # Only a regular file: a symlinked .gitignore could point anywhere on the machine.
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > _IGNORE_FILE_MAX_BYTES:
             return None
-        return pathspec.GitIgnoreSpec.from_lines(
-            path.read_text(encoding="utf-8", errors="replace").splitlines()
-        )
+        data = os.read(fd, _IGNORE_FILE_MAX_BYTES)
     except OSError:
         return None
+    finally:
+        os.close(fd)
+    return pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
 
 
-def _root_rules(root: Path, folder: Path) -> _IgnoreRules:
-    """The rules in force in `folder`, lowest precedence first, as git orders them: the user's global
-    excludes file, .git/info/exclude, then each .gitignore from the root down."""
-    rules = _IgnoreRules(())
-    user_file = user_excludes_file()
-    for source in (user_file, root / ".git" / "info" / "exclude"):
-        spec = None if source is None else _read_ignore_file(source)
-        if spec is not None:
-            rules = _IgnoreRules((*rules.specs, (_prefix(root), spec)))
-    current = root
-    rules = rules.entering(root)
-    for part in folder.relative_to(root).parts:
-        current = current / part
-        rules = rules.entering(current)
-    return rules
-
-
-def _sorted_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths: a folder's name counts as `name/`."""
+def _read_ignore_file_at(folder_fd: int, *names: str) -> pathspec.GitIgnoreSpec | None:
+    """The rules of the ignore file at `names` below an open folder, none of them followed as a symlink
+    (a symlinked .gitignore could point anywhere on the machine)."""
+    opened: list[int] = []
     try:
-        with os.scandir(folder) as scan:
+        current = folder_fd
+        for name in names[:-1]:
+            current = os.open(name, _FOLDER_FLAGS, dir_fd=current)
+            opened.append(current)
+        fd = os.open(names[-1], _FILE_FLAGS, dir_fd=current)
+    except OSError:
+        return None
+    finally:
+        for fd_opened in opened:
+            os.close(fd_opened)
+    return _parse_ignore_file(fd)
+
+
+def _user_rules() -> pathspec.GitIgnoreSpec | None:
+    user_file = user_excludes_file()
+    if user_file is None:
+        return None
+    try:
+        fd = os.open(user_file, _FILE_FLAGS)
+    except OSError:
+        return None
+    return _parse_ignore_file(fd)
+
+
+def _sorted_entries(folder_fd: int) -> list[os.DirEntry[str]]:
+    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`), last first."""
+    try:
+        with os.scandir(folder_fd) as scan:
             entries = list(scan)
     except OSError:
-        return iter(())
-    return iter(sorted(entries, key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name))
+        return []
+    entries.sort(key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, reverse=True)
+    return entries
+
+
+def _open_folder_at(parent_fd: int, name: str, root: Path) -> int | None:
+    """A folder opened below an open one, not through a symlink; None if that cannot be done safely."""
+    try:
+        fd = os.open(name, _FOLDER_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        # ELOOP, ENOTDIR: swapped for a symlink or a file since it was listed; EACCES: unreadable.
+        return None
+    # Cheap, once a folder: a folder moved out of the tree while the walk held its parent is not read.
+    # (Moving one out needs write access outside the project, which no sandboxed tool has.)
+    if not descriptor_is_inside(fd, root):
+        os.close(fd)
+        return None
+    return fd
+
+
+_Folder: TypeAlias = tuple[int, str, _IgnoreRules, list[os.DirEntry[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class WalkedEntry:
+    """One entry the walk found that is not a folder, and the open folder it sits in."""
+
+    path: str
+    """From the project root, POSIX."""
+    entry: os.DirEntry[str]
+    folder_fd: int
+    """Open only until the walk moves on."""
+
+    def open(self) -> int:
+        """Open the entry for reading as a regular file, not following a symlink.
+
+        Relative to its folder's descriptor, which the walk reached from the root one name at a time
+        without following a symlink: the file is inside the project whatever was swapped on the way,
+        with no containment check of its own.
+
+        Returns:
+            A blocking read-only descriptor the caller must close.
+
+        Raises:
+            NotFoundError: It is gone.
+            PathRefusedError: It became a symlink (ELOOP) or something else than a regular file.
+        """
+        try:
+            fd = os.open(self.entry.name, _FILE_FLAGS, dir_fd=self.folder_fd)
+        except FileNotFoundError:
+            raise NotFoundError("the file is gone since the folder was listed") from None
+        except OSError as exc:
+            raise PathRefusedError("the file cannot be opened safely") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PathRefusedError("the path is not a regular file")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
 
 @dataclass
@@ -106,36 +187,94 @@ class ProjectWalk:
     Environment and cache folders (`.venv`, `node_modules`, `__pycache__`, ...) below `folder` are
     skipped, ignored by git or not: a listing of them drowns the project. Starting in one lists it.
 
-    Yields `(path, entry)` for every entry that is not a folder (files, symlinks, and the rest).
-    Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
-    `time.monotonic()` value), and says so in `stopped_early`.
+    Yields a `WalkedEntry` for every entry that is not a folder (files, symlinks, and the rest), in
+    the order of their paths as strings. With `after` (a path from the root), only paths that sort
+    after it: the folders wholly before it are not read again, so a page resumes where the last
+    stopped. Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
+    `time.monotonic()` value), or below WALK_DEPTH_MAX folders, and says so in `stopped_early`.
     """
 
     root: Path
     folder: Path
     limit: int
     deadline: float | None = None
+    after: str | None = None
     stopped_early: bool = False
 
-    def __iter__(self) -> Iterator[tuple[Path, os.DirEntry[str]]]:
-        stack = [(_sorted_entries(self.folder), _root_rules(self.root, self.folder))]
+    def __iter__(self) -> Iterator[WalkedEntry]:
+        try:
+            root_fd = os.open(self.root, _FOLDER_FLAGS)
+        except OSError:
+            return
+        # The folders held open, the start folder first: (descriptor, path prefix, rules, entries left,
+        # last first). The walk closes each folder it leaves; what is still open when it ends, here.
+        stack: list[_Folder] = []
+        try:
+            start = self._start(root_fd)
+            if start is not None:
+                stack.append(start)
+                yield from self._walk(stack)
+        finally:
+            for fd, *_ in stack:
+                if fd != root_fd:
+                    os.close(fd)
+            os.close(root_fd)
+
+    def _start(self, root_fd: int) -> _Folder | None:
+        """Open `folder` from the root one name at a time, gathering the rules in force there, as git
+        orders them: the user's global excludes file, .git/info/exclude, then each .gitignore down."""
+        rules = _IgnoreRules(()).adding("", _user_rules())
+        rules = rules.adding("", _read_ignore_file_at(root_fd, ".git", "info", "exclude"))
+        rules = rules.adding("", _read_ignore_file_at(root_fd, ".gitignore"))
+        fd, prefix = root_fd, ""
+        for part in self.folder.relative_to(self.root).parts:
+            child = _open_folder_at(fd, part, self.root)
+            if fd != root_fd:
+                os.close(fd)
+            if child is None:
+                return None
+            fd, prefix = child, f"{prefix}{part}/"
+            rules = rules.adding(prefix, _read_ignore_file_at(fd, ".gitignore"))
+        return fd, prefix, rules, _sorted_entries(fd)
+
+    def _walk(self, stack: list[_Folder]) -> Iterator[WalkedEntry]:
+        after = self.after
         seen = 0
-        while stack:
-            entries, rules = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
+        while True:
+            fd, prefix, rules, entries = stack[-1]
+            if not entries:
+                if len(stack) == 1:
+                    return
                 stack.pop()
+                os.close(fd)
                 continue
+            entry = entries.pop()
             seen += 1
             if seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
             is_dir = entry.is_dir(follow_symlinks=False)
-            if (is_dir and entry.name in _SKIPPED) or rules.ignores(entry.path, is_dir):
+            path = prefix + entry.name
+            if after is not None:
+                if is_dir:
+                    below = path + "/"
+                    # Every path under it sorts before `after` unless `after` is under it.
+                    if below < after and not after.startswith(below):
+                        continue
+                elif path <= after:
+                    continue
+            if (is_dir and entry.name in _SKIPPED) or rules.ignores(path, is_dir):
                 continue
-            path = Path(entry.path)
-            if is_dir:
-                # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
-                stack.append((_sorted_entries(path), rules.entering(path)))
-            else:
-                yield path, entry
+            if not is_dir:
+                yield WalkedEntry(path, entry, fd)
+                continue
+            if len(stack) >= WALK_DEPTH_MAX:
+                self.stopped_early = True
+                continue
+            child = _open_folder_at(fd, entry.name, self.root)
+            if child is None:
+                continue
+            # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
+            below = path + "/"
+            child_rules = rules.adding(below, _read_ignore_file_at(child, ".gitignore"))
+            stack.append((child, below, child_rules, _sorted_entries(child)))

@@ -1,0 +1,117 @@
+"""ProjectWalk: descriptor-relative, so what is swapped for a symlink mid-walk never leads outside."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_files import write
+
+from oct_mcp.errors import PathRefusedError
+from oct_mcp.tools import search as search_module
+from oct_mcp.tools.search import SearchParams, search
+from oct_mcp.tools.walk import ProjectWalk, WalkedEntry
+from oct_mcp.workspace import Workspace
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    project = (tmp_path / "project").resolve()
+    write(project, {"a.txt": "needle a\n", "sub/b.txt": "needle b\n", "sub/c.txt": "needle c\n"})
+    write(tmp_path / "outside", {"b.txt": "needle outside\n", "c.txt": "needle outside\n"})
+    return project
+
+
+def walked(root: Path, folder: Path | None = None, after: str | None = None) -> list[str]:
+    return [entry.path for entry in ProjectWalk(root, folder or root, 1_000, after=after)]
+
+
+def test_walk_lists_every_file_in_path_order(root: Path) -> None:
+    assert walked(root) == ["a.txt", "sub/b.txt", "sub/c.txt"]
+
+
+def test_walk_starts_in_a_folder_with_paths_from_the_root(root: Path) -> None:
+    assert walked(root, root / "sub") == ["sub/b.txt", "sub/c.txt"]
+
+
+def test_walk_refuses_to_open_a_file_swapped_for_a_symlink_after_it_was_listed(root: Path) -> None:
+    walk = iter(ProjectWalk(root, root, 1_000))
+    first = next(walk)
+    target = root / first.path
+    target.unlink()
+    target.symlink_to(root.parent / "outside" / "b.txt")
+
+    with pytest.raises(PathRefusedError) as caught:
+        first.open()
+
+    assert caught.value.code == "path_refused"
+    assert isinstance(caught.value.__cause__, OSError)
+    assert caught.value.__cause__.errno == errno.ELOOP
+
+
+def test_walk_does_not_enter_a_folder_swapped_for_a_symlink_after_it_was_listed(root: Path) -> None:
+    walk = iter(ProjectWalk(root, root, 1_000))
+    assert next(walk).path == "a.txt"
+    # The root is listed: `sub` is already an entry when it becomes a symlink to a folder outside.
+    (root / "sub" / "b.txt").unlink()
+    (root / "sub" / "c.txt").unlink()
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(root.parent / "outside")
+
+    assert [entry.path for entry in walk] == []
+
+
+def test_walk_reads_a_held_folder_never_its_replacement(root: Path) -> None:
+    walk = iter(ProjectWalk(root, root, 1_000))
+    next(walk)
+    first_in_sub = next(walk)
+    # `sub` is open: its files are opened relative to it, not by a path that now leads outside.
+    (root / "sub").rename(root / "moved")
+    (root / "sub").symlink_to(root.parent / "outside")
+    rest = list(walk)
+
+    assert [first_in_sub.path, *(entry.path for entry in rest)] == ["sub/b.txt", "sub/c.txt"]
+
+
+def test_walk_after_a_path_gives_only_the_paths_that_sort_after_it(root: Path) -> None:
+    write(root, {"sub/deep/d.txt": "d\n", "z.txt": "z\n"})
+
+    assert walked(root, after="sub/b.txt") == ["sub/c.txt", "sub/deep/d.txt", "z.txt"]
+    assert walked(root, after="sub/") == ["sub/b.txt", "sub/c.txt", "sub/deep/d.txt", "z.txt"]
+    assert walked(root, after="sub/deep/d.txt") == ["z.txt"]
+    assert walked(root, after="z.txt") == []
+
+
+def test_walk_after_a_path_keeps_the_ignore_rules_of_the_folders_it_resumes_in(root: Path) -> None:
+    write(root, {"sub/.gitignore": "*.log\n", "sub/d.log": "d\n", "sub/e.txt": "e\n"})
+
+    assert walked(root, after="sub/c.txt") == ["sub/e.txt"]
+
+
+def test_walk_stops_early_below_its_depth_limit(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("oct_mcp.tools.walk.WALK_DEPTH_MAX", 1)
+    walk = ProjectWalk(root, root, 1_000)
+
+    assert [entry.path for entry in walk] == ["a.txt"]
+    assert walk.stopped_early
+
+
+def test_search_skips_a_file_swapped_for_a_symlink_between_listing_and_opening(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class SwappingWalk(ProjectWalk):
+        def __iter__(self) -> Iterator[WalkedEntry]:
+            for entry in super().__iter__():
+                if entry.path == "sub/b.txt":
+                    (root / entry.path).unlink()
+                    (root / entry.path).symlink_to(root.parent / "outside" / "b.txt")
+                yield entry
+
+    monkeypatch.setattr(search_module, "ProjectWalk", SwappingWalk)
+    result = search(Workspace(root), SearchParams(pattern="needle"))
+
+    assert result.structured is not None
+    assert [m["path"] for m in result.structured["matches"]] == ["a.txt", "sub/c.txt"]
+    assert result.structured["files_skipped"] == 1
