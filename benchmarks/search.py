@@ -55,6 +55,17 @@ def every_page(call: Callable[[int], Any], key: str) -> list[Any]:
     return entries
 
 
+def every_cursor_page(call: Callable[[str | None], Any], key: str) -> list[Any]:
+    entries: list[Any] = []
+    cursor: str | None = None
+    while True:
+        structured = call(cursor).structured
+        entries += structured[key]
+        cursor = structured.get("next_cursor")
+        if cursor is None:
+            return entries
+
+
 def timed(action: Callable[[], object]) -> Callable[[], float]:
     def measure() -> float:
         start = time.perf_counter()
@@ -86,6 +97,12 @@ def main() -> None:
                 "files",
             )
 
+        def oct_list_by_cursor() -> list[Any]:
+            return every_cursor_page(
+                lambda cursor: list_files(workspace, ListFilesParams(max_results=10_000, cursor=cursor)),
+                "files",
+            )
+
         def rg_search() -> bytes:
             return subprocess.run(
                 [rg, "--json", "--hidden", "--glob", "!.git", "needle_marker"],
@@ -106,13 +123,24 @@ def main() -> None:
         listed = sorted(f["path"] for f in oct_list())
         assert found == sorted(rg_files_matching(rg, root)), "oct_search and rg disagree"
         assert listed == sorted(rg_files().decode().splitlines()), "oct_list_files and rg --files disagree"
-        measures = [timed(oct_search), timed(rg_search), timed(oct_list), timed(rg_files), timed(git_files)]
-        search_oct, search_rg, list_oct, list_rg, list_git = interleave(options.rounds, measures)
+        assert oct_list_by_cursor() == oct_list(), "cursor and offset paging disagree"
+        measures = [
+            timed(oct_search),
+            timed(rg_search),
+            timed(oct_list),
+            timed(oct_list_by_cursor),
+            timed(rg_files),
+            timed(git_files),
+        ]
+        search_oct, search_rg, list_oct, list_cursor, list_rg, list_git = interleave(options.rounds, measures)
     print_table(
         [
             Comparison("oct_search, every page, vs rg --json", search_oct, search_rg, goal=1.3),
-            Comparison("oct_list_files, every page, vs rg --files", list_oct, list_rg, goal=1.3),
-            Comparison("oct_list_files, every page, vs git ls-files", list_oct, list_git, goal=1.3),
+            Comparison("oct_list_files, every page by offset, vs rg --files", list_oct, list_rg, goal=1.3),
+            Comparison("oct_list_files, every page by cursor, vs rg --files", list_cursor, list_rg, goal=1.3),
+            Comparison(
+                "oct_list_files, every page by cursor, vs git ls-files", list_cursor, list_git, goal=1.3
+            ),
         ],
         options.rounds,
     )

@@ -21,8 +21,15 @@ from oct_mcp.errors import (
 )
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
-from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
+from oct_mcp.tools.results import (
+    ENVELOPE_RESERVE,
+    MODEL_VIEW_MIN,
+    BudgetField,
+    OffsetField,
+    json_size,
+    json_string_size,
+)
+from oct_mcp.tools.walk import CursorField, Glob, ProjectWalk, WalkCursor, folder_prefix, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -52,6 +59,9 @@ LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
 LIST_FILES_SCAN_LIMIT: Final = 200_000
+_ENTRY_JSON_SIZE: Final = {
+    kind: len(f'{{"path":,"kind":"{kind}","size_bytes":}}') for kind in ("file", "symlink")
+}
 
 
 class _Params(BaseModel):
@@ -261,7 +271,16 @@ class ListFilesParams(_Params):
     )
     max_results: int = Field(default=LIST_FILES_DEFAULT, ge=1, le=LIST_FILES_MAX)
     offset: int = OffsetField()
+    cursor: str | None = CursorField()
     max_chars: int = BudgetField()
+
+    @model_validator(mode="after")
+    def _one_way_to_page(self) -> ListFilesParams:
+        if self.cursor is not None:
+            if self.offset:
+                raise ValueError("pass offset or cursor, not both")
+            WalkCursor.decode(self.cursor)
+        return self
 
 
 class ListedFile(BaseModel):
@@ -277,6 +296,8 @@ class ListFilesOutput(BaseModel):
     """More files follow (listed with next_offset), or the walk stopped at its entry limit."""
     next_offset: int | None = None
     """The offset that lists the files after these."""
+    next_cursor: str | None = None
+    """The same place as a cursor, which lists them without walking these again."""
 
 
 def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
@@ -300,10 +321,13 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     more = False
     skipped = 0
     room = params.max_chars - ENVELOPE_RESERVE
-    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
+    resume = None if params.cursor is None else WalkCursor.decode(params.cursor)
+    start_at = None if resume is None else resume.path
+    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
     below = folder_prefix(workspace.relative(folder))
     for walked in walk:
-        if matcher is not None and not matcher.match_file(walked.path[len(below) :]):
+        path = walked.path
+        if path == start_at or (matcher is not None and not matcher.match_file(path[len(below) :])):
             continue
         try:
             info = walked.entry.stat(follow_symlinks=False)
@@ -316,22 +340,32 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
             skipped += 1
             continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        listed = ListedFile(path=walked.path, kind=kind, size_bytes=info.st_size)
-        room -= json_size(listed.model_dump()) + 1
-        if len(files) == params.max_results or room < 0:
+        # The entry's JSON, {"path":..,"kind":..,"size_bytes":..}, counted without building it.
+        room -= _ENTRY_JSON_SIZE[kind] + json_string_size(path) + len(str(info.st_size)) + 1
+        # Room for the cursor that would name this entry as the last shown.
+        if len(files) == params.max_results or room - WalkCursor.size(path) < 0:
             more = True
             break
-        files.append(listed)
-    next_offset = params.offset + len(files) if more else None
+        files.append(ListedFile(path=path, kind=kind, size_bytes=info.st_size))
+    position = params.offset if resume is None else resume.position
+    next_offset = position + len(files) if more else None
+    next_cursor = WalkCursor(position + len(files), files[-1].path).encode() if more and files else None
     truncated = more or walk.stopped_early
     # A name with a newline would start a line of its own: such names are quoted.
     text = "\n".join(quote_name(f.path) for f in files)
     if next_offset is not None:
-        text += f"\n[oct-mcp: {len(files)} files shown, more follow: list them with offset={next_offset}]"
+        text += (
+            f"\n[oct-mcp: {len(files)} files shown, more follow: list them with cursor={next_cursor} "
+            f"(or offset={next_offset})]"
+        )
     elif walk.stopped_early:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"
     output = ListFilesOutput(
-        folder=workspace.relative(folder), files=files, truncated=truncated, next_offset=next_offset
+        folder=workspace.relative(folder),
+        files=files,
+        truncated=truncated,
+        next_offset=next_offset,
+        next_cursor=next_cursor,
     )
     return ToolResult(text=text, structured=output.model_dump(exclude_none=True), truncated=truncated)
 
@@ -397,7 +431,7 @@ LIST_FILES: Final = ToolSpec(
     description=(
         "List the files under a project folder (the root by default), in sorted order, skipping what "
         ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; a cut listing gives "
-        "next_offset for the rest."
+        "next_cursor (and next_offset) for the rest."
     ),
     params=ListFilesParams,
     output=ListFilesOutput,

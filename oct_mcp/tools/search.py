@@ -27,7 +27,7 @@ from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
-from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
+from oct_mcp.tools.walk import CursorField, Glob, ProjectWalk, WalkCursor, folder_prefix, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
@@ -74,11 +74,16 @@ class SearchParams(BaseModel):
     before: int = Field(default=0, ge=0, le=CONTEXT_MAX, description="Lines of context before each match.")
     after: int = Field(default=0, ge=0, le=CONTEXT_MAX, description="Lines of context after each match.")
     offset: int = OffsetField()
+    cursor: str | None = CursorField()
     max_chars: int = BudgetField()
 
     @model_validator(mode="after")
     def _pattern_compiles(self) -> SearchParams:
         compile_pattern(self.pattern, regex=self.regex, case_sensitive=self.case_sensitive)
+        if self.cursor is not None:
+            if self.offset:
+                raise ValueError("pass offset or cursor, not both")
+            WalkCursor.decode(self.cursor)
         return self
 
 
@@ -119,6 +124,8 @@ class SearchOutput(BaseModel):
     """The walk stopped at its entry or time limit: files were left unsearched."""
     next_offset: int | None = None
     """Set when more follow: the offset that returns the next matching lines (files, in those modes)."""
+    next_cursor: str | None = None
+    """The same place as a cursor, which goes on without searching these files again."""
 
 
 def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> Any:
@@ -152,6 +159,7 @@ class _Search:
     pattern: Any
     params: SearchParams
     deadline: float
+    resume: WalkCursor | None
     matches: list[SearchMatch] = field(default_factory=list)
     files: list[FileCount] = field(default_factory=list)
     files_searched: int = 0
@@ -174,11 +182,14 @@ class _Search:
 
     def file(self, relative: str, open_file: Callable[[], int]) -> None:
         """Search one file: `relative` is its path from the root, `open_file` opens it safely for reading."""
+        if self.resume is not None and self.params.mode != "lines" and relative == self.resume.path:
+            return  # the last file the page before showed
         data = self._read(open_file)
         if data is None:
             self.files_skipped += 1
             return
         self.files_searched += 1
+        resumed_in = self.resume is not None and relative == self.resume.path
         if self.params.mode != "lines":
             lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files")
             count = sum(1 for _ in lines)
@@ -193,7 +204,7 @@ class _Search:
                 self.files.append(entry)
             return
         seen = self.passed + len(self.matches)
-        excerpts = self._scan(relative, data)
+        excerpts = self._scan(relative, data, self.resume.line if resumed_in and self.resume else 0)
         if self.passed + len(self.matches) > seen or self.truncated:
             self.files_with_matches += 1
         if excerpts:
@@ -240,10 +251,13 @@ class _Search:
             return None
         return data
 
-    def _scan(self, relative: str, data: bytes) -> list[_Excerpt]:
-        """Append the file's matching lines on this page; returns where each piece of text came from."""
+    def _scan(self, relative: str, data: bytes, shown_to: int) -> list[_Excerpt]:
+        """Append the file's matching lines after line `shown_to` on this page; returns where each
+        piece of text came from."""
         excerpts: list[_Excerpt] = []
         for line, line_start, line_end, start in _matching_lines(self.pattern, data):
+            if line <= shown_to:
+                continue
             if self.passed < self.params.offset:
                 self.passed += 1
                 continue
@@ -354,11 +368,13 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         raise PathRefusedError("the path cannot be opened") from exc
     deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
     pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
-    run = _Search(workspace, pattern, params, deadline)
+    resume = None if params.cursor is None else WalkCursor.decode(params.cursor)
+    run = _Search(workspace, pattern, params, deadline, resume)
     stopped_early = False
     if stat.S_ISDIR(info.st_mode):
         matcher = glob_matcher(params.glob)
-        walk = ProjectWalk(workspace.root, start, SEARCH_SCAN_LIMIT, deadline)
+        start_at = None if resume is None else resume.path
+        walk = ProjectWalk(workspace.root, start, SEARCH_SCAN_LIMIT, deadline, start_at=start_at)
         below = folder_prefix(workspace.relative(start))
         for walked in walk:
             if run.truncated:
@@ -371,25 +387,37 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         stopped_early = walk.stopped_early
     else:
         run.file(workspace.relative(start), partial(workspace.open_regular_file, str(start)))
-    # Masking may lengthen a line: the page is measured again as it goes out.
-    matches, cut = take_within(run.matches, params.max_chars)
-    shown = len(matches) + len(run.files)
+    # Masking may lengthen a line: the page is measured again as it goes out, with room for the cursor.
+    entries: list[SearchMatch] | list[FileCount] = run.matches if params.mode == "lines" else run.files
+    cursor_room = max((WalkCursor.size(entry.path) for entry in entries), default=0)
+    kept, cut = take_within(entries, params.max_chars - cursor_room)
+    matches: list[SearchMatch] = kept if params.mode == "lines" else []
+    counts: list[FileCount] = [] if params.mode == "lines" else kept
     more = run.truncated or cut
+    position = params.offset if resume is None else resume.position
+    next_offset = position + len(kept) if more else None
+    last = kept[-1] if more and kept else None
+    next_cursor = (
+        None
+        if next_offset is None or last is None
+        else WalkCursor(next_offset, last.path, last.line if isinstance(last, SearchMatch) else 0).encode()
+    )
     output = SearchOutput(
         matches=matches,
-        files=run.files,
+        files=counts,
         files_searched=run.files_searched,
         files_with_matches=run.files_with_matches,
         files_skipped=run.files_skipped,
         truncated=more,
         stopped_early=stopped_early,
-        next_offset=params.offset + shown if more else None,
+        next_offset=next_offset,
+        next_cursor=next_cursor,
     )
     structured = output.model_dump(exclude_defaults=True)
     if params.mode == "lines":
         structured["matches"] = structured.get("matches", [])
     else:
-        structured["files"] = [_dump(f, params.mode) for f in run.files]
+        structured["files"] = [_dump(f, params.mode) for f in counts]
     return ToolResult(
         text=_text(output, params.mode),
         structured=structured,
@@ -416,7 +444,10 @@ def _text(output: SearchOutput, mode: str) -> str:
     if output.files_skipped:
         summary += f"; {output.files_skipped} binary, oversized or unreadable file(s) skipped"
     if output.next_offset is not None:
-        summary += f"; more follow: call again with offset={output.next_offset}, or narrow path or glob"
+        summary += (
+            f"; more follow: call again with cursor={output.next_cursor} (or offset={output.next_offset}), "
+            "or narrow path or glob"
+        )
     if output.stopped_early:
         summary += "; the search hit its time or size limit before every file was searched"
     return "\n".join([*lines, f"[oct-mcp: {summary}]"])
@@ -433,9 +464,9 @@ SEARCH: Final = ToolSpec(
         "Search the project's text files for a string, or with regex=true an RE2 expression (ripgrep's "
         "syntax), in path order, skipping what .gitignore ignores, .git, binary files and files over "
         "4 MiB. mode: lines (path, line, column, text; before/after add context lines), files (paths) or "
-        "count (lines per file). Narrow with path and glob. A cut result gives next_offset: pass it as "
-        "offset for the rest. Prefer it to grep or rg in a shell. Secrets are masked as [REDACTED:<kind>], "
-        "as the whole file shows them."
+        "count (lines per file). Narrow with path and glob. A cut result gives next_cursor: pass it as "
+        "cursor for the rest (or next_offset as offset). Prefer it to grep or rg in a shell. Secrets "
+        "are masked as [REDACTED:<kind>], as the whole file shows them."
     ),
     params=SearchParams,
     output=SearchOutput,

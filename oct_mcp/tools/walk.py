@@ -4,22 +4,35 @@ not followed, every folder and file opened relative to its parent's descriptor."
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bisect
 import os
 import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Final, TypeAlias
+from typing import Annotated, Any, Final, TypeAlias
 
 import pathspec
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 
 from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
 from oct_mcp.workspace import descriptor_is_inside
 
-__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "WalkedEntry", "folder_prefix", "glob_matcher"]
+__all__ = [
+    "CURSOR_MAX_LENGTH",
+    "GLOB_MAX_LENGTH",
+    "CursorField",
+    "Glob",
+    "ProjectWalk",
+    "WalkCursor",
+    "WalkedEntry",
+    "folder_prefix",
+    "glob_matcher",
+]
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
@@ -29,6 +42,11 @@ WALK_DEPTH_MAX: Final = 128
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO for reading must not hang the server.
 _FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+# A cursor holds a path of up to 4,096 characters, as UTF-8 (4 bytes each at most), in base64.
+CURSOR_MAX_LENGTH: Final = 22_000
+# Past any offset a caller may pass (OffsetField's bound) and any line of a searched file.
+POSITION_MAX: Final = 100_000_000
 
 Glob = Annotated[str, StringConstraints(min_length=1, max_length=GLOB_MAX_LENGTH, pattern=r"^[^\x00-\x1f]*$")]
 """A pattern in .gitignore syntax ('*.py', 'src/**/*.ts'), matched against paths relative to a folder."""
@@ -42,6 +60,57 @@ def folder_prefix(relative: str) -> str:
 def glob_matcher(glob: str | None) -> pathspec.GitIgnoreSpec | None:
     """The matcher for a `Glob` field, or None when no glob was given."""
     return pathspec.GitIgnoreSpec.from_lines([glob]) if glob else None
+
+
+@dataclass(frozen=True, slots=True)
+class WalkCursor:
+    """Where a page of a walk ended: a result's `next_cursor`, opaque to the caller.
+
+    A page resumes after `path` (and, in that file, after `line`), so it walks only the folders
+    on the way to it and those after: not the whole tree again, as an offset must. `position` is
+    how many entries came before, so the page still says its `next_offset`.
+    """
+
+    position: int
+    path: str
+    """From the project root: the last entry shown."""
+    line: int = 0
+    """The last line shown in `path` (search's lines mode); 0: the whole file was shown."""
+
+    def encode(self) -> str:
+        raw = f"{self.position}:{self.line}:{self.path}".encode("utf-8", errors="surrogateescape")
+        return base64.urlsafe_b64encode(raw).decode("ascii")
+
+    @staticmethod
+    def size(path: str) -> int:
+        """Characters of a `next_cursor` field naming `path`, at most (position and line in any range)."""
+        raw = len(path.encode("utf-8", errors="surrogateescape")) + 18
+        return 4 * ((raw + 2) // 3) + len(',"next_cursor":""')
+
+    @classmethod
+    def decode(cls, text: str) -> WalkCursor:
+        """Raises:
+        ValueError: Not a cursor a result gave; the message does not repeat it.
+        """
+        try:
+            raw = base64.urlsafe_b64decode(text.encode("ascii")).decode("utf-8", errors="surrogateescape")
+            position, line, path = raw.split(":", 2)
+            cursor = cls(int(position), path, int(line))
+        except (binascii.Error, UnicodeError, ValueError):
+            raise ValueError("cursor is not one a result gave: pass next_cursor as it came") from None
+        in_range = 0 <= cursor.position <= POSITION_MAX and 0 <= cursor.line <= POSITION_MAX
+        if not in_range or not cursor.path or "\x00" in cursor.path:
+            raise ValueError("cursor is not one a result gave: pass next_cursor as it came")
+        return cursor
+
+
+def CursorField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
+    return Field(
+        default=None,
+        min_length=1,
+        max_length=CURSOR_MAX_LENGTH,
+        description="A cut result's next_cursor: the next page, faster than offset (not with it).",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +180,26 @@ def _user_rules() -> pathspec.GitIgnoreSpec | None:
     return _parse_ignore_file(fd)
 
 
-def _sorted_entries(folder_fd: int) -> list[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`), last first."""
+def _sort_key(entry: os.DirEntry[str]) -> str:
+    return entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
+
+
+def _sorted_entries(folder_fd: int, prefix: str, start_at: str | None) -> list[os.DirEntry[str]]:
+    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`), last first.
+
+    In a folder on the way to `start_at`, the entries whose paths all sort before it are left out.
+    """
     try:
         with os.scandir(folder_fd) as scan:
             entries = list(scan)
     except OSError:
         return []
-    entries.sort(key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, reverse=True)
+    entries.sort(key=_sort_key)
+    if start_at is not None and start_at.startswith(prefix):
+        # Before the name on the way to `start_at`: a file before it, or a folder whose `name/` is.
+        first = bisect.bisect_left(entries, start_at[len(prefix) :].split("/", 1)[0], key=_sort_key)
+        del entries[:first]
+    entries.reverse()
     return entries
 
 
@@ -188,9 +269,9 @@ class ProjectWalk:
     skipped, ignored by git or not: a listing of them drowns the project. Starting in one lists it.
 
     Yields a `WalkedEntry` for every entry that is not a folder (files, symlinks, and the rest), in
-    the order of their paths as strings. With `after` (a path from the root), only paths that sort
-    after it: the folders wholly before it are not read again, so a page resumes where the last
-    stopped. Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
+    the order of their paths as strings. With `start_at` (a path from the root), only paths that
+    sort at or after it: the folders wholly before it are not read again, so a page resumes where
+    the last stopped. Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
     `time.monotonic()` value), or below WALK_DEPTH_MAX folders, and says so in `stopped_early`.
     """
 
@@ -198,7 +279,7 @@ class ProjectWalk:
     folder: Path
     limit: int
     deadline: float | None = None
-    after: str | None = None
+    start_at: str | None = None
     stopped_early: bool = False
 
     def __iter__(self) -> Iterator[WalkedEntry]:
@@ -235,10 +316,10 @@ class ProjectWalk:
                 return None
             fd, prefix = child, f"{prefix}{part}/"
             rules = rules.adding(prefix, _read_ignore_file_at(fd, ".gitignore"))
-        return fd, prefix, rules, _sorted_entries(fd)
+        return fd, prefix, rules, _sorted_entries(fd, prefix, self.start_at)
 
     def _walk(self, stack: list[_Folder]) -> Iterator[WalkedEntry]:
-        after = self.after
+        start_at = self.start_at
         seen = 0
         while True:
             fd, prefix, rules, entries = stack[-1]
@@ -255,13 +336,13 @@ class ProjectWalk:
                 return
             is_dir = entry.is_dir(follow_symlinks=False)
             path = prefix + entry.name
-            if after is not None:
+            if start_at is not None:
                 if is_dir:
                     below = path + "/"
-                    # Every path under it sorts before `after` unless `after` is under it.
-                    if below < after and not after.startswith(below):
+                    # Every path under it sorts before `start_at` unless `start_at` is under it.
+                    if below < start_at and not start_at.startswith(below):
                         continue
-                elif path <= after:
+                elif path < start_at:
                     continue
             if (is_dir and entry.name in _SKIPPED) or rules.ignores(path, is_dir):
                 continue
@@ -277,4 +358,4 @@ class ProjectWalk:
             # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
             below = path + "/"
             child_rules = rules.adding(below, _read_ignore_file_at(child, ".gitignore"))
-            stack.append((child, below, child_rules, _sorted_entries(child)))
+            stack.append((child, below, child_rules, _sorted_entries(child, below, start_at)))

@@ -702,6 +702,56 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(works
     assert paged == everything
 
 
+def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offset_paging(
+    workspace: Workspace,
+) -> None:
+    write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
+    everything = listed(workspace)
+
+    paged: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = list_files(workspace, ListFilesParams(cursor=cursor, max_chars=1_000))
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        paged += [entry["path"] for entry in page.structured["files"]]
+        cursor = page.structured.get("next_cursor")
+        if cursor is None:
+            break
+        assert f"cursor={cursor}" in page.text
+        assert page.structured["next_offset"] == len(paged)
+
+    assert len(paged) == 300
+    assert paged == everything
+
+
+def test_list_files_cursor_page_walks_only_what_follows(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(200)} | {"b/last.txt": "y\n"})
+    first = list_files(workspace, ListFilesParams(max_results=199))
+    assert first.structured is not None
+    # The scan limit counts every entry a walk sees: 201 from the start, 3 from the cursor on.
+    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 10)
+
+    rest = list_files(workspace, ListFilesParams(cursor=first.structured["next_cursor"]))
+
+    assert rest.structured is not None
+    assert [entry["path"] for entry in rest.structured["files"]] == ["a199.txt", "b/last.txt"]
+    assert rest.structured["truncated"] is False
+
+
+@pytest.mark.parametrize("cursor", ["not base64!", "bm90IGEgY3Vyc29y", "LTE6MDphLnR4dA=="])
+def test_list_files_refuses_a_cursor_no_result_gave(cursor: str) -> None:
+    with pytest.raises(ValidationError, match="cursor is not one a result gave"):
+        ListFilesParams(cursor=cursor)
+
+
+def test_list_files_refuses_offset_and_cursor_together() -> None:
+    with pytest.raises(ValidationError, match="pass offset or cursor, not both"):
+        ListFilesParams(offset=3, cursor="MDowOmEudHh0")
+
+
 def test_read_files_reads_several_files_and_names_the_ones_it_cannot_read(workspace: Workspace) -> None:
     write(workspace.root, {"a.txt": "alpha\n", "b.bin": b"\x00\x01", "c.txt": FOUR_LINES})
 

@@ -24,8 +24,8 @@ def root(tmp_path: Path) -> Path:
     return project
 
 
-def walked(root: Path, folder: Path | None = None, after: str | None = None) -> list[str]:
-    return [entry.path for entry in ProjectWalk(root, folder or root, 1_000, after=after)]
+def walked(root: Path, folder: Path | None = None, start_at: str | None = None) -> list[str]:
+    return [entry.path for entry in ProjectWalk(root, folder or root, 1_000, start_at=start_at)]
 
 
 def test_walk_lists_every_file_in_path_order(root: Path) -> None:
@@ -75,19 +75,28 @@ def test_walk_reads_a_held_folder_never_its_replacement(root: Path) -> None:
     assert [first_in_sub.path, *(entry.path for entry in rest)] == ["sub/b.txt", "sub/c.txt"]
 
 
-def test_walk_after_a_path_gives_only_the_paths_that_sort_after_it(root: Path) -> None:
+def test_walk_from_a_path_gives_only_the_paths_that_sort_at_or_after_it(root: Path) -> None:
     write(root, {"sub/deep/d.txt": "d\n", "z.txt": "z\n"})
 
-    assert walked(root, after="sub/b.txt") == ["sub/c.txt", "sub/deep/d.txt", "z.txt"]
-    assert walked(root, after="sub/") == ["sub/b.txt", "sub/c.txt", "sub/deep/d.txt", "z.txt"]
-    assert walked(root, after="sub/deep/d.txt") == ["z.txt"]
-    assert walked(root, after="z.txt") == []
+    assert walked(root, start_at="sub/c.txt") == ["sub/c.txt", "sub/deep/d.txt", "z.txt"]
+    assert walked(root, start_at="sub/b") == ["sub/b.txt", "sub/c.txt", "sub/deep/d.txt", "z.txt"]
+    assert walked(root, start_at="sub/deep/e") == ["z.txt"]
+    assert walked(root, start_at="z.txt0") == []
 
 
-def test_walk_after_a_path_keeps_the_ignore_rules_of_the_folders_it_resumes_in(root: Path) -> None:
+def test_walk_from_a_path_keeps_the_ignore_rules_of_the_folders_it_resumes_in(root: Path) -> None:
     write(root, {"sub/.gitignore": "*.log\n", "sub/d.log": "d\n", "sub/e.txt": "e\n"})
 
-    assert walked(root, after="sub/c.txt") == ["sub/e.txt"]
+    assert walked(root, start_at="sub/c.txu") == ["sub/e.txt"]
+
+
+def test_walk_from_a_path_does_not_list_the_folders_wholly_before_it(root: Path) -> None:
+    write(root, {f"early/{n:02}.txt": "x\n" for n in range(50)})
+    # The walk stops after `limit` entries seen: 50 in `early` would pass it, were they listed.
+    walk = ProjectWalk(root, root, 6, start_at="sub/b.txt")
+
+    assert [entry.path for entry in walk] == ["sub/b.txt", "sub/c.txt"]
+    assert not walk.stopped_early
 
 
 def test_walk_stops_early_below_its_depth_limit(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
