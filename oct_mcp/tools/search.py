@@ -172,16 +172,22 @@ class _Search:
     redactions: int = 0
     room: int = 0
 
+    literal: bytes | None = None
+    """The pattern's bytes when it is plain case-sensitive text."""
+
     def __post_init__(self) -> None:
         self.room = self.params.max_chars - ENVELOPE_RESERVE
+        if not self.params.regex and self.params.case_sensitive:
+            self.literal = self.params.pattern.encode("utf-8", errors="surrogatepass")
 
     def _full(self, entries: int) -> bool:
         if entries == self.params.max_results or self.room < 0:
             self.truncated = True
         return self.truncated
 
-    def file(self, relative: str, open_file: Callable[[], int]) -> None:
-        """Search one file: `relative` is its path from the root, `open_file` opens it safely for reading."""
+    def file(self, relative: str, open_file: Callable[[], tuple[int, int]]) -> None:
+        """Search one file: `relative` is its path from the root, `open_file` opens it safely for
+        reading and gives its descriptor and size."""
         if self.resume is not None and self.params.mode != "lines" and relative == self.resume.path:
             return  # the last file the page before showed
         data = self._read(open_file)
@@ -189,6 +195,8 @@ class _Search:
             self.files_skipped += 1
             return
         self.files_searched += 1
+        if self.literal is not None and self.literal not in data:
+            return  # what RE2 would find, found sooner: a literal pattern is a substring
         resumed_in = self.resume is not None and relative == self.resume.path
         if self.params.mode != "lines":
             lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files")
@@ -235,13 +243,12 @@ class _Search:
                 getattr(match, excerpt.slot[0])[excerpt.slot[1]] = piece
         self.redactions += masked
 
-    def _read(self, open_file: Callable[[], int]) -> bytes | None:
+    def _read(self, open_file: Callable[[], tuple[int, int]]) -> bytes | None:
         try:
-            fd = open_file()
+            fd, size = open_file()
         except OctError:
             return None
         try:
-            size = os.fstat(fd).st_size
             if size > FILE_MAX_BYTES:
                 return None
             data = read_at_most(fd, FILE_MAX_BYTES, size)
@@ -386,7 +393,7 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
                 run.file(walked.path, walked.open)
         stopped_early = walk.stopped_early
     else:
-        run.file(workspace.relative(start), partial(workspace.open_regular_file, str(start)))
+        run.file(workspace.relative(start), partial(_open_with_size, workspace, str(start)))
     # Masking may lengthen a line: the page is measured again as it goes out, with room for the cursor.
     entries: list[SearchMatch] | list[FileCount] = run.matches if params.mode == "lines" else run.files
     cursor_room = max((WalkCursor.size(entry.path) for entry in entries), default=0)
@@ -424,6 +431,15 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         truncated=more or stopped_early,
         redactions=run.redactions,
     )
+
+
+def _open_with_size(workspace: Workspace, path: str) -> tuple[int, int]:
+    fd = workspace.open_regular_file(path)
+    try:
+        return fd, os.fstat(fd).st_size
+    except OSError as exc:
+        os.close(fd)
+        raise PathRefusedError("the file cannot be opened safely") from exc
 
 
 def _text(output: SearchOutput, mode: str) -> str:

@@ -231,7 +231,7 @@ class WalkedEntry:
     folder_fd: int
     """Open only until the walk moves on."""
 
-    def open(self) -> int:
+    def open(self) -> tuple[int, int]:
         """Open the entry for reading as a regular file, not following a symlink.
 
         Relative to its folder's descriptor, which the walk reached from the root one name at a time
@@ -239,7 +239,8 @@ class WalkedEntry:
         with no containment check of its own.
 
         Returns:
-            A blocking read-only descriptor the caller must close.
+            A read-only descriptor the caller must close, and the file's size. It keeps O_NONBLOCK
+            (which kept a FIFO swapped in from hanging the open): a regular file's reads ignore it.
 
         Raises:
             NotFoundError: It is gone.
@@ -252,13 +253,13 @@ class WalkedEntry:
         except OSError as exc:
             raise PathRefusedError("the file cannot be opened safely") from exc
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise PathRefusedError("the path is not a regular file")
-            os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, info.st_size
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,15 @@ def walked(root: Path, folder: Path | None = None, start_at: str | None = None) 
 
 def test_walk_lists_every_file_in_path_order(root: Path) -> None:
     assert walked(root) == ["a.txt", "sub/b.txt", "sub/c.txt"]
+
+
+def test_walk_opens_an_entry_it_found_with_its_size(root: Path) -> None:
+    walk = iter(ProjectWalk(root, root, 1_000))
+    fd, size = next(walk).open()
+    try:
+        assert (os.read(fd, 100), size) == (b"needle a\n", len("needle a\n"))
+    finally:
+        os.close(fd)
 
 
 def test_walk_starts_in_a_folder_with_paths_from_the_root(root: Path) -> None:
