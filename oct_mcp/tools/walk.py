@@ -7,15 +7,17 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import itertools
 import os
 import stat
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias
 
 import pathspec
+import re2  # type: ignore[import-untyped]
 from pydantic import Field, StringConstraints
 
 from oct_mcp.errors import NotFoundError, PathRefusedError
@@ -36,6 +38,7 @@ __all__ = [
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
+_SCREEN_MAX_MEMORY: Final = 8 * 1_048_576
 _SKIPPED: Final = ENVIRONMENT_FOLDERS | {".git"}
 # Each folder on the way down holds a descriptor: a deeper tree would run the process out of them.
 WALK_DEPTH_MAX: Final = 128
@@ -114,27 +117,89 @@ def CursorField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
 
 
 @dataclass(frozen=True, slots=True)
-class _IgnoreRules:
-    """The ignore files that apply in one folder, outermost first, each with its own base."""
+class _IgnoreFile:
+    prefix: str
+    """The file's folder as a path from the root ending in `/` (`` for the root)."""
+    spec: pathspec.GitIgnoreSpec
+    screen: Any
+    """One RE2 expression over a folder's entries, a line each, that matches in every line some
+    pattern of the file matches (None: each entry is checked alone). Only those lines are checked
+    one by one: one call for a folder instead of one an entry, where pathspec's call is most of
+    a walk's time."""
 
-    specs: tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
-    """Each file's folder as a path from the root ending in `/` (`` for the root), and its rules."""
+    @classmethod
+    def of(cls, prefix: str, spec: pathspec.GitIgnoreSpec) -> _IgnoreFile:
+        return cls(prefix, spec, _screen(spec))
 
-    def ignores(self, path: str, is_dir: bool) -> bool:
-        # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        verdict: bool | None = None
-        for prefix, spec in self.specs:
-            relative = path[len(prefix) :] + ("/" if is_dir else "")
-            include = spec.check_file(relative).include
+    def verdicts(self, paths: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
+        """(index, include) for each path some pattern matches, the last matching pattern deciding.
+
+        `paths` are from this file's folder, a folder's with a trailing `/`.
+        """
+        if self.screen is None or not ascii_only:
+            candidates: Iterable[int] = range(len(paths))
+        else:
+            # ASCII without line breaks (the caller checked): one byte a character, one line a path.
+            starts = list(itertools.accumulate((len(path) + 1 for path in paths), initial=0))
+            text = "\n".join(paths).encode("ascii")
+            candidates = sorted(
+                {bisect.bisect_right(starts, m.start()) - 1 for m in self.screen.finditer(text)}
+            )
+        for index in candidates:
+            include = self.spec.check_file(paths[index]).include
             if include is not None:
-                verdict = include
-        return bool(verdict)
+                yield index, include
+
+
+def _screen(spec: pathspec.GitIgnoreSpec) -> Any:
+    sources: list[str] = []
+    for pattern in spec.patterns:
+        if pattern.include is None:
+            continue
+        regex = getattr(pattern.regex, "pattern", None)
+        if not isinstance(regex, str):
+            return None
+        # The directory marker's group, named the same in every pattern, is only a marker here.
+        sources.append("(?:" + regex.replace("(?P<ps_d>", "(?:") + ")")
+    options = re2.Options()
+    options.log_errors = False
+    # A pattern matches within one line, as it would within one path: `[^/]` never takes a line break.
+    options.never_nl = True
+    options.max_mem = _SCREEN_MAX_MEMORY
+    try:
+        return re2.compile(("(?m)" + "|".join(sources)).encode("utf-8"), options)
+    except re2.error:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _IgnoreRules:
+    """The ignore files that apply in one folder, outermost first."""
+
+    files: tuple[_IgnoreFile, ...]
+
+    def kept(self, prefix: str, entries: list[os.DirEntry[str]]) -> tuple[list[os.DirEntry[str]], int]:
+        """The entries of the folder at `prefix` that are neither ignored nor skipped, in order, and how
+        many were left out."""
+        names = [e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in entries]
+        ascii_only = all(name.isascii() and "\n" not in name for name in names)
+        # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
+        ignored = [name[:-1] in _SKIPPED if name.endswith("/") else False for name in names]
+        decided: dict[int, bool] = {}
+        for rules in self.files:
+            below = prefix[len(rules.prefix) :]
+            paths = [below + name for name in names]
+            decided.update(rules.verdicts(paths, ascii_only and below.isascii()))
+        for index, include in decided.items():
+            ignored[index] = ignored[index] or include
+        kept = [entry for entry, left_out in zip(entries, ignored, strict=True) if not left_out]
+        return kept, len(entries) - len(kept)
 
     def adding(self, prefix: str, spec: pathspec.GitIgnoreSpec | None) -> _IgnoreRules:
-        # A file of comments and blank lines decides nothing: left out, it costs no check per entry.
+        # A file of comments and blank lines decides nothing: left out, it costs nothing per folder.
         if spec is None or all(pattern.include is None for pattern in spec.patterns):
             return self
-        return _IgnoreRules((*self.specs, (prefix, spec)))
+        return _IgnoreRules((*self.files, _IgnoreFile.of(prefix, spec)))
 
 
 def _parse_ignore_file(fd: int) -> pathspec.GitIgnoreSpec | None:
@@ -185,7 +250,7 @@ def _sort_key(entry: os.DirEntry[str]) -> str:
 
 
 def _sorted_entries(folder_fd: int, prefix: str, start_at: str | None) -> list[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`), last first.
+    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`).
 
     In a folder on the way to `start_at`, the entries whose paths all sort before it are left out.
     """
@@ -199,7 +264,6 @@ def _sorted_entries(folder_fd: int, prefix: str, start_at: str | None) -> list[o
         # Before the name on the way to `start_at`: a file before it, or a folder whose `name/` is.
         first = bisect.bisect_left(entries, start_at[len(prefix) :].split("/", 1)[0], key=_sort_key)
         del entries[:first]
-    entries.reverse()
     return entries
 
 
@@ -282,6 +346,7 @@ class ProjectWalk:
     deadline: float | None = None
     start_at: str | None = None
     stopped_early: bool = False
+    _seen: int = field(default=0, init=False, repr=False)
 
     def __iter__(self) -> Iterator[WalkedEntry]:
         try:
@@ -317,11 +382,17 @@ class ProjectWalk:
                 return None
             fd, prefix = child, f"{prefix}{part}/"
             rules = rules.adding(prefix, _read_ignore_file_at(fd, ".gitignore"))
-        return fd, prefix, rules, _sorted_entries(fd, prefix, self.start_at)
+        return fd, prefix, rules, self._listing(fd, prefix, rules)
+
+    def _listing(self, fd: int, prefix: str, rules: _IgnoreRules) -> list[os.DirEntry[str]]:
+        """What the walk visits in a folder, last first; the entries left out count as seen."""
+        entries, left_out = rules.kept(prefix, _sorted_entries(fd, prefix, self.start_at))
+        self._seen += left_out
+        entries.reverse()
+        return entries
 
     def _walk(self, stack: list[_Folder]) -> Iterator[WalkedEntry]:
         start_at = self.start_at
-        seen = 0
         while True:
             fd, prefix, rules, entries = stack[-1]
             if not entries:
@@ -331,8 +402,8 @@ class ProjectWalk:
                 os.close(fd)
                 continue
             entry = entries.pop()
-            seen += 1
-            if seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
+            self._seen += 1
+            if self._seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
             is_dir = entry.is_dir(follow_symlinks=False)
@@ -345,8 +416,6 @@ class ProjectWalk:
                         continue
                 elif path < start_at:
                     continue
-            if (is_dir and entry.name in _SKIPPED) or rules.ignores(path, is_dir):
-                continue
             if not is_dir:
                 yield WalkedEntry(path, entry, fd)
                 continue
@@ -359,4 +428,4 @@ class ProjectWalk:
             # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
             below = path + "/"
             child_rules = rules.adding(below, _read_ignore_file_at(child, ".gitignore"))
-            stack.append((child, below, child_rules, _sorted_entries(child, below, start_at)))
+            stack.append((child, below, child_rules, self._listing(child, below, child_rules)))

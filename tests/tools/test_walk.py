@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,33 @@ def test_search_skips_a_file_swapped_for_a_symlink_between_listing_and_opening(
     assert result.structured is not None
     assert [m["path"] for m in result.structured["matches"]] == ["a.txt", "sub/c.txt"]
     assert result.structured["files_skipped"] == 1
+
+
+def test_walk_skips_what_git_ignores_for_every_form_of_pattern(tmp_path: Path) -> None:
+    project = (tmp_path / "forms").resolve()
+    names = ["a.log", "keep.log", "top", "sub/top", "a/x/y/b", "a/b", "q/x", "y/z/w", "z/one", "z/deep/two"]
+    names += [
+        "acxd",
+        "bcd",
+        "sub/dir/sub/f",
+        "dir/sub/g",
+        "trail ",
+        "#hash",
+        "é.txt",
+        "sub/é.txt",
+        "plain.py",
+    ]
+    names += ["sub/deeper/n.tmp", "sub/deeper/keep.tmp", "other/n.tmp"]
+    write(project, dict.fromkeys(names, "x\n"))
+    rules = ["*.log", "!keep.log", "/top", "a/**/b", "**/x", "y/**", "z/*", "[ab]c?d", "dir/sub/", "trail\\ "]
+    rules += ["\\#hash", "é.txt", "sub/**/*.tmp", "!sub/deeper/keep.tmp"]
+    write(project, {".gitignore": "\n".join(rules) + "\n", "sub/deeper/.gitignore": "!n.tmp\n*.tmp\n"})
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    listed = subprocess.run(
+        ["git", "-c", "core.quotePath=false", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=project,
+        capture_output=True,
+        check=True,
+    )
+
+    assert walked(project) == sorted(listed.stdout.decode().split("\0")[:-1])
