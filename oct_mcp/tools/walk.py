@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import itertools
 import os
 import stat
@@ -127,10 +128,6 @@ class _IgnoreFile:
     one by one: one call for a folder instead of one an entry, where pathspec's call is most of
     a walk's time."""
 
-    @classmethod
-    def of(cls, prefix: str, spec: pathspec.GitIgnoreSpec) -> _IgnoreFile:
-        return cls(prefix, spec, _screen(spec))
-
     def verdicts(self, paths: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
         """(index, include) for each path some pattern matches, the last matching pattern deciding.
 
@@ -195,14 +192,29 @@ class _IgnoreRules:
         kept = [entry for entry, left_out in zip(entries, ignored, strict=True) if not left_out]
         return kept, len(entries) - len(kept)
 
-    def adding(self, prefix: str, spec: pathspec.GitIgnoreSpec | None) -> _IgnoreRules:
-        # A file of comments and blank lines decides nothing: left out, it costs nothing per folder.
-        if spec is None or all(pattern.include is None for pattern in spec.patterns):
-            return self
-        return _IgnoreRules((*self.files, _IgnoreFile.of(prefix, spec)))
+    def adding(self, prefix: str, parsed: _Parsed | None) -> _IgnoreRules:
+        return self if parsed is None else _IgnoreRules((*self.files, _IgnoreFile(prefix, *parsed)))
 
 
-def _parse_ignore_file(fd: int) -> pathspec.GitIgnoreSpec | None:
+_Parsed: TypeAlias = tuple[pathspec.GitIgnoreSpec, Any]
+"""An ignore file's rules and their screen (`_IgnoreFile`)."""
+
+
+def _parse_rules(data: bytes) -> _Parsed | None:
+    """None for a file of comments and blank lines: it decides nothing, and costs nothing a folder."""
+    spec = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
+    if all(pattern.include is None for pattern in spec.patterns):
+        return None
+    return spec, _screen(spec)
+
+
+# Keyed by the file's bytes, so never stale: each page of a listing reads the same files again, and
+# parsing and compiling them cost more than the reading. Small files only, to bound the memory.
+_parse_small_rules: Final = functools.lru_cache(maxsize=512)(_parse_rules)
+_CACHED_RULES_MAX_BYTES: Final = 65_536
+
+
+def _parse_ignore_file(fd: int) -> _Parsed | None:
     """The rules of an open ignore file, which this closes; None unless it is a regular file of sane size."""
     try:
         info = os.fstat(fd)
@@ -213,10 +225,10 @@ def _parse_ignore_file(fd: int) -> pathspec.GitIgnoreSpec | None:
         return None
     finally:
         os.close(fd)
-    return pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
+    return _parse_small_rules(data) if len(data) <= _CACHED_RULES_MAX_BYTES else _parse_rules(data)
 
 
-def _read_ignore_file_at(folder_fd: int, *names: str) -> pathspec.GitIgnoreSpec | None:
+def _read_ignore_file_at(folder_fd: int, *names: str) -> _Parsed | None:
     """The rules of the ignore file at `names` below an open folder, none of them followed as a symlink
     (a symlinked .gitignore could point anywhere on the machine)."""
     opened: list[int] = []
@@ -234,7 +246,7 @@ def _read_ignore_file_at(folder_fd: int, *names: str) -> pathspec.GitIgnoreSpec 
     return _parse_ignore_file(fd)
 
 
-def _user_rules() -> pathspec.GitIgnoreSpec | None:
+def _user_rules() -> _Parsed | None:
     user_file = user_excludes_file()
     if user_file is None:
         return None

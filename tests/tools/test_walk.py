@@ -165,3 +165,12 @@ def test_walk_skips_what_git_ignores_for_every_form_of_pattern(tmp_path: Path) -
     )
 
     assert walked(project) == sorted(listed.stdout.decode().split("\0")[:-1])
+
+
+def test_walk_reads_an_ignore_file_changed_since_the_last_walk(root: Path) -> None:
+    write(root, {".gitignore": "a.txt\n"})
+    assert walked(root) == [".gitignore", "sub/b.txt", "sub/c.txt"]
+
+    write(root, {".gitignore": "sub/\n"})
+
+    assert walked(root) == [".gitignore", "a.txt"]
