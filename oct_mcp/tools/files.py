@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from functools import partial
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -317,7 +317,8 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     if not stat.S_ISDIR(info.st_mode):
         raise PathRefusedError("the path is a file, not a folder")
     matcher = glob_matcher(params.glob)
-    files: list[ListedFile] = []
+    # ListedFile's fields as plain dicts: a model for each of 10,000 entries cost a tenth of a listing.
+    files: list[dict[str, Any]] = []
     more = False
     skipped = 0
     room = params.max_chars - ENVELOPE_RESERVE
@@ -346,13 +347,13 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         if len(files) == params.max_results or room - WalkCursor.size(path) < 0:
             more = True
             break
-        files.append(ListedFile(path=path, kind=kind, size_bytes=info.st_size))
+        files.append({"path": path, "kind": kind, "size_bytes": info.st_size})
     position = params.offset if resume is None else resume.position
     next_offset = position + len(files) if more else None
-    next_cursor = WalkCursor(position + len(files), files[-1].path).encode() if more and files else None
+    next_cursor = WalkCursor(position + len(files), files[-1]["path"]).encode() if more and files else None
     truncated = more or walk.stopped_early
     # A name with a newline would start a line of its own: such names are quoted.
-    text = "\n".join(quote_name(f.path) for f in files)
+    text = "\n".join(quote_name(f["path"]) for f in files)
     if next_offset is not None:
         text += (
             f"\n[oct-mcp: {len(files)} files shown, more follow: list them with cursor={next_cursor} "
@@ -360,14 +361,17 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         )
     elif walk.stopped_early:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"
-    output = ListFilesOutput(
-        folder=workspace.relative(folder),
-        files=files,
-        truncated=truncated,
-        next_offset=next_offset,
-        next_cursor=next_cursor,
-    )
-    return ToolResult(text=text, structured=output.model_dump(exclude_none=True), truncated=truncated)
+    # ListFilesOutput, as its model_dump(exclude_none=True) would write it.
+    structured: dict[str, Any] = {
+        "folder": workspace.relative(folder),
+        "files": files,
+        "truncated": truncated,
+    }
+    if next_offset is not None:
+        structured["next_offset"] = next_offset
+    if next_cursor is not None:
+        structured["next_cursor"] = next_cursor
+    return ToolResult(text=text, structured=structured, truncated=truncated)
 
 
 def _plan_read_file(params: ReadFileParams, env: ToolEnv) -> InProcessPlan:

@@ -14,6 +14,7 @@ from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, N
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools import files
 from oct_mcp.tools.files import (
+    ListFilesOutput,
     ListFilesParams,
     ReadFileParams,
     ReadFilesParams,
@@ -720,6 +721,9 @@ def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offse
             break
         assert f"cursor={cursor}" in page.text
         assert page.structured["next_offset"] == len(paged)
+        assert (
+            ListFilesOutput.model_validate(page.structured).model_dump(exclude_none=True) == page.structured
+        )
 
     assert len(paged) == 300
     assert paged == everything
