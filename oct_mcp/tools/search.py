@@ -405,8 +405,10 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         run.file(workspace.relative(start), partial(_open_with_size, workspace, str(start)))
     # Masking may lengthen a line: the page is measured again as it goes out, with room for the cursor.
     entries: list[SearchMatch] | list[FileCount] = run.matches if params.mode == "lines" else run.files
-    cursor_room = max((WalkCursor.size(entry.path) for entry in entries), default=0)
-    kept, cut = take_within(entries, params.max_chars - cursor_room)
+    kept, cut = take_within(entries, params.max_chars)
+    if cut or run.truncated:
+        cursor_room = max((WalkCursor.size(entry.path) for entry in entries), default=0)
+        kept, cut = take_within(entries, params.max_chars - cursor_room)
     matches: list[SearchMatch] = kept if params.mode == "lines" else []
     counts: list[FileCount] = [] if params.mode == "lines" else kept
     more = run.truncated or cut

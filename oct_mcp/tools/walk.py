@@ -88,7 +88,7 @@ class WalkCursor:
     @staticmethod
     def size(path: str) -> int:
         """Characters of a `next_cursor` field naming `path`, at most (position and line in any range)."""
-        raw = len(path.encode("utf-8", errors="surrogateescape")) + 18
+        raw = len(path.encode("utf-8", errors="surrogateescape")) + 2 * len(str(POSITION_MAX)) + 2
         return 4 * ((raw + 2) // 3) + len(',"next_cursor":""')
 
     @classmethod
@@ -186,7 +186,7 @@ class _IgnoreRules:
         for rules in self.files:
             below = prefix[len(rules.prefix) :]
             paths = [below + name for name in names]
-            decided.update(rules.verdicts(paths, ascii_only and below.isascii()))
+            decided.update(rules.verdicts(paths, ascii_only and below.isascii() and "\n" not in below))
         for index, include in decided.items():
             ignored[index] = ignored[index] or include
         kept = [entry for entry, left_out in zip(entries, ignored, strict=True) if not left_out]

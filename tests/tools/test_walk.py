@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import pathspec
 import pytest
 from test_files import write
 
@@ -174,3 +175,13 @@ def test_walk_reads_an_ignore_file_changed_since_the_last_walk(root: Path) -> No
     write(root, {".gitignore": "sub/\n"})
 
     assert walked(root) == [".gitignore", "a.txt"]
+
+
+def test_walk_ignores_names_with_line_breaks_as_a_check_of_each_path_alone(tmp_path: Path) -> None:
+    project = (tmp_path / "breaks").resolve()
+    files = [".gitignore", "odd\nname.log", "plain/y.log", "plain/z.py", "we\nird/keep.py", "we\nird/x.log"]
+    write(project, dict.fromkeys(files, "x\n") | {".gitignore": "*.log\n"})
+    rules = pathspec.GitIgnoreSpec.from_lines(["*.log"])
+
+    # A folder's entries are screened as lines of one text: a line break in a name must not split one.
+    assert walked(project) == [path for path in files if not rules.check_file(path).include]
