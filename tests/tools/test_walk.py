@@ -13,7 +13,9 @@ import pytest
 from test_files import write
 
 from oct_mcp.errors import PathRefusedError
+from oct_mcp.tools import files as files_module
 from oct_mcp.tools import search as search_module
+from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
 from oct_mcp.tools.walk import ProjectWalk, WalkedEntry
 from oct_mcp.workspace import Workspace
@@ -185,3 +187,21 @@ def test_walk_ignores_names_with_line_breaks_as_a_check_of_each_path_alone(tmp_p
 
     # A folder's entries are screened as lines of one text: a line break in a name must not split one.
     assert walked(project) == [path for path in files if not rules.check_file(path).include]
+
+
+def test_list_files_lists_nothing_outside_when_its_folder_becomes_a_symlink_after_contain(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class SwapFirstWalk(ProjectWalk):
+        def __iter__(self) -> Iterator[WalkedEntry]:
+            for name in ("b.txt", "c.txt"):
+                (root / "sub" / name).unlink()
+            (root / "sub").rmdir()
+            (root / "sub").symlink_to(root.parent / "outside")
+            return super().__iter__()
+
+    monkeypatch.setattr(files_module, "ProjectWalk", SwapFirstWalk)
+    result = list_files(Workspace(root), ListFilesParams(path="sub"))
+
+    assert result.structured is not None
+    assert result.structured["files"] == []
