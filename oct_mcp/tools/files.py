@@ -29,7 +29,15 @@ from oct_mcp.tools.results import (
     json_size,
     json_string_size,
 )
-from oct_mcp.tools.walk import CursorField, Glob, ProjectWalk, WalkCursor, folder_prefix, glob_matcher
+from oct_mcp.tools.walk import (
+    PAGE_MARKS,
+    CursorField,
+    Glob,
+    ProjectWalk,
+    WalkCursor,
+    folder_prefix,
+    glob_matcher,
+)
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -322,7 +330,12 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     more = False
     skipped = 0
     room = params.max_chars - ENVELOPE_RESERVE
-    resume = None if params.cursor is None else WalkCursor.decode(params.cursor)
+    query = ("list", str(workspace.root), str(folder), params.glob)
+    if params.cursor is not None:
+        resume: WalkCursor | None = WalkCursor.decode(params.cursor)
+    else:
+        resume = PAGE_MARKS.recall(query, params.offset) if params.offset else None
+    to_skip = 0 if resume is not None else params.offset
     start_at = None if resume is None else resume.path
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
     below = folder_prefix(workspace.relative(folder))
@@ -337,7 +350,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         is_link = stat.S_ISLNK(info.st_mode)
         if not is_link and not stat.S_ISREG(info.st_mode):
             continue
-        if skipped < params.offset:
+        if skipped < to_skip:
             skipped += 1
             continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
@@ -350,7 +363,11 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         files.append({"path": path, "kind": kind, "size_bytes": info.st_size})
     position = params.offset if resume is None else resume.position
     next_offset = position + len(files) if more else None
-    next_cursor = WalkCursor(position + len(files), files[-1]["path"]).encode() if more and files else None
+    next_cursor = None
+    if more and files:
+        mark = WalkCursor(position + len(files), files[-1]["path"])
+        PAGE_MARKS.remember(query, mark)
+        next_cursor = mark.encode()
     truncated = more or walk.stopped_early
     # A name with a newline would start a line of its own: such names are quoted.
     text = "\n".join(quote_name(f["path"]) for f in files)

@@ -36,7 +36,15 @@ from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
-from oct_mcp.tools.walk import CursorField, Glob, ProjectWalk, WalkCursor, folder_prefix, glob_matcher
+from oct_mcp.tools.walk import (
+    PAGE_MARKS,
+    CursorField,
+    Glob,
+    ProjectWalk,
+    WalkCursor,
+    folder_prefix,
+    glob_matcher,
+)
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
@@ -55,6 +63,7 @@ SEARCH_TIME_LIMIT_SECONDS: Final = 20.0
 # Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
 BINARY_SNIFF_BYTES: Final = 8_192
 _RE2_MAX_MEMORY: Final = 32 * 1_048_576
+_NOT_THE_QUERY: Final = {"offset", "cursor", "max_results", "max_chars"}
 
 SearchPattern = Annotated[
     str, StringConstraints(min_length=1, max_length=PATTERN_MAX_LENGTH, pattern=r"^[^\x00\n\r]*$")
@@ -183,9 +192,12 @@ class _Search:
 
     literal: bytes | None = None
     """The pattern's bytes when it is plain case-sensitive text."""
+    to_skip: int = 0
+    """The offset's entries, walked past; 0 when the page resumes from a cursor or a mark."""
 
     def __post_init__(self) -> None:
         self.room = self.params.max_chars - ENVELOPE_RESERVE
+        self.to_skip = 0 if self.resume is not None else self.params.offset
         if not self.params.regex and self.params.case_sensitive:
             self.literal = self.params.pattern.encode("utf-8", errors="surrogatepass")
 
@@ -213,7 +225,7 @@ class _Search:
             if not count:
                 return
             self.files_with_matches += 1
-            if self.passed < self.params.offset:
+            if self.passed < self.to_skip:
                 self.passed += 1
             elif not self._full(len(self.files)):
                 entry = FileCount(path=relative, count=count)
@@ -274,7 +286,7 @@ class _Search:
         for line, line_start, line_end, start in _matching_lines(self.pattern, data):
             if line <= shown_to:
                 continue
-            if self.passed < self.params.offset:
+            if self.passed < self.to_skip:
                 self.passed += 1
                 continue
             if self._full(len(self.matches)):
@@ -384,7 +396,12 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         raise PathRefusedError("the path cannot be opened") from exc
     deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
     pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
-    resume = None if params.cursor is None else WalkCursor.decode(params.cursor)
+    # What decides the pages; max_results and max_chars only cut them.
+    query = ("search", str(workspace.root), str(start), *params.model_dump(exclude=_NOT_THE_QUERY).items())
+    if params.cursor is not None:
+        resume: WalkCursor | None = WalkCursor.decode(params.cursor)
+    else:
+        resume = PAGE_MARKS.recall(query, params.offset) if params.offset else None
     run = _Search(workspace, pattern, params, deadline, resume)
     stopped_early = False
     if stat.S_ISDIR(info.st_mode):
@@ -415,11 +432,11 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
     position = params.offset if resume is None else resume.position
     next_offset = position + len(kept) if more else None
     last = kept[-1] if more and kept else None
-    next_cursor = (
-        None
-        if next_offset is None or last is None
-        else WalkCursor(next_offset, last.path, last.line if isinstance(last, SearchMatch) else 0).encode()
-    )
+    next_cursor = None
+    if next_offset is not None and last is not None:
+        mark = WalkCursor(next_offset, last.path, last.line if isinstance(last, SearchMatch) else 0)
+        PAGE_MARKS.remember(query, mark)
+        next_cursor = mark.encode()
     output = SearchOutput(
         matches=matches,
         files=counts,

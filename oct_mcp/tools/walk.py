@@ -11,8 +11,10 @@ import functools
 import itertools
 import os
 import stat
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias
@@ -28,8 +30,10 @@ from oct_mcp.workspace import descriptor_is_inside
 __all__ = [
     "CURSOR_MAX_LENGTH",
     "GLOB_MAX_LENGTH",
+    "PAGE_MARKS",
     "CursorField",
     "Glob",
+    "PageMarks",
     "ProjectWalk",
     "WalkCursor",
     "WalkedEntry",
@@ -106,6 +110,39 @@ class WalkCursor:
         if not in_range or not cursor.path or "\x00" in cursor.path:
             raise ValueError("cursor is not one a result gave: pass next_cursor as it came")
         return cursor
+
+
+class PageMarks:
+    """Where recent pages ended, by what they asked: the offset a result gave resumes as its cursor
+    does, without walking the pages before it again (hosts and models page by offset too).
+
+    The same pages as walking to the offset while the tree stays as it was; after a change, the
+    page goes on after the last entry shown, where an offset counted again would skip or repeat.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._marks: OrderedDict[tuple[Hashable, int], WalkCursor] = OrderedDict()
+        # Tools run in worker threads, several at once.
+        self._lock = threading.Lock()
+
+    def recall(self, query: Hashable, offset: int) -> WalkCursor | None:
+        with self._lock:
+            mark = self._marks.get((query, offset))
+            if mark is not None:
+                self._marks.move_to_end((query, offset))
+            return mark
+
+    def remember(self, query: Hashable, mark: WalkCursor) -> None:
+        with self._lock:
+            self._marks[(query, mark.position)] = mark
+            self._marks.move_to_end((query, mark.position))
+            while len(self._marks) > self._size:
+                self._marks.popitem(last=False)
+
+
+PAGE_MARKS: Final = PageMarks(256)
+"""Shared by list and search: their queries differ by their first part."""
 
 
 def CursorField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's

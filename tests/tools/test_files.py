@@ -745,6 +745,36 @@ def test_list_files_cursor_page_walks_only_what_follows(
     assert rest.structured["truncated"] is False
 
 
+def test_list_files_offset_a_page_gave_resumes_without_walking_the_pages_before(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(200)} | {"b/last.txt": "y\n"})
+    first = list_files(workspace, ListFilesParams(max_results=199))
+    assert first.structured is not None
+    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 10)
+
+    rest = list_files(workspace, ListFilesParams(offset=first.structured["next_offset"]))
+
+    assert rest.structured is not None
+    assert [entry["path"] for entry in rest.structured["files"]] == ["a199.txt", "b/last.txt"]
+    assert rest.structured["truncated"] is False
+
+
+def test_list_files_offset_no_page_gave_is_walked_to(workspace: Workspace) -> None:
+    write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(20)})
+
+    assert listed_from(workspace, offset=17) == ["a017.txt", "a018.txt", "a019.txt"]
+    # A mark for another folder or glob is not this listing's.
+    list_files(workspace, ListFilesParams(glob="a00*", max_results=3))
+    assert listed_from(workspace, offset=3)[:2] == ["a003.txt", "a004.txt"]
+
+
+def listed_from(workspace: Workspace, offset: int) -> list[str]:
+    result = list_files(workspace, ListFilesParams(offset=offset))
+    assert result.structured is not None
+    return [entry["path"] for entry in result.structured["files"]]
+
+
 @pytest.mark.parametrize("cursor", ["not base64!", "bm90IGEgY3Vyc29y", "LTE6MDphLnR4dA=="])
 def test_list_files_refuses_a_cursor_no_result_gave(cursor: str) -> None:
     with pytest.raises(ValidationError, match="cursor is not one a result gave"):

@@ -363,6 +363,20 @@ def test_search_cursor_resumes_inside_a_file_after_its_last_line_shown(workspace
     assert rest == [("a.py", 3, "needle"), ("b.py", 1, "needle")]
 
 
+def test_search_offset_a_page_gave_resumes_after_its_last_match_as_its_cursor(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\n" * 3, "b.py": "needle\n"})
+    first = search(workspace, SearchParams(pattern="needle", max_results=2))
+    assert first.structured is not None
+    write(workspace.root, {"a.py": "x\nx\nneedle\n"})
+
+    after_the_mark = found(workspace, pattern="needle", offset=first.structured["next_offset"])
+    # Another query has no mark: its offset is walked to, counting the matches again.
+    counted_again = found(workspace, pattern="needle", regex=True, offset=first.structured["next_offset"])
+
+    assert after_the_mark == [("a.py", 3, "needle"), ("b.py", 1, "needle")]
+    assert counted_again == []
+
+
 def test_search_refuses_offset_and_cursor_together() -> None:
     with pytest.raises(ValidationError, match="pass offset or cursor, not both"):
         SearchParams(pattern="x", offset=3, cursor="MDowOmEudHh0")

@@ -17,7 +17,7 @@ from oct_mcp.tools import files as files_module
 from oct_mcp.tools import search as search_module
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
-from oct_mcp.tools.walk import ProjectWalk, WalkedEntry
+from oct_mcp.tools.walk import PageMarks, ProjectWalk, WalkCursor, WalkedEntry
 from oct_mcp.workspace import Workspace
 
 
@@ -205,3 +205,18 @@ def test_list_files_lists_nothing_outside_when_its_folder_becomes_a_symlink_afte
 
     assert result.structured is not None
     assert result.structured["files"] == []
+
+
+def test_page_marks_keep_the_most_recent_and_tell_queries_apart() -> None:
+    marks = PageMarks(2)
+    marks.remember("one", WalkCursor(10, "a"))
+    marks.remember("two", WalkCursor(10, "b"))
+    assert marks.recall("one", 10) == WalkCursor(10, "a")  # now the most recent
+    marks.remember("three", WalkCursor(5, "c"))
+
+    assert (marks.recall("one", 10), marks.recall("two", 10), marks.recall("three", 5)) == (
+        WalkCursor(10, "a"),
+        None,
+        WalkCursor(5, "c"),
+    )
+    assert marks.recall("one", 5) is None
