@@ -21,6 +21,7 @@ from oct_mcp.errors import (
 )
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
 from oct_mcp.tools.results import (
     ENVELOPE_RESERVE,
     MODEL_VIEW_MIN,
@@ -29,15 +30,7 @@ from oct_mcp.tools.results import (
     json_size,
     json_string_size,
 )
-from oct_mcp.tools.walk import (
-    PAGE_MARKS,
-    CursorField,
-    Glob,
-    ProjectWalk,
-    WalkCursor,
-    folder_prefix,
-    glob_matcher,
-)
+from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [

@@ -35,16 +35,9 @@ from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
-from oct_mcp.tools.walk import (
-    PAGE_MARKS,
-    CursorField,
-    Glob,
-    ProjectWalk,
-    WalkCursor,
-    folder_prefix,
-    glob_matcher,
-)
+from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]

@@ -15,9 +15,10 @@ from test_files import write
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.tools import files as files_module
 from oct_mcp.tools import search as search_module
+from oct_mcp.tools.cursors import PageMarks, WalkCursor
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
-from oct_mcp.tools.walk import PageMarks, ProjectWalk, WalkCursor, WalkedEntry
+from oct_mcp.tools.walk import ProjectWalk, WalkedEntry
 from oct_mcp.workspace import Workspace
 
 
