@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from functools import partial
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -20,8 +20,16 @@ from oct_mcp.errors import (
 )
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_MIN, BudgetField, OffsetField, json_size
-from oct_mcp.tools.walk import Glob, ProjectWalk, glob_matcher
+from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
+from oct_mcp.tools.results import (
+    ENVELOPE_RESERVE,
+    MODEL_VIEW_MIN,
+    BudgetField,
+    OffsetField,
+    json_size,
+    json_string_size,
+)
+from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -52,6 +60,9 @@ LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
 LIST_FILES_SCAN_LIMIT: Final = 200_000
+_ENTRY_JSON_SIZE: Final = {
+    kind: len(f'{{"path":,"kind":"{kind}","size_bytes":}}') for kind in ("file", "symlink")
+}
 
 
 class _Params(BaseModel):
@@ -261,7 +272,16 @@ class ListFilesParams(_Params):
     )
     max_results: int = Field(default=LIST_FILES_DEFAULT, ge=1, le=LIST_FILES_MAX)
     offset: int = OffsetField()
+    cursor: str | None = CursorField()
     max_chars: int = BudgetField()
+
+    @model_validator(mode="after")
+    def _one_way_to_page(self) -> ListFilesParams:
+        if self.cursor is not None:
+            if self.offset:
+                raise ValueError("pass offset or cursor, not both")
+            WalkCursor.decode(self.cursor)
+        return self
 
 
 class ListedFile(BaseModel):
@@ -277,6 +297,8 @@ class ListFilesOutput(BaseModel):
     """More files follow (listed with next_offset), or the walk stopped at its entry limit."""
     next_offset: int | None = None
     """The offset that lists the files after these."""
+    next_cursor: str | None = None
+    """The same place as a cursor, which lists them without walking these again."""
 
 
 def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
@@ -296,43 +318,70 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     if not stat.S_ISDIR(info.st_mode):
         raise PathRefusedError("the path is a file, not a folder")
     matcher = glob_matcher(params.glob)
-    files: list[ListedFile] = []
+    # ListedFile's fields as plain dicts: a model for each of 10,000 entries cost a tenth of a listing.
+    files: list[dict[str, Any]] = []
     more = False
     skipped = 0
     room = params.max_chars - ENVELOPE_RESERVE
-    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT)
-    for path, entry in walk:
-        if matcher is not None and not matcher.match_file(path.relative_to(folder).as_posix()):
+    query = ("list", str(workspace.root), str(folder), params.glob)
+    if params.cursor is not None:
+        resume: WalkCursor | None = WalkCursor.decode(params.cursor)
+    else:
+        resume = PAGE_MARKS.recall(query, params.offset) if params.offset else None
+    to_skip = 0 if resume is not None else params.offset
+    start_at = None if resume is None else resume.path
+    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
+    below = folder_prefix(workspace.relative(folder))
+    for walked in walk:
+        path = walked.path
+        if path == start_at or (matcher is not None and not matcher.match_file(path[len(below) :])):
             continue
         try:
-            info = entry.stat(follow_symlinks=False)
+            info = walked.entry.stat(follow_symlinks=False)
         except OSError:
             continue
         is_link = stat.S_ISLNK(info.st_mode)
         if not is_link and not stat.S_ISREG(info.st_mode):
             continue
-        if skipped < params.offset:
+        if skipped < to_skip:
             skipped += 1
             continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        listed = ListedFile(path=workspace.relative(path), kind=kind, size_bytes=info.st_size)
-        room -= json_size(listed.model_dump()) + 1
-        if len(files) == params.max_results or room < 0:
+        # The entry's JSON, {"path":..,"kind":..,"size_bytes":..}, counted without building it.
+        room -= _ENTRY_JSON_SIZE[kind] + json_string_size(path) + len(str(info.st_size)) + 1
+        # Room for the cursor that would name this entry as the last shown.
+        if len(files) == params.max_results or room - WalkCursor.size(path) < 0:
             more = True
             break
-        files.append(listed)
-    next_offset = params.offset + len(files) if more else None
+        files.append({"path": path, "kind": kind, "size_bytes": info.st_size})
+    position = params.offset if resume is None else resume.position
+    next_offset = position + len(files) if more else None
+    next_cursor = None
+    if more and files:
+        mark = WalkCursor(position + len(files), files[-1]["path"])
+        PAGE_MARKS.remember(query, mark)
+        next_cursor = mark.encode()
     truncated = more or walk.stopped_early
     # A name with a newline would start a line of its own: such names are quoted.
-    text = "\n".join(quote_name(f.path) for f in files)
+    text = "\n".join(quote_name(f["path"]) for f in files)
     if next_offset is not None:
-        text += f"\n[oct-mcp: {len(files)} files shown, more follow: list them with offset={next_offset}]"
+        text += (
+            f"\n[oct-mcp: {len(files)} files shown, more follow: list them with cursor={next_cursor} "
+            f"(or offset={next_offset})]"
+        )
     elif walk.stopped_early:
         text += f"\n[oct-mcp: listing stopped after {len(files)} files; narrow it with path or glob]"
-    output = ListFilesOutput(
-        folder=workspace.relative(folder), files=files, truncated=truncated, next_offset=next_offset
-    )
-    return ToolResult(text=text, structured=output.model_dump(exclude_none=True), truncated=truncated)
+    # ListFilesOutput, as its model_dump(exclude_none=True) would write it.
+    structured: dict[str, Any] = {
+        "folder": workspace.relative(folder),
+        "files": files,
+        "truncated": truncated,
+    }
+    if next_offset is not None:
+        structured["next_offset"] = next_offset
+    if next_cursor is not None:
+        structured["next_cursor"] = next_cursor
+    return ToolResult(text=text, structured=structured, truncated=truncated)
 
 
 def _plan_read_file(params: ReadFileParams, env: ToolEnv) -> InProcessPlan:
@@ -396,7 +445,7 @@ LIST_FILES: Final = ToolSpec(
     description=(
         "List the files under a project folder (the root by default), in sorted order, skipping what "
         ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; a cut listing gives "
-        "next_offset for the rest."
+        "next_cursor (and next_offset) for the rest."
     ),
     params=ListFilesParams,
     output=ListFilesOutput,

@@ -22,6 +22,7 @@ __all__ = [
     "OffsetField",
     "cut_lines",
     "json_size",
+    "json_string_size",
     "model_view",
     "page",
     "take_within",
@@ -50,6 +51,13 @@ def OffsetField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
 def json_size(value: Any) -> int:
     """Characters of `value` as a host's JSON.stringify writes it (no spaces, non-ASCII as is)."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def json_string_size(text: str) -> int:
+    """`json_size(text)` for a string, without writing it when nothing in it needs escaping."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text) + 2
+    return json_size(text)
 
 
 def model_view(structured: Mapping[str, Any] | None, text: str) -> str:

@@ -1,30 +1,47 @@
 """Walking the project as its developer sees it: sorted, git's ignore rules (the user's global excludes
 file, .git/info/exclude, each .gitignore) respected, `.git` and environment folders skipped, symlinks
-not followed."""
+not followed, every folder and file opened relative to its parent's descriptor."""
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 import os
 import stat
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Any, Final, TypeAlias
 
 import pathspec
+import re2  # type: ignore[import-untyped]
 from pydantic import StringConstraints
 
+from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
+from oct_mcp.workspace import descriptor_is_inside
 
-__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "glob_matcher"]
+__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "WalkedEntry", "folder_prefix", "glob_matcher"]
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
+_SCREEN_MAX_MEMORY: Final = 8 * 1_048_576
 _SKIPPED: Final = ENVIRONMENT_FOLDERS | {".git"}
+# Each folder on the way down holds a descriptor: a deeper tree would run the process out of them.
+WALK_DEPTH_MAX: Final = 128
+_FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO for reading must not hang the server.
+_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 Glob = Annotated[str, StringConstraints(min_length=1, max_length=GLOB_MAX_LENGTH, pattern=r"^[^\x00-\x1f]*$")]
 """A pattern in .gitignore syntax ('*.py', 'src/**/*.ts'), matched against paths relative to a folder."""
+
+
+def folder_prefix(relative: str) -> str:
+    """What every path below a folder (given from the root, `.` for the root) starts with."""
+    return "" if relative == "." else relative + "/"
 
 
 def glob_matcher(glob: str | None) -> pathspec.GitIgnoreSpec | None:
@@ -33,70 +50,227 @@ def glob_matcher(glob: str | None) -> pathspec.GitIgnoreSpec | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _IgnoreRules:
-    """The .gitignore files that apply in one folder, outermost first, each with its own base."""
+class _IgnoreFile:
+    prefix: str
+    """The file's folder as a path from the root ending in `/` (`` for the root)."""
+    spec: pathspec.GitIgnoreSpec
+    screen: Any
+    """One RE2 expression over a folder's entries, a line each, that matches in every line some
+    pattern of the file matches (None: each entry is checked alone). Only those lines are checked
+    one by one: one call for a folder instead of one an entry, where pathspec's call is most of
+    a walk's time."""
 
-    specs: tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
-    """Each file's folder as a string prefix ending in `/`, and its rules."""
+    def verdicts(self, paths: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
+        """(index, include) for each path some pattern matches, the last matching pattern deciding.
 
-    def ignores(self, path: str, is_dir: bool) -> bool:
-        # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        # Paths are cut as strings: pathlib's relative_to took most of a big tree's walk.
-        verdict: bool | None = None
-        for prefix, spec in self.specs:
-            relative = path[len(prefix) :] + ("/" if is_dir else "")
-            include = spec.check_file(relative).include
+        `paths` are from this file's folder, a folder's with a trailing `/`.
+        """
+        if self.screen is None or not ascii_only:
+            candidates: Iterable[int] = range(len(paths))
+        else:
+            # ASCII without line breaks (the caller checked): one byte a character, one line a path.
+            starts = list(itertools.accumulate((len(path) + 1 for path in paths), initial=0))
+            text = "\n".join(paths).encode("ascii")
+            candidates = sorted(
+                {bisect.bisect_right(starts, m.start()) - 1 for m in self.screen.finditer(text)}
+            )
+        for index in candidates:
+            include = self.spec.check_file(paths[index]).include
             if include is not None:
-                verdict = include
-        return bool(verdict)
-
-    def entering(self, folder: Path) -> _IgnoreRules:
-        spec = _read_ignore_file(folder / ".gitignore")
-        return self if spec is None else _IgnoreRules((*self.specs, (_prefix(folder), spec)))
+                yield index, include
 
 
-def _prefix(folder: Path) -> str:
-    return str(folder).rstrip("/") + "/"
-
-
-def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
-    try:
-        info = path.lstat()
-        # Only a regular file: a symlinked .gitignore could point anywhere on the machine.
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _IGNORE_FILE_MAX_BYTES:
+def _screen(spec: pathspec.GitIgnoreSpec) -> Any:
+    sources: list[str] = []
+    for pattern in spec.patterns:
+        if pattern.include is None:
+            continue
+        regex = getattr(pattern.regex, "pattern", None)
+        if not isinstance(regex, str):
             return None
-        return pathspec.GitIgnoreSpec.from_lines(
-            path.read_text(encoding="utf-8", errors="replace").splitlines()
-        )
-    except OSError:
+        # The directory marker's group, named the same in every pattern, is only a marker here.
+        sources.append("(?:" + regex.replace("(?P<ps_d>", "(?:") + ")")
+    options = re2.Options()
+    options.log_errors = False
+    # A pattern matches within one line, as it would within one path: `[^/]` never takes a line break.
+    options.never_nl = True
+    options.max_mem = _SCREEN_MAX_MEMORY
+    try:
+        return re2.compile(("(?m)" + "|".join(sources)).encode("utf-8"), options)
+    except re2.error:
         return None
 
 
-def _root_rules(root: Path, folder: Path) -> _IgnoreRules:
-    """The rules in force in `folder`, lowest precedence first, as git orders them: the user's global
-    excludes file, .git/info/exclude, then each .gitignore from the root down."""
-    rules = _IgnoreRules(())
-    user_file = user_excludes_file()
-    for source in (user_file, root / ".git" / "info" / "exclude"):
-        spec = None if source is None else _read_ignore_file(source)
-        if spec is not None:
-            rules = _IgnoreRules((*rules.specs, (_prefix(root), spec)))
-    current = root
-    rules = rules.entering(root)
-    for part in folder.relative_to(root).parts:
-        current = current / part
-        rules = rules.entering(current)
-    return rules
+@dataclass(frozen=True, slots=True)
+class _IgnoreRules:
+    """The ignore files that apply in one folder, outermost first."""
+
+    files: tuple[_IgnoreFile, ...]
+
+    def kept(self, prefix: str, entries: list[os.DirEntry[str]]) -> tuple[list[os.DirEntry[str]], int]:
+        """The entries of the folder at `prefix` that are neither ignored nor skipped, in order, and how
+        many were left out."""
+        names = [e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in entries]
+        ascii_only = all(name.isascii() and "\n" not in name for name in names)
+        # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
+        ignored = [name[:-1] in _SKIPPED if name.endswith("/") else False for name in names]
+        decided: dict[int, bool] = {}
+        for rules in self.files:
+            below = prefix[len(rules.prefix) :]
+            paths = [below + name for name in names]
+            decided.update(rules.verdicts(paths, ascii_only and below.isascii() and "\n" not in below))
+        for index, include in decided.items():
+            ignored[index] = ignored[index] or include
+        kept = [entry for entry, left_out in zip(entries, ignored, strict=True) if not left_out]
+        return kept, len(entries) - len(kept)
+
+    def adding(self, prefix: str, parsed: _Parsed | None) -> _IgnoreRules:
+        return self if parsed is None else _IgnoreRules((*self.files, _IgnoreFile(prefix, *parsed)))
 
 
-def _sorted_entries(folder: Path) -> Iterator[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths: a folder's name counts as `name/`."""
+_Parsed: TypeAlias = tuple[pathspec.GitIgnoreSpec, Any]
+"""An ignore file's rules and their screen (`_IgnoreFile`)."""
+
+
+def _parse_rules(data: bytes) -> _Parsed | None:
+    """None for a file of comments and blank lines: it decides nothing, and costs nothing a folder."""
+    spec = pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
+    if all(pattern.include is None for pattern in spec.patterns):
+        return None
+    return spec, _screen(spec)
+
+
+# Keyed by the file's bytes, so never stale: each page of a listing reads the same files again, and
+# parsing and compiling them cost more than the reading. Small files only, to bound the memory.
+_parse_small_rules: Final = functools.lru_cache(maxsize=512)(_parse_rules)
+_CACHED_RULES_MAX_BYTES: Final = 65_536
+
+
+def _parse_ignore_file(fd: int) -> _Parsed | None:
+    """The rules of an open ignore file, which this closes; None unless it is a regular file of sane size."""
     try:
-        with os.scandir(folder) as scan:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _IGNORE_FILE_MAX_BYTES:
+            return None
+        data = os.read(fd, _IGNORE_FILE_MAX_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _parse_small_rules(data) if len(data) <= _CACHED_RULES_MAX_BYTES else _parse_rules(data)
+
+
+def _read_ignore_file_at(folder_fd: int, *names: str) -> _Parsed | None:
+    """The rules of the ignore file at `names` below an open folder, none of them followed as a symlink
+    (a symlinked .gitignore could point anywhere on the machine)."""
+    opened: list[int] = []
+    try:
+        current = folder_fd
+        for name in names[:-1]:
+            current = os.open(name, _FOLDER_FLAGS, dir_fd=current)
+            opened.append(current)
+        fd = os.open(names[-1], _FILE_FLAGS, dir_fd=current)
+    except OSError:
+        return None
+    finally:
+        for fd_opened in opened:
+            os.close(fd_opened)
+    return _parse_ignore_file(fd)
+
+
+def _user_rules() -> _Parsed | None:
+    user_file = user_excludes_file()
+    if user_file is None:
+        return None
+    try:
+        fd = os.open(user_file, _FILE_FLAGS)
+    except OSError:
+        return None
+    return _parse_ignore_file(fd)
+
+
+def _sort_key(entry: os.DirEntry[str]) -> str:
+    return entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
+
+
+def _sorted_entries(folder_fd: int, prefix: str, start_at: str | None) -> list[os.DirEntry[str]]:
+    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`).
+
+    In a folder on the way to `start_at`, the entries whose paths all sort before it are left out.
+    """
+    try:
+        with os.scandir(folder_fd) as scan:
             entries = list(scan)
     except OSError:
-        return iter(())
-    return iter(sorted(entries, key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name))
+        return []
+    entries.sort(key=_sort_key)
+    if start_at is not None and start_at.startswith(prefix):
+        # Before the name on the way to `start_at`: a file before it, or a folder whose `name/` is.
+        first = bisect.bisect_left(entries, start_at[len(prefix) :].split("/", 1)[0], key=_sort_key)
+        del entries[:first]
+    return entries
+
+
+def _open_folder_at(parent_fd: int, name: str, root: Path) -> int | None:
+    """A folder opened below an open one, not through a symlink; None if that cannot be done safely."""
+    try:
+        fd = os.open(name, _FOLDER_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        # ELOOP, ENOTDIR: swapped for a symlink or a file since it was listed; EACCES: unreadable.
+        return None
+    # Cheap, once a folder: a folder moved out of the tree while the walk held its parent is not read.
+    # (Moving one out needs write access outside the project, which no sandboxed tool has.)
+    if not descriptor_is_inside(fd, root):
+        os.close(fd)
+        return None
+    return fd
+
+
+_Folder: TypeAlias = tuple[int, str, _IgnoreRules, list[os.DirEntry[str]]]
+
+
+@dataclass(slots=True)
+class WalkedEntry:
+    """One entry the walk found that is not a folder, and the open folder it sits in.
+
+    Not frozen, to be built fast (one an entry: a frozen dataclass takes four times as long).
+    """
+
+    path: str
+    """From the project root, POSIX."""
+    entry: os.DirEntry[str]
+    folder_fd: int
+    """Open only until the walk moves on."""
+
+    def open(self) -> tuple[int, int]:
+        """Open the entry for reading as a regular file, not following a symlink.
+
+        Relative to its folder's descriptor, which the walk reached from the root one name at a time
+        without following a symlink: the file is inside the project whatever was swapped on the way,
+        with no containment check of its own.
+
+        Returns:
+            A read-only descriptor the caller must close, and the file's size. It keeps O_NONBLOCK
+            (which kept a FIFO swapped in from hanging the open): a regular file's reads ignore it.
+
+        Raises:
+            NotFoundError: It is gone.
+            PathRefusedError: It became a symlink (ELOOP) or something else than a regular file.
+        """
+        try:
+            fd = os.open(self.entry.name, _FILE_FLAGS, dir_fd=self.folder_fd)
+        except FileNotFoundError:
+            raise NotFoundError("the file is gone since the folder was listed") from None
+        except OSError as exc:
+            raise PathRefusedError("the file cannot be opened safely") from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise PathRefusedError("the path is not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, info.st_size
 
 
 @dataclass
@@ -106,36 +280,99 @@ class ProjectWalk:
     Environment and cache folders (`.venv`, `node_modules`, `__pycache__`, ...) below `folder` are
     skipped, ignored by git or not: a listing of them drowns the project. Starting in one lists it.
 
-    Yields `(path, entry)` for every entry that is not a folder (files, symlinks, and the rest).
-    Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
-    `time.monotonic()` value), and says so in `stopped_early`.
+    Yields a `WalkedEntry` for every entry that is not a folder (files, symlinks, and the rest), in
+    the order of their paths as strings. With `start_at` (a path from the root), only paths that
+    sort at or after it: the folders wholly before it are not read again, so a page resumes where
+    the last stopped. Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
+    `time.monotonic()` value), or below WALK_DEPTH_MAX folders, and says so in `stopped_early`.
     """
 
     root: Path
     folder: Path
     limit: int
     deadline: float | None = None
+    start_at: str | None = None
     stopped_early: bool = False
+    _seen: int = field(default=0, init=False, repr=False)
 
-    def __iter__(self) -> Iterator[tuple[Path, os.DirEntry[str]]]:
-        stack = [(_sorted_entries(self.folder), _root_rules(self.root, self.folder))]
-        seen = 0
-        while stack:
-            entries, rules = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
+    def __iter__(self) -> Iterator[WalkedEntry]:
+        try:
+            root_fd = os.open(self.root, _FOLDER_FLAGS)
+        except OSError:
+            return
+        # The folders held open, the start folder first: (descriptor, path prefix, rules, entries left,
+        # last first). The walk closes each folder it leaves; what is still open when it ends, here.
+        stack: list[_Folder] = []
+        try:
+            start = self._start(root_fd)
+            if start is not None:
+                stack.append(start)
+                yield from self._walk(stack)
+        finally:
+            for fd, *_ in stack:
+                if fd != root_fd:
+                    os.close(fd)
+            os.close(root_fd)
+
+    def _start(self, root_fd: int) -> _Folder | None:
+        """Open `folder` from the root one name at a time, gathering the rules in force there, as git
+        orders them: the user's global excludes file, .git/info/exclude, then each .gitignore down."""
+        rules = _IgnoreRules(()).adding("", _user_rules())
+        rules = rules.adding("", _read_ignore_file_at(root_fd, ".git", "info", "exclude"))
+        rules = rules.adding("", _read_ignore_file_at(root_fd, ".gitignore"))
+        fd, prefix = root_fd, ""
+        for part in self.folder.relative_to(self.root).parts:
+            child = _open_folder_at(fd, part, self.root)
+            if fd != root_fd:
+                os.close(fd)
+            if child is None:
+                return None
+            fd, prefix = child, f"{prefix}{part}/"
+            rules = rules.adding(prefix, _read_ignore_file_at(fd, ".gitignore"))
+        return fd, prefix, rules, self._listing(fd, prefix, rules)
+
+    def _listing(self, fd: int, prefix: str, rules: _IgnoreRules) -> list[os.DirEntry[str]]:
+        """What the walk visits in a folder, last first; the entries left out count as seen."""
+        entries, left_out = rules.kept(prefix, _sorted_entries(fd, prefix, self.start_at))
+        self._seen += left_out
+        entries.reverse()
+        return entries
+
+    def _walk(self, stack: list[_Folder]) -> Iterator[WalkedEntry]:
+        start_at = self.start_at
+        while True:
+            fd, prefix, rules, entries = stack[-1]
+            if not entries:
+                if len(stack) == 1:
+                    return
                 stack.pop()
+                os.close(fd)
                 continue
-            seen += 1
-            if seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
+            entry = entries.pop()
+            self._seen += 1
+            if self._seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
             is_dir = entry.is_dir(follow_symlinks=False)
-            if (is_dir and entry.name in _SKIPPED) or rules.ignores(entry.path, is_dir):
+            path = prefix + entry.name
+            if start_at is not None:
+                if is_dir:
+                    below = path + "/"
+                    # Every path under it sorts before `start_at` unless `start_at` is under it.
+                    if below < start_at and not start_at.startswith(below):
+                        continue
+                elif path < start_at:
+                    continue
+            if not is_dir:
+                yield WalkedEntry(path, entry, fd)
                 continue
-            path = Path(entry.path)
-            if is_dir:
-                # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
-                stack.append((_sorted_entries(path), rules.entering(path)))
-            else:
-                yield path, entry
+            if len(stack) >= WALK_DEPTH_MAX:
+                self.stopped_early = True
+                continue
+            child = _open_folder_at(fd, entry.name, self.root)
+            if child is None:
+                continue
+            # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
+            below = path + "/"
+            child_rules = rules.adding(below, _read_ignore_file_at(child, ".gitignore"))
+            stack.append((child, below, child_rules, self._listing(child, below, child_rules)))

@@ -105,6 +105,39 @@ def test_search_pages_through_every_match(big_project: Path, config_file: Path) 
     assert len({(m["path"], m["line"]) for m in matches}) == 3_000
 
 
+def every_cursor_page(project: Path, config: Path, tool: str, key: str, **arguments: Any) -> list[Any]:
+    """The entries of every page, paged by cursor, each page checked against the default budget."""
+    entries: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = call(project, config, tool, {**arguments, **({} if cursor is None else {"cursor": cursor})})
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= MODEL_VIEW_BUDGET
+        entries += page.structured[key]
+        cursor = page.structured.get("next_cursor")
+        if cursor is None:
+            return entries
+
+
+def test_list_files_pages_by_cursor_as_by_offset(big_project: Path, config_file: Path) -> None:
+    # Listed from inside it, the .venv is listed: 5,000 files, pages of a few hundred.
+    arguments: dict[str, Any] = {"path": ".venv", "max_results": 10_000}
+    by_cursor = every_cursor_page(big_project, config_file, "oct_list_files", "files", **arguments)
+    by_offset = every_page(big_project, config_file, "oct_list_files", "files", **arguments)
+
+    assert len(by_cursor) == 5_001
+    assert by_cursor == by_offset
+
+
+def test_search_pages_by_cursor_through_every_match(big_project: Path, config_file: Path) -> None:
+    matches = every_cursor_page(
+        big_project, config_file, "oct_search", "matches", pattern="undefined_", max_results=2_000
+    )
+
+    assert len(matches) == 3_000
+    assert len({(m["path"], m["line"]) for m in matches}) == 3_000
+
+
 def test_status_pages_to_the_end(big_project: Path, config_file: Path) -> None:
     entries = every_page(big_project, config_file, "oct_git_status", "entries")
 

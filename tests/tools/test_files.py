@@ -14,6 +14,7 @@ from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, N
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools import files
 from oct_mcp.tools.files import (
+    ListFilesOutput,
     ListFilesParams,
     ReadFileParams,
     ReadFilesParams,
@@ -700,6 +701,89 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(works
 
     assert len(everything) == 300
     assert paged == everything
+
+
+def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offset_paging(
+    workspace: Workspace,
+) -> None:
+    write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
+    everything = listed(workspace)
+
+    paged: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = list_files(workspace, ListFilesParams(cursor=cursor, max_chars=1_000))
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        paged += [entry["path"] for entry in page.structured["files"]]
+        cursor = page.structured.get("next_cursor")
+        if cursor is None:
+            break
+        assert f"cursor={cursor}" in page.text
+        assert page.structured["next_offset"] == len(paged)
+        assert (
+            ListFilesOutput.model_validate(page.structured).model_dump(exclude_none=True) == page.structured
+        )
+
+    assert len(paged) == 300
+    assert paged == everything
+
+
+def test_list_files_cursor_page_walks_only_what_follows(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(200)} | {"b/last.txt": "y\n"})
+    first = list_files(workspace, ListFilesParams(max_results=199))
+    assert first.structured is not None
+    # The scan limit counts every entry a walk sees: 201 from the start, 3 from the cursor on.
+    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 10)
+
+    rest = list_files(workspace, ListFilesParams(cursor=first.structured["next_cursor"]))
+
+    assert rest.structured is not None
+    assert [entry["path"] for entry in rest.structured["files"]] == ["a199.txt", "b/last.txt"]
+    assert rest.structured["truncated"] is False
+
+
+def test_list_files_offset_a_page_gave_resumes_without_walking_the_pages_before(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(200)} | {"b/last.txt": "y\n"})
+    first = list_files(workspace, ListFilesParams(max_results=199))
+    assert first.structured is not None
+    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 10)
+
+    rest = list_files(workspace, ListFilesParams(offset=first.structured["next_offset"]))
+
+    assert rest.structured is not None
+    assert [entry["path"] for entry in rest.structured["files"]] == ["a199.txt", "b/last.txt"]
+    assert rest.structured["truncated"] is False
+
+
+def test_list_files_offset_no_page_gave_is_walked_to(workspace: Workspace) -> None:
+    write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(20)})
+
+    assert listed_from(workspace, offset=17) == ["a017.txt", "a018.txt", "a019.txt"]
+    # A mark for another folder or glob is not this listing's.
+    list_files(workspace, ListFilesParams(glob="a00*", max_results=3))
+    assert listed_from(workspace, offset=3)[:2] == ["a003.txt", "a004.txt"]
+
+
+def listed_from(workspace: Workspace, offset: int) -> list[str]:
+    result = list_files(workspace, ListFilesParams(offset=offset))
+    assert result.structured is not None
+    return [entry["path"] for entry in result.structured["files"]]
+
+
+@pytest.mark.parametrize("cursor", ["not base64!", "bm90IGEgY3Vyc29y", "LTE6MDphLnR4dA=="])
+def test_list_files_refuses_a_cursor_no_result_gave(cursor: str) -> None:
+    with pytest.raises(ValidationError, match="cursor is not one a result gave"):
+        ListFilesParams(cursor=cursor)
+
+
+def test_list_files_refuses_offset_and_cursor_together() -> None:
+    with pytest.raises(ValidationError, match="pass offset or cursor, not both"):
+        ListFilesParams(offset=3, cursor="MDowOmEudHh0")
 
 
 def test_read_files_reads_several_files_and_names_the_ones_it_cannot_read(workspace: Workspace) -> None:

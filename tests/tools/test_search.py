@@ -170,7 +170,8 @@ def test_search_stops_at_max_results_and_says_so(workspace: Workspace) -> None:
     assert result.structured is not None
     assert [(m["path"], m["line"]) for m in result.structured["matches"]] == [("a.py", 1), ("a.py", 2)]
     assert (result.structured["truncated"], result.truncated) == (True, True)
-    assert "more follow: call again with offset=2" in result.text
+    cursor = result.structured["next_cursor"]
+    assert f"more follow: call again with cursor={cursor} (or offset=2)" in result.text
 
 
 def test_search_is_not_truncated_with_exactly_max_results_matches(workspace: Workspace) -> None:
@@ -318,6 +319,67 @@ def test_search_pages_return_every_entry_exactly_once_within_the_budget(
 
     assert len(whole.structured[key]) == (240 if mode == "lines" else 120)
     assert paged == whole.structured[key]
+
+
+def _paged_by_cursor(workspace: Workspace, key: str, **arguments: Any) -> list[Any]:
+    entries: list[Any] = []
+    cursor: str | None = None
+    while True:
+        result = search(workspace, SearchParams(cursor=cursor, max_chars=1_000, **arguments))
+        assert result.structured is not None
+        assert len(model_view(result.structured, result.text)) <= 1_000
+        entries += result.structured[key]
+        cursor = result.structured.get("next_cursor")
+        if cursor is None:
+            assert "next_offset" not in result.structured
+            return entries
+        assert result.structured["next_offset"] == len(entries)
+
+
+@pytest.mark.parametrize("mode", ["lines", "files", "count"])
+def test_search_cursor_pages_return_every_entry_exactly_once_within_the_budget(
+    workspace: Workspace, mode: str
+) -> None:
+    write(workspace.root, {f"pkg{n % 5}/m{n:03}.py": "needle = 1\nx = 2\nneedle = 3\n" for n in range(120)})
+    key = "matches" if mode == "lines" else "files"
+    whole = search(workspace, SearchParams(pattern="needle", mode=mode, max_results=2_000))
+    assert whole.structured is not None
+
+    paged = _paged_by_cursor(workspace, key, pattern="needle", mode=mode, before=1)
+
+    expected = search(workspace, SearchParams(pattern="needle", mode=mode, max_results=2_000, before=1))
+    assert expected.structured is not None
+    assert len(paged) == (240 if mode == "lines" else 120)
+    assert paged == expected.structured[key]
+
+
+def test_search_cursor_resumes_inside_a_file_after_its_last_line_shown(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\n" * 3, "b.py": "needle\n"})
+    first = search(workspace, SearchParams(pattern="needle", max_results=2))
+    assert first.structured is not None
+
+    rest = found(workspace, pattern="needle", cursor=first.structured["next_cursor"])
+
+    assert rest == [("a.py", 3, "needle"), ("b.py", 1, "needle")]
+
+
+def test_search_offset_a_page_gave_resumes_after_its_last_match_as_its_cursor(workspace: Workspace) -> None:
+    write(workspace.root, {"a.py": "needle\n" * 3, "b.py": "needle\n"})
+    first = search(workspace, SearchParams(pattern="needle", max_results=2))
+    assert first.structured is not None
+    write(workspace.root, {"a.py": "x\nx\nneedle\n"})
+
+    after_the_mark = found(workspace, pattern="needle", offset=first.structured["next_offset"])
+    # Another query has no mark: its offset is walked to, counting the matches again.
+    counted_again = found(workspace, pattern="needle", regex=True, offset=first.structured["next_offset"])
+
+    assert after_the_mark == [("a.py", 3, "needle"), ("b.py", 1, "needle")]
+    assert counted_again == []
+
+
+def test_search_refuses_offset_and_cursor_together() -> None:
+    with pytest.raises(ValidationError, match="pass offset or cursor, not both"):
+        SearchParams(pattern="x", offset=3, cursor="MDowOmEudHh0")
 
 
 def test_search_files_mode_gives_paths_and_count_mode_the_lines_per_file(workspace: Workspace) -> None:
