@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from oct_mcp.spec import ToolSpec
-from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
+from oct_mcp.tools.apply_patch import APPLY_PATCH
 from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.search import SEARCH
+from oct_mcp.tools.write_file import WRITE_FILE
 
 __all__ = ["default_catalog"]
 

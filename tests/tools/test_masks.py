@@ -14,9 +14,10 @@ from oct_mcp.context import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ToolTimeoutError
 from oct_mcp.redaction import redact
-from oct_mcp.tools.edit import ApplyPatchParams, WriteFileParams, apply_patch, write_file
+from oct_mcp.tools.apply_patch import ApplyPatchParams, apply_patch
 from oct_mcp.tools.edit_strings import EditParams, edit_file
 from oct_mcp.tools.masks import masked, unmask
+from oct_mcp.tools.write_file import WriteFileParams, write_file
 from oct_mcp.workspace import Workspace
 
 SECRET = "django-insecure-9f8d7s6a5d4f3g2h1j0k9l8m7n6b5v4c3x2z1"  # noqa: S105 - a test secret
