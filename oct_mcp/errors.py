@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Final
 
 __all__ = [
+    "INTERNAL_ERROR_CODE",
+    "INTERNAL_ERROR_MESSAGE",
     "BinaryFileError",
     "BusyError",
     "ConfigError",
@@ -37,6 +39,14 @@ __all__ = [
     "UnknownToolError",
     "WorkspaceError",
 ]
+
+
+INTERNAL_ERROR_CODE: Final = "internal_error"
+"""The code of a failure that is no OctError: a bug. The client and the audit log get this code and
+INTERNAL_ERROR_MESSAGE, never the exception's text; the diagnostics log has the traceback."""
+INTERNAL_ERROR_MESSAGE: Final = (
+    "internal error: the server could not complete this call; its log has the details"
+)
 
 
 class OctError(Exception):

@@ -14,13 +14,11 @@ from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.consent import DECLINED_PREFIX, argument_digest
 from oct_mcp.context import CallContext, ConsentRequest, Outcome, ToolResult
 from oct_mcp.diagnostics import is_deep_trace
-from oct_mcp.errors import OctError, RefusedError
+from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError, RefusedError
 from oct_mcp.redaction import redact_value
 
-__all__ = ["INTERNAL_ERROR_CODE", "LAYER", "AuditLogger", "AuditSettings", "audit_record"]
+__all__ = ["LAYER", "AuditLogger", "AuditSettings", "audit_record"]
 
-INTERNAL_ERROR_CODE: Final = "internal_error"
-INTERNAL_ERROR_MESSAGE: Final = "unexpected error; the diagnostics log has the traceback"
 # Host-given names (tool, client) are recorded, but a host must not fill the log with one of them.
 _MAX_NAME: Final = 200
 

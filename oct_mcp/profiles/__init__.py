@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Final
 
+from oct_mcp.backends import GUARANTEES
 from oct_mcp.config import PROFILE_NAMES, is_profile_name
 from oct_mcp.errors import ConfigError
 
 __all__ = [
-    "GUARANTEES",
     "SHIPPED_PROFILES",
     "Profile",
     "profile_from_data",
@@ -23,8 +23,6 @@ __all__ = [
 SHIPPED_PROFILES: Final = (*PROFILE_NAMES, "embedded")
 """The seed's three, and `embedded` for servers that embed the chain (no sandbox: the host runs its tools)."""
 _PROFILE_KEYS: Final = frozenset({"description", "layers", "settings", "guarantees"})
-GUARANTEES: Final = frozenset({"no_network", "writes_confined", "reads_confined"})
-"""What a profile may require of the sandbox: `no_network` also refuses an https policy_source."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, PathRefusedError, PolicyError
 from oct_mcp.preview import ABSENT
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
+from oct_mcp.tools.files import BINARY_SNIFF_BYTES
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
 
 # Files read to diff or to patch; a larger one is refused (a patch) or replaced without a diff.
 EDIT_READ_MAX_BYTES: Final = 8 * 1_048_576
-BINARY_SNIFF_BYTES: Final = 8_192
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
