@@ -12,6 +12,7 @@ from typing import Final
 
 __all__ = [
     "GIT_DIRECTORY_RULE",
+    "GIT_RULE",
     "PROTECTED_RULES",
     "SNAPSHOT_MAX_ENTRIES",
     "Fingerprint",
@@ -62,8 +63,9 @@ _GIT_HOOK_MANAGERS: Final = (
 )
 
 # Names compare case-folded: on macOS and Windows `.GIT/config` is `.git/config`.
+GIT_RULE: Final = ProtectedRule("git", "the repository's own data", components=_names(".git"))
 PROTECTED_RULES: Final = (
-    ProtectedRule("git", "the repository's own data", components=_names(".git")),
+    GIT_RULE,
     ProtectedRule(
         "oct_mcp_config",
         "oct-mcp's own state and repo-level config",
@@ -234,11 +236,11 @@ class ProtectedSnapshot:
         Repositories first, then the shallowest: a sandbox that can mount only so many keeps
         those whose config git runs from.
         """
-        git_rules = ("git", GIT_DIRECTORY_RULE.name)
+        git_rules = (GIT_RULE, GIT_DIRECTORY_RULE)
         return tuple(
             root / name
             for name in sorted(
-                self.roots, key=lambda name: (self.roots[name].name not in git_rules, name.count("/"))
+                self.roots, key=lambda name: (self.roots[name] not in git_rules, name.count("/"))
             )
             if self.entries[name].kind != stat.S_IFLNK
         )
@@ -290,7 +292,7 @@ def snapshot_protected(root: Path, limit: int = SNAPSHOT_MAX_ENTRIES) -> Protect
                 relative = "/".join((*parts, name))
                 path = os.path.join(folder, name)
                 roots[relative] = rule
-                seen = _fingerprint_tree(path, relative, entries, seen, limit, git=rule.name == "git")
+                seen = _fingerprint_tree(path, relative, entries, seen, limit, git=rule is GIT_RULE)
             elif is_folder:
                 pending.append((os.path.join(folder, name), (*parts, name)))
     return ProtectedSnapshot(roots=roots, entries=entries)
