@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from oct_mcp.config import (
     RANGES,
     SANDBOX_BACKENDS,
+    FieldRules,
     LoadedConfig,
     McpConfig,
+    field_tables,
     load_config,
     load_settings,
 )
@@ -804,3 +806,65 @@ def test_load_settings_never_raises_and_gives_the_defaults_for_arbitrary_bytes(c
             [("config_unreadable", str(path))],
             [("config_malformed", str(path))],
         )
+
+
+def test_every_field_default_is_read_back_from_json_as_itself(tmp_path: Path) -> None:
+    defaults = McpConfig()
+    document = {
+        item.name: list(value) if isinstance(value, tuple) else value
+        for item in dataclasses.fields(McpConfig)
+        for value in [getattr(defaults, item.name)]
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(document))
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert (loaded.config, logs) == (defaults, [])
+    assert set(loaded.sources.values()) == {"file"}
+
+
+def test_the_loader_tables_follow_the_dataclass_a_field_added_lands_in_each() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Extended(McpConfig):
+        retries: int = dataclasses.field(default=3, metadata={"oct_mcp": FieldRules(range=(0, 9))})
+        webhook_url: str | None = dataclasses.field(default=None, metadata={"oct_mcp": FieldRules(url=True)})
+        quiet: bool = False
+
+    tables, base = field_tables(Extended), field_tables(McpConfig)
+
+    assert (
+        tables.ints - base.ints,
+        dict(tables.ranges.items() - base.ranges.items()),
+        tables.urls - base.urls,
+        tables.optional - base.optional,
+        tables.bools - base.bools,
+        set(tables.tighter) - set(base.tighter),
+    ) == ({"retries"}, {"retries": (0, 9)}, {"webhook_url"}, {"webhook_url"}, {"quiet"}, set())
+
+
+def test_a_number_field_without_a_range_is_refused_when_the_tables_are_built() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Unbounded(McpConfig):
+        retries: int = 3
+
+    with pytest.raises(TypeError, match="retries"):
+        field_tables(Unbounded)
+
+
+def test_a_repository_may_set_only_the_fields_that_declare_a_stricter_test() -> None:
+    assert sorted(field_tables(McpConfig).tighter) == [
+        "allow_unconfined_project_code",
+        "auto_approve_read_tools",
+        "dry_run_default_for_writes",
+        "max_jobs",
+        "max_output_bytes",
+        "memory_limit_mb",
+        "profile",
+        "rate_limit_per_minute",
+        "redaction_always_on",
+        "safe_mode",
+        "timeout_default_seconds",
+        "timeout_test_seconds",
+    ]
