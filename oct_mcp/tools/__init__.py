@@ -13,6 +13,7 @@ from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.search import SEARCH
+from oct_mcp.tools.tasks import LIST_TASKS
 from oct_mcp.tools.write_file import WRITE_FILE
 
 __all__ = ["default_catalog"]
@@ -25,6 +26,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         READ_FILES,
         LIST_FILES,
         SEARCH,
+        LIST_TASKS,
         GIT_STATUS,
         GIT_DIFF,
         GIT_LOG,
