@@ -450,3 +450,46 @@ def test_a_long_listing_is_paged_within_the_budget_and_the_pages_hold_every_task
 
     assert names == [f"target-{n:04}" for n in range(600)]
     assert max(sizes) <= 5_000
+
+
+_TEXT_READERS = {
+    "noxfile.py": nox_tasks,
+    "tox.ini": tox_ini_tasks,
+    "Makefile": make_tasks,
+    "package.json": npm_tasks,
+    "pyproject.toml": lambda text: pyproject_tasks(read_toml(text)),
+}
+_SHAPED_TEXT = st.lists(
+    st.sampled_from(
+        [
+            "[tox]",
+            "[testenv:a{1,2}]",
+            "env_list = x, {y",
+            '"scripts": {',
+            "}",
+            "@nox.session(name=1)",
+            "def f(s): ...",
+            "import nox",
+            "[project.scripts]",
+            'a = "b"',
+            "a: b ## c",
+            "\t",
+            "\\",
+            "=",
+            "%",
+            "\x00",
+        ]
+    )
+    | st.text(max_size=20),
+    max_size=30,
+).map("\n".join)
+
+
+@pytest.mark.parametrize("reader", sorted(_TEXT_READERS))
+@given(source=_SHAPED_TEXT)
+def test_any_text_gives_tasks_or_a_file_error_never_another_exception(reader: str, source: str) -> None:
+    try:
+        tasks = _TEXT_READERS[reader](source)
+    except TaskFileError:
+        return
+    assert all(isinstance(task, Task) and task.argv[-1] == task.name for task in tasks)
