@@ -217,9 +217,17 @@ class GitConfigUnreadableError(ExecutionError):
 
 
 class ConfigError(OctError):
-    """Bad configuration or profile, found at start-up."""
+    """Bad configuration or profile, found at start-up.
+
+    `rule` names the check that refused (`terminal_not_last`, `unknown_layer`, ...): stable, where
+    the message is written for people.
+    """
 
     code = "config"
+
+    def __init__(self, message: str, *, rule: str = "config") -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class LineRangeError(ExecutionError):
