@@ -1,4 +1,4 @@
-"""Fakes at the boundaries STYLE.md names: RecordingNext stands in for the rest of the chain."""
+"""Fakes at the chain's boundary only: RecordingNext stands in for the rest of the chain."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AuditLogger (Layer 6): one hash-chained JSONL record per call, refusals and consent rounds included."""
+"""AuditLogger: one hash-chained JSONL record per call, refusals and consent rounds included."""
 
 from __future__ import annotations
 

@@ -15,14 +15,14 @@ from oct_mcp.chain import LayerRuntime
 from oct_mcp.config import McpConfig
 from oct_mcp.context import ConsentRequest, Outcome, ToolResult
 from oct_mcp.middleware import redactor
-from oct_mcp.middleware.redactor import OutputRedactor, RedactorSettings
+from oct_mcp.middleware.redactor import HostIdentity, OutputRedactor, RedactorSettings
 from oct_mcp.workspace import Workspace
 
 GITHUB = "ghp_" + "aB3dE6fG9hJ2kL5mN8pQ1rS4tU7vW0xY3zA6"
 PASSWORD = "hunter2x9"  # noqa: S105 - a value the redactor must mask, not a credential
 ROOT = "/srv/projects/shop"
 HOME = "/home/dev"
-WHO = redactor._Who(project_root=ROOT, home=HOME, user="dev")
+WHO = HostIdentity(project_root=ROOT, home=HOME, user="dev")
 
 
 def _through(outcome: Outcome, *, active: bool = True) -> Outcome:
