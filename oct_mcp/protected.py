@@ -132,7 +132,11 @@ GIT_DIRECTORY_RULE: Final = ProtectedRule(
 _GIT_CHURN: Final = frozenset(
     {"objects", "logs", "lfs", "index", "FETCH_HEAD", "ORIG_HEAD", "packed-refs", "refs", "COMMIT_EDITMSG"}
 )
-_GIT_MARKERS: Final = ("HEAD", "objects", "refs", "commondir")
+_GIT_HEAD: Final = "head"
+_GIT_STORES: Final = frozenset({"objects", "refs"})
+_GIT_COMMONDIR: Final = "commondir"
+# As git spells them on disk; compared case-folded.
+_GIT_MARKERS: Final = ("HEAD", *sorted(_GIT_STORES), _GIT_COMMONDIR)
 _FOLDED_GIT_MARKERS: Final = frozenset(marker.casefold() for marker in _GIT_MARKERS)
 SNAPSHOT_MAX_ENTRIES: Final = 200_000
 """Files and folders the protected-path walk visits before it gives up (and the run is refused)."""
@@ -147,7 +151,7 @@ def is_git_directory(names: Iterable[str]) -> bool:
     compare case-folded: on macOS and Windows git finds `head` as `HEAD`.
     """
     present = {name.casefold() for name in names}
-    return "head" in present and ({"objects", "refs"} <= present or "commondir" in present)
+    return _GIT_HEAD in present and (present >= _GIT_STORES or _GIT_COMMONDIR in present)
 
 
 def git_directory_made(root: Path, written: Iterable[Path]) -> Path | None:

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from oct_mcp.protected import PROTECTED_RULES, ProtectedPaths, ProtectedRule, snapshot_protected
+from oct_mcp.protected import (
+    PROTECTED_RULES,
+    ProtectedPaths,
+    ProtectedRule,
+    is_git_directory,
+    snapshot_protected,
+)
 
 _BY_NAME = [(rule, name) for rule in PROTECTED_RULES for name in sorted(rule.components)]
 _BY_PREFIX = [(rule, prefix) for rule in PROTECTED_RULES for prefix in rule.prefixes]
@@ -53,3 +59,20 @@ def test_a_protected_name_matches_in_any_case(tmp_path: Path) -> None:
     paths = ProtectedPaths(root=root)
 
     assert [paths.rule_for(root / name.upper()) for _rule, name in _BY_NAME] == [rule for rule, _ in _BY_NAME]
+
+
+def test_the_git_directory_check_and_the_walk_use_the_same_markers(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    for folder, markers in {"plain": ("HEAD", "objects", "refs"), "linked": ("HEAD", "commondir")}.items():
+        for marker in markers:
+            (root / "vendor" / folder / marker).mkdir(parents=True)
+    (root / "vendor" / "half" / "HEAD").mkdir(parents=True)
+
+    assert sorted(snapshot_protected(root).roots) == ["vendor/linked", "vendor/plain"]
+    assert [
+        is_git_directory(names) for names in (["HEAD", "objects", "refs"], ["head", "COMMONDIR"], ["HEAD"])
+    ] == [
+        True,
+        True,
+        False,
+    ]
