@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 __all__ = [
     "EXPANSION_MAX",
     "NAME_MAX_LENGTH",
+    "TASKS_MAX",
     "Runner",
     "Task",
     "TaskFileError",
@@ -40,17 +41,23 @@ __all__ = [
 Runner = Literal["nox", "tox", "make", "script", "hatch", "pdm", "npm"]
 
 NAME_MAX_LENGTH: Final = 128
+TASKS_MAX: Final = 2_000
+"""Tasks a reader returns at most, plus one to say there were more: a generated Makefile or a
+generative tox env_list can name any number."""
 # A task name becomes an argument of its runner: never an option (no leading `-`), no spaces, no
 # `=` (make would read `a=b` as a variable), no `$` or `%` (make's variables and patterns).
 _NAME: Final = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.:+@/-]*")
 _TEXT_MAX: Final = 200
 # A generative name (`py{39,310}-django{3,4}`) expands to at most this many names.
 EXPANSION_MAX: Final = 256
+# A longer generative name is not expanded: it could not expand to names short enough anyway.
+_GENERATIVE_MAX_LENGTH: Final = 4 * NAME_MAX_LENGTH
 _MAKE_SPECIAL_PREFIX: Final = "."
+# Targets collected before the special ones are set aside: a bound on the memory a file can take.
+_MAKE_TARGETS_MAX: Final = 4 * TASKS_MAX
 _MAKE_ASSIGNMENT: Final = re.compile(
     r"^\s*(?:(?:export|override|private)\s+)*[^\s:#=]+\s*(?::{1,3}=|[?+!]?=)"
 )
-_MAKE_RULE: Final = re.compile(r"^(?P<targets>[^\t#:=][^#:=]*?)\s*(?P<colons>::?)(?P<rest>.*)$")
 _MAKE_DIRECTIVES: Final = frozenset(
     {
         "include",
@@ -240,7 +247,7 @@ def tox_ini_tasks(source: str) -> list[Task]:
                 break
     descriptions: dict[str, str | None] = {}
     for section in parser.sections():
-        if section.startswith("testenv:"):
+        if section.startswith("testenv:") and len(descriptions) <= TASKS_MAX:
             described = _text(parser.get(section, "description", fallback=None))
             for name in expand_generative(section[len("testenv:") :].strip()):
                 descriptions.setdefault(name, described)
@@ -259,7 +266,11 @@ def tox_toml_tasks(table: Mapping[str, Any]) -> list[Task]:
     legacy = table.get("legacy_tox_ini")
     if isinstance(legacy, str):
         return tox_ini_tasks(legacy)
-    listed = [name for name in _strings(table.get("env_list")) for name in expand_generative(name)]
+    listed: list[str] = []
+    for item in _strings(table.get("env_list")):
+        if len(listed) > TASKS_MAX:
+            break
+        listed += expand_generative(item)
     envs = table.get("env")
     descriptions: dict[str, str | None] = {}
     if isinstance(envs, Mapping):
@@ -270,7 +281,8 @@ def tox_toml_tasks(table: Mapping[str, Any]) -> list[Task]:
 
 
 def _tox_tasks(names: Iterable[str], descriptions: Mapping[str, str | None]) -> list[Task]:
-    return [Task("tox", name, ("tox", "-e", name), descriptions.get(name)) for name in dict.fromkeys(names)]
+    unique = itertools.islice(dict.fromkeys(names), TASKS_MAX + 1)
+    return [Task("tox", name, ("tox", "-e", name), descriptions.get(name)) for name in unique]
 
 
 def _env_list(value: str) -> list[str]:
@@ -280,6 +292,8 @@ def _env_list(value: str) -> list[str]:
         item = item.split("#", 1)[0].strip()
         if item:
             names += expand_generative(item)
+        if len(names) > TASKS_MAX:
+            break
     return names
 
 
@@ -302,6 +316,8 @@ def expand_generative(name: str) -> list[str]:
     A name with unbalanced or nested braces is returned as it is (and then fails `is_task_name`);
     at most EXPANSION_MAX names come back.
     """
+    if len(name) > _GENERATIVE_MAX_LENGTH:
+        return [name]
     parts = re.split(r"(\{[^{}]*\})", name)
     if any("{" in part or "}" in part for part in parts[::2]):
         return [name]
@@ -361,13 +377,18 @@ def make_tasks(source: str) -> list[Task]:
             continue
         if _MAKE_ASSIGNMENT.match(line):
             continue
-        rule = _MAKE_RULE.match(line)
-        if rule is None:
+        # Found with str.find, not a regular expression: a rule's target list and the spaces
+        # around it overlap in any pattern that splits them, and a long line would backtrack.
+        colon = line.find(":")
+        head = line[:colon]
+        if colon < 0 or "#" in head or "=" in head:
             continue
-        rest = rule.group("rest")
+        rest = line[colon + 1 :].removeprefix(":")
         if rest.startswith("=") or _MAKE_ASSIGNMENT.match(rest):
             continue  # `a := b` written with spaces, or `target: VAR = value`
-        targets = rule.group("targets").split()
+        targets = head.split()
+        if not targets:
+            continue
         if targets == [".PHONY"]:
             phony.update(rest.split(";", 1)[0].split("#", 1)[0].split())
             continue
@@ -376,27 +397,31 @@ def make_tasks(source: str) -> list[Task]:
         for target in targets:
             if "%" in target or "$" in target:
                 continue
-            if target not in found or found[target] is None:
+            if target in found:
+                found[target] = found[target] or description
+            elif len(found) <= _MAKE_TARGETS_MAX:
                 found[target] = description
-    return [
+    tasks = (
         Task("make", target, ("make", target), description)
         for target, description in found.items()
         if not target.startswith(_MAKE_SPECIAL_PREFIX) or target in phony
-    ]
+    )
+    return list(itertools.islice(tasks, TASKS_MAX + 1))
 
 
 def _logical_lines(source: str) -> list[str]:
     """The file's lines with backslash continuations joined, as make reads them."""
     lines: list[str] = []
-    pending = ""
+    pending: list[str] = []
     for raw in source.splitlines():
         if raw.endswith("\\") and not raw.endswith("\\\\"):
-            pending += raw[:-1] + " "
+            pending.append(raw[:-1])
             continue
-        lines.append(pending + raw)
-        pending = ""
+        pending.append(raw)
+        lines.append(" ".join(pending))
+        pending = []
     if pending:
-        lines.append(pending)
+        lines.append(" ".join(pending))
     return lines
 
 

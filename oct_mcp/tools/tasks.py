@@ -21,6 +21,7 @@ from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.results import BudgetField, OffsetField, page
 from oct_mcp.tools.task_files import (
     NAME_MAX_LENGTH,
+    TASKS_MAX,
     Runner,
     Task,
     TaskFileError,
@@ -49,10 +50,9 @@ __all__ = [
     "list_tasks",
 ]
 
-TASK_FILE_MAX_BYTES: Final = 1_048_576
-"""A task file larger than this is not read (a Makefile: only its first TASK_FILE_MAX_BYTES)."""
-TASKS_MAX: Final = 2_000
-"""Tasks listed at most, over every file: a generated Makefile can have any number of targets."""
+TASK_FILE_MAX_BYTES: Final = 512 * 1_024
+"""A task file larger than this is not read (a Makefile: only its first TASK_FILE_MAX_BYTES).
+Hand-written task files are a few KiB; a generated Makefile may be larger, and is read in part."""
 # GNU make reads the first of these that exists.
 _MAKEFILES: Final = ("GNUmakefile", "makefile", "Makefile")
 

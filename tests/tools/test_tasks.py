@@ -28,7 +28,7 @@ from oct_mcp.tools.task_files import (
     tox_ini_tasks,
     tox_toml_tasks,
 )
-from oct_mcp.tools.tasks import TASK_FILE_MAX_BYTES, ListTasksParams, list_tasks
+from oct_mcp.tools.tasks import TASK_FILE_MAX_BYTES, TASKS_MAX, ListTasksParams, list_tasks
 from oct_mcp.workspace import Workspace
 
 FIXTURE = Path(__file__).parent.parent / "data" / "projects" / "tasks"
@@ -493,3 +493,39 @@ def test_any_text_gives_tasks_or_a_file_error_never_another_exception(reader: st
     except TaskFileError:
         return
     assert all(isinstance(task, Task) and task.argv[-1] == task.name for task in tasks)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "a" + " " * 400_000,
+        "a" + " " * 400_000 + "b",
+        "a:" + " " * 400_000 + "=",
+        "export " * 60_000,
+        "x \\\n" * 100_000,
+    ],
+    ids=["spaces", "spaces between words", "spaces before an equals", "repeated export", "continuations"],
+)
+def test_a_makefile_of_long_hostile_lines_is_read_in_one_pass(source: str) -> None:
+    assert len(make_tasks(source)) <= 2
+
+
+def test_a_generative_env_list_of_any_size_is_cut_at_the_bound() -> None:
+    source = "[tox]\nenv_list = " + ", ".join(f"e{k}-{{0-9999}}-{{a,b,c,d}}" for k in range(1_000)) + "\n"
+
+    tasks = tox_ini_tasks(source)
+
+    assert len(tasks) == TASKS_MAX + 1
+
+
+def test_more_tasks_than_the_bound_are_cut_with_a_problem(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    (root / "Makefile").write_text("".join(f"t{n}:\n" for n in range(3 * TASKS_MAX)))
+
+    result = list_tasks(Workspace(root), ListTasksParams(max_chars=1_000))
+
+    assert result.structured is not None
+    assert result.structured["total"] == TASKS_MAX
+    assert result.structured["problems"] == [
+        {"file": "Makefile", "problem": f"more than {TASKS_MAX} tasks; the rest left out"}
+    ]
