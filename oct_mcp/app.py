@@ -14,7 +14,7 @@ from oct_mcp.chain import Chain, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.consent import Consent, SessionGrants, UsedConsents
 from oct_mcp.diagnostics import get_logger, is_deep_trace
-from oct_mcp.errors import OctError, PathRefusedError
+from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError, PathRefusedError
 from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
 from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_policy, parse_policy
 from oct_mcp.profiles import Profile, resolve_profile
@@ -24,12 +24,8 @@ from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, LayerType, Outcome, ProgressReporter
 from oct_mcp.workspace import Workspace, read_at_most, resolve_root
 
-__all__ = ["INTERNAL_ERROR_MESSAGE", "App", "CallFailure", "build_app", "run_call"]
+__all__ = ["App", "CallFailure", "build_app", "run_call"]
 
-INTERNAL_ERROR_MESSAGE: Final = (
-    "internal error: the server could not complete this call; its log has the details"
-)
-INTERNAL_ERROR_CODE: Final = "internal_error"
 # Repo-level config, read only with trust_repo_config; it can only make the server stricter.
 REPO_CONFIG_FILES: Final = (".octrc.json", "debug_config.json")
 

@@ -92,7 +92,10 @@ def build_chain(
     types = _check_layer_order(profile, registry, has_endpoint=endpoint is not None)
     unused = set(profile.settings) - set(profile.layers)
     if unused:
-        raise ConfigError(f"{where} has settings for layers it does not use: {', '.join(sorted(unused))}")
+        raise ConfigError(
+            f"{where} has settings for layers it does not use: {', '.join(sorted(unused))}",
+            rule="unused_settings",
+        )
     layers: list[Middleware] = []
     for layer_type in types:
         raw_settings = profile.settings.get(layer_type.name, {})
@@ -103,7 +106,9 @@ def build_chain(
                 f"{'.'.join(str(p) for p in e['loc']) or '(table)'}: {e['msg']}"
                 for e in exc.errors(include_url=False, include_input=False)
             )
-            raise ConfigError(f"{where}: bad settings for layer {layer_type.name!r}: {problems}") from None
+            raise ConfigError(
+                f"{where}: bad settings for layer {layer_type.name!r}: {problems}", rule="bad_settings"
+            ) from None
         layers.append(
             layer_type.build(settings, replace(runtime, profile=profile.name, guarantees=profile.guarantees))
         )
@@ -120,29 +125,43 @@ def _check_layer_order(
 ) -> list[LayerType]:
     where = f"profile {profile.name!r}"
     if not profile.layers:
-        raise ConfigError(f"{where} lists no layers")
+        raise ConfigError(f"{where} lists no layers", rule="no_layers")
     seen: set[str] = set()
     available = set(BASE_FIELDS)
     types: list[LayerType] = []
     for position, name in enumerate(profile.layers):
         layer_type = registry.get(name)
         if layer_type is None:
-            raise ConfigError(f"{where}: unknown layer {name!r}; known layers: {', '.join(sorted(registry))}")
+            raise ConfigError(
+                f"{where}: unknown layer {name!r}; known layers: {', '.join(sorted(registry))}",
+                rule="unknown_layer",
+            )
         if name in seen:
-            raise ConfigError(f"{where}: layer {name!r} is listed twice")
+            raise ConfigError(f"{where}: layer {name!r} is listed twice", rule="duplicate_layer")
         seen.add(name)
         if layer_type.terminal and position != len(profile.layers) - 1:
-            raise ConfigError(f"{where}: {name!r} runs the tool itself, so it must be the last layer")
+            raise ConfigError(
+                f"{where}: {name!r} runs the tool itself, so it must be the last layer",
+                rule="terminal_not_last",
+            )
         if layer_type.terminal and has_endpoint:
-            raise ConfigError(f"{where}: {name!r} runs the tool itself, so the chain cannot take an endpoint")
+            raise ConfigError(
+                f"{where}: {name!r} runs the tool itself, so the chain cannot take an endpoint",
+                rule="terminal_with_endpoint",
+            )
         missing = layer_type.requires - available
         if missing:
-            raise ConfigError(_missing_message(where, name, sorted(missing), profile, registry, position))
+            raise ConfigError(
+                _missing_message(where, name, sorted(missing), profile, registry, position),
+                rule="missing_field",
+            )
         available |= layer_type.writes
         types.append(layer_type)
     if not types[-1].terminal and not has_endpoint:
         terminals = sorted(name for name in registry if _is_terminal(registry, name))
-        raise ConfigError(f"{where} has no layer that runs tools; end it with {' or '.join(terminals)}")
+        raise ConfigError(
+            f"{where} has no layer that runs tools; end it with {' or '.join(terminals)}", rule="no_terminal"
+        )
     return types
 
 

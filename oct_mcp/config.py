@@ -5,19 +5,26 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from oct_mcp.diagnostics import get_logger
 
 __all__ = [
     "PROFILE_NAMES",
+    "RANGES",
     "SANDBOX_BACKENDS",
+    "FieldRules",
+    "FieldTables",
     "LoadedConfig",
     "McpConfig",
     "default_config_path",
+    "field_tables",
     "load_config",
     "load_settings",
 ]
@@ -40,48 +47,100 @@ def _default_audit_log_path() -> str:
     return str(Path.home() / ".oct-mcp" / "audit.log")
 
 
+Tighter = Callable[[Any, Any], bool]
+"""Whether `value` from a repository's config is stricter than `current`."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRules:
+    """What a config field declares beyond its type, in its metadata (see `_rules`)."""
+
+    range: tuple[float, float] | None = None
+    """A number's inclusive range."""
+    url: bool = False
+    tighter: Tighter | None = None
+    """Set: a repository's config may set the field, only to a value this finds stricter."""
+
+
+_RULES_KEY: Final = "oct_mcp"
+
+
+def _rules(
+    *, range: tuple[float, float] | None = None, url: bool = False, tighter: Tighter | None = None
+) -> Mapping[str, FieldRules]:
+    return {_RULES_KEY: FieldRules(range=range, url=url, tighter=tighter)}
+
+
+def _lower(value: Any, current: Any) -> bool:
+    return bool(value < current)
+
+
+def _lower_limit(value: Any, current: Any) -> bool:
+    """A lower limit, where 0 means none: any limit is stricter than none, and none never is."""
+    return bool(0 < value < current or (current == 0 and value > 0))
+
+
+def _strict_when(strict: bool) -> Tighter:
+    def is_strict(value: Any, current: Any) -> bool:
+        return bool(value == strict)
+
+    return is_strict
+
+
+# Shipped profiles from the loosest to the strictest: repo config may only move right.
+_PROFILE_STRICTNESS: Final = {name: rank for rank, name in enumerate(PROFILE_NAMES)}
+
+
+def _stricter_profile(value: Any, current: Any) -> bool:
+    rank = _PROFILE_STRICTNESS.get(value)
+    return rank is not None and rank > _PROFILE_STRICTNESS.get(current, len(PROFILE_NAMES))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class McpConfig:
     """Runtime configuration for the oct-mcp server.
 
     Every field has a safe, conservative default that works with no config file.
-    Values read from JSON are clamped to the ranges in `RANGES`.
+    Values read from JSON are clamped to the range each number field declares (`_rules`); the
+    loader's tables are derived from these fields (`field_tables`).
     `trust_repo_config` defaults to False: repo-level config is untrusted.
     """
 
-    profile: str = "default"
-    rate_limit_per_minute: int = 30
-    timeout_default_seconds: int = 60
-    timeout_test_seconds: int = 300
-    max_output_bytes: int = 1_048_576
-    max_jobs: int = 4
-    auto_approve_read_tools: bool = True
-    dry_run_default_for_writes: bool = True
-    redaction_always_on: bool = False
+    profile: str = field(default="default", metadata=_rules(tighter=_stricter_profile))
+    rate_limit_per_minute: int = field(default=30, metadata=_rules(range=(1, 10_000), tighter=_lower))
+    timeout_default_seconds: int = field(default=60, metadata=_rules(range=(1, 3_600), tighter=_lower))
+    timeout_test_seconds: int = field(default=300, metadata=_rules(range=(1, 7_200), tighter=_lower))
+    max_output_bytes: int = field(
+        default=1_048_576, metadata=_rules(range=(1_024, 64 * 1_048_576), tighter=_lower)
+    )
+    max_jobs: int = field(default=4, metadata=_rules(range=(1, 64), tighter=_lower))
+    auto_approve_read_tools: bool = field(default=True, metadata=_rules(tighter=_strict_when(False)))
+    dry_run_default_for_writes: bool = field(default=True, metadata=_rules(tighter=_strict_when(True)))
+    redaction_always_on: bool = field(default=False, metadata=_rules(tighter=_strict_when(True)))
     audit_log_path: str = field(default_factory=_default_audit_log_path)
-    audit_log_max_files: int = 20
-    audit_log_max_size_mb: float = 5.0
+    audit_log_max_files: int = field(default=20, metadata=_rules(range=(1, 1_000)))
+    audit_log_max_size_mb: float = field(default=5.0, metadata=_rules(range=(0.01, 1_024.0)))
     trust_repo_config: bool = False
-    safe_mode: bool = False
+    safe_mode: bool = field(default=False, metadata=_rules(tighter=_strict_when(True)))
     sandbox_backend: str = "auto"
-    allow_unconfined_project_code: bool = False
+    allow_unconfined_project_code: bool = field(default=False, metadata=_rules(tighter=_strict_when(False)))
     """Run command tools (tests, linters, formatters) on a backend that confines nothing (native)."""
-    memory_limit_mb: int = 512
-    metrics_port: int | None = None
+    memory_limit_mb: int = field(default=512, metadata=_rules(range=(0, 8_192), tighter=_lower_limit))
+    metrics_port: int | None = field(default=None, metadata=_rules(range=(1, 65_535)))
     policy_source: str | None = None
     # Remote use (`serve --transport http`): see oct_mcp/transports/.
-    rate_limit_storage: str = "memory://"
+    rate_limit_storage: str = field(default="memory://", metadata=_rules(url=True))
     """Where the rate limit's window lives: `memory://` (this process) or a `redis://` URL replicas share."""
     http_allowed_origins: tuple[str, ...] = ()
     """Origins (and hosts, from them) a browser may call the HTTP transport from, besides loopback."""
     http_tokens: Mapping[str, str] = field(default_factory=dict)
     """Bearer tokens by client name, each only as its `sha256:` hash (`oct-mcp token create NAME`)."""
-    http_max_request_bytes: int = 1_048_576
-    oauth_issuer: str | None = None
+    http_max_request_bytes: int = field(default=1_048_576, metadata=_rules(range=(1_024, 64 * 1_048_576)))
+    oauth_issuer: str | None = field(default=None, metadata=_rules(url=True))
     """The OAuth 2.1 authorization server whose JWTs the HTTP transport accepts (its `iss`)."""
-    oauth_audience: str | None = None
+    oauth_audience: str | None = field(default=None, metadata=_rules(url=True))
     """This server's URL as the tokens name it (`aud`), also the resource of its RFC 9728 metadata."""
-    oauth_jwks_url: str | None = None
+    oauth_jwks_url: str | None = field(default=None, metadata=_rules(url=True))
     """Where the issuer publishes its signing keys (JWKS)."""
     consent_key_file: str | None = None
     """A file holding the key that seals consent state, shared by replicas (or OCT_MCP_CONSENT_KEY)."""
@@ -89,63 +148,75 @@ class McpConfig:
     """This replica's name in its audit records (or OCT_MCP_REPLICA_ID)."""
 
 
-# Inclusive ranges: a value read from JSON outside its range is clamped to the nearest end.
-RANGES: Final[Mapping[str, tuple[float, float]]] = {
-    "rate_limit_per_minute": (1, 10_000),
-    "timeout_default_seconds": (1, 3_600),
-    "timeout_test_seconds": (1, 7_200),
-    "max_output_bytes": (1_024, 64 * 1_048_576),
-    "max_jobs": (1, 64),
-    "audit_log_max_files": (1, 1_000),
-    "audit_log_max_size_mb": (0.01, 1_024.0),
-    "memory_limit_mb": (0, 8_192),
-    "metrics_port": (1, 65_535),
-    "http_max_request_bytes": (1_024, 64 * 1_048_576),
-}
+FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
 
-_INT_FIELDS: Final = frozenset(
-    {
-        "rate_limit_per_minute",
-        "timeout_default_seconds",
-        "timeout_test_seconds",
-        "max_output_bytes",
-        "max_jobs",
-        "audit_log_max_files",
-        "memory_limit_mb",
-        "metrics_port",
-        "http_max_request_bytes",
-    }
-)
-_FLOAT_FIELDS: Final = frozenset({"audit_log_max_size_mb"})
-_BOOL_FIELDS: Final = frozenset(
-    {
-        "auto_approve_read_tools",
-        "dry_run_default_for_writes",
-        "redaction_always_on",
-        "trust_repo_config",
-        "safe_mode",
-        "allow_unconfined_project_code",
-    }
-)
-_OPTIONAL_FIELDS: Final = frozenset(
-    {
-        "metrics_port",
-        "policy_source",
-        "oauth_issuer",
-        "oauth_audience",
-        "oauth_jwks_url",
-        "consent_key_file",
-        "replica_id",
-    }
-)
-_URL_FIELDS: Final = frozenset({"oauth_issuer", "oauth_audience", "oauth_jwks_url", "rate_limit_storage"})
+
+@dataclass(frozen=True, slots=True)
+class FieldTables:
+    """How each field of a config dataclass is read from JSON, derived from its types and metadata."""
+
+    ranges: Mapping[str, tuple[float, float]]
+    """Inclusive: a number read from JSON outside its range is clamped to the nearest end."""
+    ints: frozenset[str]
+    floats: frozenset[str]
+    bools: frozenset[str]
+    optional: frozenset[str]
+    """Fields that may be null."""
+    urls: frozenset[str]
+    tighter: Mapping[str, Tighter]
+    """The fields a repository's config may set, each with its test of a stricter value."""
+
+
+def field_tables(config_type: type[Any]) -> FieldTables:
+    """The tables `_coerce_field` and `tighten_with_repo_config` read, from the dataclass's fields.
+
+    Raises:
+        TypeError: A number field declares no range, or a field's type is not one the loader reads.
+    """
+    hints = typing.get_type_hints(config_type)
+    kinds: dict[str, set[str]] = {"int": set(), "float": set(), "bool": set(), "optional": set()}
+    ranges: dict[str, tuple[float, float]] = {}
+    urls: set[str] = set()
+    tighter: dict[str, Tighter] = {}
+    for item in fields(config_type):
+        hint = hints[item.name]
+        members = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if type(None) in members:
+            kinds["optional"].add(item.name)
+        base = [member for member in members if member is not type(None)]
+        if len(base) != 1:
+            raise TypeError(f"config field {item.name}: a union the loader does not read")
+        rules: FieldRules = item.metadata.get(_RULES_KEY, FieldRules())
+        if base[0] in (int, float, bool):
+            kinds[base[0].__name__].add(item.name)
+        if base[0] in (int, float):
+            if rules.range is None:
+                raise TypeError(
+                    f"config field {item.name}: a number needs a range (metadata=_rules(range=...))"
+                )
+            ranges[item.name] = rules.range
+        if rules.url:
+            urls.add(item.name)
+        if rules.tighter is not None:
+            tighter[item.name] = rules.tighter
+    return FieldTables(
+        ranges=MappingProxyType(ranges),
+        ints=frozenset(kinds["int"]),
+        floats=frozenset(kinds["float"]),
+        bools=frozenset(kinds["bool"]),
+        optional=frozenset(kinds["optional"]),
+        urls=frozenset(urls),
+        tighter=MappingProxyType(tighter),
+    )
+
+
+_TABLES: Final = field_tables(McpConfig)
+RANGES: Final = _TABLES.ranges
 RATE_LIMIT_STORAGE_SCHEMES: Final = ("memory://", "redis://", "rediss://")
 TOKEN_HASH_PREFIX: Final = "sha256:"  # noqa: S105 - the prefix of a hash, not a secret
 _NAME_MAX_LENGTH: Final = 64
 _LIST_MAX_ITEMS: Final = 256
 _PATH_MAX_LENGTH: Final = 4_096
-FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
-
 # The key of the config file that holds user-defined profiles; not an McpConfig field.
 PROFILES_KEY: Final = "profiles"
 
@@ -247,26 +318,6 @@ def merge_policy(loaded: LoadedConfig, document: Mapping[str, Any], origin: str)
     return loaded.with_values(values, "policy")
 
 
-# Shipped profiles from the loosest to the strictest: repo config may only move right.
-_PROFILE_STRICTNESS: Final = {name: rank for rank, name in enumerate(PROFILE_NAMES)}
-_LOWER_IS_STRICTER: Final = frozenset(
-    {
-        "rate_limit_per_minute",
-        "timeout_default_seconds",
-        "timeout_test_seconds",
-        "max_output_bytes",
-        "max_jobs",
-    }
-)
-_STRICT_BOOLS: Final = {
-    "safe_mode": True,
-    "auto_approve_read_tools": False,
-    "dry_run_default_for_writes": True,
-    "redaction_always_on": True,
-    "allow_unconfined_project_code": False,
-}
-
-
 def tighten_with_repo_config(loaded: LoadedConfig, document: Mapping[str, Any], origin: str) -> LoadedConfig:
     """Apply a repository's own config, which may only make the server stricter.
 
@@ -284,21 +335,13 @@ def tighten_with_repo_config(loaded: LoadedConfig, document: Mapping[str, Any], 
         if not accepted:
             continue
         current = getattr(config, key)
-        if key in _STRICT_BOOLS:
-            tighter = value == _STRICT_BOOLS[key]
-        elif key in _LOWER_IS_STRICTER:
-            tighter = value < current
-        elif key == "memory_limit_mb":
-            tighter = 0 < value < current or (current == 0 and value > 0)
-        elif key == "profile":
-            rank = _PROFILE_STRICTNESS.get(value)
-            tighter = rank is not None and rank > _PROFILE_STRICTNESS.get(current, len(PROFILE_NAMES))
-        else:
+        is_stricter = _TABLES.tighter.get(key)
+        if is_stricter is None:
             _log.warning(
                 "repo_config_field_refused", file=origin, field=key, problem="repo config may not set it"
             )
             continue
-        if tighter:
+        if is_stricter(value, current):
             values[key] = value
         elif value != current:
             _log.warning(
@@ -336,23 +379,23 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         return False, None
 
     if raw is None:
-        return (True, None) if name in _OPTIONAL_FIELDS else refuse("must not be null")
-    if name in _BOOL_FIELDS:
+        return (True, None) if name in _TABLES.optional else refuse("must not be null")
+    if name in _TABLES.bools:
         return (True, raw) if isinstance(raw, bool) else refuse("must be true or false")
-    if name in _INT_FIELDS or name in _FLOAT_FIELDS:
+    if name in _TABLES.ranges:
         # bool is an int in Python, but `true` is not a number in a config file.
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             return refuse("must be a number")
         # Only a float can be infinite or fractional; a huge int must not be turned into one (overflow).
         if isinstance(raw, float) and not math.isfinite(raw):
             return refuse("must be a finite number")
-        if name in _INT_FIELDS and isinstance(raw, float) and not raw.is_integer():
+        if name in _TABLES.ints and isinstance(raw, float) and not raw.is_integer():
             return refuse("must be a whole number")
         low, high = RANGES[name]
         clamped = min(max(raw, low), high)
         if clamped != raw:
             _log.warning("config_clamped", file=str(path), field=name, low=low, high=high, used=clamped)
-        return True, int(clamped) if name in _INT_FIELDS else float(clamped)
+        return True, int(clamped) if name in _TABLES.ints else float(clamped)
     if name == "http_allowed_origins":
         if not isinstance(raw, list) or len(raw) > _LIST_MAX_ITEMS:
             return refuse(f"must be a list of at most {_LIST_MAX_ITEMS} origins")
@@ -369,7 +412,7 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         return refuse("must be a string")
     if name == "replica_id":
         return (True, raw) if is_client_name(raw) else refuse("must be a name (letters, digits, - and _)")
-    if name in _URL_FIELDS:
+    if name in _TABLES.urls:
         if name == "rate_limit_storage" and not raw.startswith(RATE_LIMIT_STORAGE_SCHEMES):
             return refuse(f"must start with one of {', '.join(RATE_LIMIT_STORAGE_SCHEMES)}")
         if name != "rate_limit_storage" and not raw.startswith(("https://", "http://")):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Final
 
 __all__ = [
+    "INTERNAL_ERROR_CODE",
+    "INTERNAL_ERROR_MESSAGE",
     "BinaryFileError",
     "BusyError",
     "ChangesWouldBeLostError",
@@ -39,6 +41,14 @@ __all__ = [
     "UnknownToolError",
     "WorkspaceError",
 ]
+
+
+INTERNAL_ERROR_CODE: Final = "internal_error"
+"""The code of a failure that is no OctError: a bug. The client and the audit log get this code and
+INTERNAL_ERROR_MESSAGE, never the exception's text; the diagnostics log has the traceback."""
+INTERNAL_ERROR_MESSAGE: Final = (
+    "internal error: the server could not complete this call; its log has the details"
+)
 
 
 class OctError(Exception):
@@ -215,9 +225,17 @@ class GitConfigUnreadableError(ExecutionError):
 
 
 class ConfigError(OctError):
-    """Bad configuration or profile, found at start-up."""
+    """Bad configuration or profile, found at start-up.
+
+    `rule` names the check that refused (`terminal_not_last`, `unknown_layer`, ...): stable, where
+    the message is written for people.
+    """
 
     code = "config"
+
+    def __init__(self, message: str, *, rule: str = "config") -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class LineRangeError(ExecutionError):

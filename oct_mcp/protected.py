@@ -12,6 +12,7 @@ from typing import Final
 
 __all__ = [
     "GIT_DIRECTORY_RULE",
+    "GIT_RULE",
     "PROTECTED_RULES",
     "SNAPSHOT_MAX_ENTRIES",
     "Fingerprint",
@@ -62,8 +63,9 @@ _GIT_HOOK_MANAGERS: Final = (
 )
 
 # Names compare case-folded: on macOS and Windows `.GIT/config` is `.git/config`.
+GIT_RULE: Final = ProtectedRule("git", "the repository's own data", components=_names(".git"))
 PROTECTED_RULES: Final = (
-    ProtectedRule("git", "the repository's own data", components=_names(".git")),
+    GIT_RULE,
     ProtectedRule(
         "oct_mcp_config",
         "oct-mcp's own state and repo-level config",
@@ -130,7 +132,11 @@ GIT_DIRECTORY_RULE: Final = ProtectedRule(
 _GIT_CHURN: Final = frozenset(
     {"objects", "logs", "lfs", "index", "FETCH_HEAD", "ORIG_HEAD", "packed-refs", "refs", "COMMIT_EDITMSG"}
 )
-_GIT_MARKERS: Final = ("HEAD", "objects", "refs", "commondir")
+_GIT_HEAD: Final = "head"
+_GIT_STORES: Final = frozenset({"objects", "refs"})
+_GIT_COMMONDIR: Final = "commondir"
+# As git spells them on disk; compared case-folded.
+_GIT_MARKERS: Final = ("HEAD", *sorted(_GIT_STORES), _GIT_COMMONDIR)
 _FOLDED_GIT_MARKERS: Final = frozenset(marker.casefold() for marker in _GIT_MARKERS)
 SNAPSHOT_MAX_ENTRIES: Final = 200_000
 """Files and folders the protected-path walk visits before it gives up (and the run is refused)."""
@@ -145,7 +151,7 @@ def is_git_directory(names: Iterable[str]) -> bool:
     compare case-folded: on macOS and Windows git finds `head` as `HEAD`.
     """
     present = {name.casefold() for name in names}
-    return "head" in present and ({"objects", "refs"} <= present or "commondir" in present)
+    return _GIT_HEAD in present and (present >= _GIT_STORES or _GIT_COMMONDIR in present)
 
 
 def git_directory_made(root: Path, written: Iterable[Path]) -> Path | None:
@@ -234,11 +240,11 @@ class ProtectedSnapshot:
         Repositories first, then the shallowest: a sandbox that can mount only so many keeps
         those whose config git runs from.
         """
-        git_rules = ("git", GIT_DIRECTORY_RULE.name)
+        git_rules = (GIT_RULE, GIT_DIRECTORY_RULE)
         return tuple(
             root / name
             for name in sorted(
-                self.roots, key=lambda name: (self.roots[name].name not in git_rules, name.count("/"))
+                self.roots, key=lambda name: (self.roots[name] not in git_rules, name.count("/"))
             )
             if self.entries[name].kind != stat.S_IFLNK
         )
@@ -290,7 +296,7 @@ def snapshot_protected(root: Path, limit: int = SNAPSHOT_MAX_ENTRIES) -> Protect
                 relative = "/".join((*parts, name))
                 path = os.path.join(folder, name)
                 roots[relative] = rule
-                seen = _fingerprint_tree(path, relative, entries, seen, limit, git=rule.name == "git")
+                seen = _fingerprint_tree(path, relative, entries, seen, limit, git=rule is GIT_RULE)
             elif is_folder:
                 pending.append((os.path.join(folder, name), (*parts, name)))
     return ProtectedSnapshot(roots=roots, entries=entries)

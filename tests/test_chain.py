@@ -164,33 +164,50 @@ def test_a_good_custom_profile_builds_in_the_given_order(runtime: LayerRuntime) 
 
 
 @pytest.mark.parametrize(
-    ("layers", "settings"),
+    ("layers", "settings", "rule"),
     [
-        pytest.param((), {}, id="no layers"),
-        pytest.param(("writer", "nosuch", "runner"), {}, id="unknown layer"),
-        pytest.param(("writer", "plain", "plain", "runner"), {}, id="duplicate layer"),
-        pytest.param(("writer", "runner", "plain"), {}, id="terminal not last"),
-        pytest.param(("writer", "plain"), {}, id="no terminal and no endpoint"),
-        pytest.param(("reader", "writer", "runner"), {}, id="needed field written only later"),
-        pytest.param(("plain", "runner"), {}, id="needed field never written"),
-        pytest.param(("writer", "runner"), {"runner": {"speed": 3}}, id="unknown setting"),
-        pytest.param(("writer", "runner"), {"plain": {}}, id="settings for an absent layer"),
+        pytest.param((), {}, "no_layers", id="no layers"),
+        pytest.param(("writer", "nosuch", "runner"), {}, "unknown_layer", id="unknown layer"),
+        pytest.param(("writer", "plain", "plain", "runner"), {}, "duplicate_layer", id="duplicate layer"),
+        pytest.param(("writer", "runner", "plain"), {}, "terminal_not_last", id="terminal not last"),
+        pytest.param(("writer", "plain"), {}, "no_terminal", id="no terminal and no endpoint"),
+        pytest.param(
+            ("reader", "writer", "runner"), {}, "missing_field", id="needed field written only later"
+        ),
+        pytest.param(("plain", "runner"), {}, "missing_field", id="needed field never written"),
+        pytest.param(("writer", "runner"), {"runner": {"speed": 3}}, "bad_settings", id="unknown setting"),
+        pytest.param(
+            ("writer", "runner"), {"plain": {}}, "unused_settings", id="settings for an absent layer"
+        ),
     ],
 )
-def test_a_bad_profile_fails_with_config_error(
-    layers: tuple[str, ...], settings: dict[str, dict[str, object]], runtime: LayerRuntime
+def test_a_bad_profile_fails_with_config_error_naming_the_rule(
+    layers: tuple[str, ...], settings: dict[str, dict[str, object]], rule: str, runtime: LayerRuntime
 ) -> None:
     profile = Profile(name="bad", layers=layers, settings=settings)
 
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as caught:
         build_chain(profile, runtime, registry=TEST_REGISTRY)
+
+    assert (caught.value.code, caught.value.rule) == ("config", rule)
+
+
+def test_a_terminal_layer_before_another_is_refused_even_with_an_endpoint(runtime: LayerRuntime) -> None:
+    profile = Profile(name="bad", layers=("writer", "runner", "plain"))
+
+    with pytest.raises(ConfigError) as caught:
+        build_chain(profile, runtime, endpoint=RecordingNext(), registry=TEST_REGISTRY)
+
+    assert caught.value.rule == "terminal_not_last"
 
 
 def test_a_terminal_layer_cannot_also_take_an_endpoint(runtime: LayerRuntime) -> None:
     profile = Profile(name="both", layers=("writer", "runner"))
 
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as caught:
         build_chain(profile, runtime, endpoint=RecordingNext(), registry=TEST_REGISTRY)
+
+    assert caught.value.rule == "terminal_with_endpoint"
 
 
 async def test_a_profile_without_a_terminal_runs_the_given_endpoint(runtime: LayerRuntime) -> None:
@@ -226,3 +243,30 @@ def test_the_chain_lists_every_tool_unless_a_layer_hides_it(runtime: LayerRuntim
 
     assert chain.is_visible(read_tool) is True
     assert chain.is_visible(replace(read_tool, risk=Risk.WRITE)) is False
+
+
+def test_a_tool_is_listed_only_when_every_filtering_layer_shows_it(runtime: LayerRuntime) -> None:
+    @dataclass(frozen=True)
+    class Hides:
+        risk: Risk
+
+        async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+            return await call_next(ctx)
+
+        def is_visible(self, spec: ToolSpec) -> bool:
+            return spec.risk is not self.risk
+
+    registry = {
+        **TEST_REGISTRY,
+        "no_writes": replace(TEST_REGISTRY["plain"], name="no_writes", build=lambda s, r: Hides(Risk.WRITE)),
+        "no_runs": replace(TEST_REGISTRY["plain"], name="no_runs", build=lambda s, r: Hides(Risk.EXECUTE)),
+    }
+    profile = Profile(name="p", layers=("no_writes", "no_runs", "writer", "runner"))
+    chain = build_chain(profile, runtime, registry=registry)
+    read_tool = default_catalog()["oct_read_file"]
+
+    shown = [
+        chain.is_visible(replace(read_tool, risk=risk)) for risk in (Risk.READ, Risk.EXECUTE, Risk.WRITE)
+    ]
+
+    assert shown == [True, False, False]

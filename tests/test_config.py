@@ -18,10 +18,14 @@ from hypothesis import strategies as st
 from oct_mcp.config import (
     RANGES,
     SANDBOX_BACKENDS,
+    FieldRules,
     LoadedConfig,
     McpConfig,
+    field_tables,
     load_config,
     load_settings,
+    merge_policy,
+    tighten_with_repo_config,
 )
 
 # The seed's fields, in the seed's order, with the seed's defaults (audit_log_path is checked apart:
@@ -345,6 +349,24 @@ WRONG_VALUES: Final = [
     ("policy_source", ""),
     ("policy_source", 3),
     ("policy_source", ["https://example.com"]),
+    ("http_allowed_origins", "https://app.example"),
+    ("http_allowed_origins", ["https://app.example/path"]),
+    ("http_allowed_origins", ["https://user@app.example"]),
+    ("http_allowed_origins", ["ftp://app.example"]),
+    ("http_allowed_origins", [3]),
+    ("http_allowed_origins", ["https://a.example"] * 257),
+    ("http_tokens", ["sha256:" + "0" * 64]),
+    ("http_tokens", {"ci": "not-a-hash"}),
+    ("http_tokens", {"ci": "sha256:" + "0" * 63}),
+    ("http_tokens", {"ci": "sha256:" + "A" * 64}),
+    ("http_tokens", {"bad name": "sha256:" + "0" * 64}),
+    ("replica_id", "replica one"),
+    ("replica_id", "../r1"),
+    ("rate_limit_storage", "memcached://localhost"),
+    ("rate_limit_storage", "redis://local host"),
+    ("oauth_issuer", "ftp://issuer.example"),
+    ("oauth_issuer", "https://issuer.example/ x"),
+    ("oauth_jwks_url", "https://" + "a" * 4_096),
 ]
 
 
@@ -804,3 +826,158 @@ def test_load_settings_never_raises_and_gives_the_defaults_for_arbitrary_bytes(c
             [("config_unreadable", str(path))],
             [("config_malformed", str(path))],
         )
+
+
+def test_every_field_default_is_read_back_from_json_as_itself(tmp_path: Path) -> None:
+    defaults = McpConfig()
+    document = {
+        item.name: list(value) if isinstance(value, tuple) else value
+        for item in dataclasses.fields(McpConfig)
+        for value in [getattr(defaults, item.name)]
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(document))
+
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(path, environ={})
+
+    assert (loaded.config, logs) == (defaults, [])
+    assert set(loaded.sources.values()) == {"file"}
+
+
+def test_the_loader_tables_follow_the_dataclass_a_field_added_lands_in_each() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Extended(McpConfig):
+        retries: int = dataclasses.field(default=3, metadata={"oct_mcp": FieldRules(range=(0, 9))})
+        webhook_url: str | None = dataclasses.field(default=None, metadata={"oct_mcp": FieldRules(url=True)})
+        quiet: bool = False
+
+    tables, base = field_tables(Extended), field_tables(McpConfig)
+
+    assert (
+        tables.ints - base.ints,
+        dict(tables.ranges.items() - base.ranges.items()),
+        tables.urls - base.urls,
+        tables.optional - base.optional,
+        tables.bools - base.bools,
+        set(tables.tighter) - set(base.tighter),
+    ) == ({"retries"}, {"retries": (0, 9)}, {"webhook_url"}, {"webhook_url"}, {"quiet"}, set())
+
+
+def test_a_number_field_without_a_range_is_refused_when_the_tables_are_built() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Unbounded(McpConfig):
+        retries: int = 3
+
+    with pytest.raises(TypeError, match="retries"):
+        field_tables(Unbounded)
+
+
+def test_a_repository_may_set_only_the_fields_that_declare_a_stricter_test() -> None:
+    assert sorted(field_tables(McpConfig).tighter) == [
+        "allow_unconfined_project_code",
+        "auto_approve_read_tools",
+        "dry_run_default_for_writes",
+        "max_jobs",
+        "max_output_bytes",
+        "memory_limit_mb",
+        "profile",
+        "rate_limit_per_minute",
+        "redaction_always_on",
+        "safe_mode",
+        "timeout_default_seconds",
+        "timeout_test_seconds",
+    ]
+
+
+def test_the_ranges_are_the_documented_ones() -> None:
+    assert dict(RANGES) == {
+        "rate_limit_per_minute": (1, 10_000),
+        "timeout_default_seconds": (1, 3_600),
+        "timeout_test_seconds": (1, 7_200),
+        "max_output_bytes": (1_024, 64 * 1_048_576),
+        "max_jobs": (1, 64),
+        "audit_log_max_files": (1, 1_000),
+        "audit_log_max_size_mb": (0.01, 1_024.0),
+        "memory_limit_mb": (0, 8_192),
+        "metrics_port": (1, 65_535),
+        "http_max_request_bytes": (1_024, 64 * 1_048_576),
+    }
+
+
+def test_a_replica_name_from_the_environment_must_be_a_name() -> None:
+    with structlog.testing.capture_logs() as logs:
+        loaded = load_settings(Path("/nonexistent/config.json"), environ={"OCT_MCP_REPLICA_ID": "r 1"})
+
+    assert loaded.config.replica_id is None
+    assert [(e["event"], e["variable"]) for e in errors(logs)] == [("env_invalid", "OCT_MCP_REPLICA_ID")]
+
+
+def _loaded(**values: Any) -> LoadedConfig:
+    return load_settings(Path("/nonexistent/config.json"), environ={}).with_values(values, "file")
+
+
+def test_a_policy_sets_fields_but_never_another_policy_source() -> None:
+    merged = merge_policy(
+        _loaded(), {"max_jobs": 2, "policy_source": "https://elsewhere.example/p.json"}, "policy.json"
+    )
+
+    assert (merged.config.max_jobs, merged.config.policy_source) == (2, None)
+    assert (merged.sources["max_jobs"], merged.sources["policy_source"]) == ("policy", "default")
+
+
+def test_a_policy_does_not_override_what_the_environment_set() -> None:
+    loaded = load_settings(Path("/nonexistent/config.json"), environ={"OCT_MCP_SAFE_MODE": "0"})
+
+    merged = merge_policy(loaded, {"safe_mode": True, "max_jobs": 2}, "policy.json")
+
+    assert (merged.config.safe_mode, merged.config.max_jobs) == (False, 2)
+
+
+@pytest.mark.parametrize(
+    ("field", "current", "value", "taken"),
+    [
+        ("safe_mode", False, True, True),
+        ("safe_mode", True, False, False),
+        ("auto_approve_read_tools", True, False, True),
+        ("auto_approve_read_tools", False, True, False),
+        ("dry_run_default_for_writes", False, True, True),
+        ("dry_run_default_for_writes", True, False, False),
+        ("redaction_always_on", False, True, True),
+        ("allow_unconfined_project_code", True, False, True),
+        ("allow_unconfined_project_code", False, True, False),
+        ("max_jobs", 4, 2, True),
+        ("max_jobs", 4, 4, False),
+        ("max_jobs", 4, 5, False),
+        ("timeout_default_seconds", 60, 30, True),
+        ("timeout_test_seconds", 300, 600, False),
+        ("rate_limit_per_minute", 30, 10, True),
+        ("max_output_bytes", 1_048_576, 2_097_152, False),
+        ("memory_limit_mb", 512, 256, True),
+        ("memory_limit_mb", 512, 0, False),
+        ("memory_limit_mb", 0, 256, True),
+        ("memory_limit_mb", 512, 1_024, False),
+        ("profile", "default", "strict", True),
+        ("profile", "strict", "airgapped", True),
+        ("profile", "strict", "default", False),
+        ("profile", "default", "default", False),
+        ("profile", "default", "mine", False),
+        ("trust_repo_config", False, True, False),
+        ("sandbox_backend", "auto", "native", False),
+        ("audit_log_path", "/tmp/a.log", "/tmp/b.log", False),
+        ("policy_source", None, "https://p.example/p.json", False),
+    ],
+)
+def test_a_repository_config_may_only_tighten(
+    field: str, current: object, value: object, taken: bool
+) -> None:
+    loaded = _loaded(**{field: current})
+
+    with structlog.testing.capture_logs() as logs:
+        tightened = tighten_with_repo_config(loaded, {field: value}, ".octrc.json")
+
+    assert (getattr(tightened.config, field), tightened.sources[field]) == (
+        (value, "repo") if taken else (current, "file")
+    )
+    refused = [e for e in logs if e["event"] == "repo_config_field_refused"]
+    assert len(refused) == (0 if taken or value == current else 1)

@@ -20,8 +20,10 @@ def test_each_shipped_profile_loads_with_a_description_and_layers(name: str) -> 
 
 
 def test_a_name_that_is_not_shipped_is_a_config_error() -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as caught:
         shipped_profile("lenient")
+
+    assert caught.value.rule == "unknown_profile"
 
 
 def test_a_user_profile_from_the_config_file_is_found_by_name() -> None:
@@ -41,33 +43,72 @@ def test_a_user_profile_from_the_config_file_is_found_by_name() -> None:
 def test_a_user_profile_may_not_take_a_shipped_name() -> None:
     user = {"strict": {"layers": ["sandbox"]}}
 
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as caught:
         resolve_profile("strict", user)
+
+    assert caught.value.rule == "profile_shadows_shipped"
 
 
 def test_a_missing_profile_is_a_config_error() -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as caught:
         resolve_profile("nosuch", {"mine": {"layers": ["sandbox"]}})
+
+    assert caught.value.rule == "unknown_profile"
 
 
 @pytest.mark.parametrize(
-    "data",
+    ("data", "rule"),
     [
-        pytest.param(["validator"], id="not a table"),
-        pytest.param({}, id="no layers"),
-        pytest.param({"layers": "validator,sandbox"}, id="layers not a list"),
-        pytest.param({"layers": ["validator", 3]}, id="a layer name not a string"),
-        pytest.param({"layers": ["sandbox"], "settings": []}, id="settings not a table"),
-        pytest.param({"layers": ["sandbox"], "settings": {"sandbox": 1}}, id="layer settings not a table"),
-        pytest.param({"layers": ["sandbox"], "description": 7}, id="description not a string"),
-        pytest.param({"layers": ["sandbox"], "layer": ["x"]}, id="unknown key"),
+        pytest.param(["validator"], "profile_not_a_table", id="not a table"),
+        pytest.param({}, "profile_layers", id="no layers"),
+        pytest.param({"layers": "validator,sandbox"}, "profile_layers", id="layers not a list"),
+        pytest.param({"layers": ["validator", 3]}, "profile_layers", id="a layer name not a string"),
+        pytest.param({"layers": ["sandbox"], "settings": []}, "profile_settings", id="settings not a table"),
+        pytest.param(
+            {"layers": ["sandbox"], "settings": {"sandbox": 1}},
+            "profile_settings",
+            id="layer settings not a table",
+        ),
+        pytest.param(
+            {"layers": ["sandbox"], "description": 7}, "profile_description", id="description not a string"
+        ),
+        pytest.param({"layers": ["sandbox"], "layer": ["x"]}, "profile_unknown_keys", id="unknown key"),
+        pytest.param(
+            {"layers": ["sandbox"], "guarantees": ["fast"]}, "profile_guarantees", id="unknown guarantee"
+        ),
+        pytest.param(
+            {"layers": ["sandbox"], "guarantees": "no_network"},
+            "profile_guarantees",
+            id="guarantees not a list",
+        ),
     ],
 )
-def test_a_malformed_profile_document_is_a_config_error(data: object) -> None:
-    with pytest.raises(ConfigError):
+def test_a_malformed_profile_document_is_a_config_error_naming_the_rule(data: object, rule: str) -> None:
+    with pytest.raises(ConfigError) as caught:
         profile_from_data("mine", data, origin="config file")
+
+    assert caught.value.rule == rule
 
 
 def test_a_profile_name_with_a_path_in_it_is_refused() -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as caught:
         profile_from_data("../strict", {"layers": ["sandbox"]}, origin="config file")
+
+    assert caught.value.rule == "profile_name"
+
+
+def test_a_well_formed_profile_keeps_its_settings_and_guarantees() -> None:
+    data = {
+        "layers": ["sandbox"],
+        "settings": {"sandbox": {}},
+        "guarantees": ["no_network"],
+        "description": "d",
+    }
+
+    profile = profile_from_data("mine", data, origin="config file")
+
+    assert (profile.settings, profile.guarantees, profile.description) == (
+        {"sandbox": {}},
+        frozenset({"no_network"}),
+        "d",
+    )

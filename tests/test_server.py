@@ -14,8 +14,9 @@ from mcp import Client
 from pydantic import BaseModel, ConfigDict
 from structlog.testing import capture_logs
 
-from oct_mcp.app import INTERNAL_ERROR_MESSAGE, App, build_app
+from oct_mcp.app import App, build_app
 from oct_mcp.chain import build_chain
+from oct_mcp.errors import INTERNAL_ERROR_MESSAGE
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.profiles import Profile
 from oct_mcp.registry import SHIPPED_LAYERS

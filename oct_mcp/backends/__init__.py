@@ -24,6 +24,7 @@ NO_NETWORK: Final = "no_network"
 WRITES_CONFINED: Final = "writes_confined"
 READS_CONFINED: Final = "reads_confined"
 GUARANTEES: Final = frozenset({NO_NETWORK, WRITES_CONFINED, READS_CONFINED})
+"""What a backend may guarantee, and a profile require: `no_network` also refuses an https policy_source."""
 MINIMAL_ETC: Final = (
     "ld.so.cache",
     "ld.so.conf",

@@ -1,4 +1,4 @@
-"""AuditLogger (Layer 6): one hash-chained JSONL record per call, refusals and consent rounds included."""
+"""AuditLogger: one hash-chained JSONL record per call, refusals and consent rounds included."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.audit import AuditSink
 from oct_mcp.consent import DECLINED_PREFIX, argument_digest
 from oct_mcp.diagnostics import is_deep_trace
-from oct_mcp.errors import OctError, RefusedError
+from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError, RefusedError
 from oct_mcp.redaction import redact_value
 from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
 
-__all__ = ["INTERNAL_ERROR_CODE", "LAYER", "AuditLogger", "AuditSettings", "audit_record"]
+__all__ = ["LAYER", "AuditLogger", "AuditSettings", "audit_record"]
 
-INTERNAL_ERROR_CODE: Final = "internal_error"
-INTERNAL_ERROR_MESSAGE: Final = "unexpected error; the diagnostics log has the traceback"
 # Host-given names (tool, client) are recorded, but a host must not fill the log with one of them.
 _MAX_NAME: Final = 200
 

@@ -1,4 +1,4 @@
-"""Gateway (Layer 1): safe mode, a rate limit per client, and the binding of each call to the workspace."""
+"""Gateway: safe mode, a rate limit per client, and the binding of each call to the workspace."""
 
 from __future__ import annotations
 

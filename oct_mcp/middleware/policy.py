@@ -1,4 +1,4 @@
-"""PolicyEngine (Layer 3): the profile's tool allowlist, and the protected paths no write may touch."""
+"""PolicyEngine: the profile's tool allowlist, and the protected paths no write may touch."""
 
 from __future__ import annotations
 

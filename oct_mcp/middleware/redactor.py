@@ -1,4 +1,4 @@
-"""OutputRedactor (Layer 5): no secret and no host path leaves in what a tool answers."""
+"""OutputRedactor: no secret and no host path leaves in what a tool answers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from oct_mcp.preview import Preview
 from oct_mcp.redaction import HostPath, anonymise_paths, redact, redact_value, server_paths
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 
-__all__ = ["DEVELOPMENT_ENV", "LAYER", "OutputRedactor", "RedactorSettings", "scrub"]
+__all__ = ["DEVELOPMENT_ENV", "LAYER", "HostIdentity", "OutputRedactor", "RedactorSettings", "scrub"]
 
 DEVELOPMENT_ENV: Final = "OCT_MCP_DEVELOPMENT"
 """`1` turns redaction off in development mode (also `--development`), where the profile allows it."""
@@ -31,8 +31,9 @@ class RedactorSettings(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class _Who:
-    """What path anonymisation replaces: the project root, the home folder, the user name."""
+class HostIdentity:
+    """Who and where the host is, which path anonymisation replaces: the project root, the home
+    folder, the user name."""
 
     project_root: str
     home: str
@@ -47,7 +48,7 @@ class _Who:
         )
 
 
-def scrub(result: ToolResult, who: _Who) -> ToolResult:
+def scrub(result: ToolResult, who: HostIdentity) -> ToolResult:
     """Mask secrets and anonymise paths in every string a result carries.
 
     The text, the structured content, and an embedding host's other content items (a resource's
@@ -92,7 +93,7 @@ def scrub(result: ToolResult, who: _Who) -> ToolResult:
     )
 
 
-def _scrub_content_item(item: Mapping[str, Any], who: _Who) -> tuple[dict[str, Any], int]:
+def _scrub_content_item(item: Mapping[str, Any], who: HostIdentity) -> tuple[dict[str, Any], int]:
     """Redact a content item's strings but its base64 payload: an image's or audio's `data`, or
     an embedded resource's `blob`. Bytes, not text, which masking would corrupt; the embedding
     adapter drops them unless the host opted in."""
@@ -106,7 +107,9 @@ def _scrub_content_item(item: Mapping[str, Any], who: _Who) -> tuple[dict[str, A
     return _scrub_mapping(item, who, binary=binary)
 
 
-def _scrub_mapping(mapping: Mapping[str, Any], who: _Who, *, binary: str) -> tuple[dict[str, Any], int]:
+def _scrub_mapping(
+    mapping: Mapping[str, Any], who: HostIdentity, *, binary: str
+) -> tuple[dict[str, Any], int]:
     payload = mapping.get(binary) if binary else None
     rest = {key: value for key, value in mapping.items() if key != binary or not isinstance(payload, str)}
     redacted, masked = redact_value(rest)
@@ -116,7 +119,7 @@ def _scrub_mapping(mapping: Mapping[str, Any], who: _Who, *, binary: str) -> tup
     return scrubbed, masked
 
 
-def _scrub_preview(preview: Preview | None, who: _Who) -> tuple[Preview | None, int]:
+def _scrub_preview(preview: Preview | None, who: HostIdentity) -> tuple[Preview | None, int]:
     """A preview as a human and the model may see it: its diff and names masked; the digests kept,
     since they bind the consent to the real contents and say nothing of them."""
     if preview is None:
@@ -135,7 +138,7 @@ def _scrub_preview(preview: Preview | None, who: _Who) -> tuple[Preview | None, 
     return replace(preview, diff=diff, files=tuple(files)), masked
 
 
-def _anonymise_value(value: Any, who: _Who) -> Any:
+def _anonymise_value(value: Any, who: HostIdentity) -> Any:
     if isinstance(value, str):
         return who.anonymise(value)
     if isinstance(value, dict):
@@ -154,7 +157,7 @@ class OutputRedactor:
     root as `<project>`, the home as `~`); a ConsentRequest passes as it is.
     """
 
-    who: _Who
+    who: HostIdentity
     active: bool
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
@@ -174,7 +177,7 @@ def _user() -> str:
 def _build(settings: RedactorSettings, runtime: LayerRuntime) -> OutputRedactor:
     development = runtime.development or os.environ.get(DEVELOPMENT_ENV, "").strip() == "1"
     active = not development or settings.always_on or runtime.config.redaction_always_on
-    who = _Who(
+    who = HostIdentity(
         project_root=str(runtime.workspace.root),
         home=str(Path.home()),
         user=_user(),

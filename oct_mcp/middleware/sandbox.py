@@ -1,4 +1,4 @@
-"""ExecutionSandbox (Layer 4): the terminal layer, which runs a tool's plan isolated and within its limits."""
+"""ExecutionSandbox, the terminal layer: runs a tool's plan isolated and within its limits."""
 
 from __future__ import annotations
 

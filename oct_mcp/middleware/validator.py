@@ -1,4 +1,4 @@
-"""InputValidator (Layer 2): arguments checked by each tool's pydantic model, every path contained."""
+"""InputValidator: arguments checked by each tool's pydantic model, every path contained."""
 
 from __future__ import annotations
 

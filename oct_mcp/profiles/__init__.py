@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Final
 
+from oct_mcp.backends import GUARANTEES
 from oct_mcp.config import PROFILE_NAMES, is_profile_name
 from oct_mcp.errors import ConfigError
 
 __all__ = [
-    "GUARANTEES",
     "SHIPPED_PROFILES",
     "Profile",
     "profile_from_data",
@@ -23,8 +23,6 @@ __all__ = [
 SHIPPED_PROFILES: Final = (*PROFILE_NAMES, "embedded")
 """The seed's three, and `embedded` for servers that embed the chain (no sandbox: the host runs its tools)."""
 _PROFILE_KEYS: Final = frozenset({"description", "layers", "settings", "guarantees"})
-GUARANTEES: Final = frozenset({"no_network", "writes_confined", "reads_confined"})
-"""What a profile may require of the sandbox: `no_network` also refuses an https policy_source."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,24 +52,33 @@ def profile_from_data(name: str, data: Any, origin: str) -> Profile:
     """
     where = f"profile {name!r} ({origin})"
     if not is_profile_name(name):
-        raise ConfigError(f"{where}: a profile name has letters, digits, - and _ only")
+        raise ConfigError(f"{where}: a profile name has letters, digits, - and _ only", rule="profile_name")
     if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a table")
+        raise ConfigError(f"{where} must be a table", rule="profile_not_a_table")
     unknown = set(data) - _PROFILE_KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; a profile has {sorted(_PROFILE_KEYS)}")
+        raise ConfigError(
+            f"{where}: unknown keys {sorted(unknown)}; a profile has {sorted(_PROFILE_KEYS)}",
+            rule="profile_unknown_keys",
+        )
     layers = data.get("layers")
     if not isinstance(layers, list) or not all(isinstance(n, str) for n in layers):
-        raise ConfigError(f"{where}: 'layers' must be a list of layer names, outermost first")
+        raise ConfigError(
+            f"{where}: 'layers' must be a list of layer names, outermost first", rule="profile_layers"
+        )
     settings = data.get("settings", {})
     if not isinstance(settings, dict) or not all(isinstance(v, dict) for v in settings.values()):
-        raise ConfigError(f"{where}: 'settings' must be a table of tables, one per layer")
+        raise ConfigError(
+            f"{where}: 'settings' must be a table of tables, one per layer", rule="profile_settings"
+        )
     description = data.get("description", "")
     if not isinstance(description, str):
-        raise ConfigError(f"{where}: 'description' must be a string")
+        raise ConfigError(f"{where}: 'description' must be a string", rule="profile_description")
     guarantees = data.get("guarantees", [])
     if not isinstance(guarantees, list) or not set(guarantees) <= GUARANTEES:
-        raise ConfigError(f"{where}: 'guarantees' must be a list drawn from {sorted(GUARANTEES)}")
+        raise ConfigError(
+            f"{where}: 'guarantees' must be a list drawn from {sorted(GUARANTEES)}", rule="profile_guarantees"
+        )
     return Profile(
         name=name,
         layers=tuple(layers),
@@ -89,7 +96,10 @@ def shipped_profile(name: str) -> Profile:
         ConfigError: No shipped profile has that name.
     """
     if name not in SHIPPED_PROFILES:
-        raise ConfigError(f"no shipped profile named {name!r}; shipped: {', '.join(SHIPPED_PROFILES)}")
+        raise ConfigError(
+            f"no shipped profile named {name!r}; shipped: {', '.join(SHIPPED_PROFILES)}",
+            rule="unknown_profile",
+        )
     text = resources.files(__name__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
     return profile_from_data(name, tomllib.loads(text), origin="shipped")
 
@@ -106,10 +116,13 @@ def resolve_profile(name: str, user_profiles: Mapping[str, Any]) -> Profile:
     if name in user_profiles:
         if name in SHIPPED_PROFILES:
             raise ConfigError(
-                f"the config file defines a profile named {name!r}, which is a shipped profile; rename it"
+                f"the config file defines a profile named {name!r}, which is a shipped profile; rename it",
+                rule="profile_shadows_shipped",
             )
         return profile_from_data(name, user_profiles[name], origin="config file")
     if name in SHIPPED_PROFILES:
         return shipped_profile(name)
     known = sorted({*SHIPPED_PROFILES, *user_profiles})
-    raise ConfigError(f"no profile named {name!r}; known profiles: {', '.join(known)}")
+    raise ConfigError(
+        f"no profile named {name!r}; known profiles: {', '.join(known)}", rule="unknown_profile"
+    )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from oct_mcp.spec import ToolSpec
-from oct_mcp.tools.edit import APPLY_PATCH, WRITE_FILE
+from oct_mcp.tools.apply_patch import APPLY_PATCH
 from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
@@ -15,6 +15,8 @@ from oct_mcp.tools.git_write import GIT_ADD, GIT_BRANCH, GIT_COMMIT, GIT_RESTORE
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.search import SEARCH
+from oct_mcp.tools.tasks import LIST_TASKS
+from oct_mcp.tools.write_file import WRITE_FILE
 
 __all__ = ["default_catalog"]
 
@@ -26,6 +28,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         READ_FILES,
         LIST_FILES,
         SEARCH,
+        LIST_TASKS,
         GIT_STATUS,
         GIT_DIFF,
         GIT_LOG,

@@ -22,20 +22,18 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 from oct_mcp.deadline import Deadline
 from oct_mcp.preview import FileChange, Preview, TargetState
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.edit import (
-    WRITE_MAX_BYTES,
-    _cut,
-    _Diff,
-    _digest_of,
-    _existing,
-    _failed_write,
-    _Params,
-    _refuse_git_directory,
-    _refuse_protected,
-    _write,
-    unified_diff,
+from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
+from oct_mcp.tools.file_writes import (
+    StrictParams,
+    digest_of,
+    failed_write,
+    read_existing,
+    refuse_git_directory,
+    refuse_protected,
+    write_atomically,
 )
 from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
+from oct_mcp.tools.write_file import WRITE_MAX_BYTES
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -54,7 +52,7 @@ _CHECK_EVERY: Final = 1_024
 _BARE_LF: Final = re.compile(r"(?<!\r)\n")
 
 
-class StringEdit(_Params):
+class StringEdit(StrictParams):
     old: Annotated[str, StringConstraints(min_length=1, max_length=WRITE_MAX_BYTES)] = Field(
         description="Text that is in the file now, exactly as it reads there, indentation included."
     )
@@ -69,7 +67,7 @@ class StringEdit(_Params):
     )
 
 
-class EditParams(_Params):
+class EditParams(StrictParams):
     path: ProjectPath = Field(description="The file to edit, relative to the project root; it must exist.")
     edits: Annotated[list[StringEdit], Field(min_length=1, max_length=EDITS_MAX)] = Field(
         description="Applied in order, each to the result of the ones before; all or none."
@@ -296,9 +294,9 @@ def edit_file(
         ToolTimeoutError: The deadline passed; nothing was written.
     """
     target = workspace.contain(params.path)
-    _refuse_protected(workspace, params.path, target, "oct_edit")
-    _refuse_git_directory(workspace, [target], "oct_edit")
-    old = _existing(workspace, target)
+    refuse_protected(workspace, params.path, target, "oct_edit")
+    refuse_git_directory(workspace, [target], "oct_edit")
+    old = read_existing(workspace, target)
     if old is None:
         return _refused("the file does not exist; create it with oct_write_file")
     text = old.text
@@ -313,15 +311,15 @@ def edit_file(
     except (EditError, MaskError) as exc:
         return _refused(str(exc))
     relative = workspace.relative(target)
-    diff: _Diff = unified_diff(seen.view, new_view, f"a/{relative}", f"b/{relative}", deadline)
+    diff: Diff = unified_diff(seen.view, new_view, f"a/{relative}", f"b/{relative}", deadline)
     changed = new_text != text
     dry_run = dry_run or preview
     if not dry_run and changed:
         try:
-            _write(workspace, target, new_text.encode("utf-8"), old, deadline=deadline)
+            write_atomically(workspace, target, new_text.encode("utf-8"), old, deadline=deadline)
         except OSError as exc:
-            raise _failed_write(exc) from exc
-    shown, cut = _cut(diff.text)
+            raise failed_write(exc) from exc
+    shown, cut = truncate_diff(diff.text)
     output = EditOutput(
         path=relative,
         applied=not dry_run and changed,
@@ -352,7 +350,7 @@ def edit_file(
             else ()
         )
         previewed = Preview(
-            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=_digest_of(old)),)
+            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=digest_of(old)),)
         )
     return ToolResult(
         text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"),

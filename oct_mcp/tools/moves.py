@@ -26,14 +26,13 @@ from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, Target
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.edit import (
-    _cut,
-    _existing,
-    _open_folder,
-    _Params,
-    _refuse_git_directory,
-    _refuse_protected,
-    unified_diff,
+from oct_mcp.tools.diffs import truncate_diff, unified_diff
+from oct_mcp.tools.file_writes import (
+    StrictParams,
+    open_folder,
+    read_existing,
+    refuse_git_directory,
+    refuse_protected,
 )
 from oct_mcp.tools.masks import masked
 from oct_mcp.types import ToolResult
@@ -56,7 +55,7 @@ _SHOWN_FILES: Final = 50
 _CHECK_EVERY: Final = 256
 
 
-class MoveParams(_Params):
+class MoveParams(StrictParams):
     source: ProjectPath = Field(description="The file or folder to move, relative to the project root.")
     destination: ProjectPath = Field(
         description="Its new path (the full path, not a folder to move it into); missing folders are made."
@@ -81,7 +80,7 @@ class MoveOutput(BaseModel):
     applied: bool
 
 
-class DeleteParams(_Params):
+class DeleteParams(StrictParams):
     path: ProjectPath = Field(description="The file or folder to delete, relative to the project root.")
     recursive: bool = Field(
         default=False, description="Needed to delete a folder that is not empty, with everything in it."
@@ -188,8 +187,8 @@ def move_path(
     """
     source = _unlinked(workspace, params.source, "source")
     destination = _unlinked(workspace, params.destination, "destination")
-    _refuse_protected(workspace, params.source, source, "oct_move (its source)")
-    _refuse_protected(workspace, params.destination, destination, "oct_move (its destination)")
+    refuse_protected(workspace, params.source, source, "oct_move (its source)")
+    refuse_protected(workspace, params.destination, destination, "oct_move (its destination)")
     kind = _kind(source, "source")
     if kind is None:
         return _refused("oct_move", "the source does not exist")
@@ -206,7 +205,7 @@ def move_path(
     entries = _tree(source, deadline) if kind == "folder" else []
     _refuse_protected_inside(workspace, entries, "oct_move", (source, destination))
     landing = [destination / entry.relative_to(source) for entry in entries] or [destination]
-    _refuse_git_directory(workspace, landing, "oct_move")
+    refuse_git_directory(workspace, landing, "oct_move")
     files = sum(entry.is_file() and not entry.is_symlink() for entry in entries) if entries else 1
     if kind == "folder" and not entries:
         files = 0
@@ -289,9 +288,9 @@ def _rename(
         deadline.begin_writing()
     created: list[Path] = []
     try:
-        source_fd = _open_folder(workspace, source.parent, [])
+        source_fd = open_folder(workspace, source.parent, [])
         try:
-            target_fd = _open_folder(workspace, destination.parent, created)
+            target_fd = open_folder(workspace, destination.parent, created)
             try:
                 # Checked again on the descriptors, just before the rename: the target still free.
                 if not replace and _present(destination.name, target_fd):
@@ -342,7 +341,7 @@ def delete_path(
         ToolTimeoutError: The deadline passed; nothing was deleted.
     """
     target = _unlinked(workspace, params.path, "path")
-    _refuse_protected(workspace, params.path, target, "oct_delete")
+    refuse_protected(workspace, params.path, target, "oct_delete")
     kind = _kind(target, "path")
     if kind is None:
         return _refused("oct_delete", "the path does not exist")
@@ -362,7 +361,7 @@ def delete_path(
     dry_run = dry_run or preview
     if not dry_run:
         _remove(workspace, target, kind, deadline)
-    shown, cut = _cut(diff_text)
+    shown, cut = truncate_diff(diff_text)
     listed = sorted(workspace.relative(path) for path in files)
     output = DeleteOutput(
         path=workspace.relative(target),
@@ -382,7 +381,7 @@ def delete_path(
 
 def _deletion_diff(workspace: Workspace, path: Path, deadline: Deadline | None) -> str:
     """The diff that removes every line of a file, as the model reads it: secrets masked."""
-    existing = _existing(workspace, path)
+    existing = read_existing(workspace, path)
     text = None if existing is None else existing.text
     relative = workspace.relative(path)
     if existing is not None and text is None:
@@ -415,7 +414,7 @@ def _remove(workspace: Workspace, target: Path, kind: str, deadline: Deadline | 
     if deadline is not None:
         deadline.begin_writing()
     try:
-        folder_fd = _open_folder(workspace, target.parent, [])
+        folder_fd = open_folder(workspace, target.parent, [])
         try:
             if kind == "file":
                 os.unlink(target.name, dir_fd=folder_fd)

@@ -14,7 +14,7 @@ from fakes import TEST_CLIENT, RecordingNext, catalog_with_write_tool, make_cont
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.audit import AuditSink, AuditWriter, iter_records, verify_chain
 from oct_mcp.consent import Consent, argument_digest
-from oct_mcp.errors import PolicyError, ToolTimeoutError
+from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, PolicyError, ToolTimeoutError
 from oct_mcp.middleware.audit import AuditLogger
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ToolResult
 
@@ -137,8 +137,8 @@ async def test_an_unexpected_exception_is_recorded_as_internal_error_without_its
 
     (record,) = _records(path)
     assert caught.value is crash
-    assert (record["outcome"], record["code"]) == ("error", "internal_error")
-    assert "KeyError" in record["message"]
+    assert (record["outcome"], record["code"]) == ("error", INTERNAL_ERROR_CODE)
+    assert record["message"] == f"{INTERNAL_ERROR_MESSAGE} (KeyError)"
     assert GITHUB_TOKEN not in path.read_text()
     assert ".aws" not in path.read_text()
 

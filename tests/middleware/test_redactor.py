@@ -13,7 +13,7 @@ from strategies import placed_secrets
 
 from oct_mcp.config import McpConfig
 from oct_mcp.middleware import redactor
-from oct_mcp.middleware.redactor import OutputRedactor, RedactorSettings
+from oct_mcp.middleware.redactor import HostIdentity, OutputRedactor, RedactorSettings
 from oct_mcp.types import ConsentRequest, LayerRuntime, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -21,7 +21,7 @@ GITHUB = "ghp_" + "aB3dE6fG9hJ2kL5mN8pQ1rS4tU7vW0xY3zA6"
 PASSWORD = "hunter2x9"  # noqa: S105 - a value the redactor must mask, not a credential
 ROOT = "/srv/projects/shop"
 HOME = "/home/dev"
-WHO = redactor._Who(project_root=ROOT, home=HOME, user="dev")
+WHO = HostIdentity(project_root=ROOT, home=HOME, user="dev")
 
 
 def _through(outcome: Outcome, *, active: bool = True) -> Outcome:

@@ -20,19 +20,11 @@ from pydantic import ValidationError
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, ToolTimeoutError
-from oct_mcp.tools.edit import (
-    APPLY_PATCH,
-    WRITE_FILE,
-    ApplyPatchParams,
-    PatchError,
-    WriteFileParams,
-    _unified_lines,
-    apply_hunks,
-    apply_patch,
-    parse_patch,
-    unified_diff,
-    write_file,
-)
+from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams, apply_patch
+from oct_mcp.tools.diffs import unified_diff, unified_lines
+from oct_mcp.tools.hunks import apply_hunks
+from oct_mcp.tools.patch_parse import PatchError, parse_patch
+from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams, write_file
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -837,7 +829,7 @@ def test_a_hunk_is_found_at_the_nearest_place_among_many_equal_lines() -> None:
     new=st.lists(st.sampled_from(["a\n", "b\n", "c\n", "e\n", "d"]), max_size=30),
 )
 def test_the_checked_diff_writes_exactly_what_difflib_writes(old: list[str], new: list[str]) -> None:
-    ours = list(_unified_lines(old, new, "a/f", "b/f", Deadline(3_600)))
+    ours = list(unified_lines(old, new, "a/f", "b/f", Deadline(3_600)))
 
     assert ours == list(difflib.unified_diff(old, new, fromfile="a/f", tofile="b/f"))
 
@@ -847,7 +839,7 @@ def test_a_diff_stops_inside_the_matcher_once_its_deadline_has_passed() -> None:
     new = [line.upper() if number % 100 == 0 else line for number, line in enumerate(old)]
 
     with pytest.raises(ToolTimeoutError):
-        next(_unified_lines(old, new, "a/f", "b/f", Deadline(0)))
+        next(unified_lines(old, new, "a/f", "b/f", Deadline(0)))
 
 
 def test_a_hunk_whose_header_counts_fewer_lines_than_its_body_applies_every_added_line(

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ToolTimeoutError
 from oct_mcp.redaction import redact
-from oct_mcp.tools.edit import ApplyPatchParams, WriteFileParams, apply_patch, write_file
+from oct_mcp.tools.apply_patch import ApplyPatchParams, apply_patch
 from oct_mcp.tools.edit_strings import EditParams, edit_file
 from oct_mcp.tools.masks import masked, unmask
+from oct_mcp.tools.write_file import WriteFileParams, write_file
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

@@ -1,0 +1,401 @@
+"""oct_apply_patch: a unified diff applied to project files, every hunk checked first, all or nothing.
+
+Patches are parsed and applied here, in-process, not by `git apply`: the tool must work
+in a project without git, it must see every target path to contain it and check it
+against the protected paths before anything is written, and all-or-nothing needs the
+old contents in hand to restore them. Hunks apply exactly (no fuzz) but may sit at
+another line than their header says, as with `git apply`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from oct_mcp.deadline import Deadline
+from oct_mcp.errors import ExecutionError, OctError, PathRefusedError
+from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
+from oct_mcp.redaction import redact
+from oct_mcp.spec import InProcessPlan, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
+from oct_mcp.tools.file_writes import (
+    ExistingFile,
+    StrictParams,
+    Undo,
+    delete_file,
+    digest_of,
+    read_existing,
+    refuse_git_directory,
+    refuse_protected,
+    write_atomically,
+)
+from oct_mcp.tools.hunks import apply_hunks
+from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
+from oct_mcp.tools.patch_parse import ParsedFile, PatchError, parse_patch
+from oct_mcp.types import ToolResult
+from oct_mcp.workspace import Workspace
+
+__all__ = [
+    "APPLY_PATCH",
+    "PATCH_MAX_CHARS",
+    "ApplyPatchOutput",
+    "ApplyPatchParams",
+    "PatchedFile",
+    "apply_patch",
+]
+
+PATCH_MAX_CHARS: Final = 2 * 1_048_576
+
+
+class PatchedFile(BaseModel):
+    path: str
+    original_path: str | None = None
+    """The file a rename or copy starts from."""
+    action: Literal["create", "modify", "delete", "rename", "copy"]
+    hunks: int
+    added: int
+    removed: int
+    masked_kept: int = 0
+    """Secrets kept behind the masks the patch's lines carry; the diff shows the masks."""
+
+
+class ApplyPatchOutput(BaseModel):
+    applied: bool
+    """False for a dry run: nothing was written."""
+    files: list[PatchedFile]
+    added: int
+    removed: int
+    diff: str
+    """The changes as they apply (at the lines where each hunk was found)."""
+    diff_cut: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    parsed: ParsedFile
+    target: Path
+    """Written, or deleted for a delete."""
+    source: Path | None
+    """Read by a rename or copy; deleted by a rename."""
+    old: ExistingFile | None
+    """What is at `target` now (at the source, for a rename or copy)."""
+    new: bytes | None
+    diff: Diff
+    kept: int = 0
+    """Secrets kept behind masks the patch carried."""
+
+
+class ApplyPatchParams(StrictParams):
+    patch: Annotated[str, StringConstraints(min_length=1, max_length=PATCH_MAX_CHARS)] = Field(
+        description="A unified diff (git diff's format or plain diff -u), paths relative to the project "
+        "root with or without a/ and b/ prefixes; /dev/null creates or deletes a file."
+    )
+    dry_run: bool | None = Field(
+        default=None, description="True: only check and show what would change. Unset: the server's default."
+    )
+    confirm: bool = Field(default=False, description="Re-submit with true when the server asks for it.")
+
+
+def _contained(workspace: Workspace, path: str, parsed: ParsedFile) -> Path:
+    where = f"file {parsed.number} of the patch"
+    try:
+        resolved = workspace.contain(path)
+    except PathRefusedError as exc:
+        raise PathRefusedError(f"{where}: {exc.message}") from None
+    refuse_protected(workspace, path, resolved, f"oct_apply_patch ({where})")
+    return resolved
+
+
+def _text_of(existing: ExistingFile, parsed: ParsedFile, path: str) -> str:
+    text = existing.text
+    if text is None:
+        raise PatchError(
+            f"file {parsed.number} of the patch ({path}): binary or not UTF-8; only text is patched"
+        )
+    return text
+
+
+def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | None) -> _Planned:
+    old_path, new_path = parsed.old_path, parsed.new_path
+    where = f"file {parsed.number} of the patch ({new_path or old_path})"
+    source = None
+    if old_path is None:
+        if new_path is None:
+            raise PatchError(f"{where}: both sides are /dev/null")
+        target = _contained(workspace, new_path, parsed)
+        if read_existing(workspace, target) is not None:
+            raise PatchError(f"{where}: the patch creates it, but it already exists")
+        text = apply_hunks("", parsed.hunks, where, deadline)
+        try:
+            unmask(masked(""), text, deadline)
+        except MaskError as exc:
+            raise PatchError(f"{where}: {exc}") from None
+        diff = unified_diff(None, text, "", f"b/{workspace.relative(target)}", deadline=deadline)
+        return _Planned(parsed, target, None, None, text.encode("utf-8"), diff)
+    old_target = _contained(workspace, old_path, parsed)
+    if parsed.action in ("rename", "copy") and new_path is not None:
+        source, target = old_target, _contained(workspace, new_path, parsed)
+        if read_existing(workspace, target) is not None:
+            raise PatchError(f"{where}: the patch {parsed.action}s onto a file that already exists")
+    elif parsed.action == "modify" and new_path is not None and new_path != old_path:
+        # Plain diff: `--- name.orig` / `+++ name`; patch the side that exists, the new one first.
+        new_target = _contained(workspace, new_path, parsed)
+        target = new_target if new_target.is_file() else old_target
+    else:
+        target = old_target
+    existing = read_existing(workspace, source or target)
+    if existing is None:
+        raise PatchError(f"{where}: the file does not exist")
+    old_text = _text_of(existing, parsed, old_path)
+    seen = masked(old_text)
+    if any(carries_masks(line) for hunk in parsed.hunks for _tag, line in hunk.lines):
+        # Written from the file as the model read it: applied to that view, the masks kept put back.
+        new_view = apply_hunks(seen.view, parsed.hunks, where, deadline)
+        try:
+            new_text, kept = unmask(seen, new_view, deadline)
+        except MaskError as exc:
+            raise PatchError(f"{where}: {exc}") from None
+    else:
+        kept = 0
+        try:
+            new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
+        except PatchError:
+            if seen.has_secrets:
+                # Said from the view, which names the file's lines as the model read them: no secret.
+                apply_hunks(seen.view, parsed.hunks, where, deadline)
+            raise
+        new_view = redact(new_text)[0] if seen.has_secrets else new_text
+    old_name = f"a/{workspace.relative(source or target)}"
+    if parsed.action == "delete":
+        if new_text:
+            raise PatchError(f"{where}: the patch deletes the file, but its hunks do not remove every line")
+        deleted = unified_diff(seen.view, None, old_name, "", deadline)
+        return _Planned(parsed, target, None, existing, None, deleted)
+    diff = unified_diff(seen.view, new_view, old_name, f"b/{workspace.relative(target)}", deadline)
+    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff, kept)
+
+
+def _modes(old_mode: int | None, executable: bool | None) -> tuple[int | None, int]:
+    """(the exact mode, or None for a new file; a new file's mode before the umask) under a mode change."""
+    if old_mode is None:
+        return None, 0o777 if executable else 0o666
+    if executable is None:
+        return old_mode, 0o666
+    return (old_mode | ((old_mode & 0o444) >> 2) if executable else old_mode & ~0o111), 0o666
+
+
+def _apply(workspace: Workspace, planned: list[_Planned], deadline: Deadline | None) -> None:
+    """Make every planned change, or none: on a failure, undo what was done, newest first.
+
+    The first change claims `deadline`; once claimed, the rest follow whatever the time.
+
+    Raises:
+        ExecutionError: A write failed; the message says whether everything was put back.
+        ToolTimeoutError: The deadline passed before the first change; nothing was written.
+    """
+    if deadline is not None:
+        deadline.begin_writing()
+    undo: list[Undo] = []
+    try:
+        for change in planned:
+            action = change.parsed.action
+            if action == "delete":
+                undo.append(delete_file(workspace, change.target, change.old))
+                continue
+            if change.new is None:
+                raise RuntimeError("a planned write without content")
+            old_mode = None if change.old is None else change.old.mode
+            mode, new_mode = _modes(old_mode, change.parsed.executable)
+            # A rename or copy writes a new file: undone by deleting it, whatever the source was.
+            replaced = change.old if action == "modify" else None
+            undo.append(
+                write_atomically(workspace, change.target, change.new, replaced, mode=mode, new_mode=new_mode)
+            )
+            if action == "rename" and change.source is not None:
+                undo.append(delete_file(workspace, change.source, change.old))
+    except (OSError, OctError) as exc:
+        problems = 0
+        for step in reversed(undo):
+            try:
+                step()
+            except (OSError, OctError):
+                problems += 1
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        if isinstance(exc, OctError):
+            reason = exc.message
+        state = (
+            "every file was put back as it was"
+            if not problems
+            else f"{problems} change(s) could not be undone; check the files with oct_git_status"
+        )
+        raise ExecutionError(f"the patch could not be written ({reason}); {state}") from exc
+
+
+def _refuse_repeats(workspace: Workspace, parsed: list[ParsedFile]) -> None:
+    """Every path in the patch contained and not protected, and no file named twice.
+
+    Raises:
+        PathRefusedError, PolicyError: A path outside the project, or protected.
+        PatchError: A file named twice (its second change would apply to the first one's result).
+    """
+    seen: set[Path] = set()
+    for item in parsed:
+        for path in {item.old_path, item.new_path} - {None}:
+            resolved = _contained(workspace, str(path), item)
+            if resolved in seen:
+                raise PatchError(
+                    f"file {item.number} of the patch ({path}): the patch names this file more than once; "
+                    "give each file's changes in one place"
+                )
+            seen.add(resolved)
+
+
+def apply_patch(
+    workspace: Workspace,
+    params: ApplyPatchParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
+) -> ToolResult:
+    """Check that every hunk of the patch applies, then apply them all, or show what would change.
+
+    A patch that does not apply is an error result and changes nothing.
+
+    Raises:
+        PathRefusedError: A path in the patch leaves the project.
+        PolicyError: A path in the patch is protected.
+        ExecutionError: A write failed; what was written was put back.
+        ToolTimeoutError: The deadline passed; nothing was written.
+    """
+    try:
+        parsed = parse_patch(params.patch)
+        _refuse_repeats(workspace, parsed)
+        planned = [_plan_file(workspace, item, deadline) for item in parsed]
+    except PatchError as exc:
+        return ToolResult(text=f"the patch does not apply; nothing was changed.\n{exc}", is_error=True)
+    written = [change.target for change in planned if change.parsed.action != "delete"]
+    refuse_git_directory(workspace, written, "oct_apply_patch")
+    dry_run = dry_run or preview
+    if not dry_run:
+        _apply(workspace, planned, deadline)
+    files = [
+        PatchedFile(
+            path=workspace.relative(change.target),
+            original_path=None if change.source is None else workspace.relative(change.source),
+            action=change.parsed.action,
+            hunks=len(change.parsed.hunks),
+            added=change.diff.added,
+            removed=change.diff.removed,
+            masked_kept=change.kept,
+        )
+        for change in planned
+    ]
+    diff, cut = truncate_diff("".join(change.diff.text for change in planned))
+    output = ApplyPatchOutput(
+        applied=not dry_run,
+        files=files,
+        added=sum(f.added for f in files),
+        removed=sum(f.removed for f in files),
+        diff=diff,
+        diff_cut=cut,
+    )
+    listing = "\n".join(
+        f"  {f.action} {f.original_path + ' -> ' if f.original_path else ''}{f.path} "
+        f"({f.hunks} hunk(s), +{f.added} -{f.removed}{kept_note(f.masked_kept)})"
+        for f in files
+    )
+    head = (
+        f"dry run, nothing changed; the patch applies cleanly to {len(files)} file(s):"
+        if dry_run
+        else f"applied the patch to {len(files)} file(s):"
+    )
+    shown = _patch_preview(workspace, planned, files) if preview else None
+    return ToolResult(
+        text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump(), preview=shown
+    )
+
+
+def _patch_preview(workspace: Workspace, planned: list[_Planned], files: list[PatchedFile]) -> Preview:
+    targets: list[TargetState] = []
+    for change in planned:
+        source_digest = digest_of(change.old)
+        if change.source is not None:
+            # A rename or copy reads its source (whose content `old` holds) and creates its target.
+            targets.append(TargetState(path=workspace.relative(change.source), digest=source_digest))
+            targets.append(TargetState(path=workspace.relative(change.target), digest=ABSENT))
+        else:
+            targets.append(TargetState(path=workspace.relative(change.target), digest=source_digest))
+    changes = tuple(
+        FileChange(
+            path=f.path,
+            action=f.action,
+            added=f.added,
+            removed=f.removed,
+            original_path=f.original_path,
+            masked_kept=f.masked_kept,
+        )
+        for f in files
+    )
+    return Preview(
+        files=changes, diff="".join(change.diff.text for change in planned), targets=tuple(targets)
+    )
+
+
+def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
+    """The files a patch names, each side of a rename or copy included, for the consent question."""
+    patch = arguments.get("patch")
+    if not isinstance(patch, str):
+        return []
+    try:
+        parsed = parse_patch(patch)
+    except PatchError:
+        return []  # the tool refuses it before anything is written
+    names: list[str] = []
+    for file in parsed:
+        for side in (file.old_path, file.new_path):
+            if side is not None and side not in names:
+                names.append(side)
+    return names
+
+
+def _plan_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
+    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+
+
+def _preview_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(apply_patch, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
+
+
+APPLY_PATCH: Final = ToolSpec(
+    name="oct_apply_patch",
+    title="Apply a patch",
+    description=(
+        "Apply a unified diff (as git diff or diff -u write it) to project files: modify, create and delete "
+        "(/dev/null sides), rename and copy (git headers). Every hunk is checked before anything is written, "
+        "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. Hunk "
+        "counts are taken from the body, a bare '@@' is placed by its lines after the hunk before it, and "
+        "LF or CRLF lines fit the file's own line ends. "
+        "dry_run=true (the server's default when unset) returns the files, hunk counts and the diff as it "
+        "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, its "
+        "nearest place, the first line that differs and what the file has there, and changes nothing. "
+        "Text files only; refuses paths outside the project and protected paths. Use it for a diff you "
+        "have or changes to several files at once; oct_edit for replacing exact text in one file. Needs the "
+        "user's confirmation."
+    ),
+    params=ApplyPatchParams,
+    output=ApplyPatchOutput,
+    risk=Risk.WRITE,
+    plan=_plan_apply_patch,
+    preview=_preview_apply_patch,
+    targets=_patch_targets,
+    idempotent=False,
+)

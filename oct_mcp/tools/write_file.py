@@ -1,0 +1,181 @@
+"""oct_write_file: create or replace one project file with the given text, with a diff preview."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, Field, StringConstraints, model_validator
+
+from oct_mcp.deadline import Deadline
+from oct_mcp.preview import FileChange, Preview, TargetState
+from oct_mcp.redaction import redact
+from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
+from oct_mcp.tools.file_writes import (
+    StrictParams,
+    digest_of,
+    failed_write,
+    read_existing,
+    refuse_git_directory,
+    refuse_protected,
+    write_atomically,
+)
+from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
+from oct_mcp.types import ToolResult
+from oct_mcp.workspace import Workspace
+
+__all__ = ["WRITE_FILE", "WRITE_MAX_BYTES", "WriteFileOutput", "WriteFileParams", "write_file"]
+
+WRITE_MAX_BYTES: Final = 2 * 1_048_576
+
+
+class WriteFileParams(StrictParams):
+    path: ProjectPath = Field(description="File to create or replace, relative to the project root.")
+    content: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field(
+        description="The whole new content, UTF-8 text (at most 2 MiB); written as given, except that a "
+        "[REDACTED:...] mask left where the file has that secret keeps the secret."
+    )
+    dry_run: bool | None = Field(
+        default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
+    )
+    confirm: bool = Field(default=False, description="Re-submit with true when the server asks for it.")
+
+    @model_validator(mode="after")
+    def _content_fits(self) -> WriteFileParams:
+        if len(self.content.encode("utf-8", errors="surrogatepass")) > WRITE_MAX_BYTES:
+            raise ValueError(f"content must be at most {WRITE_MAX_BYTES} bytes as UTF-8")
+        return self
+
+
+class WriteFileOutput(BaseModel):
+    path: str
+    action: Literal["create", "replace", "unchanged"]
+    applied: bool
+    """False for a dry run: nothing was written."""
+    size_bytes: int
+    added: int
+    removed: int
+    diff: str
+    diff_cut: bool
+    masked_kept: int = 0
+    """Secrets the content keeps behind the masks the model wrote back; the diff shows the masks."""
+
+
+def write_file(
+    workspace: Workspace,
+    params: WriteFileParams,
+    *,
+    dry_run: bool,
+    deadline: Deadline | None = None,
+    preview: bool = False,
+) -> ToolResult:
+    """Create or replace a project file with `params.content`, atomically; or only diff it.
+
+    Raises:
+        ToolTimeoutError: The deadline passed; nothing was written.
+        PathRefusedError: Outside the project, through a symlink leading out, a folder, not a file.
+        PolicyError: A protected path.
+        ExecutionError: The write failed; the old file is untouched.
+    """
+    dry_run = dry_run or preview
+    target = workspace.contain(params.path)
+    refuse_protected(workspace, params.path, target, "oct_write_file")
+    refuse_git_directory(workspace, [target], "oct_write_file")
+    old = read_existing(workspace, target)
+    relative = workspace.relative(target)
+    old_text = None if old is None else old.text
+    # The content is what the model wrote from the file as it read it: a mask it kept stands for
+    # the secret at that place, which stays; the diff shows masks on both sides, never a secret.
+    seen = masked(old_text or "")
+    try:
+        content, kept = unmask(seen, params.content, deadline)
+    except MaskError as exc:
+        return ToolResult(text=f"the write does not apply; nothing was changed.\n{exc}", is_error=True)
+    new = content.encode("utf-8")
+    if old is None:
+        action: Literal["create", "replace", "unchanged"] = "create"
+    else:
+        action = "unchanged" if old.data == new else "replace"
+    if old is not None and old_text is None:
+        diff = Diff(f"Binary or non-UTF-8 file {relative} replaced ({len(old.data)} bytes)\n", 0, 0)
+    else:
+        shown_new = params.content if kept or not seen.has_secrets else redact(content)[0]
+        shown_old = None if old_text is None else seen.view
+        diff = unified_diff(shown_old, shown_new, f"a/{relative}", f"b/{relative}", deadline)
+    if not dry_run and action != "unchanged":
+        try:
+            write_atomically(workspace, target, new, old, deadline=deadline)
+        except OSError as exc:
+            raise failed_write(exc) from exc
+    text, cut = truncate_diff(diff.text)
+    output = WriteFileOutput(
+        path=relative,
+        action=action,
+        applied=not dry_run and action != "unchanged",
+        size_bytes=len(new),
+        added=diff.added,
+        removed=diff.removed,
+        diff=text,
+        diff_cut=cut,
+        masked_kept=kept,
+    )
+    verb = {"create": "create", "replace": "replace", "unchanged": "leave unchanged"}[action]
+    shown = None
+    if preview:
+        changes = (
+            ()
+            if action == "unchanged"
+            else (
+                FileChange(
+                    path=relative, action=action, added=diff.added, removed=diff.removed, masked_kept=kept
+                ),
+            )
+        )
+        shown = Preview(
+            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=digest_of(old)),)
+        )
+    if dry_run:
+        head = f"dry run, nothing changed: would {verb} {relative} (+{diff.added} -{diff.removed})"
+    elif action == "unchanged":
+        head = f"{relative} already has this content; nothing written"
+    else:
+        done = "created" if action == "create" else "replaced"
+        head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
+    return ToolResult(
+        text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump(), preview=shown
+    )
+
+
+def _plan_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
+    # Its own dry_run field when given, else the safety gate's decision.
+    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    return InProcessPlan(partial(write_file, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+
+
+def _preview_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
+    return InProcessPlan(
+        partial(write_file, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
+
+
+WRITE_FILE: Final = ToolSpec(
+    name="oct_write_file",
+    title="Write a file",
+    description=(
+        "Create or replace one project file with the given UTF-8 content (at most 2 MiB), creating missing "
+        "folders. dry_run=true (the server's default when unset) writes nothing and returns the unified diff "
+        "the write would make; dry_run=false writes atomically (temporary file, fsync, rename; the file's "
+        "mode is kept) and returns the diff it made. Refuses paths outside the project, protected paths "
+        "(.git, CI and agent configs), folders and symlinks leading out. For a change to part of a file "
+        "prefer oct_edit (exact text) or oct_apply_patch (a diff). A [REDACTED:kind] mask left where the "
+        "file has that secret keeps the real value; one moved or added is refused. Needs the user's "
+        "confirmation."
+    ),
+    params=WriteFileParams,
+    output=WriteFileOutput,
+    risk=Risk.WRITE,
+    plan=_plan_write_file,
+    preview=_preview_write_file,
+    idempotent=True,
+)
