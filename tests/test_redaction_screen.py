@@ -33,6 +33,9 @@ def _every_text() -> list[str]:
         "x" * 4090 + "\napi_key = 'Zk3vQ9pL2mX8rT5wY7bN'\n",
         "apikey: 0123456789abcdef0123456789abcdef-us12\n",
         "client_secret = abC8Q~Zk3vQ9pL2mX8rT5wY7bN4cD6eF8gH0jK2\n",
+        "password=12345678",
+        "  db_pass: '40961372'\n",
+        "PASSWORD==Zk3vQ9pL2mX8 psql",
     ]
     texts += edges
     texts += [dense_output(rng, 8 * 1024) + edge + "\n" + dense_output(rng, 8 * 1024) for edge in edges]

@@ -417,9 +417,10 @@ def _redact_mapping(mapping: Mapping[Any, Any]) -> tuple[dict[Any, Any], int]:
         if new_key in result:
             new_key = _unique(result, new_key)
         if isinstance(item, str):
-            if secret_named and is_literal_secret(item, quoted=True):
+            kind = secret_field_kind(key) if secret_named else ""
+            if secret_named and is_literal_secret(item, quoted=True, digits=kind == "password"):
                 # The key is the context a bare value lacks.
-                result[new_key] = mask(secret_field_kind(key))
+                result[new_key] = mask(kind)
                 total += 1
                 continue
             redacted, findings = redact(item)

@@ -25,6 +25,8 @@ __all__ = ["field_lines", "prefilter_engine"]
 REFERENCE_FIRST: Final = r"$<{#"
 # A field's name: any word that a field detector's keyword starts with, then what may end a name.
 _NAME: Final = r"(?i:passw|passphrase|pass|pwd|pw|secret|token|credential|cred|auth|key)[A-Za-z0-9_.-]*"
+# The names `secret_field_kind` calls a password: `pass...`, `pw...`, and any with `passw` or `pwd`.
+_PASSWORD_NAME: Final = r"(?i:pass|pw)[A-Za-z0-9_.-]*"  # noqa: S105  (a name pattern, no password)
 _HEAD: Final = (
     r"(?:\\?[\"'`])?\]?"
     # A type annotation (`password: str | None = ...`), as `_ANNOTATION` has it: no blank but by `|`.
@@ -101,6 +103,8 @@ EXPRESSIONS: Final = (
     _NAME + _HEAD + _OP + r"[bBrRuUfF]{0,2}\\?[\"'`]" + _classes_value(_QUOTED_CHAR, r"[\"'`\\]"),
     _NAME + _HEAD + _SPACED_OP + _SCHEME + _classes_value(_UNQUOTED_CHAR, r"[\s\"'`;(){}\[\]]"),
     _NAME + _HEAD + _GLUED_COLON,
+    # A password name may hold digits only (`is_literal_secret`'s `digits`), six at least.
+    _PASSWORD_NAME + _HEAD + _OP + r"[bBrRuUfF]{0,2}\\?[\"'`]?[0-9]{6}",
     # A bracket or a `;` ends a whole value (`_WHOLE_VALUE`).
     _LINE_START
     + _NAME
