@@ -88,7 +88,10 @@ class Detector:
     check: Callable[[str], bool] | None = None
     finish: Finish | None = None
     find: Callable[[str], Iterable[re.Match[str]]] | None = None
-    """A `scan` detector's own search for its matches, where `pattern.finditer` would be slow."""
+    """A `scan` detector's own search for matches of `pattern`, where `pattern.finditer` would be slow.
+
+    It yields matches of `pattern` only, so that the screen may rule the pass out by its superset.
+    """
     prefiltered: bool = False
     """Its keywords are looked for only on the lines `prefilter.field_lines` gives (field names)."""
 

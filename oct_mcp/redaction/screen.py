@@ -65,7 +65,7 @@ class _Engines:
     scanning_ids: dict[int, int]
     """Expression id -> index in DETECTORS of a `scan` detector."""
     scanning_always: frozenset[int]
-    """The `scan` detectors the pass cannot rule out: their own search, or no superset."""
+    """The `scan` detectors the pass cannot rule out: those whose superset matches everywhere."""
 
 
 def _keywords_expression(keywords: tuple[str, ...]) -> str:
@@ -104,7 +104,7 @@ def _engines() -> _Engines | None:
             continue
         if detector.scan:
             found = superset(detector.pattern)
-            if detector.find is not None or found.min_width == 0:
+            if found.min_width == 0:
                 scanning_always.add(index)
                 continue
             scanning_ids[len(expressions)] = index
@@ -112,11 +112,13 @@ def _engines() -> _Engines | None:
             continue
         expressions.append(_expression(index))
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    ids = list(range(len(expressions)))
     database.compile(
         expressions=[expression.encode("ascii") for expression in expressions],
-        ids=list(range(len(expressions))),
+        ids=ids,
         elements=len(expressions),
-        flags=[0] * len(expressions),
+        # A `scan` detector's pass runs on the whole text or not at all: its first match says enough.
+        flags=[hyperscan.HS_FLAG_SINGLEMATCH if id_ in scanning_ids else 0 for id_ in ids],
     )
     scratch = hyperscan.Scratch(database)
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 __all__ = ["Superset", "superset"]
 
 # The most counts a repeat keeps: `[0-9a-f]{32}` becomes `[0-9a-f]{8,}`.
-_KEPT_COUNTS: Final = 8
+_KEPT_COUNTS: Final = 64
 _CATEGORIES: Final = {
     sre.CATEGORY_DIGIT: r"0-9",
     sre.CATEGORY_WORD: r"A-Za-z0-9_",
