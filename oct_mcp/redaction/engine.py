@@ -1,4 +1,8 @@
-"""The redaction engine: one keyword pass over the text, detectors only where their keywords are."""
+"""The redaction engine: one keyword pass over the text, detectors only where their keywords are.
+
+On a long ASCII text with both wheels installed, the screen (`screen.py`) first rules out the lines
+no secret can be on, and the keyword passes run on the rest only.
+"""
 
 from __future__ import annotations
 

@@ -6,10 +6,12 @@ package, where its wheel is installed) finds the lines where such a name is foll
 and a value that mixes two character classes, the least `is_literal_secret` asks of a value; only
 those lines are searched for field names. Without the wheel every line is searched, as before.
 
-The expression is a superset of what the field detectors accept, never a subset: a value they mask
-has six characters or more and two classes among lower case, upper case, digits and other
-symbols (or blanks, for a pass phrase), which this expression looks for. The parity test of
-`tests/test_redaction_heldout.py` holds the two paths to the same output.
+The expressions are a superset of what the field detectors accept, never a subset: a value they
+mask has six characters or more and two classes among lower case, upper case, digits and other
+symbols (or blanks, for a pass phrase), or six digits under a password's name; and it does not
+start as a reference (`$`, `{`, `<`, `#`). The parity tests of `tests/test_redaction_heldout.py`
+and `tests/test_redaction_screen.py` hold every path to the same output. With google-re2 too, the
+screen (`screen.py`) runs these expressions in an RE2 Set instead.
 """
 
 from __future__ import annotations

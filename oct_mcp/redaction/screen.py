@@ -13,7 +13,7 @@ where the detectors are to run at all:
   care how dense the names are (200-400 MB/s), but says only whether a block matched, not where.
 
 Each pass only rules out: what it keeps goes through the same detectors as every line does without
-the wheels, so the output is the same either way (the parity test of `tests/test_redaction_heldout.py`).
+the wheels, so the output is the same either way (the parity test of `tests/test_redaction_screen.py`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from oct_mcp.redaction.detectors import DETECTORS
 from oct_mcp.redaction.prefilter import EXPRESSIONS
 from oct_mcp.redaction.superset import superset
 
-__all__ = ["Screen", "screen"]
+__all__ = ["Screen", "engines_installed", "screen"]
 
 Ranges = list[tuple[int, int]]
 
@@ -40,7 +40,7 @@ _BLOCK: Final = 4096
 # More superset matches than one in this many bytes (and a few): the pass gives up (see on_match).
 _DENSE_CANDIDATES: Final = 256
 _CANDIDATES_ALLOWED: Final = 64
-# RE2's Set answers "no match" when its DFA runs out of memory: a budget far above what the four
+# RE2's Set answers "no match" when its DFA runs out of memory: a budget far above what the five
 # field expressions need keeps that from happening (they run in a few hundred KiB).
 _RE2_MEMORY: Final = 64 << 20
 
