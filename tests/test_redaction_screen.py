@@ -25,6 +25,7 @@ def _every_text() -> list[str]:
     texts = [sample.text for sample in named_families() + other_formats()]
     texts += [sample.text for sample in corpus()[0]] + corpus()[1]
     texts += [dense_output(rng, 64 * 1024), document(rng, 256 * 1024).text]
+    texts += [redact(document(rng, 64 * 1024).text)[0]]  # masks already in it: redacted again
     # A value at the very end of the text (no character after it), after a stand-in on its line,
     # keys found `back` characters before their keyword, a field across a block's end.
     edges = [
@@ -36,6 +37,7 @@ def _every_text() -> list[str]:
         "password=12345678",
         "  db_pass: '40961372'\n",
         "PASSWORD==Zk3vQ9pL2mX8 psql",
+        "password=[REDACTED:password] api_key = '[REDACTED:api_key]x9Y8z7W6'",
     ]
     texts += edges
     texts += [dense_output(rng, 8 * 1024) + edge + "\n" + dense_output(rng, 8 * 1024) for edge in edges]

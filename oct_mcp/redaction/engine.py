@@ -210,7 +210,7 @@ def _spans(text: str) -> list[Span]:
         hits = _hits_in(text, scanner.everywhere, screened.lines)
         field_hits = _hits_in(text, scanner.on_field_lines, screened.field_blocks)
         scanning = [detector for index, detector in scanner.scanning if index in screened.scanning]
-    masked = MASK_PREFIX in text  # 1 ms a MiB: looked for once
+    masked = MASK_PREFIX in text if screened is None else screened.masked  # 1 ms a MiB: looked for once
     for keywords, found in ((scanner.everywhere, hits), (scanner.on_field_lines, field_hits)):
         if masked:
             # A mask names a kind (`[REDACTED:password]`): its words are no field name to act on.

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
+from oct_mcp.redaction.checks import MASK_PREFIX
 from oct_mcp.redaction.detectors import DETECTORS
 from oct_mcp.redaction.prefilter import EXPRESSIONS
 from oct_mcp.redaction.superset import superset
@@ -55,6 +56,8 @@ class Screen:
     """Where a secret-named field may hold a literal secret."""
     scanning: frozenset[int]
     """The indexes in DETECTORS of the `scan` detectors that may match anywhere in the text."""
+    masked: bool
+    """Whether the text holds a mask (`[REDACTED:`) already."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,8 @@ class _Engines:
     """Expression id -> index in DETECTORS of a `scan` detector."""
     scanning_always: frozenset[int]
     """The `scan` detectors the pass cannot rule out: those whose superset matches everywhere."""
+    mask_id: int
+    """The expression id of a mask (`[REDACTED:`), which the engine must know of: no line."""
 
 
 def _keywords_expression(keywords: tuple[str, ...]) -> str:
@@ -111,14 +116,18 @@ def _engines() -> _Engines | None:
             expressions.append(found.expression)
             continue
         expressions.append(_expression(index))
+    mask_id = len(expressions)
+    expressions.append(re.escape(MASK_PREFIX))
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     ids = list(range(len(expressions)))
+    single = {*scanning_ids, mask_id}
     database.compile(
         expressions=[expression.encode("ascii") for expression in expressions],
         ids=ids,
         elements=len(expressions),
-        # A `scan` detector's pass runs on the whole text or not at all: its first match says enough.
-        flags=[hyperscan.HS_FLAG_SINGLEMATCH if id_ in scanning_ids else 0 for id_ in ids],
+        # A `scan` detector's pass runs on the whole text or not at all, and a mask is there or not:
+        # their first match says enough.
+        flags=[hyperscan.HS_FLAG_SINGLEMATCH if id_ in single else 0 for id_ in ids],
     )
     scratch = hyperscan.Scratch(database)
 
@@ -149,7 +158,7 @@ def _engines() -> _Engines | None:
     def match_fields(data: bytes) -> bool:
         return bool(matches(data))
 
-    return _Engines(scan_supersets, match_fields, scanning_ids, frozenset(scanning_always))
+    return _Engines(scan_supersets, match_fields, scanning_ids, frozenset(scanning_always), mask_id)
 
 
 def engines_installed() -> bool:
@@ -164,10 +173,11 @@ def _line_of(text: str, end: int) -> tuple[int, int]:
     return start, len(text) if stop == -1 else stop
 
 
-def _superset_lines(text: str, found: list[tuple[int, int]], scanning_ids: dict[int, int]) -> Ranges:
+def _superset_lines(text: str, found: list[tuple[int, int]], engines: _Engines) -> Ranges:
     lines: Ranges = []
     last_end = -1
-    for end in sorted(end for id_, end in found if id_ not in scanning_ids):
+    skipped = engines.scanning_ids.keys() | {engines.mask_id}
+    for end in sorted(end for id_, end in found if id_ not in skipped):
         if end <= last_end:
             continue
         line = _line_of(text, end)
@@ -229,7 +239,8 @@ def screen(text: str) -> Screen | None:
         engines.scanning_ids[id_] for id_, _end in found if id_ in engines.scanning_ids
     }
     return Screen(
-        lines=_superset_lines(text, found, engines.scanning_ids),
+        lines=_superset_lines(text, found, engines),
         field_blocks=_field_blocks(data, engines.match_fields),
         scanning=scanning,
+        masked=any(id_ == engines.mask_id for id_, _end in found),
     )
