@@ -113,6 +113,9 @@ def _every_text() -> list[str]:
         "secret:Ab12cdEF",
         "<password>aB3dEf9</password>",
         "token: str | None = 'x9Y8z7W6'",
+        "password=12345678",
+        "  db_pass: '40961372'",
+        "PASSWORD==Zk3vQ9pL2mX8 psql",
     ]
     # Dense enough that the prefilter runs: among the keyword-dense output, not alone.
     texts += [dense_output(rng, 8 * 1024) + edge + "\n" + dense_output(rng, 8 * 1024) for edge in edges]
