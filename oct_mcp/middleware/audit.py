@@ -13,7 +13,7 @@ from oct_mcp.audit import AuditSink
 from oct_mcp.consent import DECLINED_PREFIX, argument_digest
 from oct_mcp.diagnostics import is_deep_trace
 from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError, RefusedError
-from oct_mcp.redaction import redact_value
+from oct_mcp.redaction import redact, redact_value
 from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
 
 __all__ = ["LAYER", "AuditLogger", "AuditSettings", "audit_record"]
@@ -137,9 +137,9 @@ def _outcome_fields(
     if interrupted or (error is not None and not isinstance(error, Exception)):
         return {"outcome": "interrupted", "code": None, "message": None}
     if isinstance(error, RefusedError):
-        return {"outcome": "refused", "code": error.code, "message": error.message}
+        return {"outcome": "refused", "code": error.code, "message": redact(error.message)[0]}
     if isinstance(error, OctError):
-        return {"outcome": "error", "code": error.code, "message": error.message}
+        return {"outcome": "error", "code": error.code, "message": redact(error.message)[0]}
     if error is not None:
         # The exception's text may carry anything (paths, values): only its type is recorded.
         return {
@@ -170,7 +170,11 @@ def _outcome_fields(
 
 
 def _bounded(value: str | None) -> str | None:
-    if value is None or len(value) <= _MAX_NAME:
+    """A name the client chose (a tool's, its own), masked, then cut: a cut secret is no longer found."""
+    if value is None:
+        return None
+    value = redact(value)[0]
+    if len(value) <= _MAX_NAME:
         return value
     return value[:_MAX_NAME] + "..."
 

@@ -258,7 +258,7 @@ def looks_random(value: str, *, min_length: int = 16) -> bool:
     return char_classes(value) >= 2 and shannon_entropy(value) >= 3.0
 
 
-def is_literal_secret(value: str, *, quoted: bool) -> bool:
+def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool:
     """Whether the value of a secret-named field (`password = ...`) is a literal secret.
 
     Not secrets: empty and short values, placeholders (`changeme`, `<token>`, `xxx`, `***`),
@@ -269,6 +269,9 @@ def is_literal_secret(value: str, *, quoted: bool) -> bool:
         value: The value as written, without its quotes.
         quoted: Whether it was written between quotes: then it is a literal for sure, and only
             its content decides.
+        digits: The field's name says password (`password`, `db_pass`, `pwd`): there a value of
+            digits only is a PIN or a password, where under any other name (`port`, `token_ttl`,
+            `api_key_id`) it is a number.
 
     Returns:
         True when the value should be masked.
@@ -282,7 +285,7 @@ def is_literal_secret(value: str, *, quoted: bool) -> bool:
         return False
     if lowered == value.upper():
         # Numbers, dates, times, ratios, addresses: no generated secret goes without letters.
-        return False
+        return digits and value.isascii() and value.isdigit() and not is_placeholder(value)
     if _VERSION.fullmatch(value) or is_placeholder(value) or _is_path(value):
         return False
     if value.endswith(("(", ")", "]", ",", ";")):

@@ -88,7 +88,10 @@ class Detector:
     check: Callable[[str], bool] | None = None
     finish: Finish | None = None
     find: Callable[[str], Iterable[re.Match[str]]] | None = None
-    """A `scan` detector's own search for its matches, where `pattern.finditer` would be slow."""
+    """A `scan` detector's own search for matches of `pattern`, where `pattern.finditer` would be slow.
+
+    It yields matches of `pattern` only, so that the screen may rule the pass out by its superset.
+    """
     prefiltered: bool = False
     """Its keywords are looked for only on the lines `prefilter.field_lines` gives (field names)."""
 
@@ -469,14 +472,19 @@ def _env_entry(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     quoted = value[:1] in "\"'"
     if quoted:
         value, start = value[1:-1], start + 1
-    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(value, quoted=quoted):
+    kind = secret_field_kind(name)
+    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(
+        value, quoted=quoted, digits=kind == "password"
+    ):
         return ()
-    return ((start, start + len(value), secret_field_kind(name), detector.priority),)
+    return ((start, start + len(value), kind, detector.priority),)
 
 
 def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     group, value = _value(match)
     start = match.start()
+    kind = secret_field_kind(match["name"])
+    digits = kind == "password"
     if start and match.string[start - 1] == ":" and match["op"] == ":":
         # `arn:aws:secretsmanager:...:secret:name`: a segment of an ARN or URN, not a field.
         return ()
@@ -491,17 +499,33 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
             _CODE_LINE.search(value)
             or _ANOTHER_FIELD.search(value)
             or _is_prose(value)
-            or not is_literal_secret(value, quoted=False)
+            or not is_literal_secret(value, quoted=False, digits=digits)
         ):
             token = _FIRST_TOKEN.match(match.string, value_start)
-            if token is None or not is_literal_secret(token.group(), quoted=False):
+            if token is None or not is_literal_secret(token.group(), quoted=False, digits=digits):
                 return ()
             value = token.group()
-    elif _is_prose(value) or not is_literal_secret(value, quoted=True):
+    elif _is_prose(value) or not is_literal_secret(value, quoted=True, digits=digits):
         return ()
     if value.startswith(PUBLIC_PREFIXES):
         return ()
-    return ((value_start, value_start + len(value), secret_field_kind(match["name"]), detector.priority),)
+    end = value_start + len(value)
+    return ((_equals_start(match, group, value_start), end, kind, detector.priority),)
+
+
+def _equals_start(match: re.Match[str], group: str, value_start: int) -> int:
+    """Where a value glued to `==` or `===` starts: after the first `=` (`PASSWORD==x` holds `=x`).
+
+    `=` is in passwords too; glued to the name and to the value, the rest of the run is no
+    comparison (`a == b` has blanks). The value was judged without it, so nothing more is masked
+    than what was masked before, and nothing of the secret is left visible.
+    """
+    if group != "uq" or match["op"] not in ("==", "==="):
+        return value_start
+    op_start, op_end = match.span("op")
+    if op_end != value_start or match.string[op_start - 1] in " \t":
+        return value_start
+    return op_start + 1
 
 
 # Names ending in `_key` that are not secrets: database, cache and storage keys, public keys.
@@ -598,9 +622,12 @@ def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
 def _app_setting(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     """.NET `<add key="ApiKey" value="..."/>`: the name is in one attribute, the secret in the next."""
     name = match["name"]
-    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(match["value"], quoted=True):
+    kind = secret_field_kind(name)
+    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(
+        match["value"], quoted=True, digits=kind == "password"
+    ):
         return ()
-    return ((match.start("value"), match.end("value"), secret_field_kind(name), detector.priority),)
+    return ((match.start("value"), match.end("value"), kind, detector.priority),)
 
 
 def _flag(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
@@ -609,9 +636,10 @@ def _flag(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     start, end = match.span("value")
     if quoted:
         value, start, end = value[1:-1], start + 1, end - 1
-    if not is_literal_secret(value, quoted=quoted):
+    kind = secret_field_kind(match["name"])
+    if not is_literal_secret(value, quoted=quoted, digits=kind == "password"):
         return ()
-    return ((start, end, secret_field_kind(match["name"]), detector.priority),)
+    return ((start, end, kind, detector.priority),)
 
 
 def _netrc(detector: Detector, match: re.Match[str]) -> Iterable[Span]:

@@ -1,4 +1,8 @@
-"""The redaction engine: one keyword pass over the text, detectors only where their keywords are."""
+"""The redaction engine: one keyword pass over the text, detectors only where their keywords are.
+
+On a long ASCII text with both wheels installed, the screen (`screen.py`) first rules out the lines
+no secret can be on, and the keyword passes run on the rest only.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, Implementation
 from oct_mcp.redaction.checks import MASK_PREFIX, is_literal_secret, mask
 from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, SECRET_NAME, Detector, Span, secret_field_kind
 from oct_mcp.redaction.prefilter import field_lines
+from oct_mcp.redaction.screen import Screen, screen
 
 __all__ = ["Finding", "redact", "redact_excerpts", "redact_value", "secret_field_name"]
 
@@ -48,7 +53,8 @@ class _Scanner:
 
     everywhere: _Keywords
     on_field_lines: _Keywords
-    scanning: tuple[Detector, ...]
+    scanning: tuple[tuple[int, Detector], ...]
+    """The `scan` detectors, with their indexes in DETECTORS."""
     shortest_scanned: int
     """A text shorter than this, with no keyword in it, holds nothing to find (field names, paths)."""
 
@@ -93,7 +99,7 @@ def _scanner() -> _Scanner:
     return _Scanner(
         everywhere=_keywords(prefiltered=False),
         on_field_lines=_keywords(prefiltered=True),
-        scanning=tuple(detector for detector in DETECTORS if detector.scan),
+        scanning=tuple((index, detector) for index, detector in enumerate(DETECTORS) if detector.scan),
         shortest_scanned=min((detector.min_length for detector in DETECTORS if detector.scan), default=0),
     )
 
@@ -145,6 +151,24 @@ def _field_hits(text: str, keywords: _Keywords) -> list[tuple[int, int, int]]:
     return kept
 
 
+# Below this many characters the screen's two passes cost more than the keyword passes they spare.
+_SCREENED_LENGTH: Final = 4096
+
+
+def _hits_in(text: str, keywords: _Keywords, ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """The hits in `ranges` of an ASCII `text`: each range holds whole lines, no keyword a line break."""
+    automaton = keywords.bytes_automaton
+    hits: list[tuple[int, int, int]] = []
+    for start, end in ranges:
+        found = automaton.find_matches_as_indexes(text[start:end].encode("ascii").lower(), overlapping=True)
+        hits.extend((keyword, start + low, start + high) for keyword, low, high in found)
+    return hits
+
+
+def _screened(text: str) -> Screen | None:
+    return screen(text) if len(text) >= _SCREENED_LENGTH else None
+
+
 def _snap(text: str, start: int, end: int) -> tuple[int, int]:
     """Widen a window so that it does not cut a token: a regex would take the cut piece as whole."""
     limit = max(0, start - _SNAP_LIMIT)
@@ -175,12 +199,20 @@ def _spans(text: str) -> list[Span]:
     scanner = _scanner()
     spans: list[Span] = []
     windows: dict[int, list[int]] = {}
-    hits = _hits(text, scanner.everywhere)
-    field_hits = _field_hits(text, scanner.on_field_lines)
-    if not hits and not field_hits and len(text) < scanner.shortest_scanned:
-        return spans  # a short text without a keyword: 1.8 -> 0.7 us for a path or a name (measured)
+    screened = _screened(text)
+    if screened is None:
+        hits = _hits(text, scanner.everywhere)
+        field_hits = _field_hits(text, scanner.on_field_lines)
+        if not hits and not field_hits and len(text) < scanner.shortest_scanned:
+            return spans  # a short text without a keyword: 1.8 -> 0.7 us for a path or a name (measured)
+        scanning = [detector for _index, detector in scanner.scanning]
+    else:
+        hits = _hits_in(text, scanner.everywhere, screened.lines)
+        field_hits = _hits_in(text, scanner.on_field_lines, screened.field_blocks)
+        scanning = [detector for index, detector in scanner.scanning if index in screened.scanning]
+    masked = MASK_PREFIX in text if screened is None else screened.masked  # 1 ms a MiB: looked for once
     for keywords, found in ((scanner.everywhere, hits), (scanner.on_field_lines, field_hits)):
-        if MASK_PREFIX in text:
+        if masked:
             # A mask names a kind (`[REDACTED:password]`): its words are no field name to act on.
             found = _outside_masks(found, text)
         anchored = keywords.anchored
@@ -194,7 +226,7 @@ def _spans(text: str) -> list[Span]:
                         spans.extend(detector.spans(match))
             for index in windowed[keyword]:
                 windows.setdefault(index, []).append(start)
-    for detector in scanner.scanning:
+    for detector in scanning:
         matches = detector.pattern.finditer(text) if detector.find is None else detector.find(text)
         spans.extend(span for match in matches for span in detector.spans(match))
     length = len(text)
@@ -390,9 +422,10 @@ def _redact_mapping(mapping: Mapping[Any, Any]) -> tuple[dict[Any, Any], int]:
         if new_key in result:
             new_key = _unique(result, new_key)
         if isinstance(item, str):
-            if secret_named and is_literal_secret(item, quoted=True):
+            kind = secret_field_kind(key) if secret_named else ""
+            if secret_named and is_literal_secret(item, quoted=True, digits=kind == "password"):
                 # The key is the context a bare value lacks.
-                result[new_key] = mask(secret_field_kind(key))
+                result[new_key] = mask(kind)
                 total += 1
                 continue
             redacted, findings = redact(item)

@@ -6,10 +6,12 @@ package, where its wheel is installed) finds the lines where such a name is foll
 and a value that mixes two character classes, the least `is_literal_secret` asks of a value; only
 those lines are searched for field names. Without the wheel every line is searched, as before.
 
-The expression is a superset of what the field detectors accept, never a subset: a value they mask
-has six characters or more and two classes among lower case, upper case, digits and other
-symbols (or blanks, for a pass phrase), which this expression looks for. The parity test of
-`tests/test_redaction_heldout.py` holds the two paths to the same output.
+The expressions are a superset of what the field detectors accept, never a subset: a value they
+mask has six characters or more and two classes among lower case, upper case, digits and other
+symbols (or blanks, for a pass phrase), or six digits under a password's name; and it does not
+start as a reference (`$`, `{`, `<`, `#`). The parity tests of `tests/test_redaction_heldout.py`
+and `tests/test_redaction_screen.py` hold every path to the same output. With google-re2 too, the
+screen (`screen.py`) runs these expressions in an RE2 Set instead.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ from typing import Final
 
 __all__ = ["field_lines", "prefilter_engine"]
 
+# What a reference starts with (`$VAR`, `${VAR}`, `{{ var }}`, `<token>`, `#comment`): see
+# `checks.is_reference`, which turns down every value whose first character is one of these.
+REFERENCE_FIRST: Final = r"$<{#"
 # A field's name: any word that a field detector's keyword starts with, then what may end a name.
 _NAME: Final = r"(?i:passw|passphrase|pass|pwd|pw|secret|token|credential|cred|auth|key)[A-Za-z0-9_.-]*"
+# The names `secret_field_kind` calls a password: `pass...`, `pw...`, and any with `passw` or `pwd`.
+_PASSWORD_NAME: Final = r"(?i:pass|pw)[A-Za-z0-9_.-]*"  # noqa: S105  (a name pattern, no password)
 _HEAD: Final = (
     r"(?:\\?[\"'`])?\]?"
     # A type annotation (`password: str | None = ...`), as `_ANNOTATION` has it: no blank but by `|`.
@@ -34,44 +41,57 @@ _OP: Final = r"(?::=|=>|={1,3}|:|\?=|\|\|=|>)[ \t]*"
 _SPACED_OP: Final = r"(?::=|=>|={1,3}|:[ \t]|\?=|\|\|=|>)[ \t]*"
 # `auth: Bearer <token>`: the value after the scheme is what is measured (`_AUTH_SCHEME`).
 _SCHEME: Final = r"(?:(?i:bearer|basic|token|bot|digest|ssws)[ \t]+)?"
-_GLUED_COLON: Final = r":[^:=\s\"'`;(){}\[\]][^\s\"'`;(){}\[\]]{4}"
+_GLUED_COLON: Final = r":[^:=\s\"'`;(){}\[\]" + REFERENCE_FIRST + r"][^\s\"'`;(){}\[\]]{4}"
 # Two classes in the first 40 characters of a value of six or more, as `is_literal_secret` asks:
 # lower and upper case only where the letters are no camel-case word (`None`, `PasswordInput`).
 
 
 def _classes_value(token: str, end: str) -> str:
-    """A value of `token` characters that holds two classes (see `is_literal_secret`)."""
+    """A value of `token` characters that holds two classes (see `is_literal_secret`).
+
+    `token` is a negated class (`[^...]`). The value's first character is none of
+    `REFERENCE_FIRST`: a value starting so is a reference, never a literal secret; in tool output
+    such stand-ins (`token=<redacted>`, `password=${DB_PASSWORD}`) are as common as the names.
+    """
+    first = token[:-1] + REFERENCE_FIRST + "]"
     symbol = token[:-1] + r"a-zA-Z0-9_.\-]"  # a token character that is none of the three classes
+    first_symbol = token[:-1] + REFERENCE_FIRST + r"a-zA-Z0-9_.\-]"
     lower, upper, digit = "[a-z]", "[A-Z]", "[0-9]"
     run = f"{token}*"
-    pairs = [
-        f"{first}{run}{second}"
-        for first, second in (
-            (lower, digit),
-            (digit, lower),
-            (upper, digit),
-            (digit, upper),
-            (lower, symbol),
-            (symbol, lower),
-            (upper, symbol),
-            (symbol, upper),
-            (digit, symbol),
-            (symbol, digit),
-        )
-    ]
-    # Letters of both cases that no camel-case word spells: two capitals, a capital and one small
-    # letter before the next capital or the value's end.
-    pairs += [
-        f"{lower}{run}{upper}{upper}",
-        f"{upper}{upper}{run}{lower}",
-        f"{upper}{lower}{upper}",
-        f"{lower}{run}{upper}{lower}?{end}",
-    ]
-    pair = "(?:" + "|".join(pairs) + ")"
+    classes = ((lower, lower), (upper, upper), (digit, digit), (symbol, first_symbol))
+    mixes = (
+        (lower, digit),
+        (digit, lower),
+        (upper, digit),
+        (digit, upper),
+        (lower, symbol),
+        (symbol, lower),
+        (upper, symbol),
+        (symbol, upper),
+        (digit, symbol),
+        (symbol, digit),
+    )
+
+    def pairs(at_start: bool) -> str:
+        def opening(cls: str) -> str:
+            return next(start for plain, start in classes if plain == cls) if at_start else cls
+
+        found = [f"{opening(a)}{run}{b}" for a, b in mixes]
+        # Letters of both cases that no camel-case word spells: two capitals, a capital and one
+        # small letter before the next capital or the value's end.
+        found += [
+            f"{lower}{run}{upper}{upper}",
+            f"{upper}{upper}{run}{lower}",
+            f"{upper}{lower}{upper}",
+            f"{lower}{run}{upper}{lower}?{end}",
+        ]
+        return "(?:" + "|".join(found) + ")"
+
+    inner, leading = pairs(at_start=False), pairs(at_start=True)
     # Six characters at least: a pair is two, and four more are on either side of it.
     return (
-        f"(?:{token}{{4,}}{pair}|{pair}{token}{{4}}|{token}{pair}{token}{{3}}"
-        f"|{token}{{2}}{pair}{token}{{2}}|{token}{{3}}{pair}{token})"
+        f"(?:{first}{token}{{3,}}{inner}|{leading}{token}{{4}}|{first}{inner}{token}{{3}}"
+        f"|{first}{token}{inner}{token}{{2}}|{first}{token}{{2}}{inner}{token})"
     )
 
 
@@ -85,8 +105,16 @@ EXPRESSIONS: Final = (
     _NAME + _HEAD + _OP + r"[bBrRuUfF]{0,2}\\?[\"'`]" + _classes_value(_QUOTED_CHAR, r"[\"'`\\]"),
     _NAME + _HEAD + _SPACED_OP + _SCHEME + _classes_value(_UNQUOTED_CHAR, r"[\s\"'`;(){}\[\]]"),
     _NAME + _HEAD + _GLUED_COLON,
+    # A password name may hold digits only (`is_literal_secret`'s `digits`), six at least.
+    _PASSWORD_NAME + _HEAD + _OP + r"[bBrRuUfF]{0,2}\\?[\"'`]?[0-9]{6}",
     # A bracket or a `;` ends a whole value (`_WHOLE_VALUE`).
-    _LINE_START + _NAME + _HEAD + _OP + r"[^\s\"'`(){}\[\];]+[ \t]+[^\s(){}\[\];]",
+    _LINE_START
+    + _NAME
+    + _HEAD
+    + _OP
+    + r"[^\s\"'`(){}\[\];"
+    + REFERENCE_FIRST
+    + r"][^\s\"'`(){}\[\];]*[ \t]+[^\s(){}\[\];]",
 )
 
 Lines = list[tuple[int, int]]

@@ -29,6 +29,7 @@ from oct_mcp.consent import (
 )
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.preview import TargetState
+from oct_mcp.redaction import redact
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 
 __all__ = [
@@ -185,8 +186,10 @@ def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:
         return None
 
     async def report(progress: float, total: float | None, message: str | None) -> None:
+        # A message is read from the tool's output, which passes no layer before the call ends.
+        shown = None if message is None else redact(message)[0]
         await ctx.session.send_progress_notification(
-            token, progress, total, message, related_request_id=str(ctx.request_id)
+            token, progress, total, shown, related_request_id=str(ctx.request_id)
         )
 
     return report

@@ -1,0 +1,108 @@
+"""The screen (Hyperscan over the detectors' supersets, RE2 over the field names) changes no output."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from data.redaction.heldout import dense_output, named_families, other_formats
+from secret_corpus import corpus, document
+
+from oct_mcp.redaction import engine, redact
+from oct_mcp.redaction.checks import is_literal_secret, is_reference
+from oct_mcp.redaction.detectors import DETECTORS
+from oct_mcp.redaction.prefilter import REFERENCE_FIRST
+from oct_mcp.redaction.screen import engines_installed, screen
+from oct_mcp.redaction.superset import superset
+
+needs_engines = pytest.mark.skipif(
+    not engines_installed(), reason="the hyperscan or google-re2 wheel is missing"
+)
+
+
+def _every_text() -> list[str]:
+    rng = random.Random(25)  # noqa: S311  (fake data, reproducible on purpose)
+    texts = [sample.text for sample in named_families() + other_formats()]
+    texts += [sample.text for sample in corpus()[0]] + corpus()[1]
+    texts += [dense_output(rng, 64 * 1024), document(rng, 256 * 1024).text]
+    texts += [redact(document(rng, 64 * 1024).text)[0]]  # masks already in it: redacted again
+    # A value at the very end of the text (no character after it), after a stand-in on its line,
+    # keys found `back` characters before their keyword, a field across a block's end.
+    edges = [
+        "password = aBcdeF",
+        "token=<redacted> password=Zk3vQ9pL2mX8",
+        "x" * 4090 + "\napi_key = 'Zk3vQ9pL2mX8rT5wY7bN'\n",
+        "apikey: 0123456789abcdef0123456789abcdef-us12\n",
+        "client_secret = abC8Q~Zk3vQ9pL2mX8rT5wY7bN4cD6eF8gH0jK2\n",
+        "password=12345678",
+        "  db_pass: '40961372'\n",
+        "PASSWORD==Zk3vQ9pL2mX8 psql",
+        "password=[REDACTED:password] api_key = '[REDACTED:api_key]x9Y8z7W6'",
+    ]
+    texts += edges
+    texts += [dense_output(rng, 8 * 1024) + edge + "\n" + dense_output(rng, 8 * 1024) for edge in edges]
+    return texts
+
+
+@needs_engines
+def test_the_screened_scan_masks_what_the_scan_of_every_line_masks(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = _every_text()
+    monkeypatch.setattr(engine, "_SCREENED_LENGTH", 0)  # short texts are screened too
+    screened = [redact(text) for text in texts]
+
+    # The path of a machine without the wheels: every line searched, at every keyword.
+    monkeypatch.setattr(engine, "_screened", lambda _text: None)
+    monkeypatch.setattr(engine, "field_lines", lambda _text: None)
+
+    assert [redact(text) for text in texts] == screened
+
+
+@needs_engines
+def test_the_screen_rules_out_nearly_all_of_keyword_dense_output() -> None:
+    text = dense_output(random.Random(26), 256 * 1024)  # noqa: S311
+
+    screened = screen(text)
+
+    assert screened is not None
+    kept = sum(end - start for start, end in screened.lines + screened.field_blocks)
+    assert kept * 20 < len(text)
+
+
+@needs_engines
+def test_the_screen_gives_up_where_candidates_are_dense() -> None:
+    text = "\n".join(f"sk-{index:04d}abcdefghijklmnopqrstuvwx" for index in range(2000))
+
+    assert screen(text) is None
+
+
+@needs_engines
+def test_a_superset_matches_on_its_line_wherever_its_detector_matches() -> None:
+    import re2  # type: ignore[import-untyped,unused-ignore]
+
+    texts = [sample.text for sample in named_families() + other_formats() + corpus()[0]]
+    checked = 0
+    for detector in DETECTORS:
+        found = superset(detector.pattern)
+        if not found.expression:
+            continue
+        compiled = re2.compile(found.expression)
+        for text in texts:
+            for match in detector.pattern.finditer(text):
+                line_start = text.rfind("\n", 0, match.start()) + 1
+                line_end = text.find("\n", match.start())
+                line = text[line_start : len(text) if line_end == -1 else line_end]
+                assert compiled.match(line[match.start() - line_start :]) is not None, detector.kind
+                checked += 1
+    assert checked > 1000
+
+
+def test_a_value_starting_with_a_reference_character_is_never_a_literal_secret() -> None:
+    # The field expressions skip such values; `is_literal_secret` must turn them all down.
+    for char in REFERENCE_FIRST:
+        assert is_reference(char + "Zk3vQ9pL2mX8")
+        assert not is_literal_secret(char + "Zk3vQ9pL2mX8", quoted=True)
+
+
+def test_no_keyword_spans_a_line_break() -> None:
+    # The screen keeps whole lines: a keyword across a line break would be cut.
+    assert [k for detector in DETECTORS for k in detector.keywords if "\n" in k] == []
