@@ -83,6 +83,12 @@ class SandboxRequest:
     writable_dirs: tuple[Path, ...] = ()
     """Existing folders outside the project the command may write, at the same path inside:
     the project's cache folder and the run's output folder (under `scratch`)."""
+    cwd: Path | None = None
+    """A folder inside the project the command starts in; None: the project root."""
+
+    @property
+    def start_folder(self) -> Path:
+        return self.project if self.cwd is None else self.cwd
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -111,7 +111,7 @@ class Bubblewrap:
             # Bound after the project, so these mounts cover its writable ones.
             for path in shielded:
                 argv += ["--ro-bind", str(path), str(path)]
-        argv += ["--chdir", project, "--clearenv"]
+        argv += ["--chdir", str(request.start_folder), "--clearenv"]
         for name, value in request.env.items():
             argv += ["--setenv", name, value]
         argv += ["--", *request.argv]
@@ -119,7 +119,7 @@ class Bubblewrap:
         if not request.network:
             guarantees.add(NO_NETWORK)
         # The outer environment is empty: bwrap sets the command's own with --setenv.
-        return Prepared(argv=tuple(argv), env={}, cwd=request.project, guarantees=frozenset(guarantees))
+        return Prepared(argv=tuple(argv), env={}, cwd=request.start_folder, guarantees=frozenset(guarantees))
 
     @staticmethod
     def _namespaces(*, network: bool) -> list[str]:

@@ -12,6 +12,7 @@ from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
+from oct_mcp.tools.run import RUN
 from oct_mcp.tools.search import SEARCH
 
 __all__ = ["default_catalog"]
@@ -32,6 +33,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         TYPECHECK,
         FORMAT,
         FIX,
+        RUN,
         EDIT,
         WRITE_FILE,
         APPLY_PATCH,
