@@ -178,6 +178,8 @@ class CallRisk:
     honours_dry_run: bool = False
     """The tool runs the gate's dry run as one (its plan reads `ToolEnv.dry_run`), so a dry run
     changes nothing and nobody need be asked; a tool with a `dry_run` field is known to anyway."""
+    network: bool = False
+    """The call asks to reach the network: a profile that requires `no_network` refuses it."""
     reason: str = ""
     """Why the call has this risk, for the gate's decision and the audit record; empty: its tool's."""
     action: str | None = None

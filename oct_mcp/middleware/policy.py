@@ -12,7 +12,7 @@ from oct_mcp.chain import CallNext, LayerRuntime, LayerType
 from oct_mcp.context import CallContext, Outcome
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.protected import ProtectedPaths
-from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.spec import CallRisk, Risk, ToolSpec
 
 __all__ = ["ALL_TOOLS", "DEFAULT_PROGRAMS", "LAYER", "PolicyEngine", "PolicySettings"]
 
@@ -33,11 +33,11 @@ class PolicySettings(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class PolicyEngine:
-    """Refuse tools outside the allowlist, commands outside `programs`, writes to protected paths.
+    """Refuse tools outside the allowlist, commands outside `programs`, the network where the
+    profile forbids it, and writes (by the call's own risk, `ToolSpec.risk_of`) to protected paths.
 
     Reads `ctx.tool`, `ctx.spec`, `ctx.params`, `ctx.workspace`. Raises `PolicyError`,
     whose message names the rule. Never answers. Hides refused tools from tools/list.
-    A call's risk is its own (`ToolSpec.risk_of`): oct_run with writes=true is a write.
     """
 
     profile: str
@@ -46,6 +46,8 @@ class PolicyEngine:
     protected: ProtectedPaths
     programs: frozenset[tuple[str, ...]] = frozenset(tuple(entry.split()) for entry in DEFAULT_PROGRAMS)
     """Each allowed command as its words: one (any arguments) or two (the first argument pinned)."""
+    network_allowed: bool = True
+    """False where the profile requires the `no_network` guarantee."""
 
     def is_visible(self, spec: ToolSpec) -> bool:
         return self.allowed is None or spec.name in self.allowed
@@ -63,8 +65,14 @@ class PolicyEngine:
                 f"{allowed}); to allow it, add its name, or its name and first argument, to `programs` "
                 "in [settings.policy] of your own profile in the config file"
             )
-        risk = spec.risk if spec.call_risk is None else spec.risk_of(params.model_dump()).risk
-        if risk is Risk.WRITE:
+        call = CallRisk(risk=spec.risk) if spec.call_risk is None else spec.risk_of(params.model_dump())
+        if call.network and not self.network_allowed:
+            # Refused here, before the gate asks anyone: the sandbox would refuse the run anyway.
+            raise PolicyError(
+                f"the call asks for the network, which profile {self.profile!r} forbids (rule: no_network); "
+                "run it without network=true, or under a profile without the no_network guarantee"
+            )
+        if call.risk is Risk.WRITE:
             for name, path in spec.given_paths(params):
                 workspace.contain_text(path)
                 # The name as given, not only where it leads: `.vscode` linked to `settings/`
@@ -109,6 +117,7 @@ def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
         allowed=None if ALL_TOOLS in names else frozenset(names),
         protected=ProtectedPaths.for_root(runtime.workspace.root, server_files),
         programs=_program_entries(settings.programs),
+        network_allowed="no_network" not in runtime.guarantees,
     )
 
 

@@ -142,6 +142,7 @@ def _call_risk(arguments: Mapping[str, Any]) -> CallRisk:
     return CallRisk(
         risk=Risk.WRITE if writes else Risk.EXECUTE,
         consent="it reaches the network (network=true)" if network else None,
+        network=network,
         # A run has no dry mode: the human consents to the run itself.
         dry_run=False if writes else None,
         reason="oct_run with writes=true changes files" if writes else "oct_run runs project code",

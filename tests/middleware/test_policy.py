@@ -187,12 +187,15 @@ def _command(project: Path, argv: list[str], **arguments: object) -> CallContext
     return replace(ctx, spec=RUN_TOOL, params=params)
 
 
-def _runs_programs(project: Path, programs: tuple[str, ...] | None = None) -> PolicyEngine:
+def _runs_programs(
+    project: Path, programs: tuple[str, ...] | None = None, guarantees: frozenset[str] = frozenset()
+) -> PolicyEngine:
     runtime = LayerRuntime(
         config=McpConfig(audit_log_path=str(project / "logs" / "audit.log")),
         workspace=Workspace(project),
         catalog=default_catalog(),
         profile="test",
+        guarantees=guarantees,
     )
     settings = PolicySettings() if programs is None else PolicySettings(programs=programs)
     engine = LAYER.build(settings, runtime)
@@ -267,5 +270,25 @@ async def test_oct_run_without_writes_may_read_a_protected_folder(project: Path)
     call_next = RecordingNext()
 
     await _runs_programs(project)(_command(project, ["make"], cwd=".github/workflows"), call_next)
+
+    assert len(call_next.seen) == 1
+
+
+async def test_the_network_is_refused_where_the_profile_requires_no_network(project: Path) -> None:
+    call_next = RecordingNext()
+    policy = _runs_programs(project, guarantees=frozenset({"no_network"}))
+
+    with pytest.raises(PolicyError) as caught:
+        await policy(_command(project, ["pytest"], network=True), call_next)
+    await policy(_command(project, ["pytest"]), call_next)
+
+    assert "(rule: no_network)" in caught.value.message
+    assert len(call_next.seen) == 1
+
+
+async def test_the_network_passes_on_where_the_profile_allows_it(project: Path) -> None:
+    call_next = RecordingNext()
+
+    await _runs_programs(project)(_command(project, ["pytest"], network=True), call_next)
 
     assert len(call_next.seen) == 1

@@ -332,16 +332,19 @@ async def test_network_needs_consent_and_a_profile_that_allows_it(
     arguments = {"argv": ["python", "-c", "print('online')"], "network": True}
 
     asked, confirmed = await _calls(shared_package, config_file, [arguments, {**arguments, "confirm": True}])
-    (airgapped,) = await _calls(
-        shared_package, config_file, [arguments], human=Human(True), profile="airgapped"
-    )
+    human = Human(approve=True)
+    (airgapped,) = await _calls(shared_package, config_file, [arguments], human=human, profile="airgapped")
 
     assert only_text(asked).startswith(f"{CONFIRMATION_PREFIX} oct_run (Run a project command) would run ")
     assert "It needs consent because it reaches the network (network=true)." in only_text(asked)
     assert confirmed.structured_content is not None
     assert confirmed.structured_content["stdout"] == "online\n"
     assert airgapped.is_error is True
-    assert only_text(airgapped).startswith("[sandbox_unavailable] the tool needs the network")
+    assert only_text(airgapped) == (
+        "[policy] the call asks for the network, which profile 'airgapped' forbids (rule: no_network); "
+        "run it without network=true, or under a profile without the no_network guarantee"
+    )
+    assert human.shown == []
 
 
 @pytest.fixture
