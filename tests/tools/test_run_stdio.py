@@ -406,3 +406,39 @@ async def test_a_malicious_program_is_held_by_the_sandbox(
     with pytest.raises(TimeoutError):
         listener.accept()
     assert result.structured_content["changed_files"] == ["pkg/allowed.txt"]
+
+
+async def test_the_changed_files_include_those_created_changed_and_deleted(
+    package: Path, config_file: Path
+) -> None:
+    (package / "old.txt").write_text("old\n")
+    (package / "kept.txt").write_text("kept\n")
+    code = (
+        "import os, pathlib; os.remove('old.txt'); pathlib.Path('pkg/cli.py').write_text('# changed\\n'); "
+        "pathlib.Path('pkg/new.py').write_text('')"
+    )
+    arguments = {"argv": ["python", "-c", code], "writes": True, "confirm": True}
+
+    result = await _run(package, config_file, arguments)
+
+    assert result.structured_content is not None, only_text(result)
+    assert result.structured_content["changed_files"] == ["old.txt", "pkg/cli.py", "pkg/new.py"]
+    assert only_text(result).splitlines()[1] == "changed 3 file(s): old.txt, pkg/cli.py, pkg/new.py"
+
+
+@pytest.mark.parametrize("cwd", ["..", "/", "pkg/../../.."])
+async def test_a_working_folder_outside_the_project_is_refused(
+    shared_package: Path, config_file: Path, cwd: str
+) -> None:
+    result = await _run(shared_package, config_file, {"argv": ["python", "-V"], "cwd": cwd})
+
+    assert result.is_error is True
+    assert only_text(result).startswith("[path_refused] ")
+
+
+async def test_a_working_folder_that_is_no_folder_is_refused(shared_package: Path, config_file: Path) -> None:
+    result = await _run(shared_package, config_file, {"argv": ["python", "-V"], "cwd": "pyproject.toml"})
+
+    assert only_text(result) == (
+        "[not_found] cwd is not a folder of the project; name an existing folder, or leave it out"
+    )
