@@ -196,6 +196,8 @@ class ToolSpec:
     params: type[BaseModel]
     output: type[BaseModel] | None
     risk: Risk
+    """The risk of a call whose arguments do not change it (`call_risk`), and what the listing's
+    annotations say."""
     plan: Callable[[Any, ToolEnv], Plan]
     """Builds the plan from validated params; does no I/O itself."""
     idempotent: bool = True

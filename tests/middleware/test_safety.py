@@ -43,7 +43,10 @@ json_values = st.recursive(
 )
 # What the validator hands over (model_dump), with the fields the rules read mixed in.
 arg_dicts = st.dictionaries(
-    st.sampled_from(["path", "content", "apply", "dry_run", "confirm", "paths", "x"]) | st.text(max_size=6),
+    st.sampled_from(
+        ["path", "content", "apply", "dry_run", "confirm", "paths", "argv", "writes", "network", "cwd", "x"]
+    )
+    | st.text(max_size=6),
     json_values,
     max_size=6,
 )
@@ -64,7 +67,7 @@ def _gate(config: McpConfig, **settings: Any) -> SafetyGate:
 
 @given(
     tool=tool_names,
-    spec=specs | st.none() | st.integers() | st.text(),
+    spec=specs | st.sampled_from([FORMAT_TOOL, RUN_TOOL]) | st.none() | st.integers() | st.text(),
     args=arg_dicts | st.none() | st.lists(st.integers()),
     config=configs,
     confirm_execute=st.booleans(),
