@@ -300,7 +300,8 @@ RUN: Final = ToolSpec(
         "(by default python, pytest, nox, tox, make, hatch, uv run, npm run). writes=true lets it "
         "change the project and network=true lets it reach the network; each needs your consent. "
         "Returns the exit code, the duration and the end of its output; with writes=true, the files "
-        "it changed. Prefer it to a shell: the run is sandboxed, asked about and audited."
+        "it changed. What it runs is project code; prefer it to a shell: the run is sandboxed, asked "
+        "about where it must be, and audited."
     ),
     params=RunParams,
     output=RunOutput,
