@@ -184,6 +184,8 @@ class ConsentFacts:
     """The preview the consent was given for; None where none was shown (confirm=true)."""
     granted_folders: tuple[str, ...] = ()
     """Folders the human opened to this tool for the rest of the session with this answer."""
+    reason: str = ""
+    """The safety gate's reason: why the call needed consent, and whether it ran as a dry run."""
 
 
 class SessionGrants:

@@ -19,6 +19,7 @@ from oct_mcp.workspace import Workspace
 __all__ = [
     "COMMAND_STEPS_MAX",
     "PATH_MAX_LENGTH",
+    "CallRisk",
     "CommandPlan",
     "GitWrites",
     "InProcessPlan",
@@ -148,6 +149,11 @@ class CommandPlan:
     project_cache: bool = False
     """Bytecode, mypy and ruff caches go to the project's cache folder (`project_cache`), kept
     between runs, instead of the run's scratch folder."""
+    cwd: Path | None = None
+    """The folder inside the project the command starts in; None: the project root. The plan
+    contains it (a folder a call names passes the validator's containment first)."""
+    timeout_seconds: float | None = None
+    """A time limit lower than the configured one (a call asked for less); never raises it."""
     then: Then | None = None
     """A next command: `argv` runs first, in the same sandbox, and what it printed decides the
     argv run next (the same program); a `NextCommand` carries its own `then`, so each step's
@@ -182,6 +188,27 @@ class GitWrites:
     """Data folders of the git folder: `objects`, `refs`, `logs`."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallRisk:
+    """What one call of a tool can do, as its arguments decide: what the gate and the policy judge."""
+
+    risk: Risk
+    consent: str | None = None
+    """Why this call needs consent whatever its risk's rule says (it reaches the network), or None."""
+    dry_run: bool | None = None
+    """Decided by the call's own arguments once confirmed: True a dry run, False it changes files;
+    None: the configured default for writes applies (or the tool's own `dry_run` field)."""
+    honours_dry_run: bool = False
+    """The tool runs the gate's dry run as one (its plan reads `ToolEnv.dry_run`), so a dry run
+    changes nothing and nobody need be asked; a tool with a `dry_run` field is known to anyway."""
+    network: bool = False
+    """The call asks to reach the network: a profile that requires `no_network` refuses it."""
+    reason: str = ""
+    """Why the call has this risk, for the gate's decision and the audit record; empty: its tool's."""
+    action: str | None = None
+    """What the call does, in words for the human asked about it (the command it runs)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolSpec:
     """One tool of the catalog."""
@@ -192,6 +219,8 @@ class ToolSpec:
     params: type[BaseModel]
     output: type[BaseModel] | None
     risk: Risk
+    """The risk of a call whose arguments do not change it (`call_risk`), and what the listing's
+    annotations say."""
     plan: Callable[[Any, ToolEnv], Plan]
     """Builds the plan from validated params; does no I/O itself."""
     idempotent: bool = True
@@ -213,6 +242,23 @@ class ToolSpec:
     max_result_chars: int | None = None
     """Declared to hosts (`anthropic/maxResultSizeChars`) where a legitimate result passes the
     default budget."""
+    call_risk: Callable[[Mapping[str, Any]], CallRisk] | None = None
+    """What one call can do, given its validated arguments (`model_dump()`), where arguments change
+    it (oct_run's `writes`, oct_format's `apply`); None: every call has `risk`. Must not raise."""
+    runs: Callable[[Any], tuple[str, ...]] | None = None
+    """The command a call runs as the caller named it (the program's name, then its arguments),
+    given validated params: what the policy checks against the profile's `programs`; None: the
+    tool runs only what its own plan names."""
+
+    def risk_of(self, arguments: Mapping[str, Any]) -> CallRisk:
+        """The risk of one call: `call_risk`'s answer, or the tool's own `risk`.
+
+        Args:
+            arguments: The validated params' dump.
+        """
+        if self.call_risk is None:
+            return CallRisk(risk=self.risk)
+        return self.call_risk(arguments)
 
     @cached_property
     def path_fields(self) -> frozenset[str]:

@@ -143,6 +143,8 @@ class ConsentRequest:
     """What the call would change, shown in both texts and bound by the consent."""
     grant_folders: tuple[str, ...] = ()
     """Folders a session grant is offered for; empty when none is offered."""
+    reason: str = ""
+    """The safety gate's reason: why the call needs consent."""
 
 
 Outcome: TypeAlias = ToolResult | ConsentRequest

@@ -298,6 +298,7 @@ async def test_without_elicitation_the_sentinel_carries_the_diff_and_two_calls_w
         "given_by": "confirm",
         "preview_digest": None,
         "granted_folders": [],
+        "reason": "confirmation required: a destructive tool; the tool honours its own dry_run",
     }
 
 

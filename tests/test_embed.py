@@ -137,6 +137,28 @@ async def test_a_confirmed_host_write_under_the_dry_run_default_is_refused_and_n
     assert notes["todo"] == "ship it"
 
 
+async def test_a_host_tool_with_its_own_dry_run_argument_is_called_with_it_under_the_dry_run_default(
+    project: Path, tmp_path: Path, audit_log: Path
+) -> None:
+    dry_by_default = tmp_path / "dry.json"
+    dry_by_default.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 1000}))
+    purged: list[tuple[str, bool]] = []
+    server = MCPServer("purger")
+
+    @server.tool()
+    def purge(name: str, dry_run: bool = False) -> str:
+        purged.append((name, dry_run))
+        return "would purge" if dry_run else "purged"
+
+    guard(server, project_root=project, config_path=dry_by_default, environ={})
+    with anyio.fail_after(20):
+        async with Client(server) as client:
+            result = await client.call_tool("purge", {"name": "old", "confirm": True})
+
+    assert (result.is_error, _text(result)) == (False, "would purge")
+    assert purged == [("old", True)]
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_declared_path_argument_is_contained(
     project: Path, config: Path, notes: dict[str, str], mode: Any

@@ -83,6 +83,12 @@ class SandboxRequest:
     writable_inside: tuple[Path, ...] = ()
     """Existing real folders under the project the command may write even inside a protected path
     (the data folders of the project's git folder: objects, refs, logs), at the same path."""
+    cwd: Path | None = None
+    """A folder inside the project the command starts in; None: the project root."""
+
+    @property
+    def start_folder(self) -> Path:
+        return self.project if self.cwd is None else self.cwd
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -114,7 +114,7 @@ class Bubblewrap:
         # Last, so they cover the read-only project or protected git folder around them.
         for path in request.writable_inside:
             argv += ["--bind", str(path), str(path)]
-        argv += ["--chdir", project, "--clearenv"]
+        argv += ["--chdir", str(request.start_folder), "--clearenv"]
         for name, value in request.env.items():
             argv += ["--setenv", name, value]
         argv += ["--", *request.argv]
@@ -122,7 +122,7 @@ class Bubblewrap:
         if not request.network:
             guarantees.add(NO_NETWORK)
         # The outer environment is empty: bwrap sets the command's own with --setenv.
-        return Prepared(argv=tuple(argv), env={}, cwd=request.project, guarantees=frozenset(guarantees))
+        return Prepared(argv=tuple(argv), env={}, cwd=request.start_folder, guarantees=frozenset(guarantees))
 
     @staticmethod
     def _namespaces(*, network: bool) -> list[str]:

@@ -30,7 +30,7 @@ class FakeBackend:
     def prepare(self, request: SandboxRequest) -> Prepared:
         self.requests.append(request)
         return Prepared(
-            argv=request.argv, env=dict(request.env), cwd=request.project, guarantees=self.guarantees
+            argv=request.argv, env=dict(request.env), cwd=request.start_folder, guarantees=self.guarantees
         )
 
 

@@ -201,7 +201,7 @@ class LandlockBackend:
         return Prepared(
             argv=(*limit_prefix(request.limits), *request.argv),
             env=env,
-            cwd=request.project,
+            cwd=request.start_folder,
             guarantees=frozenset(guarantees),
             confinement=_Domain(request=request, support=support),
         )

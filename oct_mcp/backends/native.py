@@ -38,6 +38,6 @@ class Native:
         return Prepared(
             argv=(*limit_prefix(request.limits), *request.argv),
             env=dict(request.env),
-            cwd=request.project,
+            cwd=request.start_folder,
             guarantees=frozenset(),
         )

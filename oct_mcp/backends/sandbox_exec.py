@@ -112,6 +112,6 @@ class SandboxExec:
         return Prepared(
             argv=(SANDBOX_EXEC, "-p", profile, *definitions, *limit_prefix(request.limits), *request.argv),
             env=dict(request.env),
-            cwd=request.project,
+            cwd=request.start_folder,
             guarantees=frozenset(guarantees),
         )

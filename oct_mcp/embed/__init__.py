@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 EMBEDDED_PROFILE: Final = "embedded"
+DRY_RUN_FIELD: Final = "dry_run"
 _TRANSPORT: Final = "embedded"
 BINARY_DROPPED_NOTE: Final = (
     "[oct-mcp: {count} binary content item(s) (image, audio or blob) left out: secrets in them cannot "
@@ -120,6 +121,9 @@ def _foreign_spec(name: str, tool: Mapping[str, Any] | None, declared: ForeignTo
     risk = declared.risk or (_risk_from(tool) if tool is not None else Risk.WRITE)
     fields: dict[str, Any] = dict.fromkeys(declared.path_arguments, (ProjectPath | None, None))
     fields[CONFIRM_FIELD] = (bool, False)
+    if _declares_dry_run(tool):
+        # The gate then knows the host's tool makes a dry run of its own (`host_arguments`).
+        fields[DRY_RUN_FIELD] = (bool | None, None)
     # The host validates its own arguments; ours only contains declared paths and reads `confirm`.
     params = create_model(
         f"{name.replace('-', '_')}_arguments", __config__=ConfigDict(extra="allow", frozen=True), **fields
@@ -134,6 +138,13 @@ def _foreign_spec(name: str, tool: Mapping[str, Any] | None, declared: ForeignTo
         plan=_not_run_here,
         idempotent=risk is Risk.READ,
     )
+
+
+def _declares_dry_run(tool: Mapping[str, Any] | None) -> bool:
+    schema = (tool or {}).get("inputSchema") or {}
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    declared = properties.get(DRY_RUN_FIELD) if isinstance(properties, Mapping) else None
+    return isinstance(declared, Mapping) and declared.get("type") == "boolean"
 
 
 def _spec_for(
@@ -217,7 +228,8 @@ class OctGuard:
 
 
 def host_arguments(chain_ctx: CallContext) -> dict[str, Any]:
-    """The arguments the host's tool is called with: the call's own, without the chain's `confirm`.
+    """The arguments the host's tool is called with: the call's own, without the chain's `confirm`;
+    with `dry_run=true` where the gate decided a dry run and the tool's schema has a boolean `dry_run`.
 
     Raises:
         DryRunUnsupportedError: The gate decided a dry run (`dry_run_default_for_writes`) for a tool
@@ -225,14 +237,17 @@ def host_arguments(chain_ctx: CallContext) -> dict[str, Any]:
             real, it would do what the human was told would not happen, and the audit would record
             a dry run.
     """
-    if chain_ctx.dry_run and (chain_ctx.spec is None or chain_ctx.spec.risk is not Risk.READ):
-        raise DryRunUnsupportedError(
-            f"{chain_ctx.tool} is the host's own tool, which cannot make the dry run this configuration "
-            "asks for (dry_run_default_for_writes); nothing ran. Pass the tool's own dry_run argument if "
-            "it has one, or set dry_run_default_for_writes to false in the config so that a confirmed "
-            "call runs"
-        )
-    return {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
+    arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
+    spec = chain_ctx.spec
+    if not chain_ctx.dry_run or (spec is not None and spec.risk is Risk.READ):
+        return arguments
+    if spec is not None and DRY_RUN_FIELD in spec.params.model_fields:
+        return {**arguments, DRY_RUN_FIELD: True}
+    raise DryRunUnsupportedError(
+        f"{chain_ctx.tool} is the host's own tool, and it has no boolean dry_run argument to make the dry "
+        "run this configuration asks for (dry_run_default_for_writes); nothing ran. Set "
+        "dry_run_default_for_writes to false in the config so that a confirmed call runs"
+    )
 
 
 def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class OctFastMCPMiddleware(Middleware):
         listed = {
             "title": tool.title,
             "description": tool.description,
+            "inputSchema": tool.parameters,
             "annotations": tool.annotations.model_dump(by_alias=True, exclude_none=True)
             if tool.annotations
             else {},

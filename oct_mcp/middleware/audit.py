@@ -122,6 +122,7 @@ def audit_record(
                 "given_by": facts.given_by,
                 "preview_digest": facts.preview_digest,
                 "granted_folders": list(facts.granted_folders),
+                "reason": facts.reason,
             }
     record["args_digest"] = argument_digest(ctx.arguments)
     if deep:
@@ -155,6 +156,7 @@ def _outcome_fields(
             "message": None,
             "digest": outcome.digest,
             "preview_digest": preview,
+            "reason": outcome.reason,
         }
     if outcome is None:
         raise RuntimeError("a call with neither an outcome nor an error")

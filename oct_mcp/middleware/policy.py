@@ -1,4 +1,4 @@
-"""PolicyEngine: the profile's tool allowlist, and the protected paths no write may touch."""
+"""PolicyEngine: the tool and program allowlists, and the protected paths no write may touch."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.protected import ProtectedPaths
-from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.spec import CallRisk, Risk, ToolSpec
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 
-__all__ = ["ALL_TOOLS", "LAYER", "PolicyEngine", "PolicySettings"]
+__all__ = ["ALL_TOOLS", "DEFAULT_PROGRAMS", "LAYER", "PolicyEngine", "PolicySettings"]
 
 ALL_TOOLS: Final = "*"
+DEFAULT_PROGRAMS: Final = ("python", "pytest", "nox", "tox", "make", "hatch", "uv run", "npm run")
+"""The project's interpreter (`python`) and the usual runners; `uv run` pins uv's first argument."""
 
 
 class PolicySettings(BaseModel):
@@ -23,11 +25,15 @@ class PolicySettings(BaseModel):
 
     tools: tuple[str, ...] = Field(default=(ALL_TOOLS,))
     """The tools this profile allows, by name; `*` allows every tool of the catalog."""
+    programs: tuple[str, ...] = Field(default=DEFAULT_PROGRAMS)
+    """The commands a tool that runs what the caller names (oct_run) may start: a program's name,
+    or a name and the first argument it must have (`npm run`). `python` is the project's interpreter."""
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyEngine:
-    """Refuse tools outside the allowlist, and writes to protected paths.
+    """Refuse tools outside the allowlist, commands outside `programs`, the network where the
+    profile forbids it, and writes (by the call's own risk, `ToolSpec.risk_of`) to protected paths.
 
     Reads `ctx.tool`, `ctx.spec`, `ctx.params`, `ctx.workspace`. Raises `PolicyError`,
     whose message names the rule. Never answers. Hides refused tools from tools/list.
@@ -37,6 +43,10 @@ class PolicyEngine:
     allowed: frozenset[str] | None
     """None: every tool."""
     protected: ProtectedPaths
+    programs: frozenset[tuple[str, ...]] = frozenset(tuple(entry.split()) for entry in DEFAULT_PROGRAMS)
+    """Each allowed command as its words: one (any arguments) or two (the first argument pinned)."""
+    network_allowed: bool = True
+    """False where the profile requires the `no_network` guarantee."""
 
     def is_visible(self, spec: ToolSpec) -> bool:
         return self.allowed is None or spec.name in self.allowed
@@ -47,7 +57,21 @@ class PolicyEngine:
         spec, params, workspace = ctx.spec, ctx.params, ctx.workspace
         if spec is None or params is None or workspace is None:
             raise RuntimeError("the policy layer was reached without validated params")
-        if spec.risk is Risk.WRITE:
+        if spec.runs is not None and not self._allows_command(spec.runs(params)):
+            allowed = ", ".join(sorted(" ".join(words) for words in self.programs)) or "none"
+            raise PolicyError(
+                f"the program is not allowed in profile {self.profile!r} (rule: programs; allowed: "
+                f"{allowed}); to allow it, add its name, or its name and first argument, to `programs` "
+                "in [settings.policy] of your own profile in the config file"
+            )
+        call = CallRisk(risk=spec.risk) if spec.call_risk is None else spec.risk_of(params.model_dump())
+        if call.network and not self.network_allowed:
+            # Refused here, before the gate asks anyone: the sandbox would refuse the run anyway.
+            raise PolicyError(
+                f"the call asks for the network, which profile {self.profile!r} forbids (rule: no_network); "
+                "run it without network=true, or under a profile without the no_network guarantee"
+            )
+        if call.risk is Risk.WRITE:
             for name, path in spec.given_paths(params):
                 workspace.contain_text(path)
                 # The name as given, not only where it leads: `.vscode` linked to `settings/`
@@ -61,6 +85,24 @@ class PolicyEngine:
                     )
         return await call_next(ctx)
 
+    def _allows_command(self, command: tuple[str, ...]) -> bool:
+        return bool(command) and (
+            (command[0],) in self.programs or (len(command) > 1 and command[:2] in self.programs)
+        )
+
+
+def _program_entries(programs: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    entries = []
+    for entry in programs:
+        words = tuple(entry.split())
+        if not 1 <= len(words) <= 2 or "/" in words[0] or words[0].startswith("-"):
+            raise ConfigError(
+                "layer 'policy': each of `programs` is a program's name, or a name and its first "
+                "argument (`uv run`); not a path, not an option"
+            )
+        entries.append(words)
+    return frozenset(entries)
+
 
 def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
     names = set(settings.tools)
@@ -73,6 +115,8 @@ def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
         profile=runtime.profile,
         allowed=None if ALL_TOOLS in names else frozenset(names),
         protected=ProtectedPaths.for_root(runtime.workspace.root, server_files),
+        programs=_program_entries(settings.programs),
+        network_allowed="no_network" not in runtime.guarantees,
     )
 
 

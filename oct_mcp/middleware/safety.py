@@ -20,7 +20,7 @@ from oct_mcp.consent import (
 from oct_mcp.display import is_hidden_character, quote_name
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
 from oct_mcp.preview import Preview
-from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.spec import CallRisk, Risk, ToolSpec
 from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -34,7 +34,6 @@ __all__ = [
     "shown_diff",
 ]
 
-FORMAT_TOOL: Final = "oct_format"
 # Files whose change alters what runs later: pytest's and the build's config, the interpreter's.
 _CODE_CONFIG_FILES: Final = frozenset(
     {
@@ -102,56 +101,65 @@ class SafetyGate:
             args: Validated args dict (model.model_dump()).
 
         Returns:
-            The decision by the seed's five rules, with `auto_approve_read_tools`
-            and `confirm_execute` deciding whether a non-destructive tool needs consent.
+            The decision by the seed's five rules, on the call's own risk (`ToolSpec.risk_of`: a
+            tool's rules live with its spec), with `auto_approve_read_tools`, `confirm_execute`
+            and the call's own reason for consent (the network) deciding whether a call that
+            changes nothing needs consent.
         """
         arguments: Mapping[Any, Any] = args if isinstance(args, Mapping) else {}
-        confirmed = arguments.get(CONFIRM_FIELD) is True
-        risk = spec.risk if isinstance(spec, ToolSpec) else None
-        if risk is Risk.READ or risk is Risk.EXECUTE:
-            needs_consent = not self.config.auto_approve_read_tools or (
-                risk is Risk.EXECUTE and self.settings.confirm_execute
-            )
-            if not needs_consent:
-                return SafetyDecision(True, False, False, f"{risk.value} tool: no consent needed")
-            if confirmed:
-                return SafetyDecision(True, False, False, f"{risk.value} tool confirmed")
-            return SafetyDecision(
-                False, True, False, f"{risk.value} tool needs consent in this configuration"
-            )
-        if not confirmed:
-            return SafetyDecision(False, True, False, "destructive tool: confirmation required")
-        if tool_name == FORMAT_TOOL:
-            apply = arguments.get("apply")
-            if apply is None:
-                apply = not self.config.dry_run_default_for_writes
-            if apply is True:
-                return SafetyDecision(True, False, False, "oct_format confirmed with apply=True")
-            return SafetyDecision(True, False, True, "oct_format confirmed without apply: dry run")
-        if arguments.get("dry_run") is not None:
-            return SafetyDecision(
-                True, False, False, "destructive tool confirmed; it honours its own dry_run"
-            )
+        call = _call_risk(spec, arguments)
+        why = self._consent_needed(call)
+        if why is None:
+            return SafetyDecision(True, False, False, f"{call.risk.value} tool: no consent needed")
+        if arguments.get(CONFIRM_FIELD) is not True:
+            return SafetyDecision(False, True, False, f"confirmation required: {why}")
+        dry_run, how = self.dry_run_when_confirmed(spec, arguments)
+        return SafetyDecision(True, False, dry_run, f"confirmed ({why}); {how}")
+
+    def _consent_needed(self, call: CallRisk) -> str | None:
+        """Why the call needs consent, or None: every write; the rest where the settings or the call say."""
+        if call.risk is Risk.WRITE:
+            return call.reason or "a destructive tool"
+        if call.consent is not None:
+            return call.consent
+        if not self.config.auto_approve_read_tools:
+            return f"a {call.risk.value} tool, and auto_approve_read_tools is off"
+        if call.risk is Risk.EXECUTE and self.settings.confirm_execute:
+            return "it runs project code, and the profile sets confirm_execute"
+        return None
+
+    def dry_run_when_confirmed(self, spec: ToolSpec, args: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether a call that needs consent runs as a dry run once it has it, and why (rules 3-5).
+
+        The call's own arguments first (oct_format's `apply`), then a `dry_run` field of the tool's,
+        which the tool honours itself, then `dry_run_default_for_writes`. A call that changes
+        nothing by its risk is never a dry run.
+        """
+        call = _call_risk(spec, args)
+        if call.risk is not Risk.WRITE:
+            return False, "it changes no file"
+        if call.dry_run is not None:
+            return call.dry_run, f"{call.reason}: {'a dry run' if call.dry_run else 'the changes are made'}"
+        if _has_own_dry_run(spec) and args.get("dry_run") is not None:
+            return False, "the tool honours its own dry_run"
         dry_run = self.config.dry_run_default_for_writes
-        return SafetyDecision(
-            True,
-            False,
-            dry_run,
-            f"destructive tool confirmed; dry run by default: {'yes' if dry_run else 'no'}",
-        )
+        return dry_run, f"dry run by default: {'yes' if dry_run else 'no'}"
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         spec, params = ctx.spec, ctx.params
         if spec is None or params is None:
             raise RuntimeError("the safety layer was reached without validated params")
         args = params.model_dump()
-        unconfirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: False})
-        if not unconfirmed.requires_confirmation:
+        # Decided as if unconfirmed: where a human can be asked, the model's own confirm=true is not consent.
+        decision = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: False})
+        if decision.proceed:
             # Most calls (reads) leave dry_run as it is: no copy of the context for them.
-            if unconfirmed.dry_run == ctx.dry_run:
+            if decision.dry_run == ctx.dry_run:
                 return await call_next(ctx)
-            return await call_next(replace(ctx, dry_run=unconfirmed.dry_run))
-        once_confirmed = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: True})
+            return await call_next(replace(ctx, dry_run=decision.dry_run))
+        call = spec.risk_of(args)
+        dry_run, how = self.dry_run_when_confirmed(spec, args)
+        reason = f"{decision.reason}; {how}"
         digest = argument_digest(args)
         human_required = self.settings.human_consent == "required"
         consent = ctx.consent
@@ -171,18 +179,17 @@ class SafetyGate:
                 if ctx.session_grants is not None:
                     ctx.session_grants.grant(ctx.tool, granted)
             facts = ConsentFacts(
-                given_by="elicitation", preview_digest=consent.preview_digest, granted_folders=granted
+                given_by="elicitation",
+                preview_digest=consent.preview_digest,
+                granted_folders=granted,
+                reason=reason,
             )
-            approved = replace(ctx, dry_run=once_confirmed.dry_run, approved_targets=consent.targets)
+            approved = replace(ctx, dry_run=dry_run, approved_targets=consent.targets)
             return _with_facts(await call_next(approved), facts)
-        if (
-            ctx.client.can_elicit
-            and spec.risk is Risk.WRITE
-            and _changes_nothing(ctx.tool, spec, args, once_confirmed)
-        ):
+        changes_nothing = _changes_nothing(spec, args, call, dry_run)
+        if ctx.client.can_elicit and call.risk is Risk.WRITE and changes_nothing and call.consent is None:
             # A dry run changes nothing: where a human would be asked, nobody is.
-            return await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
-        # Where a human can be asked, the model's own confirm=true is not consent: the human answers.
+            return await call_next(replace(ctx, dry_run=dry_run))
         if not ctx.client.can_elicit:
             if human_required:
                 raise ConsentUnavailableError(
@@ -190,10 +197,10 @@ class SafetyGate:
                     "it; use an MCP client that supports elicitation, or a profile that accepts confirm=true"
                 )
             if args.get(CONFIRM_FIELD) is True:
-                confirmed = await call_next(replace(ctx, dry_run=once_confirmed.dry_run))
-                return _with_facts(confirmed, ConsentFacts(given_by="confirm"))
+                confirmed = await call_next(replace(ctx, dry_run=dry_run))
+                return _with_facts(confirmed, ConsentFacts(given_by="confirm", reason=reason))
         preview: Preview | None = None
-        if spec.risk is Risk.WRITE and spec.preview is not None:
+        if call.risk is Risk.WRITE and spec.preview is not None:
             # Checked and previewed first: a call that cannot run is answered with why, and nobody is asked.
             previewed = await call_next(replace(ctx, previewing=True, dry_run=True))
             if not isinstance(previewed, ToolResult) or previewed.is_error or previewed.preview is None:
@@ -209,8 +216,8 @@ class SafetyGate:
                 and _grantable(preview)
                 and ctx.session_grants.covers(ctx.tool, preview.folders())
             ):
-                facts = ConsentFacts(given_by="session_grant", preview_digest=preview.digest())
-                granted_call = replace(ctx, dry_run=once_confirmed.dry_run, approved_targets=preview.targets)
+                facts = ConsentFacts(given_by="session_grant", preview_digest=preview.digest(), reason=reason)
+                granted_call = replace(ctx, dry_run=dry_run, approved_targets=preview.targets)
                 return _with_facts(await call_next(granted_call), facts)
         offer = (
             preview.folders()
@@ -228,7 +235,7 @@ class SafetyGate:
                 spec,
                 args,
                 digest,
-                dry_run=once_confirmed.dry_run,
+                dry_run=dry_run,
                 workspace=ctx.workspace,
                 preview=preview,
             ),
@@ -236,7 +243,7 @@ class SafetyGate:
                 ctx.tool,
                 spec,
                 args,
-                changes_nothing=_changes_nothing(ctx.tool, spec, args, once_confirmed),
+                changes_nothing=changes_nothing,
                 workspace=ctx.workspace,
                 preview=preview,
                 grant_folders=offer,
@@ -244,6 +251,7 @@ class SafetyGate:
             human_required=human_required,
             preview=preview,
             grant_folders=offer,
+            reason=reason,
         )
 
     def _grants_offered(self, ctx: CallContext) -> bool:
@@ -258,19 +266,27 @@ def _with_facts(outcome: Outcome, facts: ConsentFacts) -> Outcome:
     return replace(outcome, consent=facts) if isinstance(outcome, ToolResult) else outcome
 
 
-def _changes_nothing(
-    tool_name: str, spec: ToolSpec, args: Mapping[str, Any], confirmed: SafetyDecision
-) -> bool:
-    """The call, once confirmed, is a dry run: `oct_format` by its `apply`, others by their own field.
+def _call_risk(spec: object, arguments: Mapping[Any, Any]) -> CallRisk:
+    """The call's risk by its spec's rules; anything but a ToolSpec is a destructive tool."""
+    if not isinstance(spec, ToolSpec):
+        return CallRisk(risk=Risk.WRITE, reason="a tool the gate does not know")
+    return spec.risk_of(arguments)
 
-    Only a tool with a `dry_run` field is known to honour one: a host's tool may not.
-    """
-    if tool_name == FORMAT_TOOL:
-        return confirmed.dry_run
-    if "dry_run" not in spec.params.model_fields:
-        return False
+
+def _has_own_dry_run(spec: object) -> bool:
+    """Only a tool with a `dry_run` field is known to honour one: a host's tool may not."""
+    return isinstance(spec, ToolSpec) and "dry_run" in spec.params.model_fields
+
+
+def _changes_nothing(spec: ToolSpec, args: Mapping[str, Any], call: CallRisk, dry_run: bool) -> bool:
+    """The call, once confirmed, is a dry run: by its own arguments (`apply`), its own `dry_run`
+    field, or the default; a tool that says neither is not known to honour a dry run."""
+    if call.dry_run is not None:
+        return call.dry_run
+    if not _has_own_dry_run(spec):
+        return call.honours_dry_run and dry_run
     own = args.get("dry_run")
-    return own is True if own is not None else confirmed.dry_run
+    return own is True if own is not None else dry_run
 
 
 def _grantable(preview: Preview) -> bool:
@@ -299,15 +315,25 @@ def _format_confirmation_request(
     whole, with characters a reader cannot see escaped, and flagged when it configures
     code that runs later.
     """
-    shown = _preview_lines(preview, workspace) if preview is not None else _named_lines(spec, args, workspace)
-    effect = {
-        Risk.WRITE: "change files in the project",
-        Risk.EXECUTE: "run project code",
-        Risk.READ: "read the project",
-    }[spec.risk]
-    files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else ["Files: none named."]
+    call = spec.risk_of(args)
+    if preview is not None:
+        shown = _preview_lines(preview, workspace)
+    else:
+        shown = [] if call.action is not None else _named_lines(spec, args, workspace)
+    effect = (
+        call.action
+        or {
+            Risk.WRITE: "change files in the project",
+            Risk.EXECUTE: "run project code",
+            Risk.READ: "read the project",
+        }[call.risk]
+    )
+    files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else []
+    if not files and call.action is None:
+        files = ["Files: none named."]
     lines = [
         f"{CONFIRMATION_PREFIX} {tool_name} ({spec.title}) would {effect}.",
+        *([f"It needs consent because {call.consent}."] if call.consent is not None else []),
         *_warning(shown),
         *files,
         f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
@@ -355,19 +381,24 @@ def format_question(
                 "this session without asking; each such write is recorded in the audit log."
             )
         return "\n".join(lines)
-    shown = _named_lines(spec, args, workspace)
-    effect = {
-        Risk.WRITE: "change files in the project",
-        Risk.EXECUTE: "run the project's code",
-        Risk.READ: "read the project",
-    }[spec.risk]
+    call = spec.risk_of(args)
+    shown = [] if call.action is not None else _named_lines(spec, args, workspace)
+    effect = (
+        call.action
+        or {
+            Risk.WRITE: "change files in the project",
+            Risk.EXECUTE: "run the project's code",
+            Risk.READ: "read the project",
+        }[call.risk]
+    )
     files = [f"Files ({len(shown)}):", *(f"  {line}" for line in shown)] if shown else []
     lines = [
         f"{tool_name} ({spec.title}) asks to {effect}.",
+        *([f"It needs consent because {call.consent}."] if call.consent is not None else []),
         *_warning(shown),
         *files,
     ]
-    if spec.risk is Risk.WRITE:
+    if call.risk is Risk.WRITE:
         lines.append("It is a dry run: nothing will change." if changes_nothing else "The changes are made.")
     lines.append("Accept: the call runs exactly as described. Decline or cancel: nothing runs.")
     return "\n".join(lines)

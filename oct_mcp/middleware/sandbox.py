@@ -257,7 +257,9 @@ class ExecutionSandbox:
         else:
             if approved is not None:
                 await anyio.to_thread.run_sync(verify_targets, ctx.workspace, approved)
-            if ctx.spec.risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
+            spec = ctx.spec
+            risk = spec.risk if spec.call_risk is None else spec.risk_of(ctx.params.model_dump()).risk
+            if risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
                 # A read tool asks no consent; a program inside the project is project code.
                 raise ProjectCodeRefusedError(
                     "a read tool may not run a program that lies inside the project; nothing ran"
@@ -308,7 +310,11 @@ class ExecutionSandbox:
     ) -> ToolResult:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
+        if plan.cwd is not None and not is_inside(plan.cwd, project):
+            raise RuntimeError("a plan's working folder must lie inside the project")
         timeout = limit = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
+        if plan.timeout_seconds is not None:
+            timeout = limit = min(limit, plan.timeout_seconds)
         # In a worker thread: a walk over a large project must not hold up the other calls.
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
@@ -367,6 +373,7 @@ class ExecutionSandbox:
                     *(() if private is None else (private.path,)),
                 ),
                 writable_inside=() if private is None else private.folders,
+                cwd=plan.cwd,
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
@@ -471,6 +478,8 @@ def _run_cgroup(memory_bytes: int | None) -> RunCgroup | None:
 
 def _timeout_message(limit: float, plan: CommandPlan) -> str:
     setting = "timeout_test_seconds" if plan.long_running else "timeout_default_seconds"
+    if plan.timeout_seconds is not None and plan.timeout_seconds <= limit:
+        setting = "the call's timeout_seconds"
     return f"the tool ran past its limit of {limit:g} s ({setting}) and was stopped"
 
 

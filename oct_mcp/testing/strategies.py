@@ -62,7 +62,19 @@ PATH_PIECES: Final[tuple[str, ...]] = (
 )
 _SEPARATORS: Final = ("/", "/", "/", "//", "\\")
 # The fields the shipped gate rules read, and the seed's argument names they look at.
-_RULE_ARGUMENTS: Final = ("path", "content", "apply", "dry_run", "confirm", "paths", "x")
+_RULE_ARGUMENTS: Final = (
+    "path",
+    "content",
+    "apply",
+    "dry_run",
+    "confirm",
+    "paths",
+    "argv",
+    "writes",
+    "network",
+    "cwd",
+    "x",
+)
 
 
 @st.composite

@@ -14,6 +14,7 @@ from oct_mcp.tools.git_history import GIT_BLAME, GIT_SHOW
 from oct_mcp.tools.git_write import GIT_ADD, GIT_BRANCH, GIT_COMMIT, GIT_RESTORE, GIT_SWITCH
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
+from oct_mcp.tools.run import RUN
 from oct_mcp.tools.search import SEARCH
 from oct_mcp.tools.tasks import LIST_TASKS
 from oct_mcp.tools.write_file import WRITE_FILE
@@ -44,6 +45,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         TYPECHECK,
         FORMAT,
         FIX,
+        RUN,
         EDIT,
         WRITE_FILE,
         APPLY_PATCH,

@@ -9,7 +9,7 @@ import re
 import textwrap
 import tomllib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -19,7 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from oct_mcp.backends.caches import project_cache
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
-from oct_mcp.spec import CommandPlan, InProcessPlan, Plan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.spec import (
+    CallRisk,
+    CommandPlan,
+    InProcessPlan,
+    Plan,
+    ProjectPath,
+    Risk,
+    RunResult,
+    ToolEnv,
+    ToolSpec,
+)
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 from oct_mcp.tools.results import (
@@ -372,7 +382,7 @@ def _preview_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
 def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     root = env.workspace.root
     ruff = find_program(root, "ruff")
-    # The gate decides dry_run for oct_format from `apply` (the seed's rules 3 and 4).
+    # The gate decides dry_run from `apply` by this spec's own rule (`_format_risk`).
     if env.dry_run:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
         return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1)))
@@ -384,6 +394,16 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     return CommandPlan(
         argv=argv, parse=_applied("ruff format", root, before, (0,)), writes_project=True, project_cache=True
     )
+
+
+def _format_risk(arguments: Mapping[str, Any]) -> CallRisk:
+    """The seed's rules 3 and 4: once confirmed, `apply` decides; unset, the dry-run default does."""
+    apply = arguments.get("apply")
+    if apply is True:
+        return CallRisk(risk=Risk.WRITE, dry_run=False, reason="oct_format with apply=true")
+    if apply is False:
+        return CallRisk(risk=Risk.WRITE, dry_run=True, reason="oct_format with apply=false")
+    return CallRisk(risk=Risk.WRITE, honours_dry_run=True, reason="oct_format without apply")
 
 
 def _preview_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
@@ -890,6 +910,7 @@ def _spec(
     program: str,
     idempotent: bool = True,
     preview: Any = None,
+    call_risk: Any = None,
 ) -> ToolSpec:
     return ToolSpec(
         name=name,
@@ -902,6 +923,7 @@ def _spec(
         preview=preview,
         idempotent=idempotent,
         program=program,
+        call_risk=call_risk,
     )
 
 
@@ -945,6 +967,7 @@ FORMAT: Final = _spec(
     idempotent=False,
     program="ruff",
     preview=_preview_format,
+    call_risk=_format_risk,
 )
 TYPECHECK: Final = _spec(
     "oct_typecheck",

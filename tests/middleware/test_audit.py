@@ -13,7 +13,7 @@ from fakes import TEST_CLIENT, RecordingNext, catalog_with_write_tool, make_cont
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.audit import AuditSink, AuditWriter, iter_records, verify_chain
-from oct_mcp.consent import Consent, argument_digest
+from oct_mcp.consent import Consent, ConsentFacts, argument_digest
 from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, PolicyError, ToolTimeoutError
 from oct_mcp.middleware.audit import AuditLogger
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ToolResult
@@ -152,6 +152,21 @@ async def test_a_consent_request_is_recorded_as_consent_requested(tmp_path: Path
     (record,) = _records(path)
     assert outcome is request
     assert (record["outcome"], record["digest"]) == ("consent_requested", "sha256:abc")
+
+
+async def test_the_safety_gate_s_reason_is_recorded_for_a_consent_request_and_a_consented_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.log"
+    request = ConsentRequest(tool="oct_run", digest="sha256:abc", message="[oct-mcp ...]", reason="why asked")
+    ran = ToolResult(text="ran", consent=ConsentFacts(given_by="confirm", reason="why it ran"))
+
+    await _audit(path)(make_context("oct_run"), RecordingNext(outcome=request))
+    await _audit(path)(make_context("oct_run"), RecordingNext(outcome=ran))
+
+    asked, consented = _records(path)
+    assert asked["reason"] == "why asked"
+    assert consented["consent"]["reason"] == "why it ran"
 
 
 async def test_a_cancelled_call_is_recorded_as_interrupted_and_the_cancellation_goes_on(

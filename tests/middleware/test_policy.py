@@ -175,3 +175,119 @@ async def test_a_protected_name_linked_to_an_ordinary_folder_is_still_protected(
         await _policy(project)(_write(project, ".vscode/tasks.json"), RecordingNext())
 
     assert "protected path rule: agent_config" in caught.value.message
+
+
+RUN_TOOL = default_catalog()["oct_run"]
+
+
+def _command(project: Path, argv: list[str], **arguments: object) -> CallContext:
+    params = RUN_TOOL.params.model_validate({"argv": argv, **arguments})
+    ctx = make_context(RUN_TOOL.name, Workspace(project), **params.model_dump())
+    return replace(ctx, spec=RUN_TOOL, params=params)
+
+
+def _runs_programs(
+    project: Path, programs: tuple[str, ...] | None = None, guarantees: frozenset[str] = frozenset()
+) -> PolicyEngine:
+    runtime = LayerRuntime(
+        config=McpConfig(audit_log_path=str(project / "logs" / "audit.log")),
+        workspace=Workspace(project),
+        catalog=default_catalog(),
+        profile="test",
+        guarantees=guarantees,
+    )
+    settings = PolicySettings() if programs is None else PolicySettings(programs=programs)
+    engine = LAYER.build(settings, runtime)
+    assert isinstance(engine, PolicyEngine)
+    return engine
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["python", "-m", "pkg"], ["pytest"], ["nox", "-s", "docs"], ["make", "check"], ["uv", "run", "x"]],
+)
+async def test_the_default_programs_pass_on(project: Path, argv: list[str]) -> None:
+    call_next = RecordingNext()
+
+    await _runs_programs(project)(_command(project, argv), call_next)
+
+    assert len(call_next.seen) == 1
+
+
+@pytest.mark.parametrize(
+    "argv", [["sh", "-c", "id"], ["uv", "pip", "install", "x"], ["npm", "install"], ["uv"]]
+)
+async def test_a_program_outside_programs_is_refused_by_the_rule(project: Path, argv: list[str]) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(PolicyError) as caught:
+        await _runs_programs(project)(_command(project, argv), call_next)
+
+    assert caught.value.code == "policy"
+    assert (
+        "(rule: programs; allowed: hatch, make, nox, npm run, pytest, python, tox, uv run)"
+        in caught.value.message
+    )
+    assert argv[0] not in caught.value.message.split("allowed:")[0]
+    assert call_next.seen == []
+
+
+async def test_a_profile_s_programs_replace_the_default(project: Path) -> None:
+    policy = _runs_programs(project, ("just", "cargo test"))
+
+    await policy(_command(project, ["just", "lint"]), RecordingNext())
+    await policy(_command(project, ["cargo", "test"]), RecordingNext())
+    with pytest.raises(PolicyError):
+        await policy(_command(project, ["python", "-V"]), RecordingNext())
+    with pytest.raises(PolicyError):
+        await policy(_command(project, ["cargo", "run"]), RecordingNext())
+
+
+@pytest.mark.parametrize("entry", ["/usr/bin/python", "-x", "a b c", ""])
+def test_a_programs_entry_that_is_no_command_fails_at_build(project: Path, entry: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _runs_programs(project, (entry,))
+
+    assert caught.value.code == "config"
+
+
+async def test_oct_run_with_writes_may_not_start_in_a_protected_folder(project: Path) -> None:
+    (project / ".github" / "workflows").mkdir(parents=True)
+    call_next = RecordingNext()
+
+    with pytest.raises(PolicyError) as caught:
+        await _runs_programs(project)(
+            _command(project, ["make"], cwd=".github/workflows", writes=True), call_next
+        )
+
+    assert "(protected path rule: ci, argument: cwd)" in caught.value.message
+    assert call_next.seen == []
+
+
+async def test_oct_run_without_writes_may_read_a_protected_folder(project: Path) -> None:
+    (project / ".github" / "workflows").mkdir(parents=True)
+    call_next = RecordingNext()
+
+    await _runs_programs(project)(_command(project, ["make"], cwd=".github/workflows"), call_next)
+
+    assert len(call_next.seen) == 1
+
+
+async def test_the_network_is_refused_where_the_profile_requires_no_network(project: Path) -> None:
+    call_next = RecordingNext()
+    policy = _runs_programs(project, guarantees=frozenset({"no_network"}))
+
+    with pytest.raises(PolicyError) as caught:
+        await policy(_command(project, ["pytest"], network=True), call_next)
+    await policy(_command(project, ["pytest"]), call_next)
+
+    assert "(rule: no_network)" in caught.value.message
+    assert len(call_next.seen) == 1
+
+
+async def test_the_network_passes_on_where_the_profile_allows_it(project: Path) -> None:
+    call_next = RecordingNext()
+
+    await _runs_programs(project)(_command(project, ["pytest"], network=True), call_next)
+
+    assert len(call_next.seen) == 1

@@ -17,7 +17,7 @@ import oct_mcp.testing.strategies as kit
 from oct_mcp.chain import build_chain
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import Consent, argument_digest
-from oct_mcp.errors import ConsentUnavailableError, PolicyError
+from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, PolicyError
 from oct_mcp.middleware.safety import (
     CONFIRMATION_PREFIX,
     SafetyDecision,
@@ -35,6 +35,8 @@ from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, LayerRuntime,
 from oct_mcp.workspace import Workspace
 
 READ_TOOL = default_catalog()["oct_read_file"]
+FORMAT_TOOL = default_catalog()["oct_format"]
+RUN_TOOL = default_catalog()["oct_run"]
 # What the validator hands over (model_dump), with the fields the rules read mixed in.
 arg_dicts = kit.arguments()
 configs = kit.configs()
@@ -48,7 +50,7 @@ def _gate(config: McpConfig, **settings: Any) -> SafetyGate:
 
 @given(
     tool=tool_names,
-    spec=specs | st.none() | st.integers() | st.text(),
+    spec=specs | st.sampled_from([FORMAT_TOOL, RUN_TOOL]) | st.none() | st.integers() | st.text(),
     args=arg_dicts | st.none() | st.lists(st.integers()),
     config=configs,
     confirm_execute=st.booleans(),
@@ -86,14 +88,14 @@ def test_rule_2_destructive_without_confirm_does_not_proceed(
 
 @given(args=arg_dicts, config=configs)
 def test_rule_3_format_confirmed_without_apply_is_a_dry_run(args: dict[str, Any], config: McpConfig) -> None:
-    decision = _gate(config).check("oct_format", WRITE_TOOL, {**args, "confirm": True, "apply": False})
+    decision = _gate(config).check("oct_format", FORMAT_TOOL, {**args, "confirm": True, "apply": False})
 
     assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (True, False, True)
 
 
 @given(args=arg_dicts, config=configs)
 def test_rule_4_format_confirmed_with_apply_runs_for_real(args: dict[str, Any], config: McpConfig) -> None:
-    decision = _gate(config).check("oct_format", WRITE_TOOL, {**args, "confirm": True, "apply": True})
+    decision = _gate(config).check("oct_format", FORMAT_TOOL, {**args, "confirm": True, "apply": True})
 
     assert (decision.proceed, decision.requires_confirmation, decision.dry_run) == (True, False, False)
 
@@ -102,7 +104,7 @@ def test_rule_4_format_confirmed_with_apply_runs_for_real(args: dict[str, Any], 
 def test_format_without_apply_follows_the_dry_run_default(args: dict[str, Any], config: McpConfig) -> None:
     args = {key: value for key, value in args.items() if key != "apply"}
 
-    decision = _gate(config).check("oct_format", WRITE_TOOL, {**args, "confirm": True})
+    decision = _gate(config).check("oct_format", FORMAT_TOOL, {**args, "confirm": True})
 
     assert decision.dry_run is config.dry_run_default_for_writes
 
@@ -443,7 +445,9 @@ def test_files_that_configure_code_are_flagged(path: str, flagged: bool) -> None
     assert configures_code(path) is flagged
 
 
-@given(tool=tool_names, spec=specs | st.none(), args=arg_dicts, config=configs)
+@given(
+    tool=tool_names, spec=specs | st.sampled_from([FORMAT_TOOL]) | st.none(), args=arg_dicts, config=configs
+)
 def test_for_any_arguments_check_keeps_the_seeds_five_rules(
     tool: str, spec: Any, args: dict[str, Any], config: McpConfig
 ) -> None:
@@ -452,18 +456,20 @@ def test_for_any_arguments_check_keeps_the_seeds_five_rules(
     def decision(confirm: bool, **extra: Any) -> SafetyDecision:
         return gate.check(tool, spec, {**args, **extra, "confirm": confirm})
 
-    destructive = spec is None or spec.risk is Risk.WRITE
+    destructive = spec is None or spec.risk_of(args).risk is Risk.WRITE
     if not destructive:
         if config.auto_approve_read_tools:  # rule 1
             assert decision(False) == SafetyDecision(True, False, False, decision(False).reason)
         return
     assert (decision(False).proceed, decision(False).requires_confirmation) == (False, True)  # rule 2
-    if tool == "oct_format":
+    if spec is FORMAT_TOOL:
         assert (decision(True, apply=False).proceed, decision(True, apply=False).dry_run) == (True, True)  # 3
         assert (decision(True, apply=True).proceed, decision(True, apply=True).dry_run) == (True, False)  # 4
-    else:
+    elif spec is not None and "dry_run" in spec.params.model_fields:
         own = decision(True, dry_run=True)  # rule 5: the tool honours its own field
         assert (own.proceed, own.requires_confirmation, own.dry_run) == (True, False, False)
+    else:
+        assert decision(True).dry_run is config.dry_run_default_for_writes
 
 
 def test_a_question_shows_at_most_two_hundred_diff_lines_and_says_how_many_were_cut() -> None:
@@ -523,3 +529,263 @@ def test_a_write_whose_preview_applies_is_put_to_the_human_with_the_change(proje
     assert isinstance(outcome, ConsentRequest)
     assert outcome.preview == change
     assert "+new" in outcome.question
+
+
+# -- Each rule of the gate, asserted by the rule that fired (its reason), so that a rule that is
+# -- changed or dropped fails here.
+
+SILENT_CLIENT = ClientInfo(client_id="c", transport="memory", can_elicit=False)
+
+
+def _run_call(
+    project: Path, client: ClientInfo, consent: Consent | None = None, **arguments: Any
+) -> CallContext:
+    params = RUN_TOOL.params.model_validate({"argv": ["python", "-V"], **arguments})
+    ctx = make_context(RUN_TOOL.name, Workspace(project), **params.model_dump())
+    return replace(ctx, spec=RUN_TOOL, params=params, client=client, consent=consent)
+
+
+def test_a_read_tool_proceeds_saying_no_consent_was_needed() -> None:
+    decision = _gate(McpConfig()).check("oct_read_file", READ_TOOL, {"path": "a"})
+
+    assert decision == SafetyDecision(True, False, False, "read tool: no consent needed")
+
+
+def test_a_read_tool_needs_consent_when_auto_approval_is_off_and_says_why() -> None:
+    decision = _gate(McpConfig(auto_approve_read_tools=False)).check("oct_read_file", READ_TOOL, {})
+
+    assert decision == SafetyDecision(
+        False, True, False, "confirmation required: a read tool, and auto_approve_read_tools is off"
+    )
+
+
+def test_an_execute_tool_needs_consent_under_confirm_execute_and_says_why() -> None:
+    decision = _gate(McpConfig(), confirm_execute=True).check("oct_run", RUN_TOOL, {"argv": ["python"]})
+
+    assert decision == SafetyDecision(
+        False,
+        True,
+        False,
+        "confirmation required: it runs project code, and the profile sets confirm_execute",
+    )
+
+
+def test_oct_run_without_writes_needs_no_consent_by_default() -> None:
+    decision = _gate(McpConfig()).check("oct_run", RUN_TOOL, {"argv": ["python"], "writes": False})
+
+    assert decision == SafetyDecision(True, False, False, "execute tool: no consent needed")
+
+
+def test_oct_run_with_writes_needs_consent_like_a_write_and_is_never_a_dry_run() -> None:
+    gate = _gate(McpConfig(dry_run_default_for_writes=True))
+    arguments = {"argv": ["python"], "writes": True}
+
+    asked = gate.check("oct_run", RUN_TOOL, arguments)
+    confirmed = gate.check("oct_run", RUN_TOOL, {**arguments, "confirm": True})
+
+    assert asked == SafetyDecision(
+        False, True, False, "confirmation required: oct_run with writes=true changes files"
+    )
+    assert confirmed == SafetyDecision(
+        True,
+        False,
+        False,
+        "confirmed (oct_run with writes=true changes files); oct_run with writes=true changes files: "
+        "the changes are made",
+    )
+
+
+def test_oct_run_with_network_needs_consent_even_where_reads_are_approved() -> None:
+    arguments = {"argv": ["python"], "network": True}
+
+    decision = _gate(McpConfig(auto_approve_read_tools=True)).check("oct_run", RUN_TOOL, arguments)
+
+    assert decision == SafetyDecision(
+        False, True, False, "confirmation required: it reaches the network (network=true)"
+    )
+
+
+def test_a_tool_the_gate_does_not_know_is_treated_as_destructive() -> None:
+    decision = _gate(McpConfig()).check("host_tool", None, {})  # type: ignore[arg-type]
+
+    assert decision == SafetyDecision(
+        False, True, False, "confirmation required: a tool the gate does not know"
+    )
+
+
+def test_a_write_that_honours_its_own_dry_run_says_so() -> None:
+    decision = _gate(McpConfig()).check("test_write_file", WRITE_TOOL, {"dry_run": False, "confirm": True})
+
+    assert decision == SafetyDecision(
+        True, False, False, "confirmed (a destructive tool); the tool honours its own dry_run"
+    )
+
+
+@pytest.mark.parametrize("default", [True, False])
+def test_a_write_that_does_not_say_follows_the_default_and_says_so(default: bool) -> None:
+    gate = _gate(McpConfig(dry_run_default_for_writes=default))
+
+    decision = gate.check("test_write_file", WRITE_TOOL, {"path": "a", "dry_run": None, "confirm": True})
+
+    assert decision == SafetyDecision(
+        True,
+        False,
+        default,
+        f"confirmed (a destructive tool); dry run by default: {'yes' if default else 'no'}",
+    )
+
+
+@pytest.mark.parametrize(("apply", "dry_run"), [(True, False), (False, True)])
+def test_format_s_apply_rule_lives_on_its_spec(apply: bool, dry_run: bool) -> None:
+    decision = _gate(McpConfig()).check("oct_format", FORMAT_TOOL, {"apply": apply, "confirm": True})
+
+    shown = "true" if apply else "false"
+    effect = "a dry run" if dry_run else "the changes are made"
+    assert decision == SafetyDecision(
+        True,
+        False,
+        dry_run,
+        f"confirmed (oct_format with apply={shown}); oct_format with apply={shown}: {effect}",
+    )
+
+
+def test_an_unconfirmed_write_from_a_client_that_cannot_ask_is_answered_with_the_question(
+    project: Path,
+) -> None:
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), _write_call(project, SILENT_CLIENT, dry_run=False), call_next)
+
+    assert call_next.seen == []
+    assert isinstance(outcome, ConsentRequest)
+    assert outcome.message.startswith(CONFIRMATION_PREFIX)
+    assert outcome.reason == "confirmation required: a destructive tool; the tool honours its own dry_run"
+
+
+def test_a_write_the_model_confirmed_for_a_client_that_cannot_ask_runs_with_the_reason(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _run(
+        _gate(McpConfig()), _write_call(project, SILENT_CLIENT, dry_run=False, confirm=True), call_next
+    )
+
+    (seen,) = call_next.seen
+    assert seen.dry_run is False
+    assert isinstance(outcome, ToolResult)
+    assert outcome.consent is not None
+    assert (outcome.consent.given_by, outcome.consent.reason) == (
+        "confirm",
+        "confirmation required: a destructive tool; the tool honours its own dry_run",
+    )
+
+
+def test_the_models_confirm_is_not_consent_where_a_human_can_be_asked(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _run(
+        _gate(McpConfig()), _write_call(project, ASKING_CLIENT, dry_run=False, confirm=True), call_next
+    )
+
+    assert call_next.seen == []
+    assert isinstance(outcome, ConsentRequest)
+
+
+def test_a_dry_run_write_runs_without_asking_a_client_that_can_ask(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, dry_run=True), call_next)
+
+    (seen,) = call_next.seen
+    assert seen.dry_run is False  # the tool honours its own dry_run=true
+    assert isinstance(outcome, ToolResult)
+    assert outcome.consent is None
+
+
+def test_a_human_s_approval_runs_the_call_and_records_the_reason(project: Path) -> None:
+    digest = argument_digest(WriteFileParams(path="notes.txt", dry_run=False).model_dump())
+    consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True)
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, dry_run=False), call_next)
+
+    assert len(call_next.seen) == 1
+    assert isinstance(outcome, ToolResult)
+    assert outcome.consent is not None
+    assert (outcome.consent.given_by, outcome.consent.reason) == (
+        "elicitation",
+        "confirmation required: a destructive tool; the tool honours its own dry_run",
+    )
+
+
+def test_a_replayed_answer_is_refused(project: Path) -> None:
+    digest = argument_digest(WriteFileParams(path="notes.txt", dry_run=False).model_dump())
+    consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True, replayed=True)
+    call_next = RecordingNext()
+
+    with pytest.raises(ConsentReplayedError) as caught:
+        _run(_gate(McpConfig()), _write_call(project, ASKING_CLIENT, consent, dry_run=False), call_next)
+
+    assert caught.value.code == "consent_replayed"
+    assert call_next.seen == []
+
+
+def test_oct_run_with_writes_is_asked_about_naming_the_command(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), _run_call(project, ASKING_CLIENT, writes=True), call_next)
+
+    assert call_next.seen == []
+    assert isinstance(outcome, ConsentRequest)
+    assert outcome.question == (
+        "oct_run (Run a project command) asks to run `python -V` in the project root, the project writable "
+        "(protected paths stay read-only); afterwards the result lists the files it changed.\n"
+        "The changes are made.\n"
+        "Accept: the call runs exactly as described. Decline or cancel: nothing runs."
+    )
+
+
+def test_oct_run_with_network_is_asked_about_saying_why(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig()), _run_call(project, ASKING_CLIENT, network=True), call_next)
+
+    assert call_next.seen == []
+    assert isinstance(outcome, ConsentRequest)
+    assert outcome.question == (
+        "oct_run (Run a project command) asks to run `python -V` in the project root, the project read-only, "
+        "with network access.\n"
+        "It needs consent because it reaches the network (network=true).\n"
+        "Accept: the call runs exactly as described. Decline or cancel: nothing runs."
+    )
+
+
+def test_oct_run_without_writes_or_network_passes_on_unasked(project: Path) -> None:
+    call_next = RecordingNext()
+
+    _run(_gate(McpConfig()), _run_call(project, ASKING_CLIENT), call_next)
+
+    (seen,) = call_next.seen
+    assert seen.dry_run is False
+
+
+def test_a_consented_call_that_changes_no_file_is_never_a_dry_run() -> None:
+    gate = _gate(McpConfig(dry_run_default_for_writes=True))
+
+    decision = gate.check("oct_run", RUN_TOOL, {"argv": ["python"], "network": True, "confirm": True})
+
+    assert decision == SafetyDecision(
+        True, False, False, "confirmed (it reaches the network (network=true)); it changes no file"
+    )
+
+
+def test_the_sentinel_for_oct_run_with_writes_names_the_command_and_says_it_writes(project: Path) -> None:
+    outcome = _run(_gate(McpConfig()), _run_call(project, SILENT_CLIENT, writes=True), RecordingNext())
+
+    assert isinstance(outcome, ConsentRequest)
+    first, *rest = outcome.message.splitlines()
+    assert first == (
+        f"{CONFIRMATION_PREFIX} oct_run (Run a project command) would run `python -V` in the project root, "
+        "the project writable (protected paths stay read-only); afterwards the result lists the files it "
+        "changed."
+    )
+    assert rest[0] == "Dry run: no, the changes are made."

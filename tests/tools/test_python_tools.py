@@ -259,6 +259,7 @@ def test_every_tool_that_runs_project_tooling_is_project_code_and_says_so() -> N
         "oct_typecheck",
         "oct_format",
         "oct_fix",
+        "oct_run",
     }
     for spec in runs_project_tooling:
         assert spec.risk in (Risk.EXECUTE, Risk.WRITE)
