@@ -536,19 +536,84 @@ async def test_add_never_stages_a_nested_repository(repo: Path, home: Path, tmp_
     assert git(repo, "diff", "--cached", "--name-only") == ""
 
 
-async def test_on_landlock_a_root_file_git_cannot_replace_is_said_so(
-    repo: Path, home: Path, tmp_path: Path
-) -> None:
-    usable_backend("landlock")
-    (repo / "README.md").write_text("# Changed\n")
+def _wide_branch(root: Path) -> None:
+    """A branch `wide` that changes a root-level file and a file in a subfolder."""
+    git(root, "switch", "-q", "-c", "wide")
+    (root / "README.md").write_text("# Demo, wide\n")
+    (root / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "44"))
+    git(root, "commit", "-q", "-am", "Wide change")
+    git(root, "switch", "-q", "main")
 
-    (failed,) = await _calls(
-        repo,
-        _config(tmp_path, "landlock"),
-        home,
-        [("oct_git_restore", {"paths": ["README.md"], "dry_run": False})],
-        Human(),
+
+def _work_tree(root: Path) -> tuple[str, str, str, str]:
+    """HEAD, the status, and the two files a wide change touches."""
+    return (
+        git(root, "rev-parse", "HEAD") + " " + git(root, "symbolic-ref", "HEAD"),
+        git(root, "status", "--porcelain"),
+        (root / "README.md").read_text(),
+        (root / "src" / "pkg" / "core.py").read_text(),
     )
 
-    assert only_text(failed).startswith("[execution_failed] git could not replace a file the sandbox keeps")
-    assert (repo / "README.md").read_text() == "# Changed\n"
+
+# A backend that grants entry rights only on folders clear of protected paths (landlock) cannot
+# replace a root-level file: there the call must be refused before anything changes; a backend
+# that binds the whole project writable (bubblewrap) does the whole change.
+CAN_REPLACE_ROOT_FILES = {"bubblewrap": True, "landlock": False}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_switch_touching_a_root_file_is_whole_or_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    _wide_branch(repo)
+    before = _work_tree(repo)
+    human = Human()
+
+    (switched,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_switch", {"branch": "wide", "dry_run": False})],
+        human,
+    )
+
+    if CAN_REPLACE_ROOT_FILES[backend]:
+        assert switched.is_error is False, only_text(switched)
+        assert git(repo, "branch", "--show-current") == "wide"
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "README.md").read_text() == "# Demo, wide\n"
+        assert (repo / "src" / "pkg" / "core.py").read_text() == CORE.replace("42", "44")
+    else:
+        assert _work_tree(repo) == before
+        assert only_text(switched).startswith("[sandbox_unavailable]"), only_text(switched)
+        assert "README.md" in only_text(switched)
+        assert human.questions == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_restore_of_a_root_file_is_whole_or_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    (repo / "README.md").write_text("# Changed\n")
+    (repo / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "7"))
+    before = _work_tree(repo)
+    human = Human()
+
+    (restored,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_restore", {"paths": ["README.md", "src"], "dry_run": False})],
+        human,
+    )
+
+    if CAN_REPLACE_ROOT_FILES[backend]:
+        assert restored.is_error is False, only_text(restored)
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "README.md").read_text() == "# Demo\n"
+        assert (repo / "src" / "pkg" / "core.py").read_text() == CORE
+    else:
+        assert _work_tree(repo) == before
+        assert only_text(restored).startswith("[sandbox_unavailable]"), only_text(restored)
+        assert "README.md" in only_text(restored)
+        assert human.questions == []
