@@ -7,7 +7,9 @@ the safety options of the read tools and more (no signing, no auto gc or mainten
 at all, so nothing fetches or pushes), and without any right on the project's git folder itself:
 git works on private copies of HEAD and the index (`GitWrites`), which the sandbox installs
 afterwards; only the data folders (`objects`, `refs`, `logs`) are writable. Hooks never run:
-`core.hooksPath` points at nothing, and the hooks folder stays read-only.
+`core.hooksPath` points at nothing, and the hooks folder stays read-only. A switch or restore
+that would replace a file where the sandbox's backend cannot make or remove one (landlock: at
+the project root) is refused before git runs, never left half done.
 
 Protected paths and a commit: `oct_git_add` never stages a protected path (CI pipelines, hook
 managers' configs, agent configs: `protected.py`), named or inside a folder it is given. A commit

@@ -22,7 +22,7 @@ from clients import oct_server, only_text
 from mcp import Client
 from optional import usable_backend
 
-from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends import EntryRights, Limits, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.git_state import PrivateGitFolder
 from oct_mcp.backends.landlock import LandlockBackend
@@ -617,3 +617,84 @@ async def test_a_restore_of_a_root_file_is_whole_or_refused_before_any_change(
         assert only_text(restored).startswith("[sandbox_unavailable]"), only_text(restored)
         assert "README.md" in only_text(restored)
         assert human.questions == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_confirmed_switch_that_makes_a_root_folder_is_whole_or_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    git(repo, "switch", "-q", "-c", "docs")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "guide.md").write_text("# Guide\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Docs")
+    git(repo, "switch", "-q", "main")
+    before = _work_tree(repo)
+
+    # confirm=true skips the preview: the plan that runs git checks for itself.
+    (switched,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_switch", {"branch": "docs", "dry_run": False, "confirm": True})],
+        None,
+    )
+
+    if CAN_REPLACE_ROOT_FILES[backend]:
+        assert switched.is_error is False, only_text(switched)
+        assert git(repo, "branch", "--show-current") == "docs"
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "docs" / "guide.md").read_text() == "# Guide\n"
+    else:
+        assert _work_tree(repo) == before
+        assert only_text(switched).startswith("[sandbox_unavailable]"), only_text(switched)
+        assert "docs/guide.md" in only_text(switched)
+        assert not (repo / "docs").exists()
+
+
+async def test_on_landlock_a_file_beside_a_protected_folder_is_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("landlock")
+    # Landlock grants `.github` no right of its own, only one on each entry but `workflows`.
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
+    (repo / ".github" / "CODEOWNERS").write_text("* @ada\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Owners")
+    (repo / ".github" / "CODEOWNERS").write_text("* @mallory\n")
+    (repo / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "7"))
+    before = _work_tree(repo)
+
+    (restored,) = await _calls(
+        repo,
+        _config(tmp_path, "landlock"),
+        home,
+        [("oct_git_restore", {"paths": [".github/CODEOWNERS", "src"], "dry_run": False})],
+        Human(),
+    )
+
+    assert _work_tree(repo) == before
+    assert (repo / ".github" / "CODEOWNERS").read_text() == "* @mallory\n"
+    assert only_text(restored).startswith("[sandbox_unavailable]"), only_text(restored)
+    assert ".github/CODEOWNERS" in only_text(restored)
+
+
+def test_where_each_backend_can_make_and_remove_entries(tmp_path: Path) -> None:
+    root = tmp_path
+    protected = (root / ".git", root / ".github" / "workflows")
+    folders = [root, root / ".github", root / ".github" / "workflows" / "deep", root / "src" / "pkg"]
+
+    fixed = {
+        rights: [rights.fixed(folder, root, protected) for folder in folders]
+        for rights in (EntryRights.WRITABLE_FOLDERS, EntryRights.CLEAR_FOLDERS)
+    }
+
+    assert fixed == {
+        EntryRights.WRITABLE_FOLDERS: [False, False, True, False],
+        EntryRights.CLEAR_FOLDERS: [True, True, True, False],
+    }
+    assert (Bubblewrap.entry_rights, LandlockBackend.entry_rights) == (
+        EntryRights.WRITABLE_FOLDERS,
+        EntryRights.CLEAR_FOLDERS,
+    )
