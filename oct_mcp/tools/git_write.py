@@ -1053,12 +1053,17 @@ def _protected_paths(root: Path) -> tuple[Path, ...]:
         ) from None
 
 
+# What git says of a work-tree file it could not replace (entry.c, unpack-trees.c); a switch then
+# still exits 0, since checkout takes only unpack_trees' -1 for a failure, and its -2 for this not.
+_UNREPLACED: Final = (b"unable to unlink", b"unable to create file", b"cannot create directory")
+
+
 def _refuse_unreplaceable(run: RunResult, done: str) -> None:
     """Raises:
     ExecutionError: git said it could not replace a work-tree file, which `_refuse_fixed_entries`
         should have foreseen; whatever git's exit code, the call says the change is incomplete.
     """
-    if b"unable to unlink" in run.stderr or b"Permission denied" in run.stderr:
+    if any(said in run.stderr for said in _UNREPLACED):
         raise ExecutionError(
             f"git could not replace a file the sandbox keeps, so the work tree is only partly {done}: "
             "oct_git_status shows what is left, and git in a terminal finishes it"

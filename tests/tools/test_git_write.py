@@ -698,3 +698,26 @@ def test_where_each_backend_can_make_and_remove_entries(tmp_path: Path) -> None:
         EntryRights.WRITABLE_FOLDERS,
         EntryRights.CLEAR_FOLDERS,
     )
+
+
+async def test_on_landlock_a_file_git_could_not_replace_after_all_is_never_reported_as_switched(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("landlock")
+    # A folder its owner cannot write: no sandbox rule foresees it, and the run holds no privilege over it.
+    (repo / "src" / "pkg").chmod(0o555)
+    try:
+        (switched,) = await _calls(
+            repo,
+            _config(tmp_path, "landlock"),
+            home,
+            [("oct_git_switch", {"branch": "feature", "dry_run": False, "confirm": True})],
+            None,
+        )
+    finally:
+        (repo / "src" / "pkg").chmod(0o755)
+
+    assert only_text(switched).startswith("[execution_failed] git could not replace a file"), only_text(
+        switched
+    )
+    assert "only partly switched" in only_text(switched)
