@@ -16,7 +16,7 @@ from typing import Any, Final
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oct_mcp.diagnostics import get_logger
-from oct_mcp.redaction import redact
+from oct_mcp.redaction import redact, redact_value
 from oct_mcp.transports.error_masking import masked_error_fields
 
 __all__ = ["MAX_HELD_BYTES", "MaskedErrorBodies", "masked_json"]
@@ -161,8 +161,11 @@ def _masked_document(document: Any) -> Any:
     if not isinstance(document, dict):
         return document
     error = document.get("error")
-    if not isinstance(error, dict):
+    if error is None:
         return document
+    if not isinstance(error, dict):  # an OAuth-style `{"error": "...", "error_description": ...}`
+        masked_document, count = redact_value(document)
+        return masked_document if count else document
     message = error.get("message")
     text, data = masked_error_fields(message if isinstance(message, str) else "", error.get("data"))
     masked = dict(error)

@@ -123,3 +123,14 @@ async def test_a_json_body_past_the_bound_becomes_a_500_without_it(monkeypatch: 
     assert sent[0]["status"] == 500
     assert json.loads(body_of(sent))["error"]["message"] == "Response too large"
     assert KEY_ID.encode() not in body_of(sent)
+
+
+async def test_an_oauth_style_error_body_is_masked_too() -> None:
+    body = json.dumps({"error": "invalid_token", "error_description": f"token {KEY_ID} unknown"}).encode()
+
+    sent = await answered(Replay(b"application/json", [body], status=401))
+
+    assert json.loads(body_of(sent)) == {
+        "error": "invalid_token",
+        "error_description": "token [REDACTED:aws_access_key_id] unknown",
+    }
