@@ -23,9 +23,9 @@ from oct_mcp import __version__
 from oct_mcp.app import App
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants
 from oct_mcp.diagnostics import get_logger
-from oct_mcp.redaction import redact, redact_value
 from oct_mcp.spec import ToolSpec
 from oct_mcp.transports.consent_adapter import call_with_consent
+from oct_mcp.transports.error_masking import MaskedErrorStream
 
 __all__ = ["SERVER_NAME", "build_server", "compact_schema", "serve_stdio"]
 
@@ -150,41 +150,9 @@ async def serve_stdio(app: App) -> None:
 
                     stdin.reply = reply
                 await server.run(
-                    read_stream, _MaskedErrors(write_stream), server.create_initialization_options()
+                    read_stream, MaskedErrorStream(write_stream), server.create_initialization_options()
                 )
         tasks.cancel_scope.cancel()
-
-
-class _MaskedErrors:
-    """The SDK's write stream, with each JSON-RPC error's message and data masked.
-
-    The SDK answers some requests itself, before any layer sees them: an unknown method comes
-    back with the method's name as `data`. Whatever the client put there, its secrets stay masked.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    async def send(self, item: SessionMessage, /) -> None:
-        message = item.message
-        if isinstance(message, types.JSONRPCError):
-            error = message.error
-            data, _count = redact_value(error.data)
-            masked = error.model_copy(update={"message": redact(error.message)[0], "data": data})
-            item = SessionMessage(
-                message=message.model_copy(update={"error": masked}), metadata=item.metadata
-            )
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _MaskedErrors:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        return cast("bool | None", await self._inner.__aexit__(*exc_info))
 
 
 class _StdinLines:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Final, TypeAlias
 
 from pydantic import BaseModel, StringConstraints
 
+from oct_mcp.backends import EntryRights
 from oct_mcp.deadline import Deadline
 from oct_mcp.preview import TargetState
 from oct_mcp.types import ToolResult
@@ -69,6 +70,10 @@ class ToolEnv:
     approved_targets: tuple[TargetState, ...] | None = None
     """The files a human approved the change of, as the preview saw them (the sandbox has checked
     they are unchanged); a tool whose run could reach further keeps to these."""
+    entry_rights: EntryRights = EntryRights.CLEAR_FOLDERS
+    """Where the sandbox's backend lets a writable run make and remove entries: a plan whose
+    command would do so elsewhere refuses before it starts, rather than leave its change half made.
+    Unset: the narrowest of the backends."""
 
 
 @dataclass(frozen=True, slots=True)

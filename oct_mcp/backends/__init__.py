@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -15,6 +16,7 @@ __all__ = [
     "SCRATCH_PREFIX",
     "Availability",
     "Backend",
+    "EntryRights",
     "Limits",
     "Prepared",
     "SandboxRequest",
@@ -56,6 +58,34 @@ class Limits:
     open_files: int = 4_096
     processes: int | None = None
     """RLIMIT_NPROC; None for root, which the kernel does not limit anyway."""
+
+
+class EntryRights(StrEnum):
+    """Where a backend lets a writable run make and remove entries: create, delete, or replace a
+    file (git replaces a file by removing it and making it anew), or make a folder.
+
+    Writing into an existing file is another right, which every writable entry has.
+    """
+
+    WRITABLE_FOLDERS = "writable_folders"
+    """In every folder of the project but the protected ones: the project is writable whole, and
+    the protected paths are kept apart (bubblewrap's binds)."""
+    CLEAR_FOLDERS = "clear_folders"
+    """Only in folders below the project root with no protected path at or below them: a right on
+    a folder covers all of its entries, so the root, which holds `.git`, never has one (landlock)."""
+
+    def fixed(self, folder: Path, project: Path, protected: Collection[Path]) -> bool:
+        """Whether a writable run can neither make nor remove entries directly in `folder`.
+
+        Args:
+            folder: A folder at or below `project`, absolute.
+            protected: The protected paths the sandbox keeps read-only (`SandboxRequest.protected`).
+        """
+        if any(folder.is_relative_to(path) for path in protected):
+            return True
+        if self is EntryRights.WRITABLE_FOLDERS:
+            return False
+        return folder == project or any(path.is_relative_to(folder) for path in protected)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +144,8 @@ class Availability:
 
 class Backend(Protocol):
     name: str
+    entry_rights: EntryRights
+    """Where a writable run of this backend can make and remove entries."""
 
     def probe(self) -> Availability:
         """Run the backend once for real; a present binary is not enough (user namespaces may be blocked)."""

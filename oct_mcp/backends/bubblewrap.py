@@ -15,6 +15,7 @@ from oct_mcp.backends import (
     READS_CONFINED,
     WRITES_CONFINED,
     Availability,
+    EntryRights,
     Prepared,
     SandboxRequest,
 )
@@ -41,6 +42,7 @@ class Bubblewrap:
     """
 
     name = "bubblewrap"
+    entry_rights = EntryRights.WRITABLE_FOLDERS
 
     @cached_property
     def executable(self) -> str | None:

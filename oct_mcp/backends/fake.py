@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oct_mcp.backends import GUARANTEES, Availability, Prepared, SandboxRequest
+from oct_mcp.backends import GUARANTEES, Availability, EntryRights, Prepared, SandboxRequest
 from oct_mcp.spec import RunResult
 
 __all__ = ["FakeBackend", "ScriptedRunner"]
@@ -19,6 +19,7 @@ class FakeBackend:
     guarantees: frozenset[str] = GUARANTEES
     usable: bool = True
     name: str = "fake"
+    entry_rights: EntryRights = EntryRights.WRITABLE_FOLDERS
     requests: list[SandboxRequest] = field(default_factory=list)
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from oct_mcp.backends import (
     READS_CONFINED,
     WRITES_CONFINED,
     Availability,
+    EntryRights,
     Limits,
     Prepared,
     SandboxRequest,
@@ -154,10 +155,13 @@ class LandlockBackend:
     Reads: the system folders, `/etc` (only the files a tool needs for strict profiles), the
     interpreter and tool installs, the project, the run's scratch folder and a few devices.
     Writes: the scratch folder, and for write tools every project entry but the protected
-    ones; Landlock only adds rights, so no right is ever given on the project root itself.
+    ones; Landlock only adds rights, so no right is ever given on the project root itself, nor on a
+    folder that holds a protected path: there a file can be written, not made, removed or replaced
+    (`EntryRights.CLEAR_FOLDERS`).
     """
 
     name = "landlock"
+    entry_rights = EntryRights.CLEAR_FOLDERS
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
         return str(scratch / "home"), str(scratch / "tmp")

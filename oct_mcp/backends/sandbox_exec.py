@@ -12,6 +12,7 @@ from oct_mcp.backends import (
     READS_CONFINED,
     WRITES_CONFINED,
     Availability,
+    EntryRights,
     Prepared,
     SandboxRequest,
 )
@@ -66,6 +67,7 @@ class SandboxExec:
     """macOS: the command under sandbox-exec with oct-mcp's own profile."""
 
     name = "sandbox_exec"
+    entry_rights = EntryRights.WRITABLE_FOLDERS
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
         return str(scratch / "home"), str(scratch / "tmp")

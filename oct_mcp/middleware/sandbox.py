@@ -239,6 +239,7 @@ class ExecutionSandbox:
             dry_run=ctx.dry_run or ctx.previewing,
             deadline=deadline,
             approved_targets=ctx.approved_targets,
+            entry_rights=self.backend.entry_rights,
         )
         if ctx.previewing:
             if ctx.spec.preview is None:

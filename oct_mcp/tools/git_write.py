@@ -7,7 +7,9 @@ the safety options of the read tools and more (no signing, no auto gc or mainten
 at all, so nothing fetches or pushes), and without any right on the project's git folder itself:
 git works on private copies of HEAD and the index (`GitWrites`), which the sandbox installs
 afterwards; only the data folders (`objects`, `refs`, `logs`) are writable. Hooks never run:
-`core.hooksPath` points at nothing, and the hooks folder stays read-only.
+`core.hooksPath` points at nothing, and the hooks folder stays read-only. A switch or restore
+that would replace a file where the sandbox's backend cannot make or remove one (landlock: at
+the project root) is refused before git runs, never left half done.
 
 Protected paths and a commit: `oct_git_add` never stages a protected path (CI pipelines, hook
 managers' configs, agent configs: `protected.py`), named or inside a folder it is given. A commit
@@ -27,16 +29,24 @@ from typing import Annotated, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from oct_mcp.backends import EntryRights
 from oct_mcp.errors import (
     ChangesWouldBeLostError,
     ExecutionError,
     GitIdentityMissingError,
     GitLayoutRefusedError,
     PolicyError,
+    SandboxUnavailableError,
     TargetChangedError,
 )
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest
-from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths
+from oct_mcp.protected import (
+    GIT_DIRECTORY_RULE,
+    SNAPSHOT_MAX_ENTRIES,
+    ProjectTooLargeError,
+    ProtectedPaths,
+    snapshot_protected,
+)
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.git import (
     CONFIG_NAMES_LISTING,
@@ -907,6 +917,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         if lost:
             raise _would_lose(lost)
         _refuse_protected_switch(workspace, changed)
+        _refuse_fixed_entries(env, changed, "switched")
         commit = found["commit"]
         output = GitSwitchOutput(branch=params.branch, commit=commit, files=changed, applied=False)
         preview = Preview(
@@ -950,6 +961,7 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             _git_path(os.fsdecode(raw)) for raw in _succeeded(run, "compare").stdout.split(b"\0") if raw
         ]
         _refuse_protected_switch(workspace, changed)
+        _refuse_fixed_entries(env, changed, "switched")
         if env.approved_targets is not None:
             shown = {t.path for t in env.approved_targets}
             if any(path not in shown for path in changed):
@@ -964,7 +976,9 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             lost = _lost_files(run.stderr)
             if lost:
                 raise _would_lose(lost)
-            _refuse_unreplaceable(run, "switched")
+        # Also after exit 0: git warns of a file it could not replace and moves HEAD all the same.
+        _refuse_unreplaceable(run, "switched")
+        if run.exit_code != 0:
             return git_failed(run)
         output = GitSwitchOutput(branch=params.branch, commit=found["commit"], files=[], applied=True)
         return ToolResult(
@@ -975,16 +989,84 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
     return _plan(git, steps, parse, writes_project=True)
 
 
+# A switch or restore whose git would make or remove an entry where the backend allows none is
+# refused before git runs. git does not stop there: it warns, carries on with the other files and,
+# for a switch, exits 0 and moves HEAD, leaving the files it could not replace as they were (a
+# work tree neither of the old branch nor of the new). Repairing afterwards would need the very
+# rights the run lacked, or writes by the server outside the sandbox, and git's exit code does not
+# even say when; a right on the folder itself would, under Landlock's rules on a folder's whole
+# contents, be one on every entry of the root, `.git` included, which the check of protected paths
+# after the run only notices once it is done. So the backend says where it can make entries
+# (`ToolEnv.entry_rights`), and the plan keeps to that.
+def _refuse_fixed_entries(env: ToolEnv, changed: Sequence[str], done: str) -> None:
+    """Raises:
+    SandboxUnavailableError: Changing one of the files needs an entry made or removed in a folder
+        where the sandbox's backend lets a run only write into files; nothing has run yet.
+    """
+    root = env.workspace.root
+    rights = env.entry_rights
+    # Without CLEAR_FOLDERS only the protected paths themselves are fixed, refused by rule before this.
+    protected = () if rights is EntryRights.WRITABLE_FOLDERS else _protected_paths(root)
+    stuck = [
+        path
+        for path in changed
+        if any(rights.fixed(folder, root, protected) for folder in _entry_folders(root, path))
+    ]
+    if stuck:
+        shown = ", ".join(stuck[:20]) + (f" and {len(stuck) - 20} more" if len(stuck) > 20 else "")
+        raise SandboxUnavailableError(
+            f"this sandbox backend cannot replace {len(stuck)} of the files the change touches: {shown}; "
+            "it makes and removes files only in folders below the project root that hold no protected "
+            f"path, so nothing was {done}: use git in a terminal, or a sandbox backend that binds the "
+            "project whole (bubblewrap)"
+        )
+
+
+def _entry_folders(root: Path, relative: str) -> list[Path]:
+    """The folders git makes or removes an entry in to replace, make or delete `relative`: the one
+    it lies in, and each above that git must make first (missing from the work tree, or no folder).
+
+    A folder a deletion leaves empty is removed too, but git leaves it, unsaid, where it cannot:
+    an empty folder, which git does not track, and no file half-changed.
+    """
+    folders: list[Path] = []
+    folder = (root / relative.removesuffix("/")).parent
+    while True:
+        folders.append(folder)
+        if folder == root or (folder.is_dir() and not folder.is_symlink()):
+            return folders
+        folder = folder.parent
+
+
+def _protected_paths(root: Path) -> tuple[Path, ...]:
+    """The protected paths the sandbox keeps read-only, as it finds them before a writable run.
+
+    Raises:
+        SandboxUnavailableError: The project is too large to walk for them, as the sandbox would say.
+    """
+    try:
+        return snapshot_protected(root).bind_paths(root)
+    except ProjectTooLargeError:
+        raise SandboxUnavailableError(
+            f"the project holds more than {SNAPSHOT_MAX_ENTRIES} files and folders, more than the check "
+            "of protected paths around a writable run walks; use git in a terminal"
+        ) from None
+
+
+# What git says of a work-tree file it could not replace (entry.c, unpack-trees.c); a switch then
+# still exits 0, since checkout takes only unpack_trees' -1 for a failure, and its -2 for this not.
+_UNREPLACED: Final = (b"unable to unlink", b"unable to create file", b"cannot create directory")
+
+
 def _refuse_unreplaceable(run: RunResult, done: str) -> None:
     """Raises:
-    ExecutionError: git could not replace a work-tree file (the landlock backend gives no right on
-        the project root's own entries), saying what is left and how to finish.
+    ExecutionError: git said it could not replace a work-tree file, which `_refuse_fixed_entries`
+        should have foreseen; whatever git's exit code, the call says the change is incomplete.
     """
-    if b"unable to unlink" in run.stderr or b"Permission denied" in run.stderr:
+    if any(said in run.stderr for said in _UNREPLACED):
         raise ExecutionError(
-            f"git could not replace a file the sandbox keeps (on the landlock backend, a file at the project "
-            f"root); the work tree is only partly {done} and HEAD did not move: oct_git_status shows it, "
-            "and git in a terminal finishes it"
+            f"git could not replace a file the sandbox keeps, so the work tree is only partly {done}: "
+            "oct_git_status shows what is left, and git in a terminal finishes it"
         )
 
 
@@ -1055,6 +1137,7 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
         found["files"] = _restored(_succeeded(run, "read the status").stdout, workspace)
         if not found["files"]:
             raise ExecutionError("nothing to restore: the paths have no unstaged changes")
+        _refuse_fixed_entries(env, found["files"], "restored")
         return _diff_arguments(paths=found["files"])
 
     def parse(run: RunResult) -> ToolResult:
@@ -1103,12 +1186,13 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
                 )
         if not files:
             raise ExecutionError("nothing to restore: the paths have no unstaged changes")
+        _refuse_fixed_entries(env, files, "restored")
         found["files"] = files
         return ("checkout-index", "--force", "--", *files)
 
     def parse(run: RunResult) -> ToolResult:
+        _refuse_unreplaceable(run, "restored")
         if run.exit_code != 0:
-            _refuse_unreplaceable(run, "restored")
             return git_failed(run)
         output = GitRestoreOutput(files=found["files"], applied=True)
         return ToolResult(

@@ -36,6 +36,7 @@ from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
 from oct_mcp.server import SERVER_NAME, build_server
 from oct_mcp.transports.auth import token_verifier
+from oct_mcp.transports.http_masking import MaskedErrorBodies
 
 __all__ = [
     "CONSENT_KEY_VARIABLE",
@@ -263,7 +264,10 @@ def build_http_app(
         ]
     routes.insert(0, Route(MCP_PATH, endpoint=endpoint))
     starlette = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: manager.run())
-    return RequestGuard(starlette, TransportSecurityMiddleware(security), app, body_seconds)
+    # Outermost: the SDK's own errors, and the guard's refusals, leave masked.
+    return MaskedErrorBodies(
+        RequestGuard(starlette, TransportSecurityMiddleware(security), app, body_seconds)
+    )
 
 
 async def serve_http(app: App, host: str, port: int) -> None:

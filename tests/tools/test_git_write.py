@@ -22,7 +22,7 @@ from clients import oct_server, only_text
 from mcp import Client
 from optional import usable_backend
 
-from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends import EntryRights, Limits, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.git_state import PrivateGitFolder
 from oct_mcp.backends.landlock import LandlockBackend
@@ -536,19 +536,188 @@ async def test_add_never_stages_a_nested_repository(repo: Path, home: Path, tmp_
     assert git(repo, "diff", "--cached", "--name-only") == ""
 
 
-async def test_on_landlock_a_root_file_git_cannot_replace_is_said_so(
+def _wide_branch(root: Path) -> None:
+    """A branch `wide` that changes a root-level file and a file in a subfolder."""
+    git(root, "switch", "-q", "-c", "wide")
+    (root / "README.md").write_text("# Demo, wide\n")
+    (root / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "44"))
+    git(root, "commit", "-q", "-am", "Wide change")
+    git(root, "switch", "-q", "main")
+
+
+def _work_tree(root: Path) -> tuple[str, str, str, str]:
+    """HEAD, the status, and the two files a wide change touches."""
+    return (
+        git(root, "rev-parse", "HEAD") + " " + git(root, "symbolic-ref", "HEAD"),
+        git(root, "status", "--porcelain"),
+        (root / "README.md").read_text(),
+        (root / "src" / "pkg" / "core.py").read_text(),
+    )
+
+
+# A backend that grants entry rights only on folders clear of protected paths (landlock) cannot
+# replace a root-level file: there the call must be refused before anything changes; a backend
+# that binds the whole project writable (bubblewrap) does the whole change.
+CAN_REPLACE_ROOT_FILES = {"bubblewrap": True, "landlock": False}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_switch_touching_a_root_file_is_whole_or_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    _wide_branch(repo)
+    before = _work_tree(repo)
+    human = Human()
+
+    (switched,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_switch", {"branch": "wide", "dry_run": False})],
+        human,
+    )
+
+    if CAN_REPLACE_ROOT_FILES[backend]:
+        assert switched.is_error is False, only_text(switched)
+        assert git(repo, "branch", "--show-current") == "wide"
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "README.md").read_text() == "# Demo, wide\n"
+        assert (repo / "src" / "pkg" / "core.py").read_text() == CORE.replace("42", "44")
+    else:
+        assert _work_tree(repo) == before
+        assert only_text(switched).startswith("[sandbox_unavailable]"), only_text(switched)
+        assert "README.md" in only_text(switched)
+        assert human.questions == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_restore_of_a_root_file_is_whole_or_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    (repo / "README.md").write_text("# Changed\n")
+    (repo / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "7"))
+    before = _work_tree(repo)
+    human = Human()
+
+    (restored,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_restore", {"paths": ["README.md", "src"], "dry_run": False})],
+        human,
+    )
+
+    if CAN_REPLACE_ROOT_FILES[backend]:
+        assert restored.is_error is False, only_text(restored)
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "README.md").read_text() == "# Demo\n"
+        assert (repo / "src" / "pkg" / "core.py").read_text() == CORE
+    else:
+        assert _work_tree(repo) == before
+        assert only_text(restored).startswith("[sandbox_unavailable]"), only_text(restored)
+        assert "README.md" in only_text(restored)
+        assert human.questions == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_confirmed_switch_that_makes_a_root_folder_is_whole_or_refused_before_any_change(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    git(repo, "switch", "-q", "-c", "docs")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "guide.md").write_text("# Guide\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Docs")
+    git(repo, "switch", "-q", "main")
+    before = _work_tree(repo)
+
+    # confirm=true skips the preview: the plan that runs git checks for itself.
+    (switched,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_switch", {"branch": "docs", "dry_run": False, "confirm": True})],
+        None,
+    )
+
+    if CAN_REPLACE_ROOT_FILES[backend]:
+        assert switched.is_error is False, only_text(switched)
+        assert git(repo, "branch", "--show-current") == "docs"
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "docs" / "guide.md").read_text() == "# Guide\n"
+    else:
+        assert _work_tree(repo) == before
+        assert only_text(switched).startswith("[sandbox_unavailable]"), only_text(switched)
+        assert "docs/guide.md" in only_text(switched)
+        assert not (repo / "docs").exists()
+
+
+async def test_on_landlock_a_file_beside_a_protected_folder_is_refused_before_any_change(
     repo: Path, home: Path, tmp_path: Path
 ) -> None:
     usable_backend("landlock")
-    (repo / "README.md").write_text("# Changed\n")
+    # Landlock grants `.github` no right of its own, only one on each entry but `workflows`.
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
+    (repo / ".github" / "CODEOWNERS").write_text("* @ada\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Owners")
+    (repo / ".github" / "CODEOWNERS").write_text("* @mallory\n")
+    (repo / "src" / "pkg" / "core.py").write_text(CORE.replace("42", "7"))
+    before = _work_tree(repo)
 
-    (failed,) = await _calls(
+    (restored,) = await _calls(
         repo,
         _config(tmp_path, "landlock"),
         home,
-        [("oct_git_restore", {"paths": ["README.md"], "dry_run": False})],
+        [("oct_git_restore", {"paths": [".github/CODEOWNERS", "src"], "dry_run": False})],
         Human(),
     )
 
-    assert only_text(failed).startswith("[execution_failed] git could not replace a file the sandbox keeps")
-    assert (repo / "README.md").read_text() == "# Changed\n"
+    assert _work_tree(repo) == before
+    assert (repo / ".github" / "CODEOWNERS").read_text() == "* @mallory\n"
+    assert only_text(restored).startswith("[sandbox_unavailable]"), only_text(restored)
+    assert ".github/CODEOWNERS" in only_text(restored)
+
+
+def test_where_each_backend_can_make_and_remove_entries(tmp_path: Path) -> None:
+    root = tmp_path
+    protected = (root / ".git", root / ".github" / "workflows")
+    folders = [root, root / ".github", root / ".github" / "workflows" / "deep", root / "src" / "pkg"]
+
+    fixed = {
+        rights: [rights.fixed(folder, root, protected) for folder in folders]
+        for rights in (EntryRights.WRITABLE_FOLDERS, EntryRights.CLEAR_FOLDERS)
+    }
+
+    assert fixed == {
+        EntryRights.WRITABLE_FOLDERS: [False, False, True, False],
+        EntryRights.CLEAR_FOLDERS: [True, True, True, False],
+    }
+    assert (Bubblewrap.entry_rights, LandlockBackend.entry_rights) == (
+        EntryRights.WRITABLE_FOLDERS,
+        EntryRights.CLEAR_FOLDERS,
+    )
+
+
+async def test_on_landlock_a_file_git_could_not_replace_after_all_is_never_reported_as_switched(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("landlock")
+    # A folder its owner cannot write: no sandbox rule foresees it, and the run holds no privilege over it.
+    (repo / "src" / "pkg").chmod(0o555)
+    try:
+        (switched,) = await _calls(
+            repo,
+            _config(tmp_path, "landlock"),
+            home,
+            [("oct_git_switch", {"branch": "feature", "dry_run": False, "confirm": True})],
+            None,
+        )
+    finally:
+        (repo / "src" / "pkg").chmod(0o755)
+
+    assert only_text(switched).startswith("[execution_failed] git could not replace a file"), only_text(
+        switched
+    )
+    assert "only partly switched" in only_text(switched)
