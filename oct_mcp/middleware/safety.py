@@ -1,4 +1,4 @@
-"""SafetyGate (Layer 2.5): the seed's HITL consent rules and dry-run defaults, and a human's answer on top."""
+"""SafetyGate: the seed's HITL consent rules and dry-run defaults, and a human's answer on top."""
 
 from __future__ import annotations
 

@@ -35,6 +35,7 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
+from oct_mcp.tools.diffs import DIFF_MAX_CHARS
 from oct_mcp.tools.git_refs import GitRef, verify_chain
 from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
@@ -93,7 +94,6 @@ GIT_SAFETY_OPTIONS: Final = (
 STATUS_MAX_ENTRIES: Final = 2_000
 LOG_DEFAULT: Final = 20
 LOG_MAX: Final = 200
-DIFF_MAX_CHARS: Final = 512 * 1_024
 DIFF_CONTEXT_MAX: Final = 100
 _FILTER_NAMES_MAX: Final = 64
 _LINK_FILE_MAX_BYTES: Final = 4_096

@@ -36,6 +36,7 @@ from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
+from oct_mcp.tools.files import BINARY_SNIFF_BYTES
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
 from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.types import ToolResult
@@ -55,7 +56,6 @@ SEARCH_SCAN_LIMIT: Final = 200_000
 # Under the sandbox's default timeout, so a long search ends with partial results, not a timeout.
 SEARCH_TIME_LIMIT_SECONDS: Final = 20.0
 # Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
-BINARY_SNIFF_BYTES: Final = 8_192
 _RE2_MAX_MEMORY: Final = 32 * 1_048_576
 _NOT_THE_QUERY: Final = {"offset", "cursor", "max_results", "max_chars"}
 
