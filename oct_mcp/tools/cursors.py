@@ -43,7 +43,8 @@ class WalkCursor:
     @staticmethod
     def size(path: str) -> int:
         """Characters of a `next_cursor` field naming `path`, at most (position and line in any range)."""
-        raw = len(path.encode("utf-8", errors="surrogateescape")) + 2 * len(str(POSITION_MAX)) + 2
+        encoded = len(path) if path.isascii() else len(path.encode("utf-8", errors="surrogateescape"))
+        raw = encoded + 2 * len(str(POSITION_MAX)) + 2
         return 4 * ((raw + 2) // 3) + len(',"next_cursor":""')
 
     @classmethod

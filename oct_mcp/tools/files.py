@@ -335,6 +335,8 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
     below = folder_prefix(workspace.relative(folder))
     sizes = params.sizes
+    # A name with a newline would start a line of its own: such names are quoted.
+    shown: list[str] = []
     for walked in walk:
         path = walked.path
         if path == start_at or (matcher is not None and not matcher.match_file(path[len(below) :])):
@@ -357,8 +359,9 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
             skipped += 1
             continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        # The entry's JSON counted without building it.
-        room -= _ENTRY_JSON_SIZE[kind] + json_string_size(path)
+        # The entry's JSON counted without building it; most paths need no escaping, nor quoting as text.
+        plain = path.isascii() and path.isprintable() and '"' not in path and "\\" not in path
+        room -= _ENTRY_JSON_SIZE[kind] + (len(path) + 2 if plain else json_string_size(path))
         if sizes:
             room -= _SIZE_JSON_SIZE + len(str(info.st_size))
         # Room for the cursor that would name this entry as the last shown.
@@ -369,6 +372,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         if sizes:
             listed["size_bytes"] = info.st_size
         files.append(listed)
+        shown.append(path if plain else quote_name(path))
     position = params.offset if resume is None else resume.position
     next_offset = position + len(files) if more else None
     next_cursor = None
@@ -377,8 +381,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         PAGE_MARKS.remember(query, mark)
         next_cursor = mark.encode()
     truncated = more or walk.stopped_early
-    # A name with a newline would start a line of its own: such names are quoted.
-    text = "\n".join(quote_name(f["path"]) for f in files)
+    text = "\n".join(shown)
     if next_offset is not None:
         text += (
             f"\n[oct-mcp: {len(files)} files shown, more follow: list them with cursor={next_cursor} "
