@@ -20,7 +20,7 @@ from oct_mcp.errors import (
 )
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
+from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor, cursor_may_not_fit
 from oct_mcp.tools.results import (
     ENVELOPE_RESERVE,
     MODEL_VIEW_MIN,
@@ -365,7 +365,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         if sizes:
             room -= _SIZE_JSON_SIZE + len(str(info.st_size))
         # Room for the cursor that would name this entry as the last shown.
-        if len(files) == params.max_results or room - WalkCursor.size(path) < 0:
+        if len(files) == params.max_results or cursor_may_not_fit(room, path):
             more = True
             break
         listed: dict[str, Any] = {"path": path, "kind": kind}
