@@ -736,3 +736,19 @@ def test_redact_value_of_a_list_is_redact_of_each_string(texts: list[str]) -> No
     alone = [redact(text) for text in texts]
     assert redacted == [{"path": text} for text, _findings in alone]
     assert count == sum(len(findings) for _text, findings in alone)
+
+
+def test_redact_value_gives_a_list_with_nothing_to_mask_back_as_it_came() -> None:
+    value = {"files": [{"path": f"pkg/module_{n:03}.py", "kind": "file"} for n in range(100)], "n": 100}
+    redact_value(value)  # the keys are found clean once, then remembered
+
+    redacted, count = redact_value(value)
+
+    assert (redacted, count) == (value, 0)
+    assert redacted["files"] is value["files"]
+
+
+def test_redact_value_masks_a_short_value_under_a_secret_named_key_among_clean_ones() -> None:
+    value = [{"path": "a.py"}, {"path": "b.py", "password": "hunter2x9"}]
+
+    assert redact_value(value) == ([{"path": "a.py"}, {"path": "b.py", "password": "[REDACTED:password]"}], 1)

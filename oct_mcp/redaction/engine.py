@@ -373,12 +373,13 @@ def redact_value(value: Any) -> tuple[Any, int]:
         value: Structured tool output or tool-call arguments.
 
     Returns:
-        A new value of the same shape, and the number of secrets masked.
+        A value of the same shape, and the number of secrets masked. A list in which nothing is to
+        be masked and no key names a secret comes back as it was, not copied.
     """
     if isinstance(value, str):
         redacted, findings = redact(value)
         return redacted, len(findings)
-    return _redact_nested(value, _surely_clean(value))
+    return _redact_nested(value, _surely_clean(string_values(value)))
 
 
 def _redact_nested(value: Any, clean: frozenset[str]) -> tuple[Any, int]:
@@ -411,8 +412,8 @@ def string_values(value: Any) -> list[str]:
     return found
 
 
-def _surely_clean(value: Any) -> frozenset[str]:
-    """The strings of `value` that redact() returns unchanged for want of a keyword, found in one pass.
+def _surely_clean(texts: list[str]) -> frozenset[str]:
+    """The `texts` that redact() returns unchanged for want of a keyword, found in one pass.
 
     A structured result holds many short strings (a listing's 10,000 paths), each a redact() call
     of 2 to 3 us that finds nothing: short of every scanning detector's length and holding no
@@ -420,7 +421,7 @@ def _surely_clean(value: Any) -> frozenset[str]:
     (the automata match substrings), so the strings that no hit of the joined text touches are those.
     """
     scanner = _scanner()
-    short = [text for text in dict.fromkeys(string_values(value)) if len(text) < scanner.shortest_scanned]
+    short = [text for text in dict.fromkeys(texts) if len(text) < scanner.shortest_scanned]
     if len(short) < 2:
         return frozenset()
     joined = "\n".join(short)
@@ -435,6 +436,8 @@ def _surely_clean(value: Any) -> frozenset[str]:
 
 
 def _redact_items(items: Sequence[Any], clean: frozenset[str]) -> tuple[Any, int]:
+    if _unchanged(items, clean):
+        return items, 0
     total = 0
     result: list[Any] = []
     for item in items:
@@ -442,6 +445,27 @@ def _redact_items(items: Sequence[Any], clean: frozenset[str]) -> tuple[Any, int
         result.append(redacted)
         total += count
     return (tuple(result) if isinstance(items, tuple) else result), total
+
+
+def _unchanged(items: Sequence[Any], clean: frozenset[str]) -> bool:
+    """Whether redacting `items` would change nothing: each a clean string, or a flat mapping of
+    keys known clean and not secret-named to clean strings and other scalars (a listing's entries)."""
+    for item in items:
+        if isinstance(item, str):
+            if item not in clean:
+                return False
+        elif isinstance(item, dict):
+            for key, entry in item.items():
+                if _CLEAN_KEYS.get(key) is not False:
+                    return False
+                if isinstance(entry, str):
+                    if entry not in clean:
+                        return False
+                elif not (entry is None or isinstance(entry, bool | int | float)):
+                    return False
+        else:
+            return False
+    return True
 
 
 def _redact_key(key: str) -> tuple[str, int, bool]:
