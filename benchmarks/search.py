@@ -3,13 +3,17 @@
 The tree has nested .gitignore files (ignored folders at three depths). oct's tools are called in
 process, as the server runs them, with every page fetched (by offset, and by cursor for the
 listing); `rg` runs as a subprocess (ripgrep's PyPI wheel, or `rg` on PATH), `git ls-files` on the
-same tree committed. Goal: ratio <= 1.3. One more row, where bubblewrap is usable: `rg --json` run
-under the sandbox as a tool would be (project read-only, no network), the least a search that ran
-ripgrep in the sandbox could cost, before its output is read.
+same tree committed. Goal: ratio <= 1.3. The listing is also measured with sizes=true (a stat a
+file), and through the default chain (`run_call` on `build_app`'s chain: audit, validation, policy,
+safety, redaction of every page, in an event loop of its own), as a client reaches it. One more
+row, where bubblewrap is usable: `rg --json` run under the sandbox as a tool would be (project
+read-only, no network), the least a search that ran ripgrep in the sandbox could cost, before its
+output is read.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,12 +27,14 @@ from typing import Any
 import anyio
 from _common import Comparison, arguments, interleave, print_table
 
+from oct_mcp.app import App, build_app, run_call
 from oct_mcp.backends import Limits, Prepared, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
+from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
 GIT = shutil.which("git") or "/usr/bin/git"
@@ -90,7 +96,9 @@ def main() -> None:
     if rg is None:
         raise SystemExit("ripgrep is not installed: pip install ripgrep")
     with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch).resolve()
+        # The chain's config and audit log sit beside the project, not in it.
+        root = Path(scratch).resolve() / "project"
+        root.mkdir()
         build_tree(root)
         workspace = Workspace(root)
 
@@ -106,11 +114,15 @@ def main() -> None:
                 "files",
             )
 
-        def oct_list_by_cursor() -> list[Any]:
+        def oct_list_by_cursor(sizes: bool = False) -> list[Any]:
             return every_cursor_page(
-                lambda cursor: list_files(workspace, ListFilesParams(max_results=10_000, cursor=cursor)),
+                lambda cursor: list_files(
+                    workspace, ListFilesParams(max_results=10_000, cursor=cursor, sizes=sizes)
+                ),
                 "files",
             )
+
+        app = chain_app(root)
 
         def rg_search() -> bytes:
             return subprocess.run(
@@ -133,6 +145,11 @@ def main() -> None:
         assert found == sorted(rg_files_matching(rg, root)), "oct_search and rg disagree"
         assert listed == sorted(rg_files().decode().splitlines()), "oct_list_files and rg --files disagree"
         assert oct_list_by_cursor() == oct_list(), "cursor and offset paging disagree"
+        with_sizes = oct_list_by_cursor(sizes=True)
+        paths = [f["path"] for f in oct_list()]
+        assert [f["path"] for f in with_sizes] == paths, "sizes=true lists other files"
+        assert all(f["size_bytes"] > 0 for f in with_sizes), "sizes=true without sizes"
+        assert [f["path"] for f in chain_list(app)] == paths, "the chain lists other files"
         in_sandbox = sandboxed(
             root, (os.path.realpath(rg), "--json", "--hidden", "--glob", "!.git", "needle_marker")
         )
@@ -143,15 +160,18 @@ def main() -> None:
             timed(oct_list_by_cursor),
             timed(rg_files),
             timed(git_files),
+            timed(lambda: oct_list_by_cursor(sizes=True)),
+            timed(lambda: chain_list(app)),
         ]
         if in_sandbox is not None:
             assert run_sandboxed(in_sandbox).count(b'"type":"match"') == len(found), "rg in the sandbox"
             measures.append(timed(lambda: run_sandboxed(in_sandbox)))
         samples = interleave(options.rounds, measures)
-        search_oct, search_rg, list_oct, list_cursor, list_rg, list_git = samples[:6]
+        app.close()
+        search_oct, search_rg, list_oct, list_cursor, list_rg, list_git, list_sizes, list_chain = samples[:8]
     sandbox_rows = (
-        [Comparison("rg --json under bubblewrap, vs rg --json", samples[6], search_rg, goal=1.3)]
-        if len(samples) > 6
+        [Comparison("rg --json under bubblewrap, vs rg --json", samples[8], search_rg, goal=1.3)]
+        if len(samples) > 8
         else []
     )
     print_table(
@@ -161,11 +181,51 @@ def main() -> None:
             Comparison("oct_list_files, every page by offset, vs rg --files", list_oct, list_rg, goal=1.3),
             Comparison("oct_list_files, every page by cursor, vs rg --files", list_cursor, list_rg, goal=1.3),
             Comparison(
+                "oct_list_files sizes=true, every page by cursor, vs rg --files",
+                list_sizes,
+                list_rg,
+                goal=1.3,
+            ),
+            Comparison(
+                "oct_list_files through the chain, every page by cursor, vs rg --files",
+                list_chain,
+                list_rg,
+                goal=1.3,
+            ),
+            Comparison(
                 "oct_list_files, every page by cursor, vs git ls-files", list_cursor, list_git, goal=1.3
             ),
         ],
         options.rounds,
     )
+
+
+def chain_app(project: Path) -> App:
+    """The default chain over `project`, auditing to a file beside it, with room for every call."""
+    config = project.parent / "bench-config.json"
+    audit_log = project.parent / "bench-audit.log"
+    config.write_text(json.dumps({"audit_log_path": str(audit_log), "rate_limit_per_minute": 10_000}))
+    return build_app(project, config_path=config, environ={})
+
+
+def chain_list(app: App) -> list[Any]:
+    """Every page of the listing by cursor, each call through the whole chain."""
+    client = ClientInfo(client_id="bench", transport="memory")
+
+    async def pages() -> list[Any]:
+        entries: list[Any] = []
+        arguments: dict[str, Any] = {"max_results": 10_000}
+        while True:
+            outcome = await run_call(app, "oct_list_files", arguments, client)
+            if not isinstance(outcome, ToolResult) or outcome.structured is None:
+                raise RuntimeError(f"the listing did not answer: {outcome}")
+            entries += outcome.structured["files"]
+            cursor = outcome.structured.get("next_cursor")
+            if cursor is None:
+                return entries
+            arguments = {"max_results": 10_000, "cursor": cursor}
+
+    return anyio.run(pages)
 
 
 def sandboxed(project: Path, argv: tuple[str, ...]) -> Prepared | None:

@@ -712,3 +712,43 @@ def test_a_scan_detector_never_matches_text_shorter_than_its_min_length(detector
 
     assert detector.min_length >= 1
     assert shortest >= detector.min_length
+
+
+def test_redact_value_masks_each_of_many_short_strings_as_redact_masks_it_alone() -> None:
+    # Many short strings are screened for keywords in one pass; one with a keyword is redacted alone.
+    paths = [f"pkg{n:02}/module_{n:03}.py" for n in range(200)]
+    entries = [{"path": path, "kind": "file"} for path in paths]
+    entries[57] = {"path": "password=hunter22", "kind": "file"}
+    entries[120] = {"path": "src/token_store.py", "kind": "symlink"}
+    entries[121] = {"path": "deploy/password", "kind": "file", "note": f"x {GITHUB}"}
+
+    redacted, count = redact_value({"files": entries})
+
+    assert redacted == {"files": [{key: redact(text)[0] for key, text in entry.items()} for entry in entries]}
+    assert redacted["files"][57]["path"] == "password=[REDACTED:password]"
+    assert count == 2
+
+
+@given(st.lists(st.one_of(clean_texts(), placed_secrets().map(lambda p: p[2].format(p[1]))), max_size=12))
+def test_redact_value_of_a_list_is_redact_of_each_string(texts: list[str]) -> None:
+    redacted, count = redact_value([{"path": text} for text in texts])
+
+    alone = [redact(text) for text in texts]
+    assert redacted == [{"path": text} for text, _findings in alone]
+    assert count == sum(len(findings) for _text, findings in alone)
+
+
+def test_redact_value_gives_a_list_with_nothing_to_mask_back_as_it_came() -> None:
+    value = {"files": [{"path": f"pkg/module_{n:03}.py", "kind": "file"} for n in range(100)], "n": 100}
+    redact_value(value)  # the keys are found clean once, then remembered
+
+    redacted, count = redact_value(value)
+
+    assert (redacted, count) == (value, 0)
+    assert redacted["files"] is value["files"]
+
+
+def test_redact_value_masks_a_short_value_under_a_secret_named_key_among_clean_ones() -> None:
+    value = [{"path": "a.py"}, {"path": "b.py", "password": "hunter2x9"}]
+
+    assert redact_value(value) == ([{"path": "a.py"}, {"path": "b.py", "password": "[REDACTED:password]"}], 1)

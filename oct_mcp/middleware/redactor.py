@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -14,7 +14,15 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import SCRATCH_PREFIX
 from oct_mcp.preview import Preview
-from oct_mcp.redaction import HostPath, anonymise_paths, redact, redact_value, server_paths
+from oct_mcp.redaction import (
+    HostPath,
+    anonymise_paths,
+    names_host_paths,
+    redact,
+    redact_value,
+    server_paths,
+    string_values,
+)
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "HostIdentity", "OutputRedactor", "RedactorSettings", "scrub"]
@@ -45,6 +53,13 @@ class HostIdentity:
         """`anonymise_paths` with this root, home, user name and server folders."""
         return anonymise_paths(
             text, project_root=self.project_root, home=self.home, user=self.user, others=self.others
+        )
+
+    def named_in(self, texts: Iterable[str]) -> bool:
+        """Whether `anonymise` could change any of `texts`, checked in one pass over them joined."""
+        joined = "\x00".join(texts)
+        return names_host_paths(
+            joined, project_root=self.project_root, home=self.home, user=self.user, others=self.others
         )
 
 
@@ -139,12 +154,19 @@ def _scrub_preview(preview: Preview | None, who: HostIdentity) -> tuple[Preview 
 
 
 def _anonymise_value(value: Any, who: HostIdentity) -> Any:
+    # One check for a whole result: most name no host path, and a call a string cost 1 to 2 us.
+    if not isinstance(value, str) and not who.named_in(string_values(value)):
+        return value
+    return _anonymise_strings(value, who)
+
+
+def _anonymise_strings(value: Any, who: HostIdentity) -> Any:
     if isinstance(value, str):
         return who.anonymise(value)
     if isinstance(value, dict):
-        return {key: _anonymise_value(item, who) for key, item in value.items()}
+        return {key: _anonymise_strings(item, who) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_anonymise_value(item, who) for item in value]
+        return [_anonymise_strings(item, who) for item in value]
     return value
 
 

@@ -2,8 +2,15 @@
 
 from oct_mcp.redaction.checks import mask
 from oct_mcp.redaction.detectors import KINDS
-from oct_mcp.redaction.engine import Finding, redact, redact_excerpts, redact_value, secret_field_name
-from oct_mcp.redaction.paths import HostPath, anonymise_paths, server_paths
+from oct_mcp.redaction.engine import (
+    Finding,
+    redact,
+    redact_excerpts,
+    redact_value,
+    secret_field_name,
+    string_values,
+)
+from oct_mcp.redaction.paths import HostPath, anonymise_paths, names_host_paths, server_paths
 
 __all__ = [
     "KINDS",
@@ -11,9 +18,11 @@ __all__ = [
     "HostPath",
     "anonymise_paths",
     "mask",
+    "names_host_paths",
     "redact",
     "redact_excerpts",
     "redact_value",
     "secret_field_name",
     "server_paths",
+    "string_values",
 ]

@@ -7,6 +7,7 @@ no secret can be on, and the keyword passes run on the rest only.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, SECRET_NAME, Detect
 from oct_mcp.redaction.prefilter import field_lines
 from oct_mcp.redaction.screen import Screen, screen
 
-__all__ = ["Finding", "redact", "redact_excerpts", "redact_value", "secret_field_name"]
+__all__ = ["Finding", "redact", "redact_excerpts", "redact_value", "secret_field_name", "string_values"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,26 +373,99 @@ def redact_value(value: Any) -> tuple[Any, int]:
         value: Structured tool output or tool-call arguments.
 
     Returns:
-        A new value of the same shape, and the number of secrets masked.
+        A value of the same shape, and the number of secrets masked. A list in which nothing is to
+        be masked and no key names a secret comes back as it was, not copied.
     """
     if isinstance(value, str):
         redacted, findings = redact(value)
         return redacted, len(findings)
+    return _redact_nested(value, _surely_clean(string_values(value)))
+
+
+def _redact_nested(value: Any, clean: frozenset[str]) -> tuple[Any, int]:
+    if isinstance(value, str):
+        if value in clean:
+            return value, 0
+        redacted, findings = redact(value)
+        return redacted, len(findings)
     if isinstance(value, Mapping):
-        return _redact_mapping(value)
+        return _redact_mapping(value, clean)
     if isinstance(value, list | tuple):
-        return _redact_items(value)
+        return _redact_items(value, clean)
     return value, 0
 
 
-def _redact_items(items: Sequence[Any]) -> tuple[Any, int]:
+def string_values(value: Any) -> list[str]:
+    """Every string a JSON-like value holds but its keys, in no particular order."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+    return found
+
+
+def _surely_clean(texts: list[str]) -> frozenset[str]:
+    """The `texts` that redact() returns unchanged for want of a keyword, found in one pass.
+
+    A structured result holds many short strings (a listing's 10,000 paths), each a redact() call
+    of 2 to 3 us that finds nothing: short of every scanning detector's length and holding no
+    keyword, redact() looks no further. A keyword in one string is a keyword in all of them joined
+    (the automata match substrings), so the strings that no hit of the joined text touches are those.
+    """
+    scanner = _scanner()
+    short = [text for text in dict.fromkeys(texts) if len(text) < scanner.shortest_scanned]
+    if len(short) < 2:
+        return frozenset()
+    joined = "\n".join(short)
+    starts = list(itertools.accumulate((len(text) + 1 for text in short), initial=0))
+    touched: set[int] = set()
+    for keywords in (scanner.everywhere, scanner.on_field_lines):
+        for _keyword, start, end in _hits(joined, keywords):
+            first = bisect.bisect_right(starts, start) - 1
+            last = bisect.bisect_right(starts, max(start, end - 1)) - 1
+            touched.update(range(first, last + 1))
+    return frozenset(text for index, text in enumerate(short) if index not in touched)
+
+
+def _redact_items(items: Sequence[Any], clean: frozenset[str]) -> tuple[Any, int]:
+    if _unchanged(items, clean):
+        return items, 0
     total = 0
     result: list[Any] = []
     for item in items:
-        redacted, count = redact_value(item)
+        redacted, count = _redact_nested(item, clean)
         result.append(redacted)
         total += count
     return (tuple(result) if isinstance(items, tuple) else result), total
+
+
+def _unchanged(items: Sequence[Any], clean: frozenset[str]) -> bool:
+    """Whether redacting `items` would change nothing: each a clean string, or a flat mapping of
+    keys known clean and not secret-named to clean strings and other scalars (a listing's entries)."""
+    for item in items:
+        if isinstance(item, str):
+            if item not in clean:
+                return False
+        elif isinstance(item, dict):
+            for key, entry in item.items():
+                if _CLEAN_KEYS.get(key) is not False:
+                    return False
+                if isinstance(entry, str):
+                    if entry not in clean:
+                        return False
+                elif not (entry is None or isinstance(entry, bool | int | float)):
+                    return False
+        else:
+            return False
+    return True
 
 
 def _redact_key(key: str) -> tuple[str, int, bool]:
@@ -410,7 +484,7 @@ def _redact_key(key: str) -> tuple[str, int, bool]:
     return redacted, len(findings), secret_named
 
 
-def _redact_mapping(mapping: Mapping[Any, Any]) -> tuple[dict[Any, Any], int]:
+def _redact_mapping(mapping: Mapping[Any, Any], clean: frozenset[str]) -> tuple[dict[Any, Any], int]:
     total = 0
     result: dict[Any, Any] = {}
     for key, item in mapping.items():
@@ -428,13 +502,16 @@ def _redact_mapping(mapping: Mapping[Any, Any]) -> tuple[dict[Any, Any], int]:
                 result[new_key] = mask(kind)
                 total += 1
                 continue
+            if item in clean:
+                result[new_key] = item
+                continue
             redacted, findings = redact(item)
             result[new_key] = redacted
             total += len(findings)
         elif item is None or isinstance(item, bool | int | float):
             result[new_key] = item  # no scalar but a string holds a secret
         else:
-            result[new_key], count = redact_value(item)
+            result[new_key], count = _redact_nested(item, clean)
             total += count
     return result, total
 

@@ -19,6 +19,7 @@ __all__ = [
     "VENV",
     "HostPath",
     "anonymise_paths",
+    "names_host_paths",
     "server_paths",
 ]
 
@@ -167,3 +168,14 @@ def anonymise_paths(
         if literal in text:
             text = pattern.sub(token, text)
     return text
+
+
+def names_host_paths(
+    text: str, *, project_root: str, home: str, user: str, others: tuple[HostPath, ...] = ()
+) -> bool:
+    """Whether `anonymise_paths` could change `text`: it holds a root, a folder or the user name.
+
+    False for texts joined is False for each of them: a structured result's strings are checked
+    in one call, not one each.
+    """
+    return any(literal in text for literal, _pattern, _token in _patterns(project_root, home, user, others))

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import Field
 
-__all__ = ["CURSOR_MAX_LENGTH", "PAGE_MARKS", "CursorField", "PageMarks", "WalkCursor"]
+__all__ = ["CURSOR_MAX_LENGTH", "PAGE_MARKS", "CursorField", "PageMarks", "WalkCursor", "cursor_may_not_fit"]
 
 # A cursor holds a path of up to 4,096 characters, as UTF-8 (4 bytes each at most), in base64.
 CURSOR_MAX_LENGTH: Final = 22_000
@@ -43,7 +43,8 @@ class WalkCursor:
     @staticmethod
     def size(path: str) -> int:
         """Characters of a `next_cursor` field naming `path`, at most (position and line in any range)."""
-        raw = len(path.encode("utf-8", errors="surrogateescape")) + 2 * len(str(POSITION_MAX)) + 2
+        encoded = len(path) if path.isascii() else len(path.encode("utf-8", errors="surrogateescape"))
+        raw = encoded + 2 * len(str(POSITION_MAX)) + 2
         return 4 * ((raw + 2) // 3) + len(',"next_cursor":""')
 
     @classmethod
@@ -61,6 +62,14 @@ class WalkCursor:
         if not in_range or not cursor.path or "\x00" in cursor.path:
             raise ValueError("cursor is not one a result gave: pass next_cursor as it came")
         return cursor
+
+
+def cursor_may_not_fit(room: int, path: str) -> bool:
+    """Whether `WalkCursor.size(path)` may pass `room`; exact only when room is short, as it seldom is.
+
+    A path of n characters is at most 4n bytes: its cursor field is at most 16n/3 + 47 characters.
+    """
+    return room < 6 * len(path) + 64 and room < WalkCursor.size(path)
 
 
 class PageMarks:

@@ -20,7 +20,7 @@ from oct_mcp.errors import (
 )
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
+from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor, cursor_may_not_fit
 from oct_mcp.tools.results import (
     ENVELOPE_RESERVE,
     MODEL_VIEW_MIN,
@@ -60,9 +60,9 @@ LIST_FILES_DEFAULT: Final = 1_000
 LIST_FILES_MAX: Final = 10_000
 # Bounds the walk itself (entries of any kind), so a huge tree cannot keep a call busy however few match.
 LIST_FILES_SCAN_LIMIT: Final = 200_000
-_ENTRY_JSON_SIZE: Final = {
-    kind: len(f'{{"path":,"kind":"{kind}","size_bytes":}}') for kind in ("file", "symlink")
-}
+# An entry's JSON, {"path":..,"kind":..} and a comma, but the path's string.
+_ENTRY_JSON_SIZE: Final = {kind: len(f'{{"path":,"kind":"{kind}"}},') for kind in ("file", "symlink")}
+_SIZE_JSON_SIZE: Final = len(',"size_bytes":')
 
 
 class _Params(BaseModel):
@@ -271,6 +271,7 @@ class ListFilesParams(_Params):
         description="Only paths matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
     )
     max_results: int = Field(default=LIST_FILES_DEFAULT, ge=1, le=LIST_FILES_MAX)
+    sizes: bool = Field(default=False, description="Also give each file's size_bytes.")
     offset: int = OffsetField()
     cursor: str | None = CursorField()
     max_chars: int = BudgetField()
@@ -287,7 +288,8 @@ class ListFilesParams(_Params):
 class ListedFile(BaseModel):
     path: str
     kind: Literal["file", "symlink"]
-    size_bytes: int
+    size_bytes: int | None = None
+    """With sizes=true; a symlink's is its own."""
 
 
 class ListFilesOutput(BaseModel):
@@ -332,28 +334,45 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     start_at = None if resume is None else resume.path
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
     below = folder_prefix(workspace.relative(folder))
+    sizes = params.sizes
+    # A name with a newline would start a line of its own: such names are quoted.
+    shown: list[str] = []
     for walked in walk:
         path = walked.path
         if path == start_at or (matcher is not None and not matcher.match_file(path[len(below) :])):
             continue
-        try:
-            info = walked.entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        is_link = stat.S_ISLNK(info.st_mode)
-        if not is_link and not stat.S_ISREG(info.st_mode):
+        entry = walked.entry
+        if sizes:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            is_link = stat.S_ISLNK(info.st_mode)
+            is_file = stat.S_ISREG(info.st_mode)
+        else:
+            # The folder listing's own type for each name (d_type): no stat a file, as `rg --files`.
+            is_link = entry.is_symlink()
+            is_file = not is_link and entry.is_file(follow_symlinks=False)
+        if not (is_link or is_file):
             continue
         if skipped < to_skip:
             skipped += 1
             continue
         kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        # The entry's JSON, {"path":..,"kind":..,"size_bytes":..}, counted without building it.
-        room -= _ENTRY_JSON_SIZE[kind] + json_string_size(path) + len(str(info.st_size)) + 1
+        # The entry's JSON counted without building it; most paths need no escaping, nor quoting as text.
+        plain = path.isascii() and path.isprintable() and '"' not in path and "\\" not in path
+        room -= _ENTRY_JSON_SIZE[kind] + (len(path) + 2 if plain else json_string_size(path))
+        if sizes:
+            room -= _SIZE_JSON_SIZE + len(str(info.st_size))
         # Room for the cursor that would name this entry as the last shown.
-        if len(files) == params.max_results or room - WalkCursor.size(path) < 0:
+        if len(files) == params.max_results or cursor_may_not_fit(room, path):
             more = True
             break
-        files.append({"path": path, "kind": kind, "size_bytes": info.st_size})
+        listed: dict[str, Any] = {"path": path, "kind": kind}
+        if sizes:
+            listed["size_bytes"] = info.st_size
+        files.append(listed)
+        shown.append(path if plain else quote_name(path))
     position = params.offset if resume is None else resume.position
     next_offset = position + len(files) if more else None
     next_cursor = None
@@ -362,8 +381,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         PAGE_MARKS.remember(query, mark)
         next_cursor = mark.encode()
     truncated = more or walk.stopped_early
-    # A name with a newline would start a line of its own: such names are quoted.
-    text = "\n".join(quote_name(f["path"]) for f in files)
+    text = "\n".join(shown)
     if next_offset is not None:
         text += (
             f"\n[oct-mcp: {len(files)} files shown, more follow: list them with cursor={next_cursor} "
@@ -444,8 +462,8 @@ LIST_FILES: Final = ToolSpec(
     title="List project files",
     description=(
         "List the files under a project folder (the root by default), in sorted order, skipping what "
-        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; a cut listing gives "
-        "next_cursor (and next_offset) for the rest."
+        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; sizes=true adds each "
+        "file's size. A cut listing gives next_cursor (and next_offset) for the rest."
     ),
     params=ListFilesParams,
     output=ListFilesOutput,

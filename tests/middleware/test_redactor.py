@@ -123,3 +123,21 @@ def test_no_placed_secret_comes_back_in_text_or_structured_content(secret: tuple
     assert value not in result.text
     assert value not in repr(result.structured)
     assert result.redactions >= 3
+
+
+def test_scrub_anonymises_the_one_path_among_many_that_names_a_host_folder() -> None:
+    files = [{"path": f"pkg/module_{n:03}.py", "kind": "file"} for n in range(300)]
+    files[211] = {"path": f"{HOME}/notes/module_211.py", "kind": "file"}
+
+    scrubbed = redactor.scrub(ToolResult(text="listed", structured={"files": files}), WHO)
+
+    assert scrubbed.structured is not None
+    assert scrubbed.structured["files"][211] == {"path": "~/notes/module_211.py", "kind": "file"}
+    assert scrubbed.structured["files"][:211] == files[:211]
+    assert scrubbed.structured["files"][212:] == files[212:]
+
+
+def test_scrub_returns_a_result_naming_no_host_folder_as_it_came() -> None:
+    result = ToolResult(text="listed", structured={"files": [{"path": f"m{n}.py"} for n in range(300)]})
+
+    assert redactor.scrub(result, WHO) is result

@@ -412,18 +412,38 @@ def test_list_files_lists_nested_folders_sorted_by_path_as_git_does(workspace: W
     assert listed(workspace) == ["a.txt", "a/b/c/deep.txt", "a/b/mid.txt", "a/top.txt", "z.txt"]
 
 
-def test_list_files_reports_each_file_with_kind_and_size(workspace: Workspace) -> None:
+def test_list_files_reports_each_file_with_its_kind_and_no_size_by_default(workspace: Workspace) -> None:
     write(workspace.root, {"src/core.py": FOUR_LINES})
 
     result = list_files(workspace, ListFilesParams(path="src"))
 
+    # As a host's own file search answers: paths. A read says a file is too large when it is.
     assert result.structured == {
         "folder": "src",
-        "files": [{"path": "src/core.py", "kind": "file", "size_bytes": len(FOUR_LINES)}],
+        "files": [{"path": "src/core.py", "kind": "file"}],
         "truncated": False,
     }
     assert result.text == "src/core.py"
     assert result.truncated is False
+
+
+def test_list_files_with_sizes_reports_each_file_with_its_size(workspace: Workspace) -> None:
+    write(workspace.root, {"src/core.py": FOUR_LINES, "src/empty.py": ""})
+    (workspace.root / "src" / "link.py").symlink_to("core.py")
+
+    result = list_files(workspace, ListFilesParams(path="src", sizes=True))
+
+    assert result.structured == {
+        "folder": "src",
+        "files": [
+            {"path": "src/core.py", "kind": "file", "size_bytes": len(FOUR_LINES)},
+            {"path": "src/empty.py", "kind": "file", "size_bytes": 0},
+            # A symlink's own size, the length of its target's name: it is not followed.
+            {"path": "src/link.py", "kind": "symlink", "size_bytes": len("core.py")},
+        ],
+        "truncated": False,
+    }
+    assert result.text == "src/core.py\nsrc/empty.py\nsrc/link.py"
 
 
 def test_list_files_reports_the_root_folder_as_dot(workspace: Workspace) -> None:
@@ -588,7 +608,7 @@ def test_list_files_stops_at_the_scan_limit_however_few_files_match(
 
     assert result.structured is not None
     assert (result.structured["files"], result.structured["truncated"]) == (
-        [{"path": "a.py", "kind": "file", "size_bytes": 0}],
+        [{"path": "a.py", "kind": "file"}],
         True,
     )
 
@@ -627,13 +647,9 @@ def test_list_files_lists_a_symlinked_folder_as_a_symlink_without_following_it(w
 
     assert result.structured is not None
     assert result.structured["files"] == [
-        {"path": "inside_link", "kind": "symlink", "size_bytes": len("real")},
-        {
-            "path": "outside_link",
-            "kind": "symlink",
-            "size_bytes": len(str(workspace.root.parent / "outside")),
-        },
-        {"path": "real/inner.txt", "kind": "file", "size_bytes": 0},
+        {"path": "inside_link", "kind": "symlink"},
+        {"path": "outside_link", "kind": "symlink"},
+        {"path": "real/inner.txt", "kind": "file"},
     ]
 
 
@@ -646,9 +662,9 @@ def test_list_files_lists_a_symlinked_file_with_kind_symlink(workspace: Workspac
 
     assert result.structured is not None
     assert result.structured["files"] == [
-        {"path": "dangling.txt", "kind": "symlink", "size_bytes": len("gone.txt")},
-        {"path": "link.txt", "kind": "symlink", "size_bytes": len("real.txt")},
-        {"path": "real.txt", "kind": "file", "size_bytes": len(FOUR_LINES)},
+        {"path": "dangling.txt", "kind": "symlink"},
+        {"path": "link.txt", "kind": "symlink"},
+        {"path": "real.txt", "kind": "file"},
     ]
 
 
@@ -685,16 +701,20 @@ def test_list_files_refuses_a_path_outside_the_root(workspace: Workspace, path: 
     assert caught.value.code == "path_refused"
 
 
-def test_list_files_pages_return_every_file_exactly_once_within_the_budget(workspace: Workspace) -> None:
+@pytest.mark.parametrize("sizes", [False, True])
+def test_list_files_pages_return_every_file_exactly_once_within_the_budget(
+    workspace: Workspace, sizes: bool
+) -> None:
     write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
     everything = listed(workspace)
 
     paged: list[str] = []
     offset: int | None = 0
     while offset is not None:
-        page = list_files(workspace, ListFilesParams(offset=offset, max_chars=1_000))
+        page = list_files(workspace, ListFilesParams(offset=offset, max_chars=1_000, sizes=sizes))
         assert page.structured is not None
         assert len(model_view(page.structured, page.text)) <= 1_000
+        assert all(("size_bytes" in entry) is sizes for entry in page.structured["files"])
         paged += [entry["path"] for entry in page.structured["files"]]
         offset = page.structured.get("next_offset")
         assert (offset is None) or f"offset={offset}" in page.text
@@ -703,8 +723,9 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(works
     assert paged == everything
 
 
+@pytest.mark.parametrize("sizes", [False, True])
 def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offset_paging(
-    workspace: Workspace,
+    workspace: Workspace, sizes: bool
 ) -> None:
     write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
     everything = listed(workspace)
@@ -712,7 +733,7 @@ def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offse
     paged: list[str] = []
     cursor: str | None = None
     while True:
-        page = list_files(workspace, ListFilesParams(cursor=cursor, max_chars=1_000))
+        page = list_files(workspace, ListFilesParams(cursor=cursor, max_chars=1_000, sizes=sizes))
         assert page.structured is not None
         assert len(model_view(page.structured, page.text)) <= 1_000
         paged += [entry["path"] for entry in page.structured["files"]]

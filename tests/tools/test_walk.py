@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pathspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_files import write
 
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.tools import files as files_module
 from oct_mcp.tools import search as search_module
-from oct_mcp.tools.cursors import PageMarks, WalkCursor
+from oct_mcp.tools.cursors import PageMarks, WalkCursor, cursor_may_not_fit
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
 from oct_mcp.tools.walk import ProjectWalk, WalkedEntry
@@ -221,3 +223,19 @@ def test_page_marks_keep_the_most_recent_and_tell_queries_apart() -> None:
         WalkCursor(5, "c"),
     )
     assert marks.recall("one", 5) is None
+
+
+# Names as the file system gives them: any character, undecodable bytes as surrogate escapes.
+NAME_CHARACTERS = st.one_of(
+    st.characters(blacklist_categories=("Cs",)), st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF)
+)
+
+
+@given(st.text(NAME_CHARACTERS, min_size=1), st.integers(0, 50_000))
+def test_cursor_may_not_fit_is_whether_the_cursor_passes_the_room(path: str, room: int) -> None:
+    assert cursor_may_not_fit(room, path) == (room < WalkCursor.size(path))
+
+
+@given(st.text(NAME_CHARACTERS, min_size=1, max_size=4_096))
+def test_a_cursor_field_is_at_most_six_characters_a_path_character_and_64(path: str) -> None:
+    assert WalkCursor.size(path) < 6 * len(path) + 64
