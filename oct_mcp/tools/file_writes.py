@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,7 +29,9 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, PathRefusedError, PolicyError
 from oct_mcp.preview import ABSENT
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
+from oct_mcp.spec import InProcessPlan, ToolEnv
 from oct_mcp.tools.files import BINARY_SNIFF_BYTES
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -41,6 +43,8 @@ __all__ = [
     "digest_of",
     "failed_write",
     "open_folder",
+    "plan_write",
+    "preview_write",
     "read_existing",
     "refuse_git_directory",
     "refuse_protected",
@@ -50,6 +54,39 @@ __all__ = [
 # Files read to diff or to patch; a larger one is refused (a patch) or replaced without a diff.
 EDIT_READ_MAX_BYTES: Final = 8 * 1_048_576
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class WriteTool(Protocol):
+    """A write tool's function: it changes the project, or with dry_run only says what it would."""
+
+    def __call__(
+        self,
+        workspace: Workspace,
+        params: Any,
+        /,
+        *,
+        dry_run: bool,
+        deadline: Deadline | None = ...,
+        preview: bool = ...,
+    ) -> ToolResult: ...
+
+
+class DryRunParams(Protocol):
+    @property
+    def dry_run(self) -> bool | None: ...
+
+
+def plan_write(write: WriteTool, params: DryRunParams, env: ToolEnv) -> InProcessPlan:
+    """Run the write tool in a thread: its own dry_run field when given, else the safety gate's decision."""
+    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    return InProcessPlan(partial(write, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+
+
+def preview_write(write: WriteTool, params: DryRunParams, env: ToolEnv) -> InProcessPlan:
+    """The write tool as a dry run that also returns the Preview the consent question shows."""
+    return InProcessPlan(
+        partial(write, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
 
 
 class StrictParams(BaseModel):

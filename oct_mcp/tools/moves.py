@@ -30,6 +30,7 @@ from oct_mcp.tools.diffs import truncate_diff, unified_diff
 from oct_mcp.tools.file_writes import (
     StrictParams,
     open_folder,
+    preview_write,
     read_existing,
     refuse_git_directory,
     refuse_protected,
@@ -434,18 +435,6 @@ def _refused(tool: str, reason: str) -> ToolResult:
     return ToolResult(text=f"{tool} refused; nothing was changed: {reason}", is_error=True)
 
 
-def _preview_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(move_path, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
-def _preview_delete(params: DeleteParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(delete_path, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
 def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
     dry_run = params.dry_run if params.dry_run is not None else env.dry_run
     return InProcessPlan(
@@ -488,7 +477,7 @@ MOVE: Final = ToolSpec(
     output=MoveOutput,
     risk=Risk.WRITE,
     plan=_plan_move,
-    preview=_preview_move,
+    preview=partial(preview_write, move_path),
     idempotent=False,
 )
 
@@ -505,6 +494,6 @@ DELETE: Final = ToolSpec(
     output=DeleteOutput,
     risk=Risk.WRITE,
     plan=_plan_delete,
-    preview=_preview_delete,
+    preview=partial(preview_write, delete_path),
     idempotent=False,
 )
