@@ -388,7 +388,12 @@ class GitAddOutput(BaseModel):
 
 
 def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
-    """What `git add` stages of `git status --porcelain=v2 -z`: each entry with a work-tree change."""
+    """What `git add` stages of `git status --porcelain=v2 -z`: each entry with a work-tree change.
+
+    Raises:
+        PolicyError: An entry is a protected path.
+        ExecutionError: No entry, or too many, to stage.
+    """
     staged: list[StagedFile] = []
     for entry in _every_entry(stdout).entries:
         worktree = entry.xy[1:]
@@ -413,6 +418,8 @@ def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
         staged.append(StagedFile(path=path, action=action))
     if len(staged) > STAGED_FILES_MAX:
         raise ExecutionError(f"more than {STAGED_FILES_MAX} files would be staged; stage fewer paths at once")
+    if not staged:
+        raise ExecutionError("nothing to stage: the paths have no changes git would add")
     return staged
 
 
@@ -468,8 +475,6 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
 
     def list_then_diff(run: RunResult) -> tuple[str, ...]:
         found["files"] = _to_stage(_succeeded(run, "list the changes").stdout, workspace)
-        if not found["files"]:
-            raise ExecutionError("nothing to stage: the paths have no changes git would add")
         tracked = [f.path for f in found["files"] if f.action != "create"]
         # Untracked files only: `git diff` has no patch for them, and without paths it diffs everything.
         return _diff_arguments(paths=tracked) if tracked else ("version",)
@@ -508,18 +513,17 @@ def _add_text(output: GitAddOutput) -> str:
     )
 
 
-def _approved_only(files: list[StagedFile], approved: tuple[TargetState, ...] | None) -> None:
-    """Raises:
-    TargetChangedError: A file to stage now is one the approved preview did not show.
+def _approved_only(paths: Sequence[str], approved: tuple[TargetState, ...] | None, refusal: str) -> None:
+    """Refuse a write to a path the preview the human approved did not show; no check without one.
+
+    Raises:
+        TargetChangedError: With `refusal`, which says what was left undone.
     """
     if approved is None:
         return
     shown = {target.path for target in approved}
-    if any(f.path not in shown for f in files):
-        raise TargetChangedError(
-            "files changed under the paths after the preview the user approved, so nothing was staged; "
-            "call the tool again to preview the change as the files are now"
-        )
+    if any(path not in shown for path in paths):
+        raise TargetChangedError(refusal)
 
 
 def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
@@ -532,9 +536,12 @@ def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
 
     def add(run: RunResult) -> tuple[str, ...]:
         files = _to_stage(_succeeded(run, "list the changes").stdout, workspace)
-        _approved_only(files, env.approved_targets)
-        if not files:
-            raise ExecutionError("nothing to stage: the paths have no changes git would add")
+        _approved_only(
+            [f.path for f in files],
+            env.approved_targets,
+            "files changed under the paths after the preview the user approved, so nothing was staged; "
+            "call the tool again to preview the change as the files are now",
+        )
         found["files"] = files
         # Exactly the files listed (and shown), never the folders they were found in.
         return ("add", "--", *(f.path for f in files))
@@ -621,7 +628,14 @@ def _branch_status() -> tuple[str, ...]:
     )
 
 
-def _committable(head: _Head) -> None:
+def _read_head(head: _Head, run: RunResult) -> None:
+    """Fill `head` from the branch status: the branch, its commit and the staged files.
+
+    Raises:
+        ExecutionError: HEAD is detached, or nothing is staged.
+    """
+    found = _head_and_staged(_succeeded(run, "read the status").stdout)
+    head.branch, head.commit, head.staged = found.branch, found.commit, found.staged
     if head.branch is None:
         raise ExecutionError("HEAD is detached; switch to a branch first (oct_git_switch), then commit")
     if not head.staged:
@@ -645,9 +659,7 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
     head = _Head()
 
     def diff(run: RunResult) -> tuple[str, ...]:
-        found = _head_and_staged(_succeeded(run, "read the status").stdout)
-        head.branch, head.commit, head.staged = found.branch, found.commit, found.staged
-        _committable(head)
+        _read_head(head, run)
         return _diff_arguments(cached=True)
 
     def parse(run: RunResult) -> ToolResult:
@@ -711,9 +723,7 @@ def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
     head = _Head()
 
     def commit(run: RunResult) -> tuple[str, ...]:
-        found = _head_and_staged(_succeeded(run, "read the status").stdout)
-        head.branch, head.commit, head.staged = found.branch, found.commit, found.staged
-        _committable(head)
+        _read_head(head, run)
         shown = {t.path for t in env.approved_targets} if env.approved_targets is not None else set()
         for path in head.staged:
             rule = _protected_rule(workspace, path)
@@ -962,13 +972,12 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         ]
         _refuse_protected_switch(workspace, changed)
         _refuse_fixed_entries(env, changed, "switched")
-        if env.approved_targets is not None:
-            shown = {t.path for t in env.approved_targets}
-            if any(path not in shown for path in changed):
-                raise TargetChangedError(
-                    "the branch changed after the preview the user approved, so nothing was switched; "
-                    "call the tool again to preview the switch as it is now"
-                )
+        _approved_only(
+            changed,
+            env.approved_targets,
+            "the branch changed after the preview the user approved, so nothing was switched; "
+            "call the tool again to preview the switch as it is now",
+        )
         return ("switch", "--no-guess", "--no-recurse-submodules", "--quiet", params.branch)
 
     def parse(run: RunResult) -> ToolResult:
@@ -1100,6 +1109,12 @@ class GitRestoreOutput(BaseModel):
 
 
 def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
+    """What `git checkout-index` puts back of `git status --porcelain=v2 -z`: each tracked file changed.
+
+    Raises:
+        PolicyError: A file is a protected path.
+        ExecutionError: No file, or too many, to restore.
+    """
     files = []
     for entry in _every_entry(stdout).entries:
         if entry.kind in ("untracked", "unmerged") or entry.xy[1:] == ".":
@@ -1111,6 +1126,8 @@ def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
         files.append(path)
     if len(files) > STAGED_FILES_MAX:
         raise ExecutionError(f"more than {STAGED_FILES_MAX} files would be restored; name fewer paths")
+    if not files:
+        raise ExecutionError("nothing to restore: the paths have no unstaged changes")
     return files
 
 
@@ -1135,8 +1152,6 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
 
     def diff(run: RunResult) -> tuple[str, ...]:
         found["files"] = _restored(_succeeded(run, "read the status").stdout, workspace)
-        if not found["files"]:
-            raise ExecutionError("nothing to restore: the paths have no unstaged changes")
         _refuse_fixed_entries(env, found["files"], "restored")
         return _diff_arguments(paths=found["files"])
 
@@ -1177,15 +1192,12 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
 
     def restore(run: RunResult) -> tuple[str, ...]:
         files = _restored(_succeeded(run, "read the status").stdout, workspace)
-        if env.approved_targets is not None:
-            shown = {t.path for t in env.approved_targets}
-            if any(path not in shown for path in files):
-                raise TargetChangedError(
-                    "files changed under the paths after the preview the user approved, so nothing was "
-                    "discarded; call the tool again to preview the change as the files are now"
-                )
-        if not files:
-            raise ExecutionError("nothing to restore: the paths have no unstaged changes")
+        _approved_only(
+            files,
+            env.approved_targets,
+            "files changed under the paths after the preview the user approved, so nothing was "
+            "discarded; call the tool again to preview the change as the files are now",
+        )
         _refuse_fixed_entries(env, files, "restored")
         found["files"] = files
         return ("checkout-index", "--force", "--", *files)
