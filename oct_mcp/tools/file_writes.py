@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ __all__ = [
     "read_existing",
     "refuse_git_directory",
     "refuse_protected",
+    "remove_entry",
     "write_atomically",
 ]
 
@@ -244,19 +246,33 @@ def write_atomically(
     return undo_create
 
 
-def delete_file(
-    workspace: Workspace, target: Path, old: ExistingFile | None = None, deadline: Deadline | None = None
-) -> Undo:
-    """Remove the file at `target`; returns how to put `old` back. `deadline` is claimed first."""
+def remove_entry(
+    workspace: Workspace, target: Path, *, tree: bool = False, deadline: Deadline | None = None
+) -> None:
+    """Remove the file at `target` (with `tree`, the folder and all in it) through its folder's descriptor.
+
+    `deadline` is claimed first.
+    """
     if deadline is not None:
         deadline.begin_writing()
     folder_fd = open_folder(workspace, target.parent, [])
     try:
-        os.unlink(target.name, dir_fd=folder_fd)
+        if tree:
+            # On descriptors, never following a link inside (shutil's safe variant on Linux).
+            shutil.rmtree(target.name, dir_fd=folder_fd)
+        else:
+            os.unlink(target.name, dir_fd=folder_fd)
         with contextlib.suppress(OSError):
             os.fsync(folder_fd)
     finally:
         os.close(folder_fd)
+
+
+def delete_file(
+    workspace: Workspace, target: Path, old: ExistingFile | None = None, deadline: Deadline | None = None
+) -> Undo:
+    """Remove the file at `target`; returns how to put `old` back. `deadline` is claimed first."""
+    remove_entry(workspace, target, deadline=deadline)
     if old is None:
         return lambda: None
     return partial(_put_back, workspace, target, old, old.mode)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 from functools import partial
 from pathlib import Path
@@ -34,6 +33,7 @@ from oct_mcp.tools.file_writes import (
     read_existing,
     refuse_git_directory,
     refuse_protected,
+    remove_entry,
 )
 from oct_mcp.tools.masks import masked
 from oct_mcp.types import ToolResult
@@ -412,20 +412,8 @@ def _delete_preview(
 
 
 def _remove(workspace: Workspace, target: Path, kind: str, deadline: Deadline | None) -> None:
-    if deadline is not None:
-        deadline.begin_writing()
     try:
-        folder_fd = open_folder(workspace, target.parent, [])
-        try:
-            if kind == "file":
-                os.unlink(target.name, dir_fd=folder_fd)
-            else:
-                # On descriptors, never following a link inside (shutil's safe variant on Linux).
-                shutil.rmtree(target.name, dir_fd=folder_fd)
-            with contextlib.suppress(OSError):
-                os.fsync(folder_fd)
-        finally:
-            os.close(folder_fd)
+        remove_entry(workspace, target, tree=kind != "file", deadline=deadline)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ExecutionError(f"the delete failed ({reason}); check what is left with oct_list_files") from exc
