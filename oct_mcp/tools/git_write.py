@@ -423,16 +423,19 @@ def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
     return staged
 
 
-def _status_arguments(paths: Sequence[str]) -> tuple[str, ...]:
+def _status_arguments(
+    paths: Sequence[str] | None = None, *, untracked: bool, branch: bool = False
+) -> tuple[str, ...]:
+    """`git status` as `_every_entry` reads it: porcelain v2, NUL-separated, no renames, no submodules."""
     return (
         "status",
         "--porcelain=v2",
+        *(["--branch"] if branch else []),
         "-z",
-        "--untracked-files=all",
+        f"--untracked-files={'all' if untracked else 'no'}",
         "--ignore-submodules=all",
         "--no-renames",
-        "--",
-        *paths,
+        *([] if paths is None else ["--", *paths]),
     )
 
 
@@ -503,7 +506,7 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
         return ToolResult(text=_add_text(output), structured=output.model_dump(), preview=preview)
 
     # The patch of the tracked files: untracked ones have none in `git diff`.
-    return _plan(git, [_fixed(*_status_arguments(specs)), list_then_diff], parse)
+    return _plan(git, [_fixed(*_status_arguments(specs, untracked=True)), list_then_diff], parse)
 
 
 def _add_text(output: GitAddOutput) -> str:
@@ -552,7 +555,7 @@ def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
         output = GitAddOutput(files=found["files"], applied=True)
         return ToolResult(text=_add_text(output), structured=output.model_dump())
 
-    return _plan(git, [_fixed(*_status_arguments(specs)), add], parse)
+    return _plan(git, [_fixed(*_status_arguments(specs, untracked=True)), add], parse)
 
 
 def _is_dry_run(own: bool | None, env: ToolEnv) -> bool:
@@ -614,18 +617,6 @@ def _head_and_staged(stdout: bytes) -> _Head:
         _git_path(e.path) for e in status.entries if e.kind != "untracked" and e.xy[:1] not in (".", "?")
     ]
     return _Head(branch=status.branch, commit=status.commit, staged=staged)
-
-
-def _branch_status() -> tuple[str, ...]:
-    return (
-        "status",
-        "--porcelain=v2",
-        "--branch",
-        "-z",
-        "--untracked-files=no",
-        "--ignore-submodules=all",
-        "--no-renames",
-    )
 
 
 def _read_head(head: _Head, run: RunResult) -> None:
@@ -692,7 +683,7 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
         )
         return ToolResult(text=_commit_text(output), structured=output.model_dump(), preview=preview)
 
-    return _plan(git, [_fixed(*_branch_status()), diff], parse)
+    return _plan(git, [_fixed(*_status_arguments(untracked=False, branch=True)), diff], parse)
 
 
 def _commit_text(output: GitCommitOutput) -> str:
@@ -762,7 +753,7 @@ def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
         )
         return ToolResult(text=_commit_text(output), structured=output.model_dump())
 
-    return _plan(git, [_fixed(*_branch_status()), commit, made], parse)
+    return _plan(git, [_fixed(*_status_arguments(untracked=False, branch=True)), commit, made], parse)
 
 
 # -- oct_git_branch ------------------------------------------------------------------------------
@@ -904,14 +895,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
     def local_changes(run: RunResult) -> tuple[str, ...]:
         found["commit"] = verified_commit(run, "branch")
-        return (
-            "status",
-            "--porcelain=v2",
-            "-z",
-            "--untracked-files=all",
-            "--ignore-submodules=all",
-            "--no-renames",
-        )
+        return _status_arguments(untracked=True)
 
     def switched_files(run: RunResult) -> tuple[str, ...]:
         status = _every_entry(_succeeded(run, "read the status").stdout)
@@ -1131,19 +1115,6 @@ def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
     return files
 
 
-def _restore_status(specs: Sequence[str]) -> tuple[str, ...]:
-    return (
-        "status",
-        "--porcelain=v2",
-        "-z",
-        "--untracked-files=no",
-        "--ignore-submodules=all",
-        "--no-renames",
-        "--",
-        *specs,
-    )
-
-
 def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
     workspace = env.workspace
     git = _git(env)
@@ -1179,7 +1150,7 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
         text = f"dry run, nothing changed: would discard the changes to {len(files)} file(s):\n{lost.diff}"
         return ToolResult(text=text, structured=output.model_dump(), preview=preview)
 
-    return _plan(git, [_fixed(*_restore_status(specs)), diff], parse)
+    return _plan(git, [_fixed(*_status_arguments(specs, untracked=False)), diff], parse)
 
 
 def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
@@ -1211,7 +1182,9 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
             text=f"discarded the changes to {len(output.files)} file(s)", structured=output.model_dump()
         )
 
-    return _plan(git, [_fixed(*_restore_status(specs)), restore], parse, writes_project=True)
+    return _plan(
+        git, [_fixed(*_status_arguments(specs, untracked=False)), restore], parse, writes_project=True
+    )
 
 
 _WRITES: Final = (
