@@ -80,7 +80,7 @@ class DryRunParams(Protocol):
 
 def plan_write(write: WriteTool, params: DryRunParams, env: ToolEnv) -> InProcessPlan:
     """Run the write tool in a thread: its own dry_run field when given, else the safety gate's decision."""
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    dry_run = env.dry_run_for(params.dry_run)
     return InProcessPlan(partial(write, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
 
 

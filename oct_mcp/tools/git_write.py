@@ -530,7 +530,7 @@ def _approved_only(paths: Sequence[str], approved: tuple[TargetState, ...] | Non
 
 
 def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _add_preview(params, env)
     workspace = env.workspace
     git = _git(env, files=("index",), folders=("objects",), write=True)
@@ -556,10 +556,6 @@ def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
         return ToolResult(text=_add_text(output), structured=output.model_dump())
 
     return _plan(git, [_fixed(*_status_arguments(specs, untracked=True)), add], parse)
-
-
-def _is_dry_run(own: bool | None, env: ToolEnv) -> bool:
-    return own if own is not None else env.dry_run
 
 
 # -- oct_git_commit ------------------------------------------------------------------------------
@@ -703,7 +699,7 @@ def _commit_text(output: GitCommitOutput) -> str:
 
 
 def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _commit_preview(params, env)
     workspace = env.workspace
     identity = _identity_or_refuse()
@@ -855,7 +851,7 @@ def _preview_branch(params: GitBranchParams, env: ToolEnv) -> CommandPlan:
 
 
 def _plan_branch(params: GitBranchParams, env: ToolEnv) -> CommandPlan:
-    return _branch_plan(params, env, preview=_is_dry_run(params.dry_run, env))
+    return _branch_plan(params, env, preview=env.dry_run_for(params.dry_run))
 
 
 # -- oct_git_switch ------------------------------------------------------------------------------
@@ -937,7 +933,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
 
 def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _switch_preview(params, env)
     workspace = env.workspace
     git = _git(env, files=("index", "logs/HEAD"), write=True)
@@ -1154,7 +1150,7 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
 
 
 def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _restore_preview(params, env)
     workspace = env.workspace
     git = _git(env, files=("index",), write=True)

@@ -424,7 +424,7 @@ def _refused(tool: str, reason: str) -> ToolResult:
 
 
 def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    dry_run = env.dry_run_for(params.dry_run)
     return InProcessPlan(
         partial(
             move_path,
@@ -438,7 +438,7 @@ def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
 
 
 def _plan_delete(params: DeleteParams, env: ToolEnv) -> InProcessPlan:
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    dry_run = env.dry_run_for(params.dry_run)
     return InProcessPlan(
         partial(
             delete_path,
