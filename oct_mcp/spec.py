@@ -75,6 +75,10 @@ class ToolEnv:
     command would do so elsewhere refuses before it starts, rather than leave its change half made.
     Unset: the narrowest of the backends."""
 
+    def dry_run_for(self, own: bool | None) -> bool:
+        """Whether the call only says what it would change: its own dry_run if given, else the gate's."""
+        return self.dry_run if own is None else own
+
 
 @dataclass(frozen=True, slots=True)
 class InProcessPlan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,3 +94,14 @@ def project(tmp_path: Path) -> Path:
 def config_file(tmp_path: Path) -> Path:
     """A config file path with no file yet, so tests never read the user's own config."""
     return tmp_path / "config.json"
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP port on the host's loopback, listening: a sandboxed run must not reach it."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.5)
+    yield server
+    server.close()

@@ -14,7 +14,6 @@ import os
 import socket
 import sys
 import textwrap
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -337,16 +336,6 @@ def test_the_server_marks_itself_non_dumpable_when_it_builds_the_sandbox(tmp_pat
 
     libc = ctypes.CDLL(None)
     assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.5)
-    yield server
-    server.close()
 
 
 async def test_t7_t8_t9_airgapped_reaches_no_network(world: Path, listener: socket.socket) -> None:

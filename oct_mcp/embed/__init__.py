@@ -314,6 +314,31 @@ def _as_tool_result(answer: HandlerResult, *, keep_binary: bool) -> ToolResult:
     )
 
 
+def _hosted_app(
+    project_root: str | Path,
+    profile: str,
+    config_path: Path | None,
+    environ: Mapping[str, str] | None,
+    layers: Sequence[LayerType],
+) -> tuple[App, dict[str, ToolSpec]]:
+    """The chain for a host that runs its own tools, and the catalog its middleware fills.
+
+    Raises:
+        ConfigError: The profile does not exist or does not build.
+    """
+    specs: dict[str, ToolSpec] = {}
+    app = build_app(
+        project_root,
+        profile=profile,
+        config_path=config_path,
+        environ=environ,
+        catalog=specs,
+        hosted=True,
+        layers=layers,
+    )
+    return app, specs
+
+
 def guard(
     server: MCPServer | Server[Any],
     *,
@@ -347,16 +372,7 @@ def guard(
         ConfigError: The profile does not exist or does not build.
     """
     lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
-    specs: dict[str, ToolSpec] = {}
-    app = build_app(
-        project_root,
-        profile=profile,
-        config_path=config_path,
-        environ=environ,
-        catalog=specs,
-        hosted=True,
-        layers=layers,
-    )
+    app, specs = _hosted_app(project_root, profile, config_path, environ, layers)
     middleware = OctGuard(
         app=app, specs=specs, tools=dict(tools or {}), keep_binary_content=keep_binary_content
     )

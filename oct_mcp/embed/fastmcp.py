@@ -18,10 +18,11 @@ from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool
 from fastmcp.tools.base import ToolResult as FastMCPToolResult
 
-from oct_mcp.app import App, build_app
+from oct_mcp.app import App
 from oct_mcp.embed import (
     EMBEDDED_PROFILE,
     ForeignTool,
+    _hosted_app,
     _spec_for,
     _with_confirm_argument,
     host_arguments,
@@ -150,16 +151,7 @@ def guard_fastmcp(
     Raises:
         ConfigError: The profile does not exist or does not build.
     """
-    specs: dict[str, ToolSpec] = {}
-    app = build_app(
-        project_root,
-        profile=profile,
-        config_path=config_path,
-        environ=environ,
-        catalog=specs,
-        hosted=True,
-        layers=layers,
-    )
+    app, specs = _hosted_app(project_root, profile, config_path, environ, layers)
     middleware = OctFastMCPMiddleware(app, specs, tools or {}, keep_binary_content=keep_binary_content)
     server.middleware.insert(0, middleware)
     return middleware

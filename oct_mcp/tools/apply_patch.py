@@ -21,7 +21,7 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, OctError, PathRefusedError
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.redaction import redact
-from oct_mcp.spec import InProcessPlan, Risk, ToolEnv, ToolSpec
+from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
 from oct_mcp.tools.file_writes import (
     ExistingFile,
@@ -29,6 +29,8 @@ from oct_mcp.tools.file_writes import (
     Undo,
     delete_file,
     digest_of,
+    plan_write,
+    preview_write,
     read_existing,
     refuse_git_directory,
     refuse_protected,
@@ -364,17 +366,6 @@ def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def _plan_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(apply_patch, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
-
-
-def _preview_apply_patch(params: ApplyPatchParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(apply_patch, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
 APPLY_PATCH: Final = ToolSpec(
     name="oct_apply_patch",
     title="Apply a patch",
@@ -394,8 +385,8 @@ APPLY_PATCH: Final = ToolSpec(
     params=ApplyPatchParams,
     output=ApplyPatchOutput,
     risk=Risk.WRITE,
-    plan=_plan_apply_patch,
-    preview=_preview_apply_patch,
+    plan=partial(plan_write, apply_patch),
+    preview=partial(preview_write, apply_patch),
     targets=_patch_targets,
     idempotent=False,
 )

@@ -21,12 +21,14 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from oct_mcp.deadline import Deadline
 from oct_mcp.preview import FileChange, Preview, TargetState
-from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.spec import ProjectPath, Risk, ToolSpec
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
 from oct_mcp.tools.file_writes import (
     StrictParams,
     digest_of,
     failed_write,
+    plan_write,
+    preview_write,
     read_existing,
     refuse_git_directory,
     refuse_protected,
@@ -363,17 +365,6 @@ def _refused(reason: str) -> ToolResult:
     return ToolResult(text=f"the edit does not apply; nothing was changed.\n{reason}", is_error=True)
 
 
-def _preview_edit(params: EditParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(edit_file, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
-def _plan_edit(params: EditParams, env: ToolEnv) -> InProcessPlan:
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(edit_file, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
-
-
 EDIT: Final = ToolSpec(
     name="oct_edit",
     title="Edit a file",
@@ -394,7 +385,7 @@ EDIT: Final = ToolSpec(
     params=EditParams,
     output=EditOutput,
     risk=Risk.WRITE,
-    plan=_plan_edit,
-    preview=_preview_edit,
+    plan=partial(plan_write, edit_file),
+    preview=partial(preview_write, edit_file),
     idempotent=False,
 )

@@ -16,12 +16,13 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,7 +30,9 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, PathRefusedError, PolicyError
 from oct_mcp.preview import ABSENT
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
+from oct_mcp.spec import InProcessPlan, ToolEnv
 from oct_mcp.tools.files import BINARY_SNIFF_BYTES
+from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -41,15 +44,51 @@ __all__ = [
     "digest_of",
     "failed_write",
     "open_folder",
+    "plan_write",
+    "preview_write",
     "read_existing",
     "refuse_git_directory",
     "refuse_protected",
+    "remove_entry",
     "write_atomically",
 ]
 
 # Files read to diff or to patch; a larger one is refused (a patch) or replaced without a diff.
 EDIT_READ_MAX_BYTES: Final = 8 * 1_048_576
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class WriteTool(Protocol):
+    """A write tool's function: it changes the project, or with dry_run only says what it would."""
+
+    def __call__(
+        self,
+        workspace: Workspace,
+        params: Any,
+        /,
+        *,
+        dry_run: bool,
+        deadline: Deadline | None = ...,
+        preview: bool = ...,
+    ) -> ToolResult: ...
+
+
+class DryRunParams(Protocol):
+    @property
+    def dry_run(self) -> bool | None: ...
+
+
+def plan_write(write: WriteTool, params: DryRunParams, env: ToolEnv) -> InProcessPlan:
+    """Run the write tool in a thread: its own dry_run field when given, else the safety gate's decision."""
+    dry_run = env.dry_run_for(params.dry_run)
+    return InProcessPlan(partial(write, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
+
+
+def preview_write(write: WriteTool, params: DryRunParams, env: ToolEnv) -> InProcessPlan:
+    """The write tool as a dry run that also returns the Preview the consent question shows."""
+    return InProcessPlan(
+        partial(write, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
+    )
 
 
 class StrictParams(BaseModel):
@@ -207,19 +246,33 @@ def write_atomically(
     return undo_create
 
 
-def delete_file(
-    workspace: Workspace, target: Path, old: ExistingFile | None = None, deadline: Deadline | None = None
-) -> Undo:
-    """Remove the file at `target`; returns how to put `old` back. `deadline` is claimed first."""
+def remove_entry(
+    workspace: Workspace, target: Path, *, tree: bool = False, deadline: Deadline | None = None
+) -> None:
+    """Remove the file at `target` (with `tree`, the folder and all in it) through its folder's descriptor.
+
+    `deadline` is claimed first.
+    """
     if deadline is not None:
         deadline.begin_writing()
     folder_fd = open_folder(workspace, target.parent, [])
     try:
-        os.unlink(target.name, dir_fd=folder_fd)
+        if tree:
+            # On descriptors, never following a link inside (shutil's safe variant on Linux).
+            shutil.rmtree(target.name, dir_fd=folder_fd)
+        else:
+            os.unlink(target.name, dir_fd=folder_fd)
         with contextlib.suppress(OSError):
             os.fsync(folder_fd)
     finally:
         os.close(folder_fd)
+
+
+def delete_file(
+    workspace: Workspace, target: Path, old: ExistingFile | None = None, deadline: Deadline | None = None
+) -> Undo:
+    """Remove the file at `target`; returns how to put `old` back. `deadline` is claimed first."""
+    remove_entry(workspace, target, deadline=deadline)
     if old is None:
         return lambda: None
     return partial(_put_back, workspace, target, old, old.mode)

@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -703,21 +703,42 @@ def _diff_text(output: DiffOutput) -> str:
     which = _compared(output)
     if not output.files:
         return f"no {which}"
-    lines = [f"{len(output.files)} file(s) with {which}, +{output.added} -{output.removed}:"]
-    for f in output.files:
+    header = f"{len(output.files)} file(s) with {which}, +{output.added} -{output.removed}:"
+    return "\n".join([header, *diff_page_lines(output)])
+
+
+class PagedDiff(Protocol):
+    """An output that carries one page of a diff: a working tree's, or a commit's."""
+
+    files: list[DiffFile]
+    files_omitted: int
+    diff: str
+    diff_cut: bool
+    next_offset: int | None
+
+
+def diff_page_lines(page: PagedDiff) -> list[str]:
+    """The text of a diff's page under its header: each file's counts, the patch, and how to go on."""
+    lines: list[str] = []
+    for f in page.files:
         counts = "binary" if f.binary else f"+{f.added} -{f.removed}"
         moved = f"{f.original_path} -> " if f.original_path is not None else ""
         lines.append(f"  {moved}{f.path} ({counts})")
-    if output.files_omitted:
-        lines.append(f"  [oct-mcp: {output.files_omitted} more file(s); narrow with path]")
-    if output.diff:
+    if page.files_omitted:
+        lines.append(f"  [oct-mcp: {page.files_omitted} more file(s); narrow with path]")
+    if page.diff:
         lines.append("")
-        lines.append(output.diff)
-    if output.next_offset is not None:
-        lines.append(f"[oct-mcp: the diff goes on; the rest with offset={output.next_offset}]")
-    elif output.diff_cut:
+        lines.append(page.diff)
+    if page.next_offset is not None:
+        lines.append(f"[oct-mcp: the diff goes on; the rest with offset={page.next_offset}]")
+    elif page.diff_cut:
         lines.append("[oct-mcp: the diff was cut; narrow it with path]")
-    return "\n".join(lines)
+    return lines
+
+
+def diff_page_cut(page: PagedDiff) -> bool:
+    """Whether the page leaves part of the diff out: cut at the cap, going on, or files not listed."""
+    return page.diff_cut or page.next_offset is not None or page.files_omitted > 0
 
 
 def page_diff(
@@ -762,8 +783,9 @@ def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
                 output.files, output.diff, offset=params.offset, max_chars=params.max_chars, stat=params.stat
             )
         )
-        truncated = output.diff_cut or output.next_offset is not None or output.files_omitted > 0
-        return ToolResult(text=_diff_text(output), structured=output.model_dump(), truncated=truncated)
+        return ToolResult(
+            text=_diff_text(output), structured=output.model_dump(), truncated=diff_page_cut(output)
+        )
 
     return parse
 

@@ -20,6 +20,8 @@ from oct_mcp.tools.git import (
     DEFANGED,
     DIFF_CONTEXT_MAX,
     DiffFile,
+    diff_page_cut,
+    diff_page_lines,
     git_failed,
     git_plan,
     page_diff,
@@ -150,19 +152,7 @@ def _show_text(output: ShowOutput) -> str:
         lines.append(f"    [oct-mcp: the message goes on past {MESSAGE_MAX_CHARS} characters]")
     lines.append("")
     lines.append(f"{len(output.files)} file(s) changed, +{output.added} -{output.removed}:")
-    for f in output.files:
-        counts = "binary" if f.binary else f"+{f.added} -{f.removed}"
-        moved = f"{f.original_path} -> " if f.original_path is not None else ""
-        lines.append(f"  {moved}{f.path} ({counts})")
-    if output.files_omitted:
-        lines.append(f"  [oct-mcp: {output.files_omitted} more file(s); narrow with path]")
-    if output.diff:
-        lines.append("")
-        lines.append(output.diff)
-    if output.next_offset is not None:
-        lines.append(f"[oct-mcp: the diff goes on; the rest with offset={output.next_offset}]")
-    elif output.diff_cut:
-        lines.append("[oct-mcp: the diff was cut; narrow it with path]")
+    lines.extend(diff_page_lines(output))
     return "\n".join(lines)
 
 
@@ -181,8 +171,9 @@ def _show_parser(params: GitShowParams) -> Callable[[RunResult], ToolResult]:
             spent=json_size(header),
         )
         paged = whole.model_copy(update=page)
-        truncated = paged.diff_cut or paged.next_offset is not None or paged.files_omitted > 0
-        return ToolResult(text=_show_text(paged), structured=paged.model_dump(), truncated=truncated)
+        return ToolResult(
+            text=_show_text(paged), structured=paged.model_dump(), truncated=diff_page_cut(paged)
+        )
 
     return parse
 

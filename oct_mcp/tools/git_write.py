@@ -388,7 +388,12 @@ class GitAddOutput(BaseModel):
 
 
 def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
-    """What `git add` stages of `git status --porcelain=v2 -z`: each entry with a work-tree change."""
+    """What `git add` stages of `git status --porcelain=v2 -z`: each entry with a work-tree change.
+
+    Raises:
+        PolicyError: An entry is a protected path.
+        ExecutionError: No entry, or too many, to stage.
+    """
     staged: list[StagedFile] = []
     for entry in _every_entry(stdout).entries:
         worktree = entry.xy[1:]
@@ -413,19 +418,24 @@ def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
         staged.append(StagedFile(path=path, action=action))
     if len(staged) > STAGED_FILES_MAX:
         raise ExecutionError(f"more than {STAGED_FILES_MAX} files would be staged; stage fewer paths at once")
+    if not staged:
+        raise ExecutionError("nothing to stage: the paths have no changes git would add")
     return staged
 
 
-def _status_arguments(paths: Sequence[str]) -> tuple[str, ...]:
+def _status_arguments(
+    paths: Sequence[str] | None = None, *, untracked: bool, branch: bool = False
+) -> tuple[str, ...]:
+    """`git status` as `_every_entry` reads it: porcelain v2, NUL-separated, no renames, no submodules."""
     return (
         "status",
         "--porcelain=v2",
+        *(["--branch"] if branch else []),
         "-z",
-        "--untracked-files=all",
+        f"--untracked-files={'all' if untracked else 'no'}",
         "--ignore-submodules=all",
         "--no-renames",
-        "--",
-        *paths,
+        *([] if paths is None else ["--", *paths]),
     )
 
 
@@ -468,8 +478,6 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
 
     def list_then_diff(run: RunResult) -> tuple[str, ...]:
         found["files"] = _to_stage(_succeeded(run, "list the changes").stdout, workspace)
-        if not found["files"]:
-            raise ExecutionError("nothing to stage: the paths have no changes git would add")
         tracked = [f.path for f in found["files"] if f.action != "create"]
         # Untracked files only: `git diff` has no patch for them, and without paths it diffs everything.
         return _diff_arguments(paths=tracked) if tracked else ("version",)
@@ -498,7 +506,7 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
         return ToolResult(text=_add_text(output), structured=output.model_dump(), preview=preview)
 
     # The patch of the tracked files: untracked ones have none in `git diff`.
-    return _plan(git, [_fixed(*_status_arguments(specs)), list_then_diff], parse)
+    return _plan(git, [_fixed(*_status_arguments(specs, untracked=True)), list_then_diff], parse)
 
 
 def _add_text(output: GitAddOutput) -> str:
@@ -508,22 +516,21 @@ def _add_text(output: GitAddOutput) -> str:
     )
 
 
-def _approved_only(files: list[StagedFile], approved: tuple[TargetState, ...] | None) -> None:
-    """Raises:
-    TargetChangedError: A file to stage now is one the approved preview did not show.
+def _approved_only(paths: Sequence[str], approved: tuple[TargetState, ...] | None, refusal: str) -> None:
+    """Refuse a write to a path the preview the human approved did not show; no check without one.
+
+    Raises:
+        TargetChangedError: With `refusal`, which says what was left undone.
     """
     if approved is None:
         return
     shown = {target.path for target in approved}
-    if any(f.path not in shown for f in files):
-        raise TargetChangedError(
-            "files changed under the paths after the preview the user approved, so nothing was staged; "
-            "call the tool again to preview the change as the files are now"
-        )
+    if any(path not in shown for path in paths):
+        raise TargetChangedError(refusal)
 
 
 def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _add_preview(params, env)
     workspace = env.workspace
     git = _git(env, files=("index",), folders=("objects",), write=True)
@@ -532,9 +539,12 @@ def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
 
     def add(run: RunResult) -> tuple[str, ...]:
         files = _to_stage(_succeeded(run, "list the changes").stdout, workspace)
-        _approved_only(files, env.approved_targets)
-        if not files:
-            raise ExecutionError("nothing to stage: the paths have no changes git would add")
+        _approved_only(
+            [f.path for f in files],
+            env.approved_targets,
+            "files changed under the paths after the preview the user approved, so nothing was staged; "
+            "call the tool again to preview the change as the files are now",
+        )
         found["files"] = files
         # Exactly the files listed (and shown), never the folders they were found in.
         return ("add", "--", *(f.path for f in files))
@@ -545,11 +555,7 @@ def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
         output = GitAddOutput(files=found["files"], applied=True)
         return ToolResult(text=_add_text(output), structured=output.model_dump())
 
-    return _plan(git, [_fixed(*_status_arguments(specs)), add], parse)
-
-
-def _is_dry_run(own: bool | None, env: ToolEnv) -> bool:
-    return own if own is not None else env.dry_run
+    return _plan(git, [_fixed(*_status_arguments(specs, untracked=True)), add], parse)
 
 
 # -- oct_git_commit ------------------------------------------------------------------------------
@@ -609,19 +615,14 @@ def _head_and_staged(stdout: bytes) -> _Head:
     return _Head(branch=status.branch, commit=status.commit, staged=staged)
 
 
-def _branch_status() -> tuple[str, ...]:
-    return (
-        "status",
-        "--porcelain=v2",
-        "--branch",
-        "-z",
-        "--untracked-files=no",
-        "--ignore-submodules=all",
-        "--no-renames",
-    )
+def _read_head(head: _Head, run: RunResult) -> None:
+    """Fill `head` from the branch status: the branch, its commit and the staged files.
 
-
-def _committable(head: _Head) -> None:
+    Raises:
+        ExecutionError: HEAD is detached, or nothing is staged.
+    """
+    found = _head_and_staged(_succeeded(run, "read the status").stdout)
+    head.branch, head.commit, head.staged = found.branch, found.commit, found.staged
     if head.branch is None:
         raise ExecutionError("HEAD is detached; switch to a branch first (oct_git_switch), then commit")
     if not head.staged:
@@ -645,9 +646,7 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
     head = _Head()
 
     def diff(run: RunResult) -> tuple[str, ...]:
-        found = _head_and_staged(_succeeded(run, "read the status").stdout)
-        head.branch, head.commit, head.staged = found.branch, found.commit, found.staged
-        _committable(head)
+        _read_head(head, run)
         return _diff_arguments(cached=True)
 
     def parse(run: RunResult) -> ToolResult:
@@ -680,7 +679,7 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
         )
         return ToolResult(text=_commit_text(output), structured=output.model_dump(), preview=preview)
 
-    return _plan(git, [_fixed(*_branch_status()), diff], parse)
+    return _plan(git, [_fixed(*_status_arguments(untracked=False, branch=True)), diff], parse)
 
 
 def _commit_text(output: GitCommitOutput) -> str:
@@ -700,7 +699,7 @@ def _commit_text(output: GitCommitOutput) -> str:
 
 
 def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _commit_preview(params, env)
     workspace = env.workspace
     identity = _identity_or_refuse()
@@ -711,9 +710,7 @@ def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
     head = _Head()
 
     def commit(run: RunResult) -> tuple[str, ...]:
-        found = _head_and_staged(_succeeded(run, "read the status").stdout)
-        head.branch, head.commit, head.staged = found.branch, found.commit, found.staged
-        _committable(head)
+        _read_head(head, run)
         shown = {t.path for t in env.approved_targets} if env.approved_targets is not None else set()
         for path in head.staged:
             rule = _protected_rule(workspace, path)
@@ -752,7 +749,7 @@ def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
         )
         return ToolResult(text=_commit_text(output), structured=output.model_dump())
 
-    return _plan(git, [_fixed(*_branch_status()), commit, made], parse)
+    return _plan(git, [_fixed(*_status_arguments(untracked=False, branch=True)), commit, made], parse)
 
 
 # -- oct_git_branch ------------------------------------------------------------------------------
@@ -854,7 +851,7 @@ def _preview_branch(params: GitBranchParams, env: ToolEnv) -> CommandPlan:
 
 
 def _plan_branch(params: GitBranchParams, env: ToolEnv) -> CommandPlan:
-    return _branch_plan(params, env, preview=_is_dry_run(params.dry_run, env))
+    return _branch_plan(params, env, preview=env.dry_run_for(params.dry_run))
 
 
 # -- oct_git_switch ------------------------------------------------------------------------------
@@ -894,14 +891,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
     def local_changes(run: RunResult) -> tuple[str, ...]:
         found["commit"] = verified_commit(run, "branch")
-        return (
-            "status",
-            "--porcelain=v2",
-            "-z",
-            "--untracked-files=all",
-            "--ignore-submodules=all",
-            "--no-renames",
-        )
+        return _status_arguments(untracked=True)
 
     def switched_files(run: RunResult) -> tuple[str, ...]:
         status = _every_entry(_succeeded(run, "read the status").stdout)
@@ -943,7 +933,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
 
 def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _switch_preview(params, env)
     workspace = env.workspace
     git = _git(env, files=("index", "logs/HEAD"), write=True)
@@ -962,13 +952,12 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         ]
         _refuse_protected_switch(workspace, changed)
         _refuse_fixed_entries(env, changed, "switched")
-        if env.approved_targets is not None:
-            shown = {t.path for t in env.approved_targets}
-            if any(path not in shown for path in changed):
-                raise TargetChangedError(
-                    "the branch changed after the preview the user approved, so nothing was switched; "
-                    "call the tool again to preview the switch as it is now"
-                )
+        _approved_only(
+            changed,
+            env.approved_targets,
+            "the branch changed after the preview the user approved, so nothing was switched; "
+            "call the tool again to preview the switch as it is now",
+        )
         return ("switch", "--no-guess", "--no-recurse-submodules", "--quiet", params.branch)
 
     def parse(run: RunResult) -> ToolResult:
@@ -1100,6 +1089,12 @@ class GitRestoreOutput(BaseModel):
 
 
 def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
+    """What `git checkout-index` puts back of `git status --porcelain=v2 -z`: each tracked file changed.
+
+    Raises:
+        PolicyError: A file is a protected path.
+        ExecutionError: No file, or too many, to restore.
+    """
     files = []
     for entry in _every_entry(stdout).entries:
         if entry.kind in ("untracked", "unmerged") or entry.xy[1:] == ".":
@@ -1111,20 +1106,9 @@ def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
         files.append(path)
     if len(files) > STAGED_FILES_MAX:
         raise ExecutionError(f"more than {STAGED_FILES_MAX} files would be restored; name fewer paths")
+    if not files:
+        raise ExecutionError("nothing to restore: the paths have no unstaged changes")
     return files
-
-
-def _restore_status(specs: Sequence[str]) -> tuple[str, ...]:
-    return (
-        "status",
-        "--porcelain=v2",
-        "-z",
-        "--untracked-files=no",
-        "--ignore-submodules=all",
-        "--no-renames",
-        "--",
-        *specs,
-    )
 
 
 def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
@@ -1135,8 +1119,6 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
 
     def diff(run: RunResult) -> tuple[str, ...]:
         found["files"] = _restored(_succeeded(run, "read the status").stdout, workspace)
-        if not found["files"]:
-            raise ExecutionError("nothing to restore: the paths have no unstaged changes")
         _refuse_fixed_entries(env, found["files"], "restored")
         return _diff_arguments(paths=found["files"])
 
@@ -1164,11 +1146,11 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
         text = f"dry run, nothing changed: would discard the changes to {len(files)} file(s):\n{lost.diff}"
         return ToolResult(text=text, structured=output.model_dump(), preview=preview)
 
-    return _plan(git, [_fixed(*_restore_status(specs)), diff], parse)
+    return _plan(git, [_fixed(*_status_arguments(specs, untracked=False)), diff], parse)
 
 
 def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
-    if _is_dry_run(params.dry_run, env):
+    if env.dry_run_for(params.dry_run):
         return _restore_preview(params, env)
     workspace = env.workspace
     git = _git(env, files=("index",), write=True)
@@ -1177,15 +1159,12 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
 
     def restore(run: RunResult) -> tuple[str, ...]:
         files = _restored(_succeeded(run, "read the status").stdout, workspace)
-        if env.approved_targets is not None:
-            shown = {t.path for t in env.approved_targets}
-            if any(path not in shown for path in files):
-                raise TargetChangedError(
-                    "files changed under the paths after the preview the user approved, so nothing was "
-                    "discarded; call the tool again to preview the change as the files are now"
-                )
-        if not files:
-            raise ExecutionError("nothing to restore: the paths have no unstaged changes")
+        _approved_only(
+            files,
+            env.approved_targets,
+            "files changed under the paths after the preview the user approved, so nothing was "
+            "discarded; call the tool again to preview the change as the files are now",
+        )
         _refuse_fixed_entries(env, files, "restored")
         found["files"] = files
         return ("checkout-index", "--force", "--", *files)
@@ -1199,7 +1178,9 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
             text=f"discarded the changes to {len(output.files)} file(s)", structured=output.model_dump()
         )
 
-    return _plan(git, [_fixed(*_restore_status(specs)), restore], parse, writes_project=True)
+    return _plan(
+        git, [_fixed(*_status_arguments(specs, untracked=False)), restore], parse, writes_project=True
+    )
 
 
 _WRITES: Final = (

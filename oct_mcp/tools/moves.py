@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 from functools import partial
 from pathlib import Path
@@ -30,9 +29,11 @@ from oct_mcp.tools.diffs import truncate_diff, unified_diff
 from oct_mcp.tools.file_writes import (
     StrictParams,
     open_folder,
+    preview_write,
     read_existing,
     refuse_git_directory,
     refuse_protected,
+    remove_entry,
 )
 from oct_mcp.tools.masks import masked
 from oct_mcp.types import ToolResult
@@ -411,20 +412,8 @@ def _delete_preview(
 
 
 def _remove(workspace: Workspace, target: Path, kind: str, deadline: Deadline | None) -> None:
-    if deadline is not None:
-        deadline.begin_writing()
     try:
-        folder_fd = open_folder(workspace, target.parent, [])
-        try:
-            if kind == "file":
-                os.unlink(target.name, dir_fd=folder_fd)
-            else:
-                # On descriptors, never following a link inside (shutil's safe variant on Linux).
-                shutil.rmtree(target.name, dir_fd=folder_fd)
-            with contextlib.suppress(OSError):
-                os.fsync(folder_fd)
-        finally:
-            os.close(folder_fd)
+        remove_entry(workspace, target, tree=kind != "file", deadline=deadline)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ExecutionError(f"the delete failed ({reason}); check what is left with oct_list_files") from exc
@@ -434,20 +423,8 @@ def _refused(tool: str, reason: str) -> ToolResult:
     return ToolResult(text=f"{tool} refused; nothing was changed: {reason}", is_error=True)
 
 
-def _preview_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(move_path, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
-def _preview_delete(params: DeleteParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(delete_path, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
 def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    dry_run = env.dry_run_for(params.dry_run)
     return InProcessPlan(
         partial(
             move_path,
@@ -461,7 +438,7 @@ def _plan_move(params: MoveParams, env: ToolEnv) -> InProcessPlan:
 
 
 def _plan_delete(params: DeleteParams, env: ToolEnv) -> InProcessPlan:
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    dry_run = env.dry_run_for(params.dry_run)
     return InProcessPlan(
         partial(
             delete_path,
@@ -488,7 +465,7 @@ MOVE: Final = ToolSpec(
     output=MoveOutput,
     risk=Risk.WRITE,
     plan=_plan_move,
-    preview=_preview_move,
+    preview=partial(preview_write, move_path),
     idempotent=False,
 )
 
@@ -505,6 +482,6 @@ DELETE: Final = ToolSpec(
     output=DeleteOutput,
     risk=Risk.WRITE,
     plan=_plan_delete,
-    preview=_preview_delete,
+    preview=partial(preview_write, delete_path),
     idempotent=False,
 )

@@ -354,7 +354,7 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
     root = env.workspace.root
     ruff = find_program(root, "ruff")
     select = ["--select", ",".join(params.select)] if params.select else []
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
+    dry_run = env.dry_run_for(params.dry_run)
     if dry_run:
         # --diff implies --fix-only and writes nothing; exit 1 means "there is a diff".
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))

@@ -10,12 +10,14 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 from oct_mcp.deadline import Deadline
 from oct_mcp.preview import FileChange, Preview, TargetState
 from oct_mcp.redaction import redact
-from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.spec import ProjectPath, Risk, ToolSpec
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
 from oct_mcp.tools.file_writes import (
     StrictParams,
     digest_of,
     failed_write,
+    plan_write,
+    preview_write,
     read_existing,
     refuse_git_directory,
     refuse_protected,
@@ -147,18 +149,6 @@ def write_file(
     )
 
 
-def _plan_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
-    # Its own dry_run field when given, else the safety gate's decision.
-    dry_run = params.dry_run if params.dry_run is not None else env.dry_run
-    return InProcessPlan(partial(write_file, env.workspace, params, dry_run=dry_run, deadline=env.deadline))
-
-
-def _preview_write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(
-        partial(write_file, env.workspace, params, dry_run=True, deadline=env.deadline, preview=True)
-    )
-
-
 WRITE_FILE: Final = ToolSpec(
     name="oct_write_file",
     title="Write a file",
@@ -175,7 +165,7 @@ WRITE_FILE: Final = ToolSpec(
     params=WriteFileParams,
     output=WriteFileOutput,
     risk=Risk.WRITE,
-    plan=_plan_write_file,
-    preview=_preview_write_file,
+    plan=partial(plan_write, write_file),
+    preview=partial(preview_write, write_file),
     idempotent=True,
 )

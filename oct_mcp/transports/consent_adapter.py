@@ -148,33 +148,25 @@ async def call_with_consent(
     client = client_info(request, transport, client_id)
     arguments = params.arguments or {}
     progress = progress_reporter(request)
-    consent = consent_from_retry(params, app.used_consents)
-    outcome = await run_call(
-        app,
-        params.name,
-        arguments,
-        client,
-        consent=consent,
-        progress=progress,
-        forward=forward,
-        session_grants=session_grants,
-    )
+
+    async def run_chain(consent: Consent | None) -> Outcome | CallFailure:
+        return await run_call(
+            app,
+            params.name,
+            arguments,
+            client,
+            consent=consent,
+            progress=progress,
+            forward=forward,
+            session_grants=session_grants,
+        )
+
+    outcome = await run_chain(consent_from_retry(params, app.used_consents))
     if not (isinstance(outcome, ConsentRequest) and client.can_elicit):
         return to_call_tool_result(outcome)
     if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return input_required(outcome)
-    consent = await elicit_consent(request, outcome)
-    outcome = await run_call(
-        app,
-        params.name,
-        arguments,
-        client,
-        consent=consent,
-        progress=progress,
-        forward=forward,
-        session_grants=session_grants,
-    )
-    return to_call_tool_result(outcome)
+    return to_call_tool_result(await run_chain(await elicit_consent(request, outcome)))
 
 
 def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:

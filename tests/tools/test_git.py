@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from git_repos import git, new_repo
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
@@ -28,22 +29,12 @@ from oct_mcp.tools.results import model_view
 from oct_mcp.types import ClientInfo, ToolResult
 
 _CLIENTS = itertools.count()
-IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")
-
-
-def git(root: Path, *arguments: str) -> str:
-    completed = subprocess.run(
-        ["git", "-C", str(root), *IDENTITY, *arguments], check=True, capture_output=True, text=True
-    )
-    return completed.stdout.strip()
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """main: two commits, one ahead of and one behind its upstream `base`; staged, unstaged, untracked."""
-    root = (tmp_path / "repo").resolve()
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    root = new_repo(tmp_path)
     (root / "a.py").write_text("def f():\n    return 1\n")
     (root / "sp ace.txt").write_text("hello\n")
     (root / "README.md").write_text("# Demo\n")

@@ -4,7 +4,6 @@ over stdio, real git, each result compared with what git itself prints in the fi
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,29 +11,20 @@ import anyio
 import mcp_types as types
 import pytest
 from clients import model_view, oct_server
+from git_repos import git, git_output, new_repo
 from mcp import Client
 
 from oct_mcp.tools.git_history import parse_blame
 
 pytestmark = pytest.mark.anyio
 
-IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")
 DIFF_OPTIONS = ("--no-color", "--find-renames", "--src-prefix=a/", "--dst-prefix=b/")
-
-
-def git(root: Path, *arguments: str) -> str:
-    completed = subprocess.run(
-        ["git", "-C", str(root), *IDENTITY, *arguments], check=True, capture_output=True, text=True
-    )
-    return completed.stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """main: three commits; feature: two of its own off main's second; an unstaged and a staged change."""
-    root = (tmp_path / "repo").resolve()
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    root = new_repo(tmp_path)
     (root / "app.py").write_text("".join(f"line {n}\n" for n in range(1, 11)))
     (root / "notes.txt").write_text("first\n")
     git(root, "add", "-A")
@@ -76,7 +66,7 @@ def _structured(outcome: types.CallToolResult) -> dict[str, Any]:
 
 def _numstat(repo: Path, *revisions: str) -> list[dict[str, Any]]:
     files = []
-    for line in git(repo, "diff", "--numstat", "--find-renames", *revisions).splitlines():
+    for line in git_output(repo, "diff", "--numstat", "--find-renames", *revisions).splitlines():
         added, removed, path = line.split("\t")
         original = None
         if " => " in path:
@@ -112,7 +102,7 @@ async def test_diff_against_a_commit_is_what_git_diff_prints(repo: Path, config_
     ]
     for outcome, revisions in expected:
         diff = _structured(outcome)
-        assert diff["diff"] == git(repo, "diff", *DIFF_OPTIONS, *revisions)
+        assert diff["diff"] == git_output(repo, "diff", *DIFF_OPTIONS, *revisions)
         assert diff["files"] == _numstat(repo, *revisions)
     assert (_structured(worktree)["base"], _structured(worktree)["target"]) == ("HEAD~1", None)
     assert [f["path"] for f in _structured(staged)["files"]] == ["app.py", "staged.py"]
@@ -128,15 +118,15 @@ async def test_diff_with_merge_base_is_git_diffs_three_dots(repo: Path, config_f
     )
 
     merged = _structured(three_dots)
-    assert merged["diff"] == git(repo, "diff", *DIFF_OPTIONS, "main...feature")
+    assert merged["diff"] == git_output(repo, "diff", *DIFF_OPTIONS, "main...feature")
     # Only the feature's own changes: the rename and the new file, not main's later commit undone.
     assert merged["files"] == [
         {"path": "NOTES.txt", "original_path": "notes.txt", "added": 0, "removed": 0, "binary": False},
         {"path": "feature.py", "original_path": None, "added": 2, "removed": 0, "binary": False},
     ]
     assert merged["diff"] != _structured(two_ends)["diff"]
-    assert _structured(two_ends)["diff"] == git(repo, "diff", *DIFF_OPTIONS, "main", "feature")
-    assert _structured(from_head)["diff"] == git(repo, "diff", *DIFF_OPTIONS, "feature...HEAD")
+    assert _structured(two_ends)["diff"] == git_output(repo, "diff", *DIFF_OPTIONS, "main", "feature")
+    assert _structured(from_head)["diff"] == git_output(repo, "diff", *DIFF_OPTIONS, "feature...HEAD")
     assert _structured(from_head)["target"] == "HEAD"
     assert (merged["base"], merged["target"], merged["merge_base"]) == ("main", "feature", True)
 
@@ -156,7 +146,7 @@ async def test_diff_sides_that_do_not_fit_together_are_refused(repo: Path, confi
 
 
 async def test_diff_between_refs_in_stat_mode_and_pages(repo: Path, config_file: Path) -> None:
-    whole = git(repo, "diff", *DIFF_OPTIONS, "HEAD~2", "feature")
+    whole = git_output(repo, "diff", *DIFF_OPTIONS, "HEAD~2", "feature")
     pages: list[str] = []
     offset: int | None = 0
     async with Client(oct_server(repo, config_file)) as client:
@@ -193,7 +183,7 @@ async def test_show_gives_the_header_message_stat_and_diff(repo: Path, config_fi
     )
 
     shown = _structured(older)
-    sha, parent, date = git(repo, "log", "-1", "--format=%H %P %aI", "HEAD~1").split()
+    sha, parent, date = git_output(repo, "log", "-1", "--format=%H %P %aI", "HEAD~1").split()
     assert {key: shown[key] for key in ("commit", "parents", "author", "email", "date", "subject")} == {
         "commit": sha,
         "parents": [parent],
@@ -203,7 +193,7 @@ async def test_show_gives_the_header_message_stat_and_diff(repo: Path, config_fi
         "subject": "Spell out three",
     }
     assert shown["message"] == "Spell out three\n\nThe body of the message.\n\nTwo paragraphs."
-    assert shown["diff"] == git(repo, "diff", *DIFF_OPTIONS, "HEAD~2", "HEAD~1")
+    assert shown["diff"] == git_output(repo, "diff", *DIFF_OPTIONS, "HEAD~2", "HEAD~1")
     assert shown["files"] == _numstat(repo, "HEAD~2", "HEAD~1")
     assert (shown["added"], shown["removed"]) == (1, 1)
     assert _structured(head)["subject"] == "Spell out nine"
@@ -220,7 +210,7 @@ async def test_show_of_the_first_commit_and_of_a_merge(repo: Path, config_file: 
     (first, merge) = await _calls(
         repo,
         config_file,
-        ("oct_git_show", {"commit": git(repo, "rev-list", "--max-parents=0", "HEAD").strip()}),
+        ("oct_git_show", {"commit": git(repo, "rev-list", "--max-parents=0", "HEAD")}),
         ("oct_git_show", {"commit": "HEAD"}),
     )
 
@@ -228,7 +218,7 @@ async def test_show_of_the_first_commit_and_of_a_merge(repo: Path, config_file: 
     assert (root["parents"], [f["path"] for f in root["files"]]) == ([], ["app.py", "notes.txt"])
     merged = _structured(merge)
     assert len(merged["parents"]) == 2
-    assert merged["diff"] == git(repo, "diff", *DIFF_OPTIONS, "HEAD^1", "HEAD")
+    assert merged["diff"] == git_output(repo, "diff", *DIFF_OPTIONS, "HEAD^1", "HEAD")
 
 
 async def test_show_pages_return_the_whole_patch(repo: Path, config_file: Path) -> None:
@@ -248,7 +238,7 @@ async def test_show_pages_return_the_whole_patch(repo: Path, config_file: Path) 
                 offset = page["next_offset"]
 
     assert len(pages) > 3
-    assert "".join(pages) == git(repo, "diff", *DIFF_OPTIONS, "HEAD~1", "HEAD")
+    assert "".join(pages) == git_output(repo, "diff", *DIFF_OPTIONS, "HEAD~1", "HEAD")
 
 
 def model_view_of(structured: dict[str, Any]) -> str:
@@ -271,11 +261,11 @@ async def test_log_over_a_range_and_on_a_path(repo: Path, config_file: Path) -> 
     def shas(outcome: types.CallToolResult) -> list[str]:
         return [commit["sha"] for commit in _structured(outcome)["commits"]]
 
-    assert shas(own) == git(repo, "rev-list", "main..feature").split()
+    assert shas(own) == git_output(repo, "rev-list", "main..feature").split()
     assert [c["subject"] for c in _structured(own)["commits"]] == ["Rename the notes", "Add the feature"]
-    assert shas(of_target) == git(repo, "rev-list", "feature").split()
-    assert shas(on_path) == git(repo, "rev-list", "HEAD", "--", "app.py").split()
-    assert shas(both) == git(repo, "rev-list", "HEAD~2..HEAD", "--", "app.py").split()
+    assert shas(of_target) == git_output(repo, "rev-list", "feature").split()
+    assert shas(on_path) == git_output(repo, "rev-list", "HEAD", "--", "app.py").split()
+    assert shas(both) == git_output(repo, "rev-list", "HEAD~2..HEAD", "--", "app.py").split()
     assert len(shas(both)) == 2
 
 
@@ -299,14 +289,14 @@ async def test_blame_gives_each_line_its_commit_author_and_summary(repo: Path, c
     )
 
     blame = _structured(ranged)
-    first, second = git(repo, "rev-list", "--reverse", "HEAD~1").split()
+    first, second = git_output(repo, "rev-list", "--reverse", "HEAD~1").split()
     assert [(b["line"], b["commit"], b["summary"], b["text"]) for b in blame["lines"]] == [
         (2, first, "Start the app", "line 2"),
         (3, second, "Spell out three", "line three"),
         (4, first, "Start the app", "line 4"),
     ]
     assert {(b["author"], b["email"]) for b in blame["lines"]} == {("Ada Lovelace", "ada@example.invalid")}
-    dates = dict(line.split(" ", 1) for line in git(repo, "log", "--format=%H %aI").splitlines())
+    dates = dict(line.split(" ", 1) for line in git_output(repo, "log", "--format=%H %aI").splitlines())
     assert [b["date"] for b in blame["lines"]] == [dates[first], dates[second], dates[first]]
     assert blame["next_start_line"] is None
     assert [(b["commit"], b["text"]) for b in _structured(as_of)["lines"]] == [(first, "line 3")]

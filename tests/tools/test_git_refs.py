@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from clients import model_view, oct_server
+from git_repos import git, new_repo
 from mcp import Client
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -23,22 +24,11 @@ from oct_mcp.tools.git_refs import (
     verify_chain,
 )
 
-IDENTITY = ("-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.invalid")
-
-
-def git(root: Path, *arguments: str) -> str:
-    completed = subprocess.run(
-        ["git", "-C", str(root), *IDENTITY, *arguments], check=True, capture_output=True, text=True
-    )
-    return completed.stdout.strip()
-
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """main with two commits, a branch `feature` off the first."""
-    root = (tmp_path / "repo").resolve()
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
+    root = new_repo(tmp_path)
     (root / "a.py").write_text("one\n")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "First")

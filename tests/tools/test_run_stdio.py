@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -345,16 +344,6 @@ async def test_network_needs_consent_and_a_profile_that_allows_it(
         "run it without network=true, or under a profile without the no_network guarantee"
     )
     assert human.shown == []
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.5)
-    yield server
-    server.close()
 
 
 def _attempt(action: str, label: str) -> str:
