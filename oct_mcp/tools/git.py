@@ -48,6 +48,7 @@ __all__ = [
     "DEFANGED",
     "DIFF_CONTEXT_MAX",
     "GIT_DIFF",
+    "GIT_ENVIRONMENT",
     "GIT_LOG",
     "GIT_SAFETY_OPTIONS",
     "GIT_STATUS",
@@ -90,6 +91,16 @@ GIT_SAFETY_OPTIONS: Final = (
     "--no-optional-locks",
     # Paths are paths: no pathspec magic such as ':(top)' or globs.
     "--literal-pathspecs",
+)
+GIT_ENVIRONMENT: Final = (
+    # No transport at all, whatever the repository's config says: with this set, git ignores every
+    # `protocol.*` key (a repository's `protocol.file.allow=always` beats a `-c protocol.allow=never`)
+    # and allows only the protocols listed, none. A fetch would run a program the config names
+    # (`remote.<name>.uploadpack`, `core.sshCommand`, an `ext::` URL), and a partial clone fetches a
+    # missing object on demand ("lazy fetch") from status, diff or add alike.
+    ("GIT_ALLOW_PROTOCOL", ""),
+    # The same lazy fetch, switched off where git knows the variable (2.45 and later).
+    ("GIT_NO_LAZY_FETCH", "1"),
 )
 STATUS_MAX_ENTRIES: Final = 2_000
 LOG_DEFAULT: Final = 20
@@ -373,7 +384,7 @@ def git_plan(
         then=after_config,
         parse=parse,
         read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
-        tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)),),
+        tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)), *GIT_ENVIRONMENT),
     )
 
 

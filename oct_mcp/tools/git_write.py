@@ -50,6 +50,7 @@ from oct_mcp.protected import (
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.git import (
     CONFIG_NAMES_LISTING,
+    GIT_ENVIRONMENT,
     GIT_SAFETY_OPTIONS,
     STATUS_MAX_ENTRIES,
     StatusOutput,
@@ -310,7 +311,7 @@ def _plan(
         then=step_at(0),
         parse=parse,
         writes_project=writes_project,
-        tool_env=(("GIT_COMMON_DIR", str(git.git_dir)),),
+        tool_env=(("GIT_COMMON_DIR", str(git.git_dir)), *GIT_ENVIRONMENT),
         git_writes=git.writes,
     )
 

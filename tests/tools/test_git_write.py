@@ -721,3 +721,45 @@ async def test_on_landlock_a_file_git_could_not_replace_after_all_is_never_repor
         switched
     )
     assert "only partly switched" in only_text(switched)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_repository_config_cannot_start_a_program_through_a_lazy_fetch(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    # A partial clone fetches a missing object on demand, running `remote.<name>.uploadpack` (or an
+    # ssh or ext:: command): a program the config names, which no hook or filter override covers.
+    # The config also re-allows the file transport, which beats a `-c protocol.allow=never`.
+    marker = repo / ".git" / "objects" / "ran"
+    for key, value in (
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.url", str(repo)),
+        ("remote.origin.uploadpack", f'sh -c "echo RAN-UPLOADPACK >&2; touch {marker}; exit 1" #'),
+        ("remote.origin.partialclonefilter", "blob:none"),
+        ("remote.origin.promisor", "true"),
+        ("protocol.file.allow", "always"),
+    ):
+        git(repo, "config", key, value)
+    for entry in (repo / ".git" / "objects").iterdir():
+        if entry.name not in ("info", "pack"):
+            subprocess.run(["rm", "-rf", str(entry)], check=True)
+    for pack in (repo / ".git" / "objects" / "pack").iterdir():
+        pack.unlink()
+    (repo / "README.md").write_text("# changed\n")
+
+    results = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [
+            ("oct_git_status", {}),
+            ("oct_git_diff", {}),
+            ("oct_git_add", {"paths": ["README.md"], "confirm": True}),
+        ],
+        Human(),
+    )
+
+    for result in results:
+        assert "RAN-UPLOADPACK" not in json.dumps(result.model_dump(mode="json"))
+    assert not marker.exists()
