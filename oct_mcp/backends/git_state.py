@@ -93,23 +93,50 @@ class PrivateGitFolder:
 def install_git_state(git_dir: Path, states: Iterable[InstalledState]) -> None:
     """Put each changed copy in place in the git folder, under git's lock file, if the original is unchanged.
 
+    All or nothing as far as the file system allows: every lock is taken and written, and every
+    original checked, before the first rename; HEAD is renamed last, so a rename that fails leaves
+    HEAD where it was.
+
     Raises:
-        TargetChangedError: The file changed in the git folder during the run; it is left as it is.
-        ExecutionError: Another git holds the lock, or the file cannot be written.
+        TargetChangedError: A file changed in the git folder during the run; nothing is installed.
+        ExecutionError: Another git holds a lock, or a file cannot be written; nothing is installed.
     """
-    for state in states:
-        folder_name, _, file_name = state.name.rpartition("/")
-        try:
-            folder = _open_folder(git_dir, folder_name)
-        except OSError as exc:
-            raise ExecutionError("the git folder cannot be opened safely; nothing was installed") from exc
-        try:
-            _install_one(folder, file_name, state)
-        finally:
+    staged: list[tuple[int, str]] = []
+    try:
+        for state in sorted(states, key=lambda state: state.name == "HEAD"):
+            folder_name, _, file_name = state.name.rpartition("/")
+            try:
+                folder = _open_folder(git_dir, folder_name)
+            except OSError as exc:
+                raise ExecutionError("the git folder cannot be opened safely; nothing was installed") from exc
+            try:
+                _write_lock(folder, file_name, state)
+            except BaseException:
+                os.close(folder)
+                raise
+            staged.append((folder, file_name))
+        while staged:
+            folder, file_name = staged[0]
+            try:
+                os.rename(f"{file_name}.lock", file_name, src_dir_fd=folder, dst_dir_fd=folder)
+            except OSError as exc:
+                raise ExecutionError(
+                    f"git's {file_name} could not be put in place ({exc.strerror}), so the call's change is "
+                    "only partly installed; check the state with oct_git_status"
+                ) from exc
+            with contextlib.suppress(OSError):
+                os.fsync(folder)
+            os.close(folder)
+            staged.pop(0)
+    finally:
+        for folder, file_name in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(f"{file_name}.lock", dir_fd=folder)
             os.close(folder)
 
 
-def _install_one(folder: int, name: str, state: InstalledState) -> None:
+def _write_lock(folder: int, name: str, state: InstalledState) -> None:
+    """git's `<name>.lock` beside `name`, holding the new content, once the original is seen unchanged."""
     lock = f"{name}.lock"
     try:
         fd = os.open(
@@ -121,8 +148,9 @@ def _install_one(folder: int, name: str, state: InstalledState) -> None:
             "stale lock file) and call again"
         ) from None
     except OSError as exc:
-        raise ExecutionError(f"git's {name} cannot be written ({exc.strerror})") from exc
-    placed = False
+        raise ExecutionError(
+            f"git's {name} cannot be written ({exc.strerror}); nothing was installed"
+        ) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(state.content)
@@ -131,16 +159,12 @@ def _install_one(folder: int, name: str, state: InstalledState) -> None:
         if _read_at(folder, name) != state.original:
             raise TargetChangedError(
                 f"the repository's {name} changed while the call ran (another git process), so the call's "
-                "change to it was not installed; check the state with oct_git_status"
+                "changes were not installed; check the state with oct_git_status"
             )
-        os.rename(lock, name, src_dir_fd=folder, dst_dir_fd=folder)
-        placed = True
+    except BaseException:
         with contextlib.suppress(OSError):
-            os.fsync(folder)
-    finally:
-        if not placed:
-            with contextlib.suppress(OSError):
-                os.unlink(lock, dir_fd=folder)
+            os.unlink(lock, dir_fd=folder)
+        raise
 
 
 def _check_content(name: str, content: bytes, original: bytes | None) -> None:

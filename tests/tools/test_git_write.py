@@ -763,3 +763,24 @@ async def test_a_repository_config_cannot_start_a_program_through_a_lazy_fetch(
     for result in results:
         assert "RAN-UPLOADPACK" not in json.dumps(result.model_dump(mode="json"))
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_switch_in_a_repository_without_reflogs_switches_whole(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    # With no .git/logs, a reflog git wrote could not be installed: git is told to write none.
+    subprocess.run(["rm", "-rf", str(repo / ".git" / "logs")], check=True)
+
+    (switched,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_switch", {"branch": "feature", "dry_run": False})],
+        Human(),
+    )
+
+    assert switched.is_error is False, only_text(switched)
+    assert git(repo, "branch", "--show-current") == "feature"
+    assert (repo / "src" / "pkg" / "core.py").read_text() == CORE.replace("42", "43")
+    assert git(repo, "status", "--porcelain") == ""
