@@ -26,6 +26,9 @@ __all__ = ["install_roots", "is_inside", "tool_path_dirs"]
 
 _SHEBANG_LIMIT: Final = 512
 _LIB_ENTRIES_MAX: Final = 256
+# What an interpreter reads of its install: its programs, its standard library and site-packages,
+# its headers (for builds), and a venv's config.
+_INSTALL_PARTS: Final = ("bin", "include", "lib", "lib64", "pyvenv.cfg")
 # Already visible in every sandbox, read-only.
 _SYSTEM: Final = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib64"))
 # Kernel and runtime state: processes, devices, sockets of host services.
@@ -97,13 +100,30 @@ def _add_program(program: Path, project: Path, *, from_project: bool, roots: lis
     covered = False
     for install in installs:
         if _is_python_install(install) and _may_show(install):
-            _append(roots, install)
-            covered = covered or real.is_relative_to(os.path.realpath(install))
+            for shown in _shown_parts(install, real, from_project=from_project):
+                _append(roots, shown)
+                covered = covered or real.is_relative_to(os.path.realpath(shown))
     if not covered:
         _add_lone_program(real, from_project=from_project, roots=roots)
     if not from_project and lexical != real and not _is_system(lexical):
         # The path the command names must be there too (a link on PATH into a venv, say).
         _append(roots, lexical)
+
+
+def _shown_parts(install: Path, program: Path, *, from_project: bool) -> tuple[Path, ...]:
+    """What of a Python install a run is shown: the whole install, or for a link from the project its parts.
+
+    A link in the project chooses which install it leads to, and a folder that merely looks like
+    one (a venv made in place in another project, `python -m venv .`) holds other files too: only
+    the parts an interpreter reads are shown then, each inside the install where it really is.
+    The server's own install is shown whole, as it is the one the server itself runs from.
+    """
+    real_install = Path(os.path.realpath(install))
+    if not from_project or real_install in _server_prefixes():
+        return (install,)
+    names = sorted({*_INSTALL_PARTS, program.parent.name})
+    parts = [install / name for name in names if os.path.lexists(install / name)]
+    return tuple(part for part in parts if Path(os.path.realpath(part)).is_relative_to(real_install))
 
 
 def _add_lone_program(real: Path, *, from_project: bool, roots: list[Path]) -> None:

@@ -290,6 +290,27 @@ def test_install_roots_never_read_the_home_line_of_a_venv_inside_the_project(tmp
     assert roots == (Path(os.path.realpath(sys.executable)).parent.parent,)
 
 
+def test_a_project_link_into_an_install_outside_shows_only_the_parts_an_interpreter_reads(
+    tmp_path: Path,
+) -> None:
+    # A venv made in place in another folder (`python -m venv .`) holds that folder's other files too.
+    other = (tmp_path / "other").resolve()
+    (other / "bin").mkdir(parents=True)
+    (other / "lib" / "python3.11").mkdir(parents=True)
+    (other / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (other / "bin" / "python").write_bytes(b"\x7fELF")
+    (other / "bin" / "tool").write_bytes(b"\x7fELF")
+    (other / "secret.env").write_text("TOKEN=x\n")
+    project = (tmp_path / "project").resolve()
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "pytest").symlink_to(other / "bin" / "tool")
+
+    roots = install_roots(project / ".venv" / "bin" / "pytest", project)
+
+    assert roots == (other / "bin", other / "lib", other / "pyvenv.cfg")
+    assert not any((other / "secret.env").is_relative_to(root) for root in roots)
+
+
 def test_install_roots_of_a_lone_program_on_path_are_the_program_not_its_folder(tmp_path: Path) -> None:
     program = (tmp_path / "tools" / "bin" / "lint").resolve()
     program.parent.mkdir(parents=True)

@@ -434,3 +434,29 @@ async def test_a_working_folder_that_is_no_folder_is_refused(shared_package: Pat
     assert only_text(result) == (
         "[not_found] cwd is not a folder of the project; name an existing folder, or leave it out"
     )
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_a_venv_program_linked_into_a_folder_outside_shows_only_that_installs_parts(
+    package: Path, config_file: Path, backend: str
+) -> None:
+    # A venv made in place in another folder (`python -m venv .`): the project links its pytest there.
+    (bubblewrap if backend == "bubblewrap" else landlock)()
+    other = (package.parent / "other").resolve()
+    (other / "bin").mkdir(parents=True)
+    (other / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    shutil.copy("/bin/cat", other / "bin" / "python")
+    shutil.copy("/bin/cat", other / "bin" / "cat")
+    (other / "secret.env").write_text("TOKEN=from-the-other-folder\n")
+    (package / ".venv" / "bin" / "pytest").symlink_to(other / "bin" / "cat")
+
+    result = await _run(
+        package,
+        config_file,
+        {"argv": ["pytest", str(other / "secret.env")]},
+        config={"sandbox_backend": backend},
+    )
+
+    assert result.structured_content is not None, only_text(result)
+    assert result.structured_content["exit_code"] != 0
+    assert "from-the-other-folder" not in json.dumps(result.structured_content)
