@@ -22,7 +22,7 @@ from typing import Final
 
 from oct_mcp.errors import ExecutionError, TargetChangedError
 
-__all__ = ["GIT_STATE_FILES", "InstalledState", "PrivateGitFolder", "install_git_state"]
+__all__ = ["GIT_STATE_FILES", "InstalledState", "PrivateGitFolder", "install_git_state", "is_real_folder"]
 
 GIT_STATE_FILES: Final = frozenset({"HEAD", "index", "logs/HEAD"})
 """The per-worktree files a run may work on as copies."""
@@ -66,9 +66,7 @@ class PrivateGitFolder:
                 (self.path / name).write_bytes(content)
         # Absolute: git resolves a relative commondir against this folder.
         (self.path / "commondir").write_text(f"{git_dir}\n")
-        self.folders = tuple(
-            git_dir / name for name in sorted(set(folders)) if _is_real_folder(git_dir, name)
-        )
+        self.folders = tuple(git_dir / name for name in sorted(set(folders)) if is_real_folder(git_dir, name))
 
     def environment(self) -> tuple[tuple[str, str], ...]:
         return (("GIT_DIR", str(self.path)),)
@@ -225,7 +223,8 @@ def _read_at(folder: int, name: str) -> bytes | None:
     return content
 
 
-def _is_real_folder(git_dir: Path, name: str) -> bool:
+def is_real_folder(git_dir: Path, name: str) -> bool:
+    """`name` in `git_dir` is a folder, and neither it nor `git_dir` a link (none is followed)."""
     try:
         return stat.S_ISDIR(os.lstat(git_dir / name).st_mode) and not os.path.islink(git_dir)
     except OSError:

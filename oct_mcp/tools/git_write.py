@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends import EntryRights
+from oct_mcp.backends.git_state import is_real_folder
 from oct_mcp.errors import (
     ChangesWouldBeLostError,
     ExecutionError,
@@ -253,19 +253,11 @@ def _git(
         name, email = identity
         options = ("-c", f"user.name={name}", "-c", f"user.email={email}")
     writes_logs = "logs" in folders or any(name.startswith("logs/") for name in files)
-    if write and writes_logs and not _is_real_folder(layout.git_dir / "logs"):
+    if write and writes_logs and not is_real_folder(layout.git_dir, "logs"):
         # The logs folder cannot be made in the read-only git folder, and a reflog git wrote without
         # one could not be installed: no new reflog, as git allows.
         options += ("-c", "core.logAllRefUpdates=false")
     return _Git(str(find_server_program(root, "git")), root, layout.git_dir, writes, options)
-
-
-def _is_real_folder(path: Path) -> bool:
-    """A folder, not a link to one (the link is not followed)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 # Per-worktree state the private copies would leave behind: a commit would drop a merge's second
