@@ -3,7 +3,9 @@
 The tree has nested .gitignore files (ignored folders at three depths). oct's tools are called in
 process, as the server runs them, with every page fetched (by offset, and by cursor for the
 listing); `rg` runs as a subprocess (ripgrep's PyPI wheel, or `rg` on PATH), `git ls-files` on the
-same tree committed. Goal: ratio <= 1.3. The listing is also measured with sizes=true (a stat a
+same tree committed. Goal: ratio <= 1.3. oct_search runs as the server runs it, with its screening
+helper process (started before the rounds, as a server's first search starts it), and once more
+without it, in one process, for reference. The listing is also measured with sizes=true (a stat a
 file), and through the default chain (`run_call` on `build_app`'s chain: audit, validation, policy,
 safety, redaction of every page, in an event loop of its own), as a client reaches it. One more
 row, where bubblewrap is usable: `rg --json` run under the sandbox as a tool would be (project
@@ -33,6 +35,7 @@ from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.tools.files import ListFilesParams, list_files
+from oct_mcp.tools.screen_helper import SCREEN_HELPER
 from oct_mcp.tools.search import SearchParams, search
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
@@ -53,9 +56,9 @@ def build_tree(root: Path) -> None:
     (root / ".gitignore").write_text("build/\n*.log\n")
     for n in range(20):
         (root / f"pkg{n:02}" / ".gitignore").write_text("generated/\n")
-        for folder in ("build", f"pkg{n:02}/generated", f"pkg{n:02}/sub1/build"):
-            (root / folder).mkdir(parents=True, exist_ok=True)
-            (root / folder / "ignored.py").write_text("needle_marker = False\n")
+        for ignored in ("build", f"pkg{n:02}/generated", f"pkg{n:02}/sub1/build"):
+            (root / ignored).mkdir(parents=True, exist_ok=True)
+            (root / ignored / "ignored.py").write_text("needle_marker = False\n")
     subprocess.run([GIT, "init", "-q"], cwd=root, check=True)
     subprocess.run([GIT, "add", "-A"], cwd=root, check=True)
 
@@ -102,9 +105,11 @@ def main() -> None:
         build_tree(root)
         workspace = Workspace(root)
 
-        def oct_search() -> list[Any]:
+        def oct_search(helper: Any = SCREEN_HELPER) -> list[Any]:
             return every_page(
-                lambda offset: search(workspace, SearchParams(pattern="needle_marker", offset=offset)),
+                lambda offset: search(
+                    workspace, SearchParams(pattern="needle_marker", offset=offset), screen_helper=helper
+                ),
                 "matches",
             )
 
@@ -140,7 +145,11 @@ def main() -> None:
         def git_files() -> bytes:
             return subprocess.run([GIT, "ls-files"], cwd=root, capture_output=True, check=True).stdout
 
+        if not SCREEN_HELPER.warm(30):
+            print("the screening helper did not start: oct_search runs in one process", file=sys.stderr)
         found = sorted(m["path"] for m in oct_search())
+        assert oct_search(None) == oct_search(), "oct_search with and without its helper disagree"
+        assert chain_search(app) == oct_search(), "the chain finds other lines"
         listed = sorted(f["path"] for f in oct_list())
         assert found == sorted(rg_files_matching(rg, root)), "oct_search and rg disagree"
         assert listed == sorted(rg_files().decode().splitlines()), "oct_list_files and rg --files disagree"
@@ -156,6 +165,8 @@ def main() -> None:
         measures = [
             timed(oct_search),
             timed(rg_search),
+            timed(lambda: oct_search(None)),
+            timed(lambda: chain_search(app)),
             timed(oct_list),
             timed(oct_list_by_cursor),
             timed(rg_files),
@@ -168,15 +179,25 @@ def main() -> None:
             measures.append(timed(lambda: run_sandboxed(in_sandbox)))
         samples = interleave(options.rounds, measures)
         app.close()
-        search_oct, search_rg, list_oct, list_cursor, list_rg, list_git, list_sizes, list_chain = samples[:8]
+        search_oct, search_rg, search_alone, search_chain = samples[:4]
+        list_oct, list_cursor, list_rg, list_git, list_sizes, list_chain = samples[4:10]
     sandbox_rows = (
-        [Comparison("rg --json under bubblewrap, vs rg --json", samples[8], search_rg, goal=1.3)]
-        if len(samples) > 8
+        [Comparison("rg --json under bubblewrap, vs rg --json", samples[10], search_rg, goal=1.3)]
+        if len(samples) > 10
         else []
     )
     print_table(
         [
             Comparison("oct_search, every page, vs rg --json", search_oct, search_rg, goal=1.3),
+            Comparison(
+                "oct_search through the chain, every page, vs rg --json", search_chain, search_rg, goal=1.3
+            ),
+            Comparison(
+                "oct_search in one process (no helper, for reference), vs rg --json",
+                search_alone,
+                search_rg,
+                goal=1.3,
+            ),
             *sandbox_rows,
             Comparison("oct_list_files, every page by offset, vs rg --files", list_oct, list_rg, goal=1.3),
             Comparison("oct_list_files, every page by cursor, vs rg --files", list_cursor, list_rg, goal=1.3),
@@ -208,22 +229,32 @@ def chain_app(project: Path) -> App:
     return build_app(project, config_path=config, environ={})
 
 
+def chain_search(app: App) -> list[Any]:
+    """Every page of the search by cursor, each call through the whole chain."""
+    return chain_pages(app, "oct_search", {"pattern": "needle_marker"}, "matches")
+
+
 def chain_list(app: App) -> list[Any]:
     """Every page of the listing by cursor, each call through the whole chain."""
+    return chain_pages(app, "oct_list_files", {"max_results": 10_000}, "files")
+
+
+def chain_pages(app: App, tool: str, first: dict[str, Any], key: str) -> list[Any]:
+    """The entries under `key` of every page of a tool's result by cursor, each call through the chain."""
     client = ClientInfo(client_id="bench", transport="memory")
 
     async def pages() -> list[Any]:
         entries: list[Any] = []
-        arguments: dict[str, Any] = {"max_results": 10_000}
+        arguments = dict(first)
         while True:
-            outcome = await run_call(app, "oct_list_files", arguments, client)
+            outcome = await run_call(app, tool, arguments, client)
             if not isinstance(outcome, ToolResult) or outcome.structured is None:
-                raise RuntimeError(f"the listing did not answer: {outcome}")
-            entries += outcome.structured["files"]
+                raise RuntimeError(f"{tool} did not answer: {outcome}")
+            entries += outcome.structured[key]
             cursor = outcome.structured.get("next_cursor")
             if cursor is None:
                 return entries
-            arguments = {"max_results": 10_000, "cursor": cursor}
+            arguments = {**first, "cursor": cursor}
 
     return anyio.run(pages)
 

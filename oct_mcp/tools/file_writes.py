@@ -28,10 +28,10 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, FileTooLargeError, PathRefusedError, PolicyError
+from oct_mcp.file_screen import BINARY_SNIFF_BYTES
 from oct_mcp.preview import ABSENT
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
 from oct_mcp.spec import InProcessPlan, ToolEnv
-from oct_mcp.tools.files import BINARY_SNIFF_BYTES
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 

@@ -18,6 +18,7 @@ from oct_mcp.errors import (
     OctError,
     PathRefusedError,
 )
+from oct_mcp.file_screen import BINARY_SNIFF_BYTES
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor, cursor_may_not_fit
@@ -44,8 +45,6 @@ __all__ = [
     "split_lines",
 ]
 
-# Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
-BINARY_SNIFF_BYTES: Final = 8_192
 # A read with a line range may scan files larger than max_output_bytes, up to this.
 LINE_RANGE_SCAN_LIMIT: Final = 64 * 1_048_576
 # Reads up to this size run on the event loop: such a read holds it no longer than the hop to a

@@ -23,24 +23,25 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Final, Literal
 
-import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
+from oct_mcp.file_screen import MATCH, SKIPPED, ScreenQuery, compile_pattern, screen_descriptor
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
-from oct_mcp.tools.files import BINARY_SNIFF_BYTES
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
+from oct_mcp.tools.screen_helper import SCREEN_HELPER, ScreenCounts, Screened, ScreenHelper, screen_in_order
 from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.types import ToolResult
-from oct_mcp.workspace import Workspace, read_at_most
+from oct_mcp.workspace import Workspace
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
 
@@ -55,8 +56,6 @@ FILE_MAX_BYTES: Final = 4 * 1_048_576
 SEARCH_SCAN_LIMIT: Final = 200_000
 # Under the sandbox's default timeout, so a long search ends with partial results, not a timeout.
 SEARCH_TIME_LIMIT_SECONDS: Final = 20.0
-# Bytes looked at to tell text from binary, as git does: a NUL among them means binary.
-_RE2_MAX_MEMORY: Final = 32 * 1_048_576
 _NOT_THE_QUERY: Final = {"offset", "cursor", "max_results", "max_chars"}
 
 SearchPattern = Annotated[
@@ -140,31 +139,6 @@ class SearchOutput(BaseModel):
     """The same place as a cursor, which goes on without searching these files again."""
 
 
-def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> Any:
-    """The compiled RE2 pattern, over bytes, one line at a time.
-
-    Raises:
-        ValueError: Not a valid RE2 expression; the message names the problem, not the pattern.
-    """
-    options = re2.Options()
-    options.log_errors = False
-    options.literal = not regex
-    options.case_sensitive = case_sensitive
-    # No match ever spans a line break, whatever the pattern says (`\s`, `[^a]`).
-    options.never_nl = True
-    options.max_mem = _RE2_MAX_MEMORY
-    # (?m): ^ and $ match at each line's start and end, as in grep.
-    source = pattern if not regex else "(?m)" + pattern
-    try:
-        return re2.compile(source.encode("utf-8", errors="surrogatepass"), options)
-    except re2.error as exc:
-        raw = exc.args[0] if exc.args else b""
-        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-        # RE2 says "<problem>: <the offending part of the pattern>"; keep the problem only.
-        problem = text.split(":", 1)[0].strip() or "invalid pattern"
-        raise ValueError(f"pattern is not a valid RE2 regular expression ({problem})") from None
-
-
 @dataclass
 class _Search:
     workspace: Workspace
@@ -174,9 +148,9 @@ class _Search:
     resume: WalkCursor | None
     matches: list[SearchMatch] = field(default_factory=list)
     files: list[FileCount] = field(default_factory=list)
-    files_searched: int = 0
+    counts: ScreenCounts = field(default_factory=ScreenCounts)
+    """Files searched and skipped."""
     files_with_matches: int = 0
-    files_skipped: int = 0
     passed: int = 0
     """Entries (matching lines, or files in files and count modes) skipped for the offset."""
     truncated: bool = False
@@ -184,34 +158,21 @@ class _Search:
     redactions: int = 0
     room: int = 0
 
-    literal: bytes | None = None
-    """The pattern's bytes when it is plain case-sensitive text."""
     to_skip: int = 0
     """The offset's entries, walked past; 0 when the page resumes from a cursor or a mark."""
 
     def __post_init__(self) -> None:
         self.room = self.params.max_chars - ENVELOPE_RESERVE
         self.to_skip = 0 if self.resume is not None else self.params.offset
-        if not self.params.regex and self.params.case_sensitive:
-            self.literal = self.params.pattern.encode("utf-8", errors="surrogatepass")
 
     def _full(self, entries: int) -> bool:
         if entries == self.params.max_results or self.room < 0:
             self.truncated = True
         return self.truncated
 
-    def file(self, relative: str, open_file: Callable[[], tuple[int, int]]) -> None:
-        """Search one file: `relative` is its path from the root, `open_file` opens it safely for
-        reading and gives its descriptor and size."""
-        if self.resume is not None and self.params.mode != "lines" and relative == self.resume.path:
-            return  # the last file the page before showed
-        data = self._read(open_file)
-        if data is None:
-            self.files_skipped += 1
-            return
-        self.files_searched += 1
-        if self.literal is not None and self.literal not in data:
-            return  # what RE2 would find, found sooner: a literal pattern is a substring
+    def file(self, screened: Screened) -> None:
+        """Take the matches of a file the pattern matches in (counted already)."""
+        relative, data = screened.path, screened.data
         resumed_in = self.resume is not None and relative == self.resume.path
         if self.params.mode != "lines":
             lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files")
@@ -257,21 +218,6 @@ class _Search:
             else:
                 getattr(match, excerpt.slot[0])[excerpt.slot[1]] = piece
         self.redactions += masked
-
-    def _read(self, open_file: Callable[[], tuple[int, int]]) -> bytes | None:
-        try:
-            fd, size = open_file()
-        except OctError:
-            return None
-        try:
-            if size > FILE_MAX_BYTES:
-                return None
-            data = read_at_most(fd, FILE_MAX_BYTES, size)
-        finally:
-            os.close(fd)
-        if len(data) > FILE_MAX_BYTES or b"\x00" in data[:BINARY_SNIFF_BYTES]:
-            return None
-        return data
 
     def _scan(self, relative: str, data: bytes, shown_to: int) -> list[_Excerpt]:
         """Append the file's matching lines after line `shown_to` on this page; returns where each
@@ -375,8 +321,12 @@ def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> tu
     return SearchMatch(path=relative, line=line, column=column, text=window, line_cut=True), start
 
 
-def search(workspace: Workspace, params: SearchParams) -> ToolResult:
+def search(
+    workspace: Workspace, params: SearchParams, screen_helper: ScreenHelper | None = SCREEN_HELPER
+) -> ToolResult:
     """Search the project's text files for a pattern, line by line, respecting .gitignore.
+
+    `screen_helper` reads and screens files beside this thread (None: all here); results are the same.
 
     Raises:
         PathRefusedError, NotFoundError: The path is not a project folder or file.
@@ -390,6 +340,7 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         raise PathRefusedError("the path cannot be opened") from exc
     deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
     pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
+    screen = ScreenQuery(params.pattern, params.regex, params.case_sensitive, FILE_MAX_BYTES)
     # What decides the pages; max_results and max_chars only cut them.
     query = ("search", str(workspace.root), str(start), *params.model_dump(exclude=_NOT_THE_QUERY).items())
     if params.cursor is not None:
@@ -403,17 +354,27 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
         start_at = None if resume is None else resume.path
         walk = ProjectWalk(workspace.root, start, SEARCH_SCAN_LIMIT, deadline, start_at=start_at)
         below = folder_prefix(workspace.relative(start))
-        for walked in walk:
-            if run.truncated:
-                break
-            if matcher is not None and not matcher.match_file(walked.path[len(below) :]):
-                continue
-            # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.
-            if walked.entry.is_file(follow_symlinks=False):
-                run.file(walked.path, walked.open)
+        # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.
+        # In files and count modes, the file a cursor names was shown whole on the page before.
+        shown = resume.path if resume is not None and params.mode != "lines" else None
+        files = (
+            walked
+            for walked in walk
+            if walked.entry.is_file(follow_symlinks=False)
+            and (matcher is None or matcher.match_file(walked.path[len(below) :]))
+            and walked.path != shown
+        )
+        with closing(screen_in_order(files, screen, run.counts, screen_helper)) as screened:
+            for each in screened:
+                run.file(each)
+                if run.truncated:
+                    break
         stopped_early = walk.stopped_early
-    else:
-        run.file(workspace.relative(start), partial(_open_with_size, workspace, str(start)))
+    elif resume is None or params.mode == "lines":  # in files and count modes, a page names the file once
+        verdict, data = _screen_one_file(workspace, str(start), screen)
+        run.counts.add(bytes((verdict,)))
+        if verdict == MATCH and data is not None:
+            run.file(Screened(workspace.relative(start), data))
     # Masking may lengthen a line: the page is measured again as it goes out, with room for the cursor.
     entries: list[SearchMatch] | list[FileCount] = run.matches if params.mode == "lines" else run.files
     kept, cut = take_within(entries, params.max_chars)
@@ -434,9 +395,9 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
     output = SearchOutput(
         matches=matches,
         files=counts,
-        files_searched=run.files_searched,
+        files_searched=run.counts.searched,
         files_with_matches=run.files_with_matches,
-        files_skipped=run.files_skipped,
+        files_skipped=run.counts.skipped,
         truncated=more,
         stopped_early=stopped_early,
         next_offset=next_offset,
@@ -455,13 +416,17 @@ def search(workspace: Workspace, params: SearchParams) -> ToolResult:
     )
 
 
-def _open_with_size(workspace: Workspace, path: str) -> tuple[int, int]:
-    fd = workspace.open_regular_file(path)
+def _screen_one_file(workspace: Workspace, path: str, query: ScreenQuery) -> tuple[int, bytes | None]:
     try:
-        return fd, os.fstat(fd).st_size
-    except OSError as exc:
+        fd = workspace.open_regular_file(path)
+    except OctError:
+        return SKIPPED, None
+    try:
+        return screen_descriptor(fd, os.fstat(fd).st_size, query.matcher(), query.file_max_bytes)
+    except OSError:
+        return SKIPPED, None
+    finally:
         os.close(fd)
-        raise PathRefusedError("the file cannot be opened safely") from exc
 
 
 def _text(output: SearchOutput, mode: str) -> str:

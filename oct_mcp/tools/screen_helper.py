@@ -1,0 +1,415 @@
+"""The screening helper: a second process that reads a search's files and says which hold the pattern,
+while the server walks the tree and screens files of its own, so a search uses two cores.
+
+Why a process: a search's time is in its system calls (an open, a stat, a read and a close a file),
+and Python threads make it slower, not faster: each call hands the interpreter lock over and back
+(on the benchmark's 10,000 files, 124 to 168 ms with 2 to 4 threads against 68 ms in one). One
+helper process and the server each screening a share: 41 ms, as fast as ripgrep's two threads
+(measured side by side, benchmarks/search.py).
+
+The helper is sent the open descriptors of the folders the walk reached (never a path) and the
+names in them, and opens each name below its folder without following a symlink: it can read
+nothing the walk would not. It answers a byte a file; only files it says match are read again here,
+where the search's rules apply to them as to every other, so a helper that lies can hide a match
+but show nothing. It runs `oct_mcp/file_screen.py` alone under this Python in isolated mode (no
+environment variables, no user site, not the project's folder on its path), from `/`, in a session
+of its own, with nothing on its standard streams (the server's own may be the MCP connection).
+It ends when the server closes its socket. Any failure (it cannot start, dies, or is slow past
+`reply_timeout`) and the search goes on in the server alone, with the same results.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from oct_mcp import file_screen
+from oct_mcp.file_screen import (
+    MATCH,
+    NO_MATCH,
+    READY,
+    REPLY_HEADER,
+    SKIPPED,
+    ScreenQuery,
+    encode_names,
+    screen_file_at,
+)
+from oct_mcp.tools.walk import WalkedEntry
+
+__all__ = ["SCREEN_HELPER", "ScreenCounts", "ScreenHelper", "Screened", "screen_in_order"]
+
+CHUNK_FILES: Final = 32
+"""Files a request: enough that a request's round trip is small beside its files' screening."""
+IN_FLIGHT_MAX: Final = 4
+"""Requests the helper holds at once; past that the server screens the next chunk itself."""
+PENDING_MAX: Final = 16
+"""Chunks screened ahead of the one waited for, whose matching files' bytes are held meanwhile."""
+STARTS_MAX: Final = 3
+"""Starts of the helper in a server's life: one that keeps failing is not started again."""
+REPLY_TIMEOUT_SECONDS: Final = 5.0
+
+
+def _helper_argv(socket_fd: int) -> list[str]:
+    return [sys.executable, "-I", file_screen.__file__, str(socket_fd)]
+
+
+def _usable_cores() -> int:
+    # On one core the helper only takes turns with the server, and costs more than it saves.
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover - platforms without CPU affinity (macOS)
+
+
+def _helper_environment() -> dict[str, str]:
+    # Nothing of the server's environment but what this Python may need to load its own libraries.
+    library_path = os.environ.get("LD_LIBRARY_PATH")
+    return {} if library_path is None else {"LD_LIBRARY_PATH": library_path}
+
+
+class ScreenHelper:
+    """The helper process and its socket, started on first use, one search at a time.
+
+    `argv_for` gives the helper's command line from its socket's descriptor number.
+    """
+
+    def __init__(
+        self,
+        argv_for: Callable[[int], Sequence[str]] = _helper_argv,
+        reply_timeout: float = REPLY_TIMEOUT_SECONDS,
+    ) -> None:
+        self._argv_for = argv_for
+        self.reply_timeout = reply_timeout
+        self._in_use = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._socket: socket.socket | None = None
+        self._ready = False
+        self._starts = 0
+        self._requests = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The helper process's, while it runs."""
+        return None if self._process is None else self._process.pid
+
+    def acquire(self) -> bool:
+        """Take the helper for one search: False when another search has it or it cannot run."""
+        if _usable_cores() < 2 or not self._in_use.acquire(blocking=False):
+            return False
+        if self._socket is None and not self._start():
+            self._in_use.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        self._in_use.release()
+
+    def warm(self, timeout: float) -> bool:
+        """Start the helper and wait until it takes requests, for at most `timeout` seconds: a search
+        that finds it starting screens alone. For benchmarks and tests, which want it in use."""
+        if not self.acquire():
+            return False
+        try:
+            if not self._ready and self._socket is not None:
+                self._socket.settimeout(timeout)
+                try:
+                    self._ready = self._socket.recv(len(READY)) == READY
+                except OSError:
+                    self._ready = False
+                if self._ready:
+                    self._socket.settimeout(None)
+                else:
+                    self.stop()
+            return self._ready
+        finally:
+            self.release()
+
+    def ready(self) -> bool:
+        """It has said it takes requests (never waits for that)."""
+        if not self._ready and self._socket is not None:
+            try:
+                self._ready = self._socket.recv(len(READY), socket.MSG_DONTWAIT) == READY
+            except BlockingIOError:
+                return False
+            except OSError:
+                self.stop()
+                return False
+            if not self._ready:
+                self.stop()
+        return self._ready
+
+    def send(self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]]) -> int | None:
+        """Send a request; its number, or None when the helper is gone (and stopped)."""
+        if self._socket is None:
+            return None
+        self._requests += 1
+        message = query.encode(self._requests) + encode_names(names)
+        try:
+            # Never waits: the helper holds at most IN_FLIGHT_MAX requests, far under the socket's buffer.
+            socket.send_fds(self._socket, [message], folders, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except OSError:
+            self.stop()
+            return None
+        return self._requests
+
+    def receive(self, timeout: float) -> tuple[int, bytes] | None:
+        """The next reply (its request's number and its verdicts), or None: none within `timeout` seconds
+        (0: only one already there), or the helper is gone. Past `reply_timeout` it is stopped."""
+        if self._socket is None:
+            return None
+        try:
+            if timeout <= 0:
+                reply = self._socket.recv(65_536, socket.MSG_DONTWAIT)
+            else:
+                self._socket.settimeout(min(timeout, self.reply_timeout))
+                try:
+                    reply = self._socket.recv(65_536)
+                finally:
+                    self._socket.settimeout(None)
+        except BlockingIOError:
+            return None
+        except OSError:  # the timeout among them: a helper this slow is not waited for again
+            self.stop()
+            return None
+        if len(reply) < REPLY_HEADER.size:
+            self.stop()
+            return None
+        return REPLY_HEADER.unpack_from(reply)[0], reply[REPLY_HEADER.size :]
+
+    def stop(self) -> None:
+        """End the helper; the next search may start another, up to STARTS_MAX in all."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+        self._ready = False
+
+    def _start(self) -> bool:
+        if self._starts >= STARTS_MAX or not sys.executable:
+            return False
+        self._starts += 1
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except (OSError, AttributeError):  # no SOCK_SEQPACKET (macOS): the server screens alone
+            return False
+        try:
+            self._process = subprocess.Popen(  # fixed argv, no shell
+                self._argv_for(theirs.fileno()),
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env=_helper_environment(),
+                start_new_session=True,
+            )
+        except OSError:
+            ours.close()
+            return False
+        finally:
+            theirs.close()
+        self._socket = ours
+        return True
+
+
+SCREEN_HELPER: Final = ScreenHelper()
+"""The server's helper, shared by its searches (one at a time; the others screen alone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """A file of the walk the pattern matches in: its path and its bytes."""
+
+    path: str
+    data: bytes
+
+
+@dataclass(slots=True)
+class ScreenCounts:
+    """The files given out so far, matching or not: searched, and skipped (file_screen's SKIPPED)."""
+
+    searched: int = 0
+    skipped: int = 0
+
+    def add(self, verdicts: bytes) -> None:
+        self.searched += verdicts.count(NO_MATCH) + verdicts.count(MATCH)
+        self.skipped += verdicts.count(SKIPPED)
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Up to CHUNK_FILES files in walk order, with descriptors of their folders that are the chunk's own
+    (the walk closes its own as it moves on)."""
+
+    folders: list[int] = field(default_factory=list)
+    names: list[tuple[int, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    folder_prefix: str | None = None
+    request: int | None = None
+    """Set while the helper has it."""
+    verdicts: bytes | None = None
+    data: list[bytes | None] | None = None
+    """Each file's bytes when the server screened the chunk itself; None when the helper did."""
+
+    def add(self, walked: WalkedEntry) -> None:
+        prefix = walked.path[: len(walked.path) - len(walked.entry.name)]
+        if prefix != self.folder_prefix:
+            self.folders.append(os.dup(walked.folder_fd))
+            self.folder_prefix = prefix
+        self.names.append((len(self.folders) - 1, walked.entry.name))
+        self.paths.append(walked.path)
+
+    def screen_here(self, matcher: Any, file_max_bytes: int) -> None:
+        screened = [screen_file_at(self.folders[i], name, matcher, file_max_bytes) for i, name in self.names]
+        self.verdicts = bytes(verdict for verdict, _ in screened)
+        self.data = [data if verdict == MATCH else None for verdict, data in screened]
+        self.request = None
+
+    def results(self, matcher: Any, file_max_bytes: int, counts: ScreenCounts) -> Iterator[Screened]:
+        """The matching files, each counted with the files before it as it is given out."""
+        verdicts = self.verdicts
+        if verdicts is None or len(verdicts) != len(self.paths):
+            raise RuntimeError("a chunk's results were asked for before its verdicts")
+        start = 0
+        # Most files do not match: those are counted a run at a time, not one by one.
+        while (index := verdicts.find(MATCH, start)) != -1:
+            counts.add(verdicts[start:index])
+            start = index + 1
+            if self.data is not None:
+                verdict, data = MATCH, self.data[index]
+            else:
+                # The helper's word decides only what is not shown: a match is read and screened again here.
+                folder, name = self.names[index]
+                verdict, data = screen_file_at(self.folders[folder], name, matcher, file_max_bytes)
+            counts.add(bytes((verdict,)))
+            if verdict == MATCH and data is not None:
+                yield Screened(self.paths[index], data)
+        counts.add(verdicts[start:])
+
+    def close(self) -> None:
+        for fd in self.folders:
+            os.close(fd)
+        self.folders.clear()
+
+
+@dataclass
+class _OrderedScreen:
+    query: ScreenQuery
+    helper: ScreenHelper | None
+    counts: ScreenCounts
+    matcher: Any = None
+    pending: deque[_Chunk] = field(default_factory=deque)
+    """Chunks screened or sent, not yet given out, in walk order."""
+    in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        self.matcher = self.query.matcher()
+
+    def dispatch(self, chunk: _Chunk) -> None:
+        helper = self.helper
+        if helper is not None and self.in_flight < IN_FLIGHT_MAX and helper.ready():
+            chunk.request = helper.send(self.query, chunk.folders, chunk.names)
+            if chunk.request is not None:
+                self.in_flight += 1
+            else:
+                self._helper_gone()
+        if chunk.request is None:
+            chunk.screen_here(self.matcher, self.query.file_max_bytes)
+        self.pending.append(chunk)
+
+    def done(self, *, wait: bool) -> Iterator[Screened]:
+        """The results of the chunks in order, as far as they are ready (with `wait`, all of them)."""
+        while self.pending:
+            head = self.pending[0]
+            if head.verdicts is None and not self._collect(wait=wait or len(self.pending) > PENDING_MAX):
+                return
+            self.pending.popleft()
+            try:
+                yield from head.results(self.matcher, self.query.file_max_bytes, self.counts)
+            finally:
+                head.close()
+
+    def _collect(self, *, wait: bool) -> bool:
+        """Take the helper's replies that are there (with `wait`, until the first pending chunk's);
+        True once that chunk has its verdicts."""
+        head = self.pending[0]
+        while head.verdicts is None:
+            if self.helper is None:
+                return True  # unreachable: a chunk at the helper implies one
+            reply = self.helper.receive(self.helper.reply_timeout if wait else 0)
+            if reply is None:
+                if not wait and self.helper.ready():
+                    return False
+                self._helper_gone()
+                return True
+            request, verdicts = reply
+            sent = next(chunk for chunk in self.pending if chunk.request is not None)
+            if request != sent.request or len(verdicts) != len(sent.paths):
+                self._helper_gone()
+                return True
+            sent.verdicts, sent.request = verdicts, None
+            self.in_flight -= 1
+        return True
+
+    def _helper_gone(self) -> None:
+        """The helper failed: what it held is screened here, and it is not used again in this search."""
+        if self.helper is not None:
+            self.helper.stop()
+            self.helper = None
+        for chunk in self.pending:
+            if chunk.request is not None:
+                chunk.screen_here(self.matcher, self.query.file_max_bytes)
+        self.in_flight = 0
+
+    def drain(self) -> None:
+        """Take the replies to what the helper still holds, so the next search's replies are its own."""
+        helper = self.helper
+        while helper is not None and self.in_flight:
+            if helper.receive(helper.reply_timeout) is None:
+                helper.stop()
+                return
+            self.in_flight -= 1
+
+
+def screen_in_order(
+    files: Iterable[WalkedEntry],
+    query: ScreenQuery,
+    counts: ScreenCounts,
+    helper: ScreenHelper | None = SCREEN_HELPER,
+) -> Generator[Screened, None, None]:
+    """The files of `files` that `query` matches in, in their order, screened by the helper and by this
+    process; `counts` counts every file given out, matching or not, up to the last match given.
+
+    Without a helper (None, another search has it, or it cannot run), all here. Stopping early (closing
+    the iterator) wastes at most the chunks already sent or screened.
+    """
+    own = helper is not None and helper.acquire()
+    screen = _OrderedScreen(query, helper if own else None, counts)
+    chunk = _Chunk()
+    try:
+        for walked in files:
+            chunk.add(walked)
+            if len(chunk.paths) == CHUNK_FILES:
+                screen.dispatch(chunk)
+                chunk = _Chunk()
+                yield from screen.done(wait=False)
+        if chunk.paths:
+            screen.dispatch(chunk)
+            chunk = _Chunk()
+        yield from screen.done(wait=True)
+    finally:
+        chunk.close()
+        for pending in screen.pending:
+            pending.close()
+        if own and helper is not None:
+            screen.drain()
+            helper.release()

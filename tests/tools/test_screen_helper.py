@@ -1,0 +1,310 @@
+"""oct_search's screening helper process: the same results with it, without it, and when it fails or lies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oct_mcp import file_screen
+from oct_mcp.file_screen import MATCH, NO_MATCH, SKIPPED, ScreenQuery, screen_file_at
+from oct_mcp.tools import screen_helper as helper_module
+from oct_mcp.tools import search as search_module
+from oct_mcp.tools.screen_helper import ScreenHelper
+from oct_mcp.tools.search import SearchParams, search
+from oct_mcp.workspace import Workspace
+
+WARM_SECONDS = 30.0
+
+
+class CountingHelper(ScreenHelper):
+    """The real helper, counting the requests it is sent."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.sent = 0
+
+    def send(self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]]) -> int | None:
+        request = super().send(query, folders, names)
+        self.sent += request is not None
+        return request
+
+
+@pytest.fixture
+def helper() -> Iterator[CountingHelper]:
+    started = CountingHelper()
+    assert started.warm(WARM_SECONDS)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Workspace:
+    """A project of 300 files over nested folders: matches here and there, binary and empty files,
+    an ignored folder, a symlink and a FIFO."""
+    root = (tmp_path / "project").resolve()
+    root.mkdir()
+    for n in range(300):
+        folder = root / f"pkg{n % 4}" / f"sub{n % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = "".join(f"line {i} of file {n}\n" for i in range(12))
+        if n % 7 == 0:
+            body += f"Needle in {n}\nneedle again\n"
+        if n % 50 == 1:
+            body = "needle\0binary\n"
+        if n % 61 == 2:
+            body = ""
+        (folder / f"m{n:03}.txt").write_text(body)
+    (root / ".gitignore").write_text("ignored/\n")
+    (root / "ignored").mkdir()
+    (root / "ignored" / "x.txt").write_text("needle ignored\n")
+    (root / "pkg0" / "link.txt").symlink_to(root / "pkg1" / "sub0" / "m001.txt")
+    os.mkfifo(root / "pkg2" / "fifo.txt")
+    return Workspace(root)
+
+
+def every_page(workspace: Workspace, helper: ScreenHelper | None, **arguments: Any) -> list[Any]:
+    """Every page of a search by cursor, each page's structured result."""
+    pages: list[Any] = []
+    cursor = None
+    while True:
+        result = search(workspace, SearchParams(cursor=cursor, **arguments), screen_helper=helper)
+        assert result.structured is not None
+        pages.append(result.structured)
+        cursor = result.structured.get("next_cursor")
+        if cursor is None:
+            return pages
+
+
+QUERIES: list[dict[str, Any]] = [
+    {"pattern": "needle"},
+    {"pattern": "needle", "case_sensitive": False},
+    {"pattern": r"^needle\b|in \d+$", "regex": True},
+    {"pattern": "needle", "mode": "files"},
+    {"pattern": "needle", "mode": "count", "max_results": 7},
+    {"pattern": "needle", "before": 2, "after": 1, "max_results": 9},
+    {"pattern": "line 3 ", "max_results": 40},
+    {"pattern": "not anywhere"},
+    {"pattern": "needle", "path": "pkg1", "glob": "sub0/**"},
+]
+
+
+@pytest.mark.parametrize("arguments", QUERIES)
+def test_search_gives_the_same_pages_with_the_helper_as_without(
+    tree: Workspace, helper: CountingHelper, arguments: dict[str, Any]
+) -> None:
+    alone = every_page(tree, None, **arguments)
+
+    assert every_page(tree, helper, **arguments) == alone
+    assert helper.sent > 0
+
+
+def test_search_counts_binary_oversized_and_unopenable_files_as_skipped_with_the_helper(
+    tree: Workspace, helper: CountingHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "FILE_MAX_BYTES", 400)
+    (tree.root / "pkg3" / "big.txt").write_text("needle\n" * 100)
+
+    with_helper = search(tree, SearchParams(pattern="needle", mode="count"), screen_helper=helper)
+    alone = search(tree, SearchParams(pattern="needle", mode="count"), screen_helper=None)
+
+    assert with_helper.structured == alone.structured
+    assert alone.structured is not None
+    # Six binary files and the oversized one (the FIFO and the symlink are no files to search).
+    assert alone.structured["files_skipped"] == 7
+    assert helper.sent > 0
+
+
+def test_search_goes_on_alone_with_the_same_results_when_the_helper_dies(tree: Workspace) -> None:
+    class DyingHelper(CountingHelper):
+        def send(self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]]) -> int | None:
+            if self.sent == 2 and self.pid is not None:
+                os.kill(self.pid, signal.SIGKILL)
+            return super().send(query, folders, names)
+
+    dying = DyingHelper()
+    assert dying.warm(WARM_SECONDS)
+    try:
+        pages = every_page(tree, dying, pattern="line 1 ", max_results=500)
+    finally:
+        dying.stop()
+
+    assert pages == every_page(tree, None, pattern="line 1 ", max_results=500)
+    assert dying.sent >= 2
+
+
+def _scripted_helper(script: str, reply_timeout: float = 30.0) -> ScreenHelper:
+    """A helper process that runs `script` (given `connection`, its socket) instead of the screen."""
+    prelude = "import socket, sys\nconnection = socket.socket(fileno=int(sys.argv[1]))\n"
+
+    def argv_for(socket_fd: int) -> Sequence[str]:
+        return [sys.executable, "-I", "-c", prelude + script, str(socket_fd)]
+
+    return ScreenHelper(argv_for=argv_for, reply_timeout=reply_timeout)
+
+
+def test_a_helper_that_says_every_file_matches_shows_nothing_that_does_not(tree: Workspace) -> None:
+    lying = _scripted_helper(
+        "connection.sendall(b'R')\n"
+        "while True:\n"
+        "    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 64)\n"
+        "    if not message: break\n"
+        "    request = message[:4]\n"
+        "    files = message[11 + int.from_bytes(message[9:11], 'big'):].split(b'\\0')\n"
+        "    connection.sendall(request + b'm' * len(files))\n"
+    )
+    assert lying.warm(WARM_SECONDS)
+    try:
+        pages = every_page(tree, lying, pattern="needle", mode="count")
+    finally:
+        lying.stop()
+
+    assert pages == every_page(tree, None, pattern="needle", mode="count")
+
+
+def test_search_goes_on_alone_when_the_helper_stops_answering(tree: Workspace) -> None:
+    silent = _scripted_helper("connection.sendall(b'R')\nimport time\ntime.sleep(600)\n", reply_timeout=0.3)
+    assert silent.warm(WARM_SECONDS)
+    try:
+        pages = every_page(tree, silent, pattern="needle")
+        assert silent.ready() is False  # stopped: a helper this slow is not waited for again
+    finally:
+        silent.stop()
+
+    assert pages == every_page(tree, None, pattern="needle")
+
+
+def test_a_helper_that_cannot_start_is_tried_a_bounded_number_of_times(tree: Workspace) -> None:
+    starts: list[int] = []
+
+    def argv_for(socket_fd: int) -> Sequence[str]:
+        starts.append(socket_fd)
+        return [sys.executable, "-I", "-c", "raise SystemExit(3)"]
+
+    broken = ScreenHelper(argv_for=argv_for)
+    for _ in range(helper_module.STARTS_MAX + 2):
+        assert broken.warm(WARM_SECONDS) is False
+
+    assert len(starts) == helper_module.STARTS_MAX
+    assert every_page(tree, broken, pattern="needle") == every_page(tree, None, pattern="needle")
+
+
+def test_a_search_that_finds_the_helper_busy_screens_alone(tree: Workspace, helper: CountingHelper) -> None:
+    assert helper.acquire()
+    try:
+        pages = every_page(tree, helper, pattern="needle")
+    finally:
+        helper.release()
+
+    assert pages == every_page(tree, None, pattern="needle")
+    assert helper.sent == 0
+
+
+def test_searches_at_once_share_the_helper_and_each_gets_its_own_results(
+    tree: Workspace, helper: CountingHelper
+) -> None:
+    expected = {
+        pattern: every_page(tree, None, pattern=pattern) for pattern in ("needle", "line 2 ", "of file 1")
+    }
+    results: dict[str, list[Any]] = {}
+
+    def run(pattern: str) -> None:
+        results[pattern] = every_page(tree, helper, pattern=pattern)
+
+    threads = [threading.Thread(target=run, args=(pattern,)) for pattern in expected]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert results == expected
+
+
+def test_the_helper_runs_isolated_from_the_server_environment_folder_and_streams(
+    helper: CountingHelper, tmp_path: Path
+) -> None:
+    pid = helper.pid
+    assert pid is not None
+    proc = Path("/proc") / str(pid)
+
+    assert (proc / "environ").read_bytes() in (
+        b"",
+        f"LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH')}\0".encode(),
+    )
+    assert os.readlink(proc / "cwd") == "/"
+    assert (proc / "cmdline").read_bytes().split(b"\0")[1] == b"-I"
+    for stream in ("0", "1", "2"):
+        assert os.readlink(proc / "fd" / stream) == os.devnull
+    assert os.getsid(pid) == pid
+
+
+def test_the_helper_never_imports_from_the_folder_it_is_started_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "re2.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    started = ScreenHelper()
+    try:
+        assert started.warm(WARM_SECONDS)
+    finally:
+        started.stop()
+
+    assert not marker.exists()
+
+
+def test_screening_refuses_symlinks_fifos_and_folders_and_reads_regular_files(tmp_path: Path) -> None:
+    (tmp_path / "text.txt").write_text("a needle\n")
+    (tmp_path / "other.txt").write_text("nothing\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "text.txt")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        verdicts = {
+            name: screen_file_at(folder, name, b"needle", 1_000)[0]
+            for name in ("text.txt", "other.txt", "link.txt", "fifo", "folder", "gone")
+        }
+    finally:
+        os.close(folder)
+
+    assert verdicts == {
+        "text.txt": MATCH,
+        "other.txt": NO_MATCH,
+        "link.txt": SKIPPED,
+        "fifo": SKIPPED,
+        "folder": SKIPPED,
+        "gone": SKIPPED,
+    }
+
+
+def test_the_helper_loop_answers_each_request_with_a_verdict_a_file(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x\nFOUND here\n")
+    (tmp_path / "b.txt").write_text("nothing\n")
+    (tmp_path / "c.bin").write_bytes(b"FOUND\0")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = threading.Thread(target=file_screen.serve, args=(theirs,))
+    server.start()
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert ours.recv(16) == file_screen.READY
+        query = ScreenQuery("found", regex=False, case_sensitive=False, file_max_bytes=1_000)
+        names = [(0, "a.txt"), (0, "b.txt"), (0, "c.bin"), (0, "missing")]
+        socket.send_fds(ours, [query.encode(7) + file_screen.encode_names(names)], [folder])
+        reply = ours.recv(1_024)
+    finally:
+        os.close(folder)
+        ours.close()
+        server.join(timeout=30)
+        theirs.close()
+
+    assert reply == file_screen.REPLY_HEADER.pack(7) + bytes((MATCH, NO_MATCH, SKIPPED, SKIPPED))
+    assert not server.is_alive()
