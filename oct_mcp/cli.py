@@ -18,6 +18,7 @@ from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
+from oct_mcp.tools.screen_helper import helper_status
 from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root
 
 if TYPE_CHECKING:
@@ -370,6 +371,7 @@ def print_doctor(app: App, out: TextIO) -> None:
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
+    write(f"search: {helper_status()}\n")
     write("landlock guarantees:\n")
     for name, status in landlock_guarantee_status():
         write(f"  {name:<16} {status}\n")

@@ -287,6 +287,26 @@ def test_doctor_says_which_caps_hold_over_a_command_run(
         assert "no process cap: RLIMIT_NPROC does not bind root" in line
 
 
+def test_doctor_says_whether_searches_get_a_screening_helper_started_for_real(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+    monkeypatch.setattr(sys, "executable", str(project / "no-such-python"))
+    _, without, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    (line,) = [line for line in out.splitlines() if line.startswith("search: ")]
+    (failed,) = [line for line in without.splitlines() if line.startswith("search: ")]
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert line.startswith("search: a screening helper process beside the server (")
+        assert failed.startswith("search: in the server alone: the screening helper did not start (")
+    else:
+        assert (
+            line
+            == failed
+            == "search: in the server alone: one usable core, where a helper only takes turns with it"
+        )
+
+
 def test_doctor_shows_the_landlock_abi_and_each_guarantee_met_or_missed(
     project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

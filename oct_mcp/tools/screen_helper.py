@@ -43,7 +43,7 @@ from oct_mcp.file_screen import (
 )
 from oct_mcp.tools.walk import WalkedEntry
 
-__all__ = ["SCREEN_HELPER", "ScreenCounts", "ScreenHelper", "Screened", "screen_in_order"]
+__all__ = ["SCREEN_HELPER", "ScreenCounts", "ScreenHelper", "Screened", "helper_status", "screen_in_order"]
 
 CHUNK_FILES: Final = 32
 """Files a request: enough that a request's round trip is small beside its files' screening."""
@@ -219,6 +219,21 @@ class ScreenHelper:
             theirs.close()
         self._socket = ours
         return True
+
+
+def helper_status(timeout: float = 10.0) -> str:
+    """Whether searches here get a screening helper, found by starting one for real (for `doctor`)."""
+    cores = _usable_cores()
+    if cores < 2:
+        return "in the server alone: one usable core, where a helper only takes turns with it"
+    probe = ScreenHelper()
+    try:
+        if probe.warm(timeout):
+            return f"a screening helper process beside the server ({cores} usable cores)"
+    finally:
+        probe.stop()
+    command = f"{sys.executable} -I {file_screen.__file__}"
+    return f"in the server alone: the screening helper did not start ({command})"
 
 
 SCREEN_HELPER: Final = ScreenHelper()
