@@ -371,7 +371,7 @@ def print_doctor(app: App, out: TextIO) -> None:
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
-    write(f"search: {helper_status()}\n")
+    write(f"search: {helper_status(app.workspace.root)}\n")
     write("landlock guarantees:\n")
     for name, status in landlock_guarantee_status():
         write(f"  {name:<16} {status}\n")

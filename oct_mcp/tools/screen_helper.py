@@ -20,6 +20,7 @@ It ends when the server closes its socket. Any failure (it cannot start, dies, o
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
@@ -28,7 +29,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
+
+import re2  # type: ignore[import-untyped]
 
 from oct_mcp import file_screen
 from oct_mcp.file_screen import (
@@ -67,6 +71,20 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1  # pragma: no cover - platforms without CPU affinity (macOS)
 
 
+@functools.cache
+def _helper_code() -> tuple[Path, ...]:
+    """What a new helper process loads its code from: this Python, its installations, file_screen, RE2."""
+    places = (sys.executable, sys.prefix, sys.base_prefix, file_screen.__file__, re2.__file__)
+    return tuple(Path(os.path.realpath(place)) for place in places if place)
+
+
+def runs_code_inside(project: Path) -> bool:
+    """A helper started now would load code from inside `project` (the server's venv in the project, or
+    its own source there): a tool that writes files could choose what it runs, outside the sandbox."""
+    root = Path(os.path.realpath(project))
+    return any(place == root or root in place.parents for place in _helper_code())
+
+
 def _helper_environment() -> dict[str, str]:
     # Nothing of the server's environment but what this Python may need to load its own libraries.
     library_path = os.environ.get("LD_LIBRARY_PATH")
@@ -98,9 +116,12 @@ class ScreenHelper:
         """The helper process's, while it runs."""
         return None if self._process is None else self._process.pid
 
-    def acquire(self) -> bool:
-        """Take the helper for one search: False when another search has it or it cannot run."""
-        if _usable_cores() < 2 or not self._in_use.acquire(blocking=False):
+    def acquire(self, project: Path | None = None) -> bool:
+        """Take the helper for one search of `project`: False when another search has it, it cannot run,
+        or it would run code from inside the project."""
+        if _usable_cores() < 2 or (project is not None and runs_code_inside(project)):
+            return False
+        if not self._in_use.acquire(blocking=False):
             return False
         if self._socket is None and not self._start():
             self._in_use.release()
@@ -221,11 +242,16 @@ class ScreenHelper:
         return True
 
 
-def helper_status(timeout: float = 10.0) -> str:
-    """Whether searches here get a screening helper, found by starting one for real (for `doctor`)."""
+def helper_status(project: Path, timeout: float = 10.0) -> str:
+    """Whether searches of `project` get a screening helper, found by starting one for real (for `doctor`)."""
     cores = _usable_cores()
     if cores < 2:
         return "in the server alone: one usable core, where a helper only takes turns with it"
+    if runs_code_inside(project):
+        return (
+            "in the server alone: the helper would load code from inside the project (the server's Python "
+            "or its packages are there), which a tool that writes files could change"
+        )
     probe = ScreenHelper()
     try:
         if probe.warm(timeout):
@@ -399,6 +425,7 @@ def screen_in_order(
     files: Iterable[WalkedEntry],
     query: ScreenQuery,
     counts: ScreenCounts,
+    project: Path,
     helper: ScreenHelper | None = SCREEN_HELPER,
 ) -> Generator[Screened, None, None]:
     """The files of `files` that `query` matches in, in their order, screened by the helper and by this
@@ -407,7 +434,7 @@ def screen_in_order(
     Without a helper (None, another search has it, or it cannot run), all here. Stopping early (closing
     the iterator) wastes at most the chunks already sent or screened.
     """
-    own = helper is not None and helper.acquire()
+    own = helper is not None and helper.acquire(project)
     screen = _OrderedScreen(query, helper if own else None, counts)
     chunk = _Chunk()
     try:

@@ -364,7 +364,7 @@ def search(
             and (matcher is None or matcher.match_file(walked.path[len(below) :]))
             and walked.path != shown
         )
-        with closing(screen_in_order(files, screen, run.counts, screen_helper)) as screened:
+        with closing(screen_in_order(files, screen, run.counts, workspace.root, screen_helper)) as screened:
             for each in screened:
                 run.file(each)
                 if run.truncated:

@@ -245,6 +245,18 @@ def test_the_helper_runs_isolated_from_the_server_environment_folder_and_streams
     assert os.getsid(pid) == pid
 
 
+def test_no_helper_runs_when_its_code_lies_inside_the_project(helper: CountingHelper) -> None:
+    # The package's own source as the project, as when oct-mcp is developed with itself.
+    workspace = Workspace(Path(file_screen.__file__).resolve().parent)
+
+    pages = every_page(workspace, helper, pattern="def serve(connection")
+
+    assert helper.sent == 0
+    assert pages == every_page(workspace, None, pattern="def serve(connection")
+    assert [m["path"] for m in pages[0]["matches"]] == ["file_screen.py"]
+    assert "from inside the project" in helper_module.helper_status(workspace.root)
+
+
 def test_the_helper_never_imports_from_the_folder_it_is_started_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
