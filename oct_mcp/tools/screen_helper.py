@@ -53,8 +53,11 @@ CHUNK_FILES: Final = 32
 """Files a request: enough that a request's round trip is small beside its files' screening."""
 IN_FLIGHT_MAX: Final = 4
 """Requests the helper holds at once; past that the server screens the next chunk itself."""
+CHUNK_FOLDERS_MAX: Final = 8
+"""Folders a request: each is a descriptor the chunk holds until its files are given out."""
 PENDING_MAX: Final = 16
-"""Chunks screened ahead of the one waited for, whose matching files' bytes are held meanwhile."""
+"""Chunks screened ahead of the one waited for, whose matching files' bytes are held meanwhile: with
+CHUNK_FOLDERS_MAX, at most about 150 descriptors held at once, far under the usual limit of 1,024."""
 STARTS_MAX: Final = 3
 """Starts of the helper in a server's life: one that keeps failing is not started again."""
 REPLY_TIMEOUT_SECONDS: Final = 5.0
@@ -292,6 +295,8 @@ class _Chunk:
     (the walk closes its own as it moves on)."""
 
     folders: list[int] = field(default_factory=list)
+    """-1 for a folder that could not be held (no descriptor left): its files are SKIPPED, as files the
+    walk could not open."""
     names: list[tuple[int, str]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     folder_prefix: str | None = None
@@ -304,13 +309,30 @@ class _Chunk:
     def add(self, walked: WalkedEntry) -> None:
         prefix = walked.path[: len(walked.path) - len(walked.entry.name)]
         if prefix != self.folder_prefix:
-            self.folders.append(os.dup(walked.folder_fd))
+            try:
+                held = os.dup(walked.folder_fd)
+            except OSError:
+                held = -1
+            self.folders.append(held)
             self.folder_prefix = prefix
         self.names.append((len(self.folders) - 1, walked.entry.name))
         self.paths.append(walked.path)
 
+    @property
+    def full(self) -> bool:
+        return len(self.paths) == CHUNK_FILES or len(self.folders) == CHUNK_FOLDERS_MAX
+
+    @property
+    def sendable(self) -> bool:
+        return -1 not in self.folders
+
     def screen_here(self, matcher: Any, file_max_bytes: int) -> None:
-        screened = [screen_file_at(self.folders[i], name, matcher, file_max_bytes) for i, name in self.names]
+        screened = [
+            screen_file_at(self.folders[i], name, matcher, file_max_bytes)
+            if self.folders[i] != -1
+            else (SKIPPED, None)
+            for i, name in self.names
+        ]
         self.verdicts = bytes(verdict for verdict, _ in screened)
         self.data = [data if verdict == MATCH else None for verdict, data in screened]
         self.request = None
@@ -338,7 +360,8 @@ class _Chunk:
 
     def close(self) -> None:
         for fd in self.folders:
-            os.close(fd)
+            if fd != -1:
+                os.close(fd)
         self.folders.clear()
 
 
@@ -357,7 +380,7 @@ class _OrderedScreen:
 
     def dispatch(self, chunk: _Chunk) -> None:
         helper = self.helper
-        if helper is not None and self.in_flight < IN_FLIGHT_MAX and helper.ready():
+        if helper is not None and self.in_flight < IN_FLIGHT_MAX and chunk.sendable and helper.ready():
             chunk.request = helper.send(self.query, chunk.folders, chunk.names)
             if chunk.request is not None:
                 self.in_flight += 1
@@ -440,7 +463,7 @@ def screen_in_order(
     try:
         for walked in files:
             chunk.add(walked)
-            if len(chunk.paths) == CHUNK_FILES:
+            if chunk.full:
                 screen.dispatch(chunk)
                 chunk = _Chunk()
                 yield from screen.done(wait=False)

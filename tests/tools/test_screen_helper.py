@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -320,3 +321,20 @@ def test_the_helper_loop_answers_each_request_with_a_verdict_a_file(tmp_path: Pa
 
     assert reply == file_screen.REPLY_HEADER.pack(7) + bytes((MATCH, NO_MATCH, SKIPPED, SKIPPED))
     assert not server.is_alive()
+
+
+def test_files_of_a_folder_that_cannot_be_held_are_skipped_not_a_failed_search(
+    tree: Workspace, helper: CountingHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_descriptor_left(fd: int) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(helper_module.os, "dup", no_descriptor_left)
+
+    result = search(tree, SearchParams(pattern="needle"), screen_helper=helper)
+
+    assert result.structured is not None
+    # The 300 files and the .gitignore.
+    assert (result.structured["files_searched"], result.structured["files_skipped"]) == (0, 301)
+    assert result.structured["matches"] == []
+    assert helper.sent == 0
