@@ -113,6 +113,9 @@ class ScreenHelper:
         self._ready = False
         self._starts = 0
         self._requests = 0
+        self._first_request = 1
+        """The first request of the search that has the helper: replies to older ones are left over from
+        searches that stopped early, and are passed over, not waited for."""
 
     @property
     def pid(self) -> int | None:
@@ -129,6 +132,7 @@ class ScreenHelper:
         if self._socket is None and not self._start():
             self._in_use.release()
             return False
+        self._first_request = self._requests + 1
         return True
 
     def release(self) -> None:
@@ -183,28 +187,31 @@ class ScreenHelper:
         return self._requests
 
     def receive(self, timeout: float) -> tuple[int, bytes] | None:
-        """The next reply (its request's number and its verdicts), or None: none within `timeout` seconds
-        (0: only one already there), or the helper is gone. Past `reply_timeout` it is stopped."""
-        if self._socket is None:
-            return None
-        try:
-            if timeout <= 0:
-                reply = self._socket.recv(65_536, socket.MSG_DONTWAIT)
-            else:
-                self._socket.settimeout(min(timeout, self.reply_timeout))
-                try:
-                    reply = self._socket.recv(65_536)
-                finally:
-                    self._socket.settimeout(None)
-        except BlockingIOError:
-            return None
-        except OSError:  # the timeout among them: a helper this slow is not waited for again
-            self.stop()
-            return None
-        if len(reply) < REPLY_HEADER.size:
-            self.stop()
-            return None
-        return REPLY_HEADER.unpack_from(reply)[0], reply[REPLY_HEADER.size :]
+        """The next reply to this search (its request's number and its verdicts), or None: none within
+        `timeout` seconds (0: only one already there), or the helper is gone. Past `reply_timeout` it
+        is stopped."""
+        while self._socket is not None:
+            try:
+                if timeout <= 0:
+                    reply = self._socket.recv(65_536, socket.MSG_DONTWAIT)
+                else:
+                    self._socket.settimeout(min(timeout, self.reply_timeout))
+                    try:
+                        reply = self._socket.recv(65_536)
+                    finally:
+                        self._socket.settimeout(None)
+            except BlockingIOError:
+                return None
+            except OSError:  # the timeout among them: a helper this slow is not waited for again
+                self.stop()
+                return None
+            if len(reply) < REPLY_HEADER.size:
+                self.stop()
+                return None
+            request: int = REPLY_HEADER.unpack_from(reply)[0]
+            if request >= self._first_request:
+                return request, reply[REPLY_HEADER.size :]
+        return None
 
     def stop(self) -> None:
         """End the helper; the next search may start another, up to STARTS_MAX in all."""
@@ -374,13 +381,17 @@ class _OrderedScreen:
     pending: deque[_Chunk] = field(default_factory=deque)
     """Chunks screened or sent, not yet given out, in walk order."""
     in_flight: int = 0
+    dispatched: int = 0
 
     def __post_init__(self) -> None:
         self.matcher = self.query.matcher()
 
     def dispatch(self, chunk: _Chunk) -> None:
         helper = self.helper
-        if helper is not None and self.in_flight < IN_FLIGHT_MAX and chunk.sendable and helper.ready():
+        self.dispatched += 1
+        # The first chunk is screened here, at once: a search whose page fills in it waits for no one.
+        sendable = self.dispatched > 1 and chunk.sendable
+        if helper is not None and self.in_flight < IN_FLIGHT_MAX and sendable and helper.ready():
             chunk.request = helper.send(self.query, chunk.folders, chunk.names)
             if chunk.request is not None:
                 self.in_flight += 1
@@ -434,15 +445,6 @@ class _OrderedScreen:
                 chunk.screen_here(self.matcher, self.query.file_max_bytes)
         self.in_flight = 0
 
-    def drain(self) -> None:
-        """Take the replies to what the helper still holds, so the next search's replies are its own."""
-        helper = self.helper
-        while helper is not None and self.in_flight:
-            if helper.receive(helper.reply_timeout) is None:
-                helper.stop()
-                return
-            self.in_flight -= 1
-
 
 def screen_in_order(
     files: Iterable[WalkedEntry],
@@ -476,5 +478,5 @@ def screen_in_order(
         for pending in screen.pending:
             pending.close()
         if own and helper is not None:
-            screen.drain()
+            # What the helper still holds it finishes meanwhile; the next search passes over the replies.
             helper.release()

@@ -93,7 +93,7 @@ QUERIES: list[dict[str, Any]] = [
     {"pattern": "needle", "before": 2, "after": 1, "max_results": 9},
     {"pattern": "line 3 ", "max_results": 40},
     {"pattern": "not anywhere"},
-    {"pattern": "needle", "path": "pkg1", "glob": "sub0/**"},
+    {"pattern": "needle", "path": "pkg1", "glob": "sub[01]/**"},
 ]
 
 
