@@ -338,3 +338,17 @@ def test_files_of_a_folder_that_cannot_be_held_are_skipped_not_a_failed_search(
     assert (result.structured["files_searched"], result.structured["files_skipped"]) == (0, 301)
     assert result.structured["matches"] == []
     assert helper.sent == 0
+
+
+def test_a_search_that_stops_early_leaves_the_helper_working_for_the_next(
+    tree: Workspace, helper: CountingHelper
+) -> None:
+    # A page of 100 lines stops after about 100 files, with the chunks after them still at the helper.
+    first = search(tree, SearchParams(pattern="line 0 of", max_results=100), screen_helper=helper)
+    pid, sent = helper.pid, helper.sent
+
+    pages = every_page(tree, helper, pattern="needle")
+
+    assert first.structured is not None and first.structured["truncated"] is True
+    assert pages == every_page(tree, None, pattern="needle")
+    assert (helper.pid, helper.sent > sent) == (pid, True)
