@@ -349,6 +349,7 @@ def test_a_search_that_stops_early_leaves_the_helper_working_for_the_next(
 
     pages = every_page(tree, helper, pattern="needle")
 
-    assert first.structured is not None and first.structured["truncated"] is True
+    assert first.structured is not None
+    assert first.structured["truncated"] is True
     assert pages == every_page(tree, None, pattern="needle")
     assert (helper.pid, helper.sent > sent) == (pid, True)
