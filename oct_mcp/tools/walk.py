@@ -7,10 +7,11 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias
@@ -23,7 +24,15 @@ from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
 from oct_mcp.workspace import descriptor_is_inside
 
-__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "WalkedEntry", "folder_prefix", "glob_matcher"]
+__all__ = [
+    "GLOB_MAX_LENGTH",
+    "FolderRun",
+    "Glob",
+    "ProjectWalk",
+    "WalkedEntry",
+    "folder_prefix",
+    "glob_matcher",
+]
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
@@ -107,22 +116,22 @@ class _IgnoreRules:
 
     files: tuple[_IgnoreFile, ...]
 
-    def kept(self, prefix: str, entries: list[os.DirEntry[str]]) -> tuple[list[os.DirEntry[str]], int]:
-        """The entries of the folder at `prefix` that are neither ignored nor skipped, in order, and how
-        many were left out."""
-        names = [e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in entries]
-        ascii_only = all(name.isascii() and "\n" not in name for name in names)
+    def ignored(self, prefix: str, keys: list[str]) -> list[bool]:
+        """Whether each entry of the folder at `prefix` (given by its sort key, `name/` for a folder)
+        is ignored or skipped."""
+        # ASCII without line breaks: checked once on the joined keys (a line break in a key adds one).
+        joined = "\n".join(keys)
+        ascii_only = joined.isascii() and joined.count("\n") == len(keys) - 1
         # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        ignored = [name[:-1] in _SKIPPED if name.endswith("/") else False for name in names]
+        ignored = [key[-1] == "/" and key[:-1] in _SKIPPED for key in keys]
         decided: dict[int, bool] = {}
         for rules in self.files:
             below = prefix[len(rules.prefix) :]
-            paths = [below + name for name in names]
+            paths = [below + key for key in keys] if below else keys
             decided.update(rules.verdicts(paths, ascii_only and below.isascii() and "\n" not in below))
         for index, include in decided.items():
             ignored[index] = ignored[index] or include
-        kept = [entry for entry, left_out in zip(entries, ignored, strict=True) if not left_out]
-        return kept, len(entries) - len(kept)
+        return ignored
 
     def adding(self, prefix: str, parsed: _Parsed | None) -> _IgnoreRules:
         return self if parsed is None else _IgnoreRules((*self.files, _IgnoreFile(prefix, *parsed)))
@@ -189,26 +198,29 @@ def _user_rules() -> _Parsed | None:
     return _parse_ignore_file(fd)
 
 
-def _sort_key(entry: os.DirEntry[str]) -> str:
-    return entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
-
-
-def _sorted_entries(folder_fd: int, prefix: str, start_at: str | None) -> list[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`).
+def _sorted_entries(
+    folder_fd: int, prefix: str, start_at: str | None
+) -> tuple[list[str], list[os.DirEntry[str]]]:
+    """A folder's entries in the order git sorts paths, and their sort keys (a folder's is `name/`).
 
     In a folder on the way to `start_at`, the entries whose paths all sort before it are left out.
     """
     try:
         with os.scandir(folder_fd) as scan:
-            entries = list(scan)
+            keyed = [
+                (entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name, entry)
+                for entry in scan
+            ]
     except OSError:
-        return []
-    entries.sort(key=_sort_key)
+        return [], []
+    keyed.sort(key=operator.itemgetter(0))
+    keys = [key for key, _ in keyed]
+    entries = [entry for _, entry in keyed]
     if start_at is not None and start_at.startswith(prefix):
         # Before the name on the way to `start_at`: a file before it, or a folder whose `name/` is.
-        first = bisect.bisect_left(entries, start_at[len(prefix) :].split("/", 1)[0], key=_sort_key)
-        del entries[:first]
-    return entries
+        first = bisect.bisect_left(keys, start_at[len(prefix) :].split("/", 1)[0])
+        del keys[:first], entries[:first]
+    return keys, entries
 
 
 def _open_folder_at(parent_fd: int, name: str, root: Path) -> int | None:
@@ -226,7 +238,13 @@ def _open_folder_at(parent_fd: int, name: str, root: Path) -> int | None:
     return fd
 
 
-_Folder: TypeAlias = tuple[int, str, _IgnoreRules, list[os.DirEntry[str]]]
+_Segment: TypeAlias = "list[os.DirEntry[str]] | os.DirEntry[str]"
+"""What a folder holds, in order: a run of entries that are not folders, or one folder."""
+_Folder: TypeAlias = tuple[int, str, _IgnoreRules, list[_Segment]]
+FolderRun: TypeAlias = tuple[int, str, list[os.DirEntry[str]]]
+"""Entries of one folder that follow each other in the walk, none a folder: the folder's open
+descriptor (open only until the walk moves on), its path prefix from the root (`folder_prefix`),
+and the entries."""
 
 
 @dataclass(slots=True)
@@ -296,11 +314,46 @@ class ProjectWalk:
     _seen: int = field(default=0, init=False, repr=False)
 
     def __iter__(self) -> Iterator[WalkedEntry]:
+        runs = self._runs()
+        try:
+            for fd, prefix, run in runs:
+                for entry in run:
+                    self._seen += 1
+                    if self._seen > self.limit or (
+                        self.deadline is not None and time.monotonic() > self.deadline
+                    ):
+                        self.stopped_early = True
+                        return
+                    yield WalkedEntry(prefix + entry.name, entry, fd)
+        finally:
+            runs.close()
+
+    def runs(self) -> Generator[FolderRun, None, None]:
+        """The entries `__iter__` gives, a folder's run of them at a time: a caller's loop over a run
+        is tighter than one an entry. The same limit; the deadline is checked once a run."""
+        runs = self._runs()
+        try:
+            for fd, prefix, run in runs:
+                room = self.limit - self._seen
+                if room <= 0 or (self.deadline is not None and time.monotonic() > self.deadline):
+                    self.stopped_early = True
+                    return
+                self._seen += len(run)
+                if len(run) <= room:
+                    yield fd, prefix, run
+                    continue
+                yield fd, prefix, run[:room]
+                self.stopped_early = True
+                return
+        finally:
+            runs.close()
+
+    def _runs(self) -> Generator[FolderRun, None, None]:
         try:
             root_fd = os.open(self.root, _FOLDER_FLAGS)
         except OSError:
             return
-        # The folders held open, the start folder first: (descriptor, path prefix, rules, entries left,
+        # The folders held open, the start folder first: (descriptor, path prefix, rules, segments left,
         # last first). The walk closes each folder it leaves; what is still open when it ends, here.
         stack: list[_Folder] = []
         try:
@@ -329,50 +382,92 @@ class ProjectWalk:
                 return None
             fd, prefix = child, f"{prefix}{part}/"
             rules = rules.adding(prefix, _read_ignore_file_at(fd, ".gitignore"))
-        return fd, prefix, rules, self._listing(fd, prefix, rules)
+        # Its entries are checked against `start_at` even when it is not on the way there (a cursor of
+        # another listing): then they all sort before it, or all after.
+        segments = self._listing(fd, prefix, rules, self.start_at is not None)
+        if segments is None:
+            if fd != root_fd:
+                os.close(fd)
+            return None
+        return fd, prefix, rules, segments
 
-    def _listing(self, fd: int, prefix: str, rules: _IgnoreRules) -> list[os.DirEntry[str]]:
-        """What the walk visits in a folder, last first; the entries left out count as seen."""
-        entries, left_out = rules.kept(prefix, _sorted_entries(fd, prefix, self.start_at))
-        self._seen += left_out
-        entries.reverse()
-        return entries
+    def _listing(self, fd: int, prefix: str, rules: _IgnoreRules, check_start: bool) -> list[_Segment] | None:
+        """What the walk visits in a folder, last first; None when the walk stops there.
 
-    def _walk(self, stack: list[_Folder]) -> Iterator[WalkedEntry]:
+        With `check_start`, the entries that sort before `start_at` are left out: the walk needs it
+        in its start folder and on the way to `start_at`, where alone some do. The entries left out
+        count as seen: those before `start_at` stop the walk when they pass the limit, as if each had
+        been visited; ignored ones are only counted.
+        """
+        keys, entries = _sorted_entries(fd, prefix, self.start_at)
+        ignored = rules.ignored(prefix, keys)
+        if any(ignored):
+            self._seen += sum(ignored)
+            kept = [not left_out for left_out in ignored]
+            keys = list(itertools.compress(keys, kept))
+            entries = list(itertools.compress(entries, kept))
         start_at = self.start_at
+        if start_at is not None and check_start and keys:
+            before = [not _sorts_before(prefix + key, start_at) for key in keys]
+            skipped = len(keys) - sum(before)
+            if skipped:
+                keys = list(itertools.compress(keys, before))
+                entries = list(itertools.compress(entries, before))
+                self._seen += skipped
+                if self._seen > self.limit or (
+                    self.deadline is not None and time.monotonic() > self.deadline
+                ):
+                    self.stopped_early = True
+                    return None
+        segments: list[_Segment] = []
+        start = 0
+        for index in [index for index, key in enumerate(keys) if key[-1] == "/"]:
+            if index > start:
+                segments.append(entries[start:index])
+            segments.append(entries[index])
+            start = index + 1
+        if start < len(entries):
+            segments.append(entries[start:] if start else entries)
+        segments.reverse()
+        return segments
+
+    def _walk(self, stack: list[_Folder]) -> Iterator[FolderRun]:
         while True:
-            fd, prefix, rules, entries = stack[-1]
-            if not entries:
+            fd, prefix, rules, segments = stack[-1]
+            if not segments:
                 if len(stack) == 1:
                     return
                 stack.pop()
                 os.close(fd)
                 continue
-            entry = entries.pop()
+            segment = segments.pop()
+            if isinstance(segment, list):
+                yield fd, prefix, segment
+                continue
             self._seen += 1
             if self._seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
-            is_dir = entry.is_dir(follow_symlinks=False)
-            path = prefix + entry.name
-            if start_at is not None:
-                if is_dir:
-                    below = path + "/"
-                    # Every path under it sorts before `start_at` unless `start_at` is under it.
-                    if below < start_at and not start_at.startswith(below):
-                        continue
-                elif path < start_at:
-                    continue
-            if not is_dir:
-                yield WalkedEntry(path, entry, fd)
-                continue
             if len(stack) >= WALK_DEPTH_MAX:
                 self.stopped_early = True
                 continue
-            child = _open_folder_at(fd, entry.name, self.root)
+            child = _open_folder_at(fd, segment.name, self.root)
             if child is None:
                 continue
             # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
-            below = path + "/"
+            below = prefix + segment.name + "/"
             child_rules = rules.adding(below, _read_ignore_file_at(child, ".gitignore"))
-            stack.append((child, below, child_rules, self._listing(child, below, child_rules)))
+            on_the_way = self.start_at is not None and self.start_at.startswith(below)
+            child_segments = self._listing(child, below, child_rules, on_the_way)
+            if child_segments is None:
+                os.close(child)
+                return
+            stack.append((child, below, child_rules, child_segments))
+
+
+def _sorts_before(key_path: str, start_at: str) -> bool:
+    """Whether every path at `key_path` (a folder's ending in `/`) sorts before `start_at`."""
+    if key_path[-1] == "/":
+        # Every path under it sorts before `start_at` unless `start_at` is under it.
+        return key_path < start_at and not start_at.startswith(key_path)
+    return key_path < start_at
