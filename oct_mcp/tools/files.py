@@ -411,7 +411,7 @@ class _Page:
         else:
             # The folder listing's own type for each name (d_type): no stat a file, as `rg --files`.
             kinds = [
-                "symlink" if entry.is_symlink() else "file" if entry.is_file(follow_symlinks=False) else None
+                "file" if entry.is_file(follow_symlinks=False) else "symlink" if entry.is_symlink() else None
                 for entry in run
             ]
             sizes = []

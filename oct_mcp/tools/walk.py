@@ -11,7 +11,7 @@ import operator
 import os
 import stat
 import time
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias
@@ -69,24 +69,34 @@ class _IgnoreFile:
     one by one: one call for a folder instead of one an entry, where pathspec's call is most of
     a walk's time."""
 
-    def verdicts(self, paths: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
-        """(index, include) for each path some pattern matches, the last matching pattern deciding.
+    def verdicts(self, below: str, keys: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
+        """(index, include) for each path `below + key` some pattern matches, the last matching
+        pattern deciding.
 
-        `paths` are from this file's folder, a folder's with a trailing `/`.
+        `below` is the folder's path from this file's folder (`` or ending in `/`), `keys` its
+        entries' names, a folder's with a trailing `/`.
         """
+        check = self.spec.check_file
         if self.screen is None or not ascii_only:
-            candidates: Iterable[int] = range(len(paths))
-        else:
-            # ASCII without line breaks (the caller checked): one byte a character, one line a path.
-            starts = list(itertools.accumulate((len(path) + 1 for path in paths), initial=0))
-            text = "\n".join(paths).encode("ascii")
-            candidates = sorted(
-                {bisect.bisect_right(starts, m.start()) - 1 for m in self.screen.finditer(text)}
-            )
-        for index in candidates:
-            include = self.spec.check_file(paths[index]).include
+            for index, key in enumerate(keys):
+                include = check(below + key).include
+                if include is not None:
+                    yield index, include
+            return
+        # ASCII without line breaks (the caller checked): one byte a character, one line a path.
+        text = (below + ("\n" + below).join(keys)).encode("ascii")
+        # Matches come in order: each one's line is counted on from the last's, once over the text.
+        line, counted, last = 0, 0, -1
+        for match in self.screen.finditer(text):
+            start = match.start()
+            line += text.count(b"\n", counted, start)
+            counted = start
+            if line == last:
+                continue
+            last = line
+            include = check(below + keys[line]).include
             if include is not None:
-                yield index, include
+                yield line, include
 
 
 def _screen(spec: pathspec.GitIgnoreSpec) -> Any:
@@ -119,16 +129,21 @@ class _IgnoreRules:
     def ignored(self, prefix: str, keys: list[str]) -> list[bool]:
         """Whether each entry of the folder at `prefix` (given by its sort key, `name/` for a folder)
         is ignored or skipped."""
-        # ASCII without line breaks: checked once on the joined keys (a line break in a key adds one).
+        if not keys:
+            return []
         joined = "\n".join(keys)
+        # ASCII without line breaks: checked once on the joined keys (a line break in a key adds one).
         ascii_only = joined.isascii() and joined.count("\n") == len(keys) - 1
+        # A `/` ends a folder's key, and is in no name: without one, no folder to skip.
+        if "/" in joined:
+            ignored = [key[-1] == "/" and key[:-1] in _SKIPPED for key in keys]
+        else:
+            ignored = [False] * len(keys)
         # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        ignored = [key[-1] == "/" and key[:-1] in _SKIPPED for key in keys]
         decided: dict[int, bool] = {}
         for rules in self.files:
             below = prefix[len(rules.prefix) :]
-            paths = [below + key for key in keys] if below else keys
-            decided.update(rules.verdicts(paths, ascii_only and below.isascii() and "\n" not in below))
+            decided.update(rules.verdicts(below, keys, ascii_only and below.isascii() and "\n" not in below))
         for index, include in decided.items():
             ignored[index] = ignored[index] or include
         return ignored
@@ -214,8 +229,8 @@ def _sorted_entries(
     except OSError:
         return [], []
     keyed.sort(key=operator.itemgetter(0))
-    keys = [key for key, _ in keyed]
-    entries = [entry for _, entry in keyed]
+    keys = list(map(operator.itemgetter(0), keyed))
+    entries = list(map(operator.itemgetter(1), keyed))
     if start_at is not None and start_at.startswith(prefix):
         # Before the name on the way to `start_at`: a file before it, or a folder whose `name/` is.
         first = bisect.bisect_left(keys, start_at[len(prefix) :].split("/", 1)[0])
@@ -408,17 +423,20 @@ class ProjectWalk:
             entries = list(itertools.compress(entries, kept))
         start_at = self.start_at
         if start_at is not None and check_start and keys:
-            before = [not _sorts_before(prefix + key, start_at) for key in keys]
-            skipped = len(keys) - sum(before)
+            after = [not _sorts_before(prefix + key, start_at) for key in keys]
+            skipped = len(keys) - sum(after)
             if skipped:
-                keys = list(itertools.compress(keys, before))
-                entries = list(itertools.compress(entries, before))
+                keys = list(itertools.compress(keys, after))
+                entries = list(itertools.compress(entries, after))
                 self._seen += skipped
                 if self._seen > self.limit or (
                     self.deadline is not None and time.monotonic() > self.deadline
                 ):
                     self.stopped_early = True
                     return None
+        # A `/` ends a folder's key, and is in no name: without one, the folder is one run.
+        if "/" not in "".join(keys):
+            return [entries] if entries else []
         segments: list[_Segment] = []
         start = 0
         for index in [index for index, key in enumerate(keys) if key[-1] == "/"]:
