@@ -22,7 +22,7 @@ from pydantic import StringConstraints
 
 from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
-from oct_mcp.workspace import descriptor_is_inside
+from oct_mcp.workspace import descriptor_is_inside, read_at_most
 
 __all__ = [
     "GLOB_MAX_LENGTH",
@@ -176,7 +176,8 @@ def _parse_ignore_file(fd: int) -> _Parsed | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > _IGNORE_FILE_MAX_BYTES:
             return None
-        data = os.read(fd, _IGNORE_FILE_MAX_BYTES)
+        # Not one read of the limit: that allocates a megabyte for a file of a few lines, every page.
+        data = read_at_most(fd, _IGNORE_FILE_MAX_BYTES, info.st_size)[:_IGNORE_FILE_MAX_BYTES]
     except OSError:
         return None
     finally:
