@@ -6,7 +6,7 @@ import itertools
 import os
 import stat
 from functools import partial
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -374,6 +374,14 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
 
 
 _Kind: TypeAlias = Literal["file", "symlink"]
+_KINDS: Final[dict[int, _Kind]] = {stat.S_IFREG: "file", stat.S_IFLNK: "symlink"}
+
+
+def _lstat_or_none(entry: os.DirEntry[str]) -> os.stat_result | None:
+    try:
+        return entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
 
 
 class _Page:
@@ -396,18 +404,13 @@ class _Page:
         paths = [prefix + entry.name for entry in run]
         kinds: list[_Kind | None]
         if self.sizes:
-            sizes: list[int] = []
-            kinds = []
-            for entry in run:
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    kinds.append(None)
-                    sizes.append(0)
-                    continue
-                mode = info.st_mode
-                kinds.append("symlink" if stat.S_ISLNK(mode) else "file" if stat.S_ISREG(mode) else None)
-                sizes.append(info.st_size)
+            try:
+                infos: list[os.stat_result | None] = [entry.stat(follow_symlinks=False) for entry in run]
+            except OSError:
+                # Gone since it was listed: left out. (Each entry keeps the answer it got above.)
+                infos = [_lstat_or_none(entry) for entry in run]
+            kinds = [_KINDS.get(stat.S_IFMT(info.st_mode)) if info is not None else None for info in infos]
+            sizes = [info.st_size if info is not None else 0 for info in infos]
         else:
             # The folder listing's own type for each name (d_type): no stat a file, as `rg --files`.
             kinds = [
@@ -415,11 +418,14 @@ class _Page:
                 for entry in run
             ]
             sizes = []
+        listed_kinds: list[_Kind]
         if None in kinds:
             kept = [kind is not None for kind in kinds]
             paths = list(itertools.compress(paths, kept))
             sizes = list(itertools.compress(sizes, kept))
-        listed_kinds = [kind for kind in kinds if kind is not None]
+            listed_kinds = [kind for kind in kinds if kind is not None]
+        else:
+            listed_kinds = cast("list[_Kind]", kinds)
         if self.to_skip:
             skip = min(self.to_skip, len(paths))
             self.to_skip -= skip

@@ -263,3 +263,23 @@ def test_walk_by_runs_gives_what_it_gives_an_entry_at_a_time_and_stops_alike(roo
             runs = [prefix + entry.name for _, prefix, run in by_run.runs() for entry in run]
 
             assert (runs, by_run.stopped_early) == (entries, by_entry.stopped_early)
+
+
+@pytest.mark.parametrize("sizes", [False, True])
+def test_list_files_leaves_out_a_file_removed_after_its_folder_was_listed(
+    root: Path, monkeypatch: pytest.MonkeyPatch, sizes: bool
+) -> None:
+    class RemovingWalk(ProjectWalk):
+        def runs(self) -> Generator[FolderRun, None, None]:
+            for run in super().runs():
+                if run[1] == "sub/":
+                    (root / "sub" / "b.txt").unlink()
+                yield run
+
+    monkeypatch.setattr(files_module, "ProjectWalk", RemovingWalk)
+    result = list_files(Workspace(root), ListFilesParams(sizes=sizes))
+
+    assert result.structured is not None
+    # Without sizes, the folder's listing is the answer (as `rg --files`); with them, the stat.
+    expected = ["a.txt", "sub/b.txt", "sub/c.txt"] if not sizes else ["a.txt", "sub/c.txt"]
+    assert [entry["path"] for entry in result.structured["files"]] == expected
