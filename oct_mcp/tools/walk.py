@@ -424,11 +424,12 @@ class ProjectWalk:
             entries = list(itertools.compress(entries, kept))
         start_at = self.start_at
         if start_at is not None and check_start and keys:
-            after = [not _sorts_before(prefix + key, start_at) for key in keys]
-            skipped = len(keys) - sum(after)
+            # The entries before it lead the folder's: past the first after it, all are after it.
+            skipped = 0
+            while skipped < len(keys) and _sorts_before(prefix + keys[skipped], start_at):
+                skipped += 1
             if skipped:
-                keys = list(itertools.compress(keys, after))
-                entries = list(itertools.compress(entries, after))
+                del keys[:skipped], entries[:skipped]
                 self._seen += skipped
                 if self._seen > self.limit or (
                     self.deadline is not None and time.monotonic() > self.deadline
