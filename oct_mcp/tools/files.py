@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from functools import partial
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -319,11 +320,6 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     if not stat.S_ISDIR(info.st_mode):
         raise PathRefusedError("the path is a file, not a folder")
     matcher = glob_matcher(params.glob)
-    # ListedFile's fields as plain dicts: a model for each of 10,000 entries cost a tenth of a listing.
-    files: list[dict[str, Any]] = []
-    more = False
-    skipped = 0
-    room = params.max_chars - ENVELOPE_RESERVE
     query = ("list", str(workspace.root), str(folder), params.glob)
     if params.cursor is not None:
         resume: WalkCursor | None = WalkCursor.decode(params.cursor)
@@ -333,45 +329,20 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     start_at = None if resume is None else resume.path
     walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
     below = folder_prefix(workspace.relative(folder))
-    sizes = params.sizes
-    # A name with a newline would start a line of its own: such names are quoted.
-    shown: list[str] = []
-    for walked in walk:
-        path = walked.path
-        if path == start_at or (matcher is not None and not matcher.match_file(path[len(below) :])):
-            continue
-        entry = walked.entry
-        if sizes:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            is_link = stat.S_ISLNK(info.st_mode)
-            is_file = stat.S_ISREG(info.st_mode)
-        else:
-            # The folder listing's own type for each name (d_type): no stat a file, as `rg --files`.
-            is_link = entry.is_symlink()
-            is_file = not is_link and entry.is_file(follow_symlinks=False)
-        if not (is_link or is_file):
-            continue
-        if skipped < to_skip:
-            skipped += 1
-            continue
-        kind: Literal["file", "symlink"] = "symlink" if is_link else "file"
-        # The entry's JSON counted without building it; most paths need no escaping, nor quoting as text.
-        plain = path.isascii() and path.isprintable() and '"' not in path and "\\" not in path
-        room -= _ENTRY_JSON_SIZE[kind] + (len(path) + 2 if plain else json_string_size(path))
-        if sizes:
-            room -= _SIZE_JSON_SIZE + len(str(info.st_size))
-        # Room for the cursor that would name this entry as the last shown.
-        if len(files) == params.max_results or cursor_may_not_fit(room, path):
-            more = True
-            break
-        listed: dict[str, Any] = {"path": path, "kind": kind}
-        if sizes:
-            listed["size_bytes"] = info.st_size
-        files.append(listed)
-        shown.append(path if plain else quote_name(path))
+    page = _Page(params.max_chars - ENVELOPE_RESERVE, params.max_results, to_skip, params.sizes)
+    runs = walk.runs()
+    try:
+        for _, prefix, run in runs:
+            if start_at is not None and start_at.startswith(prefix):
+                # The last entry of the page before: the walk starts at it.
+                run = [entry for entry in run if prefix + entry.name != start_at]
+            if matcher is not None:
+                run = [entry for entry in run if matcher.match_file((prefix + entry.name)[len(below) :])]
+            if not page.add(prefix, run):
+                break
+    finally:
+        runs.close()
+    files, shown, more = page.files, page.shown, page.more
     position = params.offset if resume is None else resume.position
     next_offset = position + len(files) if more else None
     next_cursor = None
@@ -399,6 +370,114 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
     if next_cursor is not None:
         structured["next_cursor"] = next_cursor
     return ToolResult(text=text, structured=structured, truncated=truncated)
+
+
+_Kind: TypeAlias = Literal["file", "symlink"]
+_KINDS: Final[dict[int, _Kind]] = {stat.S_IFREG: "file", stat.S_IFLNK: "symlink"}
+
+
+def _lstat_or_none(entry: os.DirEntry[str]) -> os.stat_result | None:
+    try:
+        return entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+
+
+class _Page:
+    """The entries of a listing that fit in a page, taken a folder's run at a time."""
+
+    def __init__(self, room: int, max_results: int, to_skip: int, sizes: bool) -> None:
+        self.room = room
+        self.max_results = max_results
+        self.to_skip = to_skip
+        self.sizes = sizes
+        # ListedFile's fields as plain dicts: a model for each of 10,000 entries cost a tenth of a listing.
+        self.files: list[dict[str, Any]] = []
+        self.shown: list[str] = []
+        """Each entry as the text shows it."""
+        self.more = False
+
+    def add(self, prefix: str, run: list[os.DirEntry[str]]) -> bool:
+        """Take what is a file or a symlink in `run` (entries of the folder at `prefix`), as long as it
+        fits; False when the page is full and an entry was left for the next."""
+        paths = [prefix + entry.name for entry in run]
+        kinds: list[_Kind | None]
+        if self.sizes:
+            try:
+                infos: list[os.stat_result | None] = [entry.stat(follow_symlinks=False) for entry in run]
+            except OSError:
+                # Gone since it was listed: left out. (Each entry keeps the answer it got above.)
+                infos = [_lstat_or_none(entry) for entry in run]
+            kinds = [_KINDS.get(stat.S_IFMT(info.st_mode)) if info is not None else None for info in infos]
+            sizes = [info.st_size if info is not None else 0 for info in infos]
+        else:
+            # The folder listing's own type for each name (d_type): no stat a file, as `rg --files`.
+            kinds = [
+                "file" if entry.is_file(follow_symlinks=False) else "symlink" if entry.is_symlink() else None
+                for entry in run
+            ]
+            sizes = []
+        listed_kinds: list[_Kind]
+        if None in kinds:
+            kept = [kind is not None for kind in kinds]
+            paths = list(itertools.compress(paths, kept))
+            sizes = list(itertools.compress(sizes, kept))
+            listed_kinds = [kind for kind in kinds if kind is not None]
+        else:
+            listed_kinds = cast("list[_Kind]", kinds)
+        if self.to_skip:
+            skip = min(self.to_skip, len(paths))
+            self.to_skip -= skip
+            del paths[:skip], listed_kinds[:skip], sizes[:skip]
+        if not paths:
+            return True
+        return self._add_all(paths, listed_kinds, sizes) or self._add_each(paths, listed_kinds, sizes)
+
+    def _add_all(self, paths: list[str], kinds: list[_Kind], sizes: list[int]) -> bool:
+        """Take the whole run when it surely fits (with room left for the cursor that would name any
+        of its entries); False, taking nothing, when it may not."""
+        if len(self.files) + len(paths) > self.max_results:
+            return False
+        joined = "".join(paths)
+        # Most paths need no escaping, nor quoting as text: checked once for the run.
+        if not (joined.isascii() and joined.isprintable()) or '"' in joined or "\\" in joined:
+            return False
+        links = kinds.count("symlink")
+        cost = len(joined) + 2 * len(paths) + links * _ENTRY_JSON_SIZE["symlink"]
+        cost += (len(paths) - links) * _ENTRY_JSON_SIZE["file"]
+        if self.sizes:
+            cost += _SIZE_JSON_SIZE * len(sizes) + sum(len(str(size)) for size in sizes)
+        # `cursor_may_not_fit` is false for every entry with this much room left after the last.
+        if self.room - cost < 6 * max(map(len, paths)) + 64:
+            return False
+        self.room -= cost
+        if self.sizes:
+            self.files += [
+                {"path": path, "kind": kind, "size_bytes": size}
+                for path, kind, size in zip(paths, kinds, sizes, strict=True)
+            ]
+        else:
+            self.files += [{"path": path, "kind": kind} for path, kind in zip(paths, kinds, strict=True)]
+        self.shown += paths
+        return True
+
+    def _add_each(self, paths: list[str], kinds: list[_Kind], sizes: list[int]) -> bool:
+        for index, (path, kind) in enumerate(zip(paths, kinds, strict=True)):
+            # The entry's JSON counted without building it; most paths need no escaping, nor quoting as text.
+            plain = path.isascii() and path.isprintable() and '"' not in path and "\\" not in path
+            self.room -= _ENTRY_JSON_SIZE[kind] + (len(path) + 2 if plain else json_string_size(path))
+            if self.sizes:
+                self.room -= _SIZE_JSON_SIZE + len(str(sizes[index]))
+            # Room for the cursor that would name this entry as the last shown.
+            if len(self.files) == self.max_results or cursor_may_not_fit(self.room, path):
+                self.more = True
+                return False
+            listed: dict[str, Any] = {"path": path, "kind": kind}
+            if self.sizes:
+                listed["size_bytes"] = sizes[index]
+            self.files.append(listed)
+            self.shown.append(path if plain else quote_name(path))
+        return True
 
 
 def _plan_read_file(params: ReadFileParams, env: ToolEnv) -> InProcessPlan:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
+
+from oct_mcp.workspace import read_at_most
 
 __all__ = ["ENVIRONMENT_FOLDERS", "user_excludes_file"]
 
@@ -56,7 +59,13 @@ def user_excludes_file(host: Mapping[str, str] | None = None) -> Path | None:
 def _configured(config: Path, home: str) -> Path | None:
     try:
         with config.open("rb") as handle:
-            text = handle.read(_CONFIG_MAX_BYTES).decode("utf-8", errors="replace")
+            info = os.fstat(handle.fileno())
+            if stat.S_ISREG(info.st_mode):
+                # Not one read of the limit: that allocates a megabyte for a few lines, every walk.
+                data = read_at_most(handle.fileno(), _CONFIG_MAX_BYTES, info.st_size)[:_CONFIG_MAX_BYTES]
+            else:
+                data = handle.read(_CONFIG_MAX_BYTES)
+        text = data.decode("utf-8", errors="replace")
     except OSError:
         return None
     section = ""

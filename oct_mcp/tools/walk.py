@@ -7,10 +7,11 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, TypeAlias
@@ -21,9 +22,17 @@ from pydantic import StringConstraints
 
 from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
-from oct_mcp.workspace import descriptor_is_inside
+from oct_mcp.workspace import descriptor_is_inside, read_at_most
 
-__all__ = ["GLOB_MAX_LENGTH", "Glob", "ProjectWalk", "WalkedEntry", "folder_prefix", "glob_matcher"]
+__all__ = [
+    "GLOB_MAX_LENGTH",
+    "FolderRun",
+    "Glob",
+    "ProjectWalk",
+    "WalkedEntry",
+    "folder_prefix",
+    "glob_matcher",
+]
 
 GLOB_MAX_LENGTH: Final = 256
 _IGNORE_FILE_MAX_BYTES: Final = 1_048_576
@@ -60,24 +69,34 @@ class _IgnoreFile:
     one by one: one call for a folder instead of one an entry, where pathspec's call is most of
     a walk's time."""
 
-    def verdicts(self, paths: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
-        """(index, include) for each path some pattern matches, the last matching pattern deciding.
+    def verdicts(self, below: str, keys: list[str], ascii_only: bool) -> Iterator[tuple[int, bool]]:
+        """(index, include) for each path `below + key` some pattern matches, the last matching
+        pattern deciding.
 
-        `paths` are from this file's folder, a folder's with a trailing `/`.
+        `below` is the folder's path from this file's folder (`` or ending in `/`), `keys` its
+        entries' names, a folder's with a trailing `/`.
         """
+        check = self.spec.check_file
         if self.screen is None or not ascii_only:
-            candidates: Iterable[int] = range(len(paths))
-        else:
-            # ASCII without line breaks (the caller checked): one byte a character, one line a path.
-            starts = list(itertools.accumulate((len(path) + 1 for path in paths), initial=0))
-            text = "\n".join(paths).encode("ascii")
-            candidates = sorted(
-                {bisect.bisect_right(starts, m.start()) - 1 for m in self.screen.finditer(text)}
-            )
-        for index in candidates:
-            include = self.spec.check_file(paths[index]).include
+            for index, key in enumerate(keys):
+                include = check(below + key).include
+                if include is not None:
+                    yield index, include
+            return
+        # ASCII without line breaks (the caller checked): one byte a character, one line a path.
+        text = (below + ("\n" + below).join(keys)).encode("ascii")
+        # Matches come in order: each one's line is counted on from the last's, once over the text.
+        line, counted, last = 0, 0, -1
+        for match in self.screen.finditer(text):
+            start = match.start()
+            line += text.count(b"\n", counted, start)
+            counted = start
+            if line == last:
+                continue
+            last = line
+            include = check(below + keys[line]).include
             if include is not None:
-                yield index, include
+                yield line, include
 
 
 def _screen(spec: pathspec.GitIgnoreSpec) -> Any:
@@ -107,22 +126,27 @@ class _IgnoreRules:
 
     files: tuple[_IgnoreFile, ...]
 
-    def kept(self, prefix: str, entries: list[os.DirEntry[str]]) -> tuple[list[os.DirEntry[str]], int]:
-        """The entries of the folder at `prefix` that are neither ignored nor skipped, in order, and how
-        many were left out."""
-        names = [e.name + "/" if e.is_dir(follow_symlinks=False) else e.name for e in entries]
-        ascii_only = all(name.isascii() and "\n" not in name for name in names)
+    def ignored(self, prefix: str, keys: list[str]) -> list[bool]:
+        """Whether each entry of the folder at `prefix` (given by its sort key, `name/` for a folder)
+        is ignored or skipped."""
+        if not keys:
+            return []
+        joined = "\n".join(keys)
+        # ASCII without line breaks: checked once on the joined keys (a line break in a key adds one).
+        ascii_only = joined.isascii() and joined.count("\n") == len(keys) - 1
+        # A `/` ends a folder's key, and is in no name: without one, no folder to skip.
+        if "/" in joined:
+            ignored = [key[-1] == "/" and key[:-1] in _SKIPPED for key in keys]
+        else:
+            ignored = [False] * len(keys)
         # Git's precedence: a deeper file's rules override the outer ones; within one file, the last match.
-        ignored = [name[:-1] in _SKIPPED if name.endswith("/") else False for name in names]
         decided: dict[int, bool] = {}
         for rules in self.files:
             below = prefix[len(rules.prefix) :]
-            paths = [below + name for name in names]
-            decided.update(rules.verdicts(paths, ascii_only and below.isascii() and "\n" not in below))
+            decided.update(rules.verdicts(below, keys, ascii_only and below.isascii() and "\n" not in below))
         for index, include in decided.items():
             ignored[index] = ignored[index] or include
-        kept = [entry for entry, left_out in zip(entries, ignored, strict=True) if not left_out]
-        return kept, len(entries) - len(kept)
+        return ignored
 
     def adding(self, prefix: str, parsed: _Parsed | None) -> _IgnoreRules:
         return self if parsed is None else _IgnoreRules((*self.files, _IgnoreFile(prefix, *parsed)))
@@ -152,7 +176,8 @@ def _parse_ignore_file(fd: int) -> _Parsed | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > _IGNORE_FILE_MAX_BYTES:
             return None
-        data = os.read(fd, _IGNORE_FILE_MAX_BYTES)
+        # Not one read of the limit: that allocates a megabyte for a file of a few lines, every page.
+        data = read_at_most(fd, _IGNORE_FILE_MAX_BYTES, info.st_size)[:_IGNORE_FILE_MAX_BYTES]
     except OSError:
         return None
     finally:
@@ -189,26 +214,29 @@ def _user_rules() -> _Parsed | None:
     return _parse_ignore_file(fd)
 
 
-def _sort_key(entry: os.DirEntry[str]) -> str:
-    return entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name
-
-
-def _sorted_entries(folder_fd: int, prefix: str, start_at: str | None) -> list[os.DirEntry[str]]:
-    """A folder's entries in the order git sorts paths (a folder's name counts as `name/`).
+def _sorted_entries(
+    folder_fd: int, prefix: str, start_at: str | None
+) -> tuple[list[str], list[os.DirEntry[str]]]:
+    """A folder's entries in the order git sorts paths, and their sort keys (a folder's is `name/`).
 
     In a folder on the way to `start_at`, the entries whose paths all sort before it are left out.
     """
     try:
         with os.scandir(folder_fd) as scan:
-            entries = list(scan)
+            keyed = [
+                (entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name, entry)
+                for entry in scan
+            ]
     except OSError:
-        return []
-    entries.sort(key=_sort_key)
+        return [], []
+    keyed.sort(key=operator.itemgetter(0))
+    keys = list(map(operator.itemgetter(0), keyed))
+    entries = list(map(operator.itemgetter(1), keyed))
     if start_at is not None and start_at.startswith(prefix):
         # Before the name on the way to `start_at`: a file before it, or a folder whose `name/` is.
-        first = bisect.bisect_left(entries, start_at[len(prefix) :].split("/", 1)[0], key=_sort_key)
-        del entries[:first]
-    return entries
+        first = bisect.bisect_left(keys, start_at[len(prefix) :].split("/", 1)[0])
+        del keys[:first], entries[:first]
+    return keys, entries
 
 
 def _open_folder_at(parent_fd: int, name: str, root: Path) -> int | None:
@@ -226,7 +254,13 @@ def _open_folder_at(parent_fd: int, name: str, root: Path) -> int | None:
     return fd
 
 
-_Folder: TypeAlias = tuple[int, str, _IgnoreRules, list[os.DirEntry[str]]]
+_Segment: TypeAlias = "list[os.DirEntry[str]] | os.DirEntry[str]"
+"""What a folder holds, in order: a run of entries that are not folders, or one folder."""
+_Folder: TypeAlias = tuple[int, str, _IgnoreRules, list[_Segment]]
+FolderRun: TypeAlias = tuple[int, str, list[os.DirEntry[str]]]
+"""Entries of one folder that follow each other in the walk, none a folder: the folder's open
+descriptor (open only until the walk moves on), its path prefix from the root (`folder_prefix`),
+and the entries."""
 
 
 @dataclass(slots=True)
@@ -296,11 +330,46 @@ class ProjectWalk:
     _seen: int = field(default=0, init=False, repr=False)
 
     def __iter__(self) -> Iterator[WalkedEntry]:
+        runs = self._runs()
+        try:
+            for fd, prefix, run in runs:
+                for entry in run:
+                    self._seen += 1
+                    if self._seen > self.limit or (
+                        self.deadline is not None and time.monotonic() > self.deadline
+                    ):
+                        self.stopped_early = True
+                        return
+                    yield WalkedEntry(prefix + entry.name, entry, fd)
+        finally:
+            runs.close()
+
+    def runs(self) -> Generator[FolderRun, None, None]:
+        """The entries `__iter__` gives, a folder's run of them at a time: a caller's loop over a run
+        is tighter than one an entry. The same limit; the deadline is checked once a run."""
+        runs = self._runs()
+        try:
+            for fd, prefix, run in runs:
+                room = self.limit - self._seen
+                if room <= 0 or (self.deadline is not None and time.monotonic() > self.deadline):
+                    self.stopped_early = True
+                    return
+                self._seen += len(run)
+                if len(run) <= room:
+                    yield fd, prefix, run
+                    continue
+                yield fd, prefix, run[:room]
+                self.stopped_early = True
+                return
+        finally:
+            runs.close()
+
+    def _runs(self) -> Generator[FolderRun, None, None]:
         try:
             root_fd = os.open(self.root, _FOLDER_FLAGS)
         except OSError:
             return
-        # The folders held open, the start folder first: (descriptor, path prefix, rules, entries left,
+        # The folders held open, the start folder first: (descriptor, path prefix, rules, segments left,
         # last first). The walk closes each folder it leaves; what is still open when it ends, here.
         stack: list[_Folder] = []
         try:
@@ -329,50 +398,96 @@ class ProjectWalk:
                 return None
             fd, prefix = child, f"{prefix}{part}/"
             rules = rules.adding(prefix, _read_ignore_file_at(fd, ".gitignore"))
-        return fd, prefix, rules, self._listing(fd, prefix, rules)
+        # Its entries are checked against `start_at` even when it is not on the way there (a cursor of
+        # another listing): then they all sort before it, or all after.
+        segments = self._listing(fd, prefix, rules, self.start_at is not None)
+        if segments is None:
+            if fd != root_fd:
+                os.close(fd)
+            return None
+        return fd, prefix, rules, segments
 
-    def _listing(self, fd: int, prefix: str, rules: _IgnoreRules) -> list[os.DirEntry[str]]:
-        """What the walk visits in a folder, last first; the entries left out count as seen."""
-        entries, left_out = rules.kept(prefix, _sorted_entries(fd, prefix, self.start_at))
-        self._seen += left_out
-        entries.reverse()
-        return entries
+    def _listing(self, fd: int, prefix: str, rules: _IgnoreRules, check_start: bool) -> list[_Segment] | None:
+        """What the walk visits in a folder, last first; None when the walk stops there.
 
-    def _walk(self, stack: list[_Folder]) -> Iterator[WalkedEntry]:
+        With `check_start`, the entries that sort before `start_at` are left out: the walk needs it
+        in its start folder and on the way to `start_at`, where alone some do. The entries left out
+        count as seen: those before `start_at` stop the walk when they pass the limit, as if each had
+        been visited; ignored ones are only counted.
+        """
+        keys, entries = _sorted_entries(fd, prefix, self.start_at)
+        ignored = rules.ignored(prefix, keys)
+        if any(ignored):
+            self._seen += sum(ignored)
+            kept = [not left_out for left_out in ignored]
+            keys = list(itertools.compress(keys, kept))
+            entries = list(itertools.compress(entries, kept))
         start_at = self.start_at
+        if start_at is not None and check_start and keys:
+            # The entries before it lead the folder's: past the first after it, all are after it.
+            skipped = 0
+            while skipped < len(keys) and _sorts_before(prefix + keys[skipped], start_at):
+                skipped += 1
+            if skipped:
+                del keys[:skipped], entries[:skipped]
+                self._seen += skipped
+                if self._seen > self.limit or (
+                    self.deadline is not None and time.monotonic() > self.deadline
+                ):
+                    self.stopped_early = True
+                    return None
+        # A `/` ends a folder's key, and is in no name: without one, the folder is one run.
+        if "/" not in "".join(keys):
+            return [entries] if entries else []
+        segments: list[_Segment] = []
+        start = 0
+        for index in [index for index, key in enumerate(keys) if key[-1] == "/"]:
+            if index > start:
+                segments.append(entries[start:index])
+            segments.append(entries[index])
+            start = index + 1
+        if start < len(entries):
+            segments.append(entries[start:] if start else entries)
+        segments.reverse()
+        return segments
+
+    def _walk(self, stack: list[_Folder]) -> Iterator[FolderRun]:
         while True:
-            fd, prefix, rules, entries = stack[-1]
-            if not entries:
+            fd, prefix, rules, segments = stack[-1]
+            if not segments:
                 if len(stack) == 1:
                     return
                 stack.pop()
                 os.close(fd)
                 continue
-            entry = entries.pop()
+            segment = segments.pop()
+            if isinstance(segment, list):
+                yield fd, prefix, segment
+                continue
             self._seen += 1
             if self._seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
-            is_dir = entry.is_dir(follow_symlinks=False)
-            path = prefix + entry.name
-            if start_at is not None:
-                if is_dir:
-                    below = path + "/"
-                    # Every path under it sorts before `start_at` unless `start_at` is under it.
-                    if below < start_at and not start_at.startswith(below):
-                        continue
-                elif path < start_at:
-                    continue
-            if not is_dir:
-                yield WalkedEntry(path, entry, fd)
-                continue
             if len(stack) >= WALK_DEPTH_MAX:
                 self.stopped_early = True
                 continue
-            child = _open_folder_at(fd, entry.name, self.root)
+            child = _open_folder_at(fd, segment.name, self.root)
             if child is None:
                 continue
             # Depth first, in name order: the listing comes out sorted by path, as git sorts it.
-            below = path + "/"
+            below = prefix + segment.name + "/"
             child_rules = rules.adding(below, _read_ignore_file_at(child, ".gitignore"))
-            stack.append((child, below, child_rules, self._listing(child, below, child_rules)))
+            on_the_way = self.start_at is not None and self.start_at.startswith(below)
+            child_segments = self._listing(child, below, child_rules, on_the_way)
+            if child_segments is None:
+                os.close(child)
+                return
+            stack.append((child, below, child_rules, child_segments))
+
+
+def _sorts_before(key_path: str, start_at: str) -> bool:
+    """Whether every path at `key_path` (a folder's ending in `/`) sorts before `start_at`."""
+    if key_path[-1] == "/":
+        # Every path under it sorts before `start_at` unless `start_at` is under it.
+        return key_path < start_at and not start_at.startswith(key_path)
+    return key_path < start_at

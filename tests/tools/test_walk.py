@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pathspec
@@ -20,7 +20,7 @@ from oct_mcp.tools import search as search_module
 from oct_mcp.tools.cursors import PageMarks, WalkCursor, cursor_may_not_fit
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
-from oct_mcp.tools.walk import ProjectWalk, WalkedEntry
+from oct_mcp.tools.walk import FolderRun, ProjectWalk, WalkedEntry
 from oct_mcp.workspace import Workspace
 
 
@@ -196,12 +196,12 @@ def test_list_files_lists_nothing_outside_when_its_folder_becomes_a_symlink_afte
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class SwapFirstWalk(ProjectWalk):
-        def __iter__(self) -> Iterator[WalkedEntry]:
+        def runs(self) -> Generator[FolderRun, None, None]:
             for name in ("b.txt", "c.txt"):
                 (root / "sub" / name).unlink()
             (root / "sub").rmdir()
             (root / "sub").symlink_to(root.parent / "outside")
-            return super().__iter__()
+            return super().runs()
 
     monkeypatch.setattr(files_module, "ProjectWalk", SwapFirstWalk)
     result = list_files(Workspace(root), ListFilesParams(path="sub"))
@@ -239,3 +239,47 @@ def test_cursor_may_not_fit_is_whether_the_cursor_passes_the_room(path: str, roo
 @given(st.text(NAME_CHARACTERS, min_size=1, max_size=4_096))
 def test_a_cursor_field_is_at_most_six_characters_a_path_character_and_64(path: str) -> None:
     assert WalkCursor.size(path) < 6 * len(path) + 64
+
+
+def test_walk_in_a_folder_from_a_path_outside_it_gives_what_sorts_after_that_path(root: Path) -> None:
+    write(root, {"sub/deep/d.txt": "d\n"})
+
+    assert walked(root, root / "sub", start_at="z.txt") == []
+    assert walked(root, root / "sub", start_at="sub0") == []
+    assert walked(root, root / "sub", start_at="a.txt") == ["sub/b.txt", "sub/c.txt", "sub/deep/d.txt"]
+    assert walked(root, root / "sub" / "deep", start_at="sub/c.txt") == ["sub/deep/d.txt"]
+
+
+def test_walk_by_runs_gives_what_it_gives_an_entry_at_a_time_and_stops_alike(root: Path) -> None:
+    write(root, {"sub/deep/d.txt": "d\n", "sub/e.txt": "e\n", "z.txt": "z\n", ".gitignore": "*.log\n"})
+    write(root, {"sub/x.log": "x\n", "sub/deep/y.log": "y\n"})
+    starts = [None, "a.txt", "sub/c.txt", "sub/d", "sub/deep/e", "z.txt0"]
+
+    for limit in range(12):
+        for start_at in starts:
+            by_entry = ProjectWalk(root, root, limit, start_at=start_at)
+            by_run = ProjectWalk(root, root, limit, start_at=start_at)
+            entries = [entry.path for entry in by_entry]
+            runs = [prefix + entry.name for _, prefix, run in by_run.runs() for entry in run]
+
+            assert (runs, by_run.stopped_early) == (entries, by_entry.stopped_early)
+
+
+@pytest.mark.parametrize("sizes", [False, True])
+def test_list_files_leaves_out_a_file_removed_after_its_folder_was_listed(
+    root: Path, monkeypatch: pytest.MonkeyPatch, sizes: bool
+) -> None:
+    class RemovingWalk(ProjectWalk):
+        def runs(self) -> Generator[FolderRun, None, None]:
+            for run in super().runs():
+                if run[1] == "sub/":
+                    (root / "sub" / "b.txt").unlink()
+                yield run
+
+    monkeypatch.setattr(files_module, "ProjectWalk", RemovingWalk)
+    result = list_files(Workspace(root), ListFilesParams(sizes=sizes))
+
+    assert result.structured is not None
+    # Without sizes, the folder's listing is the answer (as `rg --files`); with them, the stat.
+    expected = ["a.txt", "sub/b.txt", "sub/c.txt"] if not sizes else ["a.txt", "sub/c.txt"]
+    assert [entry["path"] for entry in result.structured["files"]] == expected
