@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import re2  # type: ignore[import-untyped]
 
@@ -45,9 +45,16 @@ from oct_mcp.file_screen import (
     encode_names,
     screen_file_at,
 )
-from oct_mcp.tools.walk import WalkedEntry
 
-__all__ = ["SCREEN_HELPER", "ScreenCounts", "ScreenHelper", "Screened", "helper_status", "screen_in_order"]
+__all__ = [
+    "SCREEN_HELPER",
+    "FileRun",
+    "ScreenCounts",
+    "ScreenHelper",
+    "Screened",
+    "helper_status",
+    "screen_in_order",
+]
 
 CHUNK_FILES: Final = 32
 """Files a request: enough that a request's round trip is small beside its files' screening."""
@@ -61,6 +68,10 @@ CHUNK_FOLDERS_MAX, at most about 150 descriptors held at once, far under the usu
 STARTS_MAX: Final = 3
 """Starts of the helper in a server's life: one that keeps failing is not started again."""
 REPLY_TIMEOUT_SECONDS: Final = 5.0
+
+FileRun: TypeAlias = tuple[int, str, list[str]]
+"""Files of one folder that follow each other in the walk: the folder's open descriptor (open only
+until the walk moves on), its path from the root ending in `/` (`` for the root), their names."""
 
 
 def _helper_argv(socket_fd: int) -> list[str]:
@@ -304,30 +315,28 @@ class _Chunk:
     folders: list[int] = field(default_factory=list)
     """-1 for a folder that could not be held (no descriptor left): its files are SKIPPED, as files the
     walk could not open."""
+    prefixes: list[str] = field(default_factory=list)
     names: list[tuple[int, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    folder_prefix: str | None = None
+    """Each file's folder, by its index in `folders`, and its name."""
     request: int | None = None
     """Set while the helper has it."""
     verdicts: bytes | None = None
     data: list[bytes | None] | None = None
     """Each file's bytes when the server screened the chunk itself; None when the helper did."""
 
-    def add(self, walked: WalkedEntry) -> None:
-        prefix = walked.path[: len(walked.path) - len(walked.entry.name)]
-        if prefix != self.folder_prefix:
-            try:
-                held = os.dup(walked.folder_fd)
-            except OSError:
-                held = -1
-            self.folders.append(held)
-            self.folder_prefix = prefix
-        self.names.append((len(self.folders) - 1, walked.entry.name))
-        self.paths.append(walked.path)
+    def add(self, folder_fd: int, prefix: str, names: list[str]) -> None:
+        try:
+            held = os.dup(folder_fd)
+        except OSError:
+            held = -1
+        index = len(self.folders)
+        self.folders.append(held)
+        self.prefixes.append(prefix)
+        self.names += [(index, name) for name in names]
 
     @property
     def full(self) -> bool:
-        return len(self.paths) == CHUNK_FILES or len(self.folders) == CHUNK_FOLDERS_MAX
+        return len(self.names) >= CHUNK_FILES or len(self.folders) == CHUNK_FOLDERS_MAX
 
     @property
     def sendable(self) -> bool:
@@ -347,22 +356,22 @@ class _Chunk:
     def results(self, matcher: Any, file_max_bytes: int, counts: ScreenCounts) -> Iterator[Screened]:
         """The matching files, each counted with the files before it as it is given out."""
         verdicts = self.verdicts
-        if verdicts is None or len(verdicts) != len(self.paths):
+        if verdicts is None or len(verdicts) != len(self.names):
             raise RuntimeError("a chunk's results were asked for before its verdicts")
         start = 0
         # Most files do not match: those are counted a run at a time, not one by one.
         while (index := verdicts.find(MATCH, start)) != -1:
             counts.add(verdicts[start:index])
             start = index + 1
+            folder, name = self.names[index]
             if self.data is not None:
                 verdict, data = MATCH, self.data[index]
             else:
                 # The helper's word decides only what is not shown: a match is read and screened again here.
-                folder, name = self.names[index]
                 verdict, data = screen_file_at(self.folders[folder], name, matcher, file_max_bytes)
             counts.add(bytes((verdict,)))
             if verdict == MATCH and data is not None:
-                yield Screened(self.paths[index], data)
+                yield Screened(self.prefixes[folder] + name, data)
         counts.add(verdicts[start:])
 
     def close(self) -> None:
@@ -428,7 +437,7 @@ class _OrderedScreen:
                 return True
             request, verdicts = reply
             sent = next(chunk for chunk in self.pending if chunk.request is not None)
-            if request != sent.request or len(verdicts) != len(sent.paths):
+            if request != sent.request or len(verdicts) != len(sent.names):
                 self._helper_gone()
                 return True
             sent.verdicts, sent.request = verdicts, None
@@ -447,13 +456,13 @@ class _OrderedScreen:
 
 
 def screen_in_order(
-    files: Iterable[WalkedEntry],
+    runs: Iterable[FileRun],
     query: ScreenQuery,
     counts: ScreenCounts,
     project: Path,
     helper: ScreenHelper | None = SCREEN_HELPER,
 ) -> Generator[Screened, None, None]:
-    """The files of `files` that `query` matches in, in their order, screened by the helper and by this
+    """The files of `runs` that `query` matches in, in their order, screened by the helper and by this
     process; `counts` counts every file given out, matching or not, up to the last match given.
 
     Without a helper (None, another search has it, or it cannot run), all here. Stopping early (closing
@@ -463,13 +472,17 @@ def screen_in_order(
     screen = _OrderedScreen(query, helper if own else None, counts)
     chunk = _Chunk()
     try:
-        for walked in files:
-            chunk.add(walked)
-            if chunk.full:
-                screen.dispatch(chunk)
-                chunk = _Chunk()
-                yield from screen.done(wait=False)
-        if chunk.paths:
+        for folder_fd, prefix, names in runs:
+            start = 0
+            while start < len(names):
+                end = start + CHUNK_FILES - len(chunk.names)
+                chunk.add(folder_fd, prefix, names[start:end])
+                start = end
+                if chunk.full:
+                    screen.dispatch(chunk)
+                    chunk = _Chunk()
+                    yield from screen.done(wait=False)
+        if chunk.names:
             screen.dispatch(chunk)
             chunk = _Chunk()
         yield from screen.done(wait=True)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Annotated, Any, Final, Literal
 
+import pathspec
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from oct_mcp.display import quote_name
@@ -38,8 +39,15 @@ from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
-from oct_mcp.tools.screen_helper import SCREEN_HELPER, ScreenCounts, Screened, ScreenHelper, screen_in_order
-from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
+from oct_mcp.tools.screen_helper import (
+    SCREEN_HELPER,
+    FileRun,
+    ScreenCounts,
+    Screened,
+    ScreenHelper,
+    screen_in_order,
+)
+from oct_mcp.tools.walk import FolderRun, Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -357,14 +365,8 @@ def search(
         # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.
         # In files and count modes, the file a cursor names was shown whole on the page before.
         shown = resume.path if resume is not None and params.mode != "lines" else None
-        files = (
-            walked
-            for walked in walk
-            if walked.entry.is_file(follow_symlinks=False)
-            and (matcher is None or matcher.match_file(walked.path[len(below) :]))
-            and walked.path != shown
-        )
-        with closing(screen_in_order(files, screen, run.counts, workspace.root, screen_helper)) as screened:
+        runs = _searched_runs(walk.runs(), matcher, len(below), shown)
+        with closing(screen_in_order(runs, screen, run.counts, workspace.root, screen_helper)) as screened:
             for each in screened:
                 run.file(each)
                 if run.truncated:
@@ -414,6 +416,21 @@ def search(
         truncated=more or stopped_early,
         redactions=run.redactions,
     )
+
+
+def _searched_runs(
+    runs: Iterable[FolderRun], glob: pathspec.GitIgnoreSpec | None, below: int, shown: str | None
+) -> Iterator[FileRun]:
+    """The walk's runs, each cut to the files a search reads: regular files (symlinks are not followed,
+    as ripgrep does by default; the walk gives them as entries) that the glob takes, not `shown`."""
+    for folder_fd, prefix, entries in runs:
+        names = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
+        if glob is not None:
+            names = [name for name in names if glob.match_file((prefix + name)[below:])]
+        if shown is not None:
+            names = [name for name in names if prefix + name != shown]
+        if names:
+            yield folder_fd, prefix, names
 
 
 def _screen_one_file(workspace: Workspace, path: str, query: ScreenQuery) -> tuple[int, bytes | None]:
