@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pathspec
@@ -20,7 +20,7 @@ from oct_mcp.tools import search as search_module
 from oct_mcp.tools.cursors import PageMarks, WalkCursor, cursor_may_not_fit
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
-from oct_mcp.tools.walk import FolderRun, ProjectWalk, WalkedEntry
+from oct_mcp.tools.walk import FolderRun, ProjectWalk
 from oct_mcp.workspace import Workspace
 
 
@@ -128,12 +128,12 @@ def test_search_skips_a_file_swapped_for_a_symlink_between_listing_and_opening(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class SwappingWalk(ProjectWalk):
-        def __iter__(self) -> Iterator[WalkedEntry]:
-            for entry in super().__iter__():
-                if entry.path == "sub/b.txt":
-                    (root / entry.path).unlink()
-                    (root / entry.path).symlink_to(root.parent / "outside" / "b.txt")
-                yield entry
+        def runs(self) -> Generator[FolderRun, None, None]:
+            for folder_fd, prefix, entries in super().runs():
+                if prefix == "sub/":
+                    (root / "sub" / "b.txt").unlink()
+                    (root / "sub" / "b.txt").symlink_to(root.parent / "outside" / "b.txt")
+                yield folder_fd, prefix, entries
 
     monkeypatch.setattr(search_module, "ProjectWalk", SwappingWalk)
     result = search(Workspace(root), SearchParams(pattern="needle"))
