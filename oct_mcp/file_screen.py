@@ -14,6 +14,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,6 +28,7 @@ __all__ = [
     "REPLY_HEADER",
     "REQUEST_HEADER",
     "SKIPPED",
+    "UNREACHED",
     "NotRegularFileError",
     "ScreenQuery",
     "compile_pattern",
@@ -36,6 +38,7 @@ __all__ = [
     "read_at_most",
     "screen_descriptor",
     "screen_file_at",
+    "screen_files",
     "serve",
 ]
 
@@ -54,9 +57,12 @@ NO_MATCH: Final = b"n"[0]
 """Searched: no line matches."""
 SKIPPED: Final = b"s"[0]
 """Not searched: binary, over the size limit, gone, not a regular file, or not readable."""
+UNREACHED: Final = b"u"[0]
+"""Not screened: the search's time was up first (this file and every one after it)."""
 
-# A request to the helper: its number, the query's flags, the size limit, the pattern's length.
-REQUEST_HEADER: Final = struct.Struct("!IBIH")
+# A request to the helper: its number, the query's flags, the size limit, the pattern's length, and the
+# milliseconds the search has left.
+REQUEST_HEADER: Final = struct.Struct("!IBIHI")
 REPLY_HEADER: Final = struct.Struct("!I")
 READY: Final = b"R"
 """What the helper sends once, when it can take requests."""
@@ -133,23 +139,26 @@ class ScreenQuery:
             return self.pattern.encode("utf-8", errors="surrogatepass")
         return compile_pattern(self.pattern, regex=self.regex, case_sensitive=self.case_sensitive)
 
-    def encode(self, request: int) -> bytes:
+    def encode(self, request: int, deadline: float) -> bytes:
+        """The request's head: its number, this query and the time left before `deadline` (monotonic)."""
         pattern = self.pattern.encode("utf-8", errors="surrogatepass")
         flags = (_REGEX if self.regex else 0) | (_CASE_SENSITIVE if self.case_sensitive else 0)
-        return REQUEST_HEADER.pack(request, flags, self.file_max_bytes, len(pattern)) + pattern
+        left = max(0, min(int((deadline - time.monotonic()) * 1000), 2**32 - 1))
+        return REQUEST_HEADER.pack(request, flags, self.file_max_bytes, len(pattern), left) + pattern
 
     @classmethod
-    def decode(cls, message: bytes) -> tuple[int, ScreenQuery, bytes]:
-        """The request's number, its query, and what follows them.
+    def decode(cls, message: bytes) -> tuple[int, ScreenQuery, float, bytes]:
+        """The request's number, its query, its deadline here (monotonic), and what follows them.
 
         Raises:
             ValueError, struct.error: Not a request.
         """
-        request, flags, file_max_bytes, length = REQUEST_HEADER.unpack_from(message)
+        request, flags, file_max_bytes, length, left = REQUEST_HEADER.unpack_from(message)
+        deadline = time.monotonic() + left / 1000
         start = REQUEST_HEADER.size
         pattern = message[start : start + length].decode("utf-8", errors="surrogatepass")
         query = cls(pattern, bool(flags & _REGEX), bool(flags & _CASE_SENSITIVE), file_max_bytes)
-        return request, query, message[start + length :]
+        return request, query, deadline, message[start + length :]
 
 
 def open_regular_at(folder_fd: int, name: str | bytes) -> tuple[int, int]:
@@ -200,6 +209,24 @@ def screen_file_at(
         os.close(fd)
 
 
+def screen_files(
+    folders: list[int],
+    names: list[tuple[int, bytes]] | list[tuple[int, str]],
+    matcher: Any,
+    file_max_bytes: int,
+    deadline: float,
+) -> bytes:
+    """A verdict for each file, given by its folder's index in `folders` and its name: UNREACHED for
+    the first file the deadline (monotonic) finds unscreened, and every one after it."""
+    verdicts = bytearray()
+    for index, name in names:
+        if time.monotonic() > deadline:
+            verdicts += bytes((UNREACHED,)) * (len(names) - len(verdicts))
+            break
+        verdicts.append(screen_file_at(folders[index], name, matcher, file_max_bytes)[0])
+    return bytes(verdicts)
+
+
 def encode_names(names: list[tuple[int, str]]) -> bytes:
     """A request's files: each its folder's index among the request's descriptors, and its name.
 
@@ -226,15 +253,12 @@ def serve(connection: socket.socket) -> None:
         if not message:
             return
         try:
-            request, query, payload = ScreenQuery.decode(message)
+            request, query, deadline, payload = ScreenQuery.decode(message)
             matcher = matchers.get(query)
             if matcher is None:
                 matchers.clear()
                 matcher = matchers[query] = query.matcher()
-            verdicts = bytes(
-                screen_file_at(folders[index], name, matcher, query.file_max_bytes)[0]
-                for index, name in decode_names(payload)
-            )
+            verdicts = screen_files(folders, decode_names(payload), matcher, query.file_max_bytes, deadline)
         finally:
             for fd in folders:
                 os.close(fd)
@@ -242,4 +266,5 @@ def serve(connection: socket.socket) -> None:
 
 
 if __name__ == "__main__":
+    # Started as `python -I -S -c <bootstrap> <RE2's folder> <this file> <socket>`: argv[1] is the socket.
     serve(socket.socket(fileno=int(sys.argv[1])))

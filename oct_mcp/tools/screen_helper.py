@@ -11,11 +11,18 @@ The helper is sent the open descriptors of the folders the walk reached (never a
 names in them, and opens each name below its folder without following a symlink: it can read
 nothing the walk would not. It answers a byte a file; only files it says match are read again here,
 where the search's rules apply to them as to every other, so a helper that lies can hide a match
-but show nothing. It runs `oct_mcp/file_screen.py` alone under this Python in isolated mode (no
-environment variables, no user site, not the project's folder on its path), from `/`, in a session
-of its own, with nothing on its standard streams (the server's own may be the MCP connection).
-It ends when the server closes its socket. Any failure (it cannot start, dies, or is slow past
-`reply_timeout`) and the search goes on in the server alone, with the same results.
+but show nothing. It runs `oct_mcp/file_screen.py` alone under this Python in isolated mode without
+`site` (no environment variables, no `.pth` file or `sitecustomize` run, not the project's folder on
+its path: only the standard library and RE2's folder), from `/`, in a session of its own, with
+nothing on its standard streams (the server's own may be the MCP connection). It is not used where
+any of that code lies inside the project. Each request carries the time the search has left, past
+which the helper screens no more. It ends when the server closes its socket. Any failure (it cannot
+start, dies, or is slow past `reply_timeout`) and the search goes on in the server alone, with the
+same results.
+
+The order of the results is the walk's: files go out in chunks, each screened by the helper or, while
+it is busy, here; a chunk screened here keeps only its verdicts, and every match is read again as it
+is given out, so what is held ahead is a byte a file.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,9 +49,11 @@ from oct_mcp.file_screen import (
     READY,
     REPLY_HEADER,
     SKIPPED,
+    UNREACHED,
     ScreenQuery,
     encode_names,
     screen_file_at,
+    screen_files,
 )
 
 __all__ = [
@@ -63,8 +73,8 @@ IN_FLIGHT_MAX: Final = 4
 CHUNK_FOLDERS_MAX: Final = 8
 """Folders a request: each is a descriptor the chunk holds until its files are given out."""
 PENDING_MAX: Final = 16
-"""Chunks screened ahead of the one waited for, whose matching files' bytes are held meanwhile: with
-CHUNK_FOLDERS_MAX, at most about 150 descriptors held at once, far under the usual limit of 1,024."""
+"""Chunks walked ahead of the one given out next: with CHUNK_FOLDERS_MAX, at most about 150
+descriptors held at once, far under the usual limit of 1,024."""
 STARTS_MAX: Final = 3
 """Starts of the helper in a server's life: one that keeps failing is not started again."""
 REPLY_TIMEOUT_SECONDS: Final = 5.0
@@ -74,8 +84,21 @@ FileRun: TypeAlias = tuple[int, str, list[str]]
 until the walk moves on), its path from the root ending in `/` (`` for the root), their names."""
 
 
+# With -S the helper imports no `site`: the standard library, then RE2's own folder, and nothing else.
+_BOOTSTRAP: Final = (
+    "import runpy, sys; sys.path.append(sys.argv[1]); sys.argv = sys.argv[2:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def _re2_folder() -> str:
+    """The folder RE2's package sits in (site-packages), which the helper imports it from."""
+    package: str = re2.__file__
+    return os.path.dirname(os.path.dirname(os.path.realpath(package)))
+
+
 def _helper_argv(socket_fd: int) -> list[str]:
-    return [sys.executable, "-I", file_screen.__file__, str(socket_fd)]
+    return [sys.executable, "-I", "-S", "-c", _BOOTSTRAP, _re2_folder(), file_screen.__file__, str(socket_fd)]
 
 
 def _usable_cores() -> int:
@@ -87,8 +110,11 @@ def _usable_cores() -> int:
 
 @functools.cache
 def _helper_code() -> tuple[Path, ...]:
-    """What a new helper process loads its code from: this Python, its installations, file_screen, RE2."""
-    places = (sys.executable, sys.prefix, sys.base_prefix, file_screen.__file__, re2.__file__)
+    """Where a new helper process loads code from: this Python and its installations, file_screen,
+    RE2's folder, and the library folders the environment names."""
+    places = [sys.executable, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    places += [file_screen.__file__, _re2_folder()]
+    places += [folder for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if folder]
     return tuple(Path(os.path.realpath(place)) for place in places if place)
 
 
@@ -100,7 +126,8 @@ def runs_code_inside(project: Path) -> bool:
 
 
 def _helper_environment() -> dict[str, str]:
-    # Nothing of the server's environment but what this Python may need to load its own libraries.
+    # Nothing of the server's environment but what this Python may need to load its own libraries
+    # (whose folders runs_code_inside checks).
     library_path = os.environ.get("LD_LIBRARY_PATH")
     return {} if library_path is None else {"LD_LIBRARY_PATH": library_path}
 
@@ -140,6 +167,8 @@ class ScreenHelper:
             return False
         if not self._in_use.acquire(blocking=False):
             return False
+        if self._process is not None and self._process.poll() is not None:
+            self.stop()  # it died while idle: reaped here, and started again
         if self._socket is None and not self._start():
             self._in_use.release()
             return False
@@ -183,12 +212,15 @@ class ScreenHelper:
                 self.stop()
         return self._ready
 
-    def send(self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]]) -> int | None:
-        """Send a request; its number, or None when the helper is gone (and stopped)."""
+    def send(
+        self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]], deadline: float
+    ) -> int | None:
+        """Send a request, to be screened until `deadline` (monotonic); its number, or None when the
+        helper is gone (and stopped)."""
         if self._socket is None:
             return None
         self._requests += 1
-        message = query.encode(self._requests) + encode_names(names)
+        message = query.encode(self._requests, deadline) + encode_names(names)
         try:
             # Never waits: the helper holds at most IN_FLIGHT_MAX requests, far under the socket's buffer.
             socket.send_fds(self._socket, [message], folders, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
@@ -199,21 +231,27 @@ class ScreenHelper:
 
     def receive(self, timeout: float) -> tuple[int, bytes] | None:
         """The next reply to this search (its request's number and its verdicts), or None: none within
-        `timeout` seconds (0: only one already there), or the helper is gone. Past `reply_timeout` it
-        is stopped."""
+        `timeout` seconds (0: only one already there), or the helper is gone. A helper silent for
+        `reply_timeout` is stopped; one silent for a shorter `timeout` is not."""
+        wait = min(timeout, self.reply_timeout)
         while self._socket is not None:
             try:
-                if timeout <= 0:
+                if wait <= 0:
                     reply = self._socket.recv(65_536, socket.MSG_DONTWAIT)
                 else:
-                    self._socket.settimeout(min(timeout, self.reply_timeout))
+                    self._socket.settimeout(wait)
                     try:
                         reply = self._socket.recv(65_536)
                     finally:
-                        self._socket.settimeout(None)
+                        if self._socket is not None:
+                            self._socket.settimeout(None)
             except BlockingIOError:
                 return None
-            except OSError:  # the timeout among them: a helper this slow is not waited for again
+            except TimeoutError:
+                if wait >= self.reply_timeout:
+                    self.stop()  # a helper this slow is not waited for again
+                return None
+            except OSError:
                 self.stop()
                 return None
             if len(reply) < REPLY_HEADER.size:
@@ -279,7 +317,7 @@ def helper_status(project: Path, timeout: float = 10.0) -> str:
             return f"a screening helper process beside the server ({cores} usable cores)"
     finally:
         probe.stop()
-    command = f"{sys.executable} -I {file_screen.__file__}"
+    command = f"{sys.executable} -I -S {file_screen.__file__}"
     return f"in the server alone: the screening helper did not start ({command})"
 
 
@@ -297,10 +335,12 @@ class Screened:
 
 @dataclass(slots=True)
 class ScreenCounts:
-    """The files given out so far, matching or not: searched, and skipped (file_screen's SKIPPED)."""
+    """The files given out so far, matching or not: searched, and skipped (file_screen's SKIPPED); and
+    whether the search's time was up before every file was screened."""
 
     searched: int = 0
     skipped: int = 0
+    stopped_early: bool = False
 
     def add(self, verdicts: bytes) -> None:
         self.searched += verdicts.count(NO_MATCH) + verdicts.count(MATCH)
@@ -310,19 +350,18 @@ class ScreenCounts:
 @dataclass(slots=True)
 class _Chunk:
     """Up to CHUNK_FILES files in walk order, with descriptors of their folders that are the chunk's own
-    (the walk closes its own as it moves on)."""
+    (the walk closes its own as it moves on). Unassigned, then at the helper (`request`), then with
+    its verdicts; or screened file by file as it is given out."""
 
     folders: list[int] = field(default_factory=list)
-    """-1 for a folder that could not be held (no descriptor left): its files are SKIPPED, as files the
-    walk could not open."""
+    """-1 for a folder that could not be held (no descriptor left): opening below it fails (EBADF), so
+    its files are SKIPPED, as files the walk could not open."""
     prefixes: list[str] = field(default_factory=list)
     names: list[tuple[int, str]] = field(default_factory=list)
     """Each file's folder, by its index in `folders`, and its name."""
     request: int | None = None
     """Set while the helper has it."""
     verdicts: bytes | None = None
-    data: list[bytes | None] | None = None
-    """Each file's bytes when the server screened the chunk itself; None when the helper did."""
 
     def add(self, folder_fd: int, prefix: str, names: list[str]) -> None:
         try:
@@ -339,40 +378,55 @@ class _Chunk:
         return len(self.names) >= CHUNK_FILES or len(self.folders) == CHUNK_FOLDERS_MAX
 
     @property
+    def unassigned(self) -> bool:
+        return self.request is None and self.verdicts is None
+
+    @property
     def sendable(self) -> bool:
         return -1 not in self.folders
 
-    def screen_here(self, matcher: Any, file_max_bytes: int) -> None:
-        screened = [
-            screen_file_at(self.folders[i], name, matcher, file_max_bytes)
-            if self.folders[i] != -1
-            else (SKIPPED, None)
-            for i, name in self.names
-        ]
-        self.verdicts = bytes(verdict for verdict, _ in screened)
-        self.data = [data if verdict == MATCH else None for verdict, data in screened]
-        self.request = None
+    def screen_here(self, matcher: Any, file_max_bytes: int, deadline: float) -> None:
+        """Its verdicts, screened here, until `deadline`."""
+        self.verdicts = screen_files(self.folders, self.names, matcher, file_max_bytes, deadline)
 
-    def results(self, matcher: Any, file_max_bytes: int, counts: ScreenCounts) -> Iterator[Screened]:
-        """The matching files, each counted with the files before it as it is given out."""
+    def give_out(
+        self, matcher: Any, file_max_bytes: int, deadline: float, counts: ScreenCounts
+    ) -> Iterator[Screened]:
+        """The matching files, each read (again) here and counted with the files before it as it is
+        given out; screened here file by file when the chunk has no verdicts yet."""
         verdicts = self.verdicts
-        if verdicts is None or len(verdicts) != len(self.names):
-            raise RuntimeError("a chunk's results were asked for before its verdicts")
+        if verdicts is None:
+            verdicts = bytes((MATCH,)) * len(self.names)  # each file to screen as it comes
+        elif len(verdicts) != len(self.names):
+            raise RuntimeError("a chunk's verdicts do not match its files")
+        folders = self.folders
         start = 0
         # Most files do not match: those are counted a run at a time, not one by one.
         while (index := verdicts.find(MATCH, start)) != -1:
-            counts.add(verdicts[start:index])
+            if self._stop_at(verdicts[start:index], counts):
+                return
             start = index + 1
+            if time.monotonic() > deadline:
+                counts.stopped_early = True
+                return
             folder, name = self.names[index]
-            if self.data is not None:
-                verdict, data = MATCH, self.data[index]
-            else:
-                # The helper's word decides only what is not shown: a match is read and screened again here.
-                verdict, data = screen_file_at(self.folders[folder], name, matcher, file_max_bytes)
+            # The helper's word decides only what is not shown: a match is read and screened again here.
+            verdict, data = screen_file_at(folders[folder], name, matcher, file_max_bytes)
             counts.add(bytes((verdict,)))
             if verdict == MATCH and data is not None:
                 yield Screened(self.prefixes[folder] + name, data)
-        counts.add(verdicts[start:])
+        self._stop_at(verdicts[start:], counts)
+
+    @staticmethod
+    def _stop_at(verdicts: bytes, counts: ScreenCounts) -> bool:
+        """Count a run of verdicts with no match among them, up to the first UNREACHED if any."""
+        unreached = verdicts.find(UNREACHED)
+        if unreached == -1:
+            counts.add(verdicts)
+            return False
+        counts.add(verdicts[:unreached])
+        counts.stopped_early = True
+        return True
 
     def close(self) -> None:
         for fd in self.folders:
@@ -383,58 +437,89 @@ class _Chunk:
 
 @dataclass
 class _OrderedScreen:
+    """The chunks of one search between the walk and its results: which the helper screens, which this
+    process screens while it waits for the helper, and when to wait."""
+
     query: ScreenQuery
     helper: ScreenHelper | None
     counts: ScreenCounts
+    deadline: float
     matcher: Any = None
     pending: deque[_Chunk] = field(default_factory=deque)
-    """Chunks screened or sent, not yet given out, in walk order."""
+    """Chunks not given out yet, in walk order."""
     in_flight: int = 0
-    dispatched: int = 0
+    given_out: int = 0
 
     def __post_init__(self) -> None:
         self.matcher = self.query.matcher()
 
-    def dispatch(self, chunk: _Chunk) -> None:
-        helper = self.helper
-        self.dispatched += 1
-        # The first chunk is screened here, at once: a search whose page fills in it waits for no one.
-        sendable = self.dispatched > 1 and chunk.sendable
-        if helper is not None and self.in_flight < IN_FLIGHT_MAX and sendable and helper.ready():
-            chunk.request = helper.send(self.query, chunk.folders, chunk.names)
-            if chunk.request is not None:
-                self.in_flight += 1
-            else:
-                self._helper_gone()
-        if chunk.request is None:
-            chunk.screen_here(self.matcher, self.query.file_max_bytes)
+    def add(self, chunk: _Chunk) -> None:
         self.pending.append(chunk)
+        self._feed()
 
-    def done(self, *, wait: bool) -> Iterator[Screened]:
-        """The results of the chunks in order, as far as they are ready (with `wait`, all of them)."""
-        while self.pending:
+    def _feed(self) -> None:
+        """Send the helper unassigned chunks behind the first, up to IN_FLIGHT_MAX at once."""
+        helper = self.helper
+        if helper is None or self.in_flight >= IN_FLIGHT_MAX or not helper.ready():
+            return
+        for index, chunk in enumerate(self.pending):
+            if self.in_flight >= IN_FLIGHT_MAX:
+                return
+            if index == 0 or not chunk.unassigned or not chunk.sendable:
+                continue
+            chunk.request = helper.send(self.query, chunk.folders, chunk.names, self.deadline)
+            if chunk.request is None:
+                self._helper_gone()
+                return
+            self.in_flight += 1
+
+    def give_out(self, *, walk_done: bool) -> Iterator[Screened]:
+        """The results of the chunks in order, as far as they can be given without waiting on a walk
+        that can go on (with `walk_done`, all of them)."""
+        file_max_bytes = self.query.file_max_bytes
+        while self.pending and not self.counts.stopped_early:
             head = self.pending[0]
-            if head.verdicts is None and not self._collect(wait=wait or len(self.pending) > PENDING_MAX):
+            if head.request is not None and not self._collect(wait=False):
+                # The helper has the first chunk: screen one behind it meanwhile, or walk on, or wait.
+                spare = next((chunk for chunk in self.pending if chunk.unassigned), None)
+                if spare is not None:
+                    spare.screen_here(self.matcher, file_max_bytes, self.deadline)
+                elif walk_done or len(self.pending) > PENDING_MAX:
+                    self._collect(wait=True)
+                else:
+                    return
+                continue
+            # Walk ahead first, so the helper has chunks behind this one while it is screened here.
+            ahead = len(self.pending) > IN_FLIGHT_MAX
+            if head.unassigned and self.helper is not None and self.given_out and not walk_done and not ahead:
                 return
             self.pending.popleft()
+            self.given_out += 1
             try:
-                yield from head.results(self.matcher, self.query.file_max_bytes, self.counts)
+                yield from head.give_out(self.matcher, file_max_bytes, self.deadline, self.counts)
             finally:
                 head.close()
+            self._feed()
 
     def _collect(self, *, wait: bool) -> bool:
-        """Take the helper's replies that are there (with `wait`, until the first pending chunk's);
-        True once that chunk has its verdicts."""
+        """Take the helper's replies that are there (with `wait`, until the first chunk's, at most until
+        the search's time is up); True once the first chunk is no longer at the helper."""
         head = self.pending[0]
-        while head.verdicts is None:
-            if self.helper is None:
+        while head.request is not None:
+            helper = self.helper
+            if helper is None:
                 return True  # unreachable: a chunk at the helper implies one
-            reply = self.helper.receive(self.helper.reply_timeout if wait else 0)
+            timeout = max(self.deadline - time.monotonic(), 0) + _DEADLINE_GRACE_SECONDS if wait else 0
+            reply = helper.receive(timeout)
             if reply is None:
-                if not wait and self.helper.ready():
-                    return False
-                self._helper_gone()
-                return True
+                if not helper.ready():
+                    self._helper_gone()
+                    return True
+                if wait:
+                    # Its time is up and the helper is still on a file of it: nothing after that is shown.
+                    self.counts.stopped_early = True
+                    return True
+                return False
             request, verdicts = reply
             sent = next(chunk for chunk in self.pending if chunk.request is not None)
             if request != sent.request or len(verdicts) != len(sent.names):
@@ -445,14 +530,17 @@ class _OrderedScreen:
         return True
 
     def _helper_gone(self) -> None:
-        """The helper failed: what it held is screened here, and it is not used again in this search."""
+        """The helper failed: what it held goes back to this process, and it is not used again here."""
         if self.helper is not None:
             self.helper.stop()
             self.helper = None
         for chunk in self.pending:
-            if chunk.request is not None:
-                chunk.screen_here(self.matcher, self.query.file_max_bytes)
+            chunk.request = None
         self.in_flight = 0
+
+
+_DEADLINE_GRACE_SECONDS: Final = 0.05
+"""How long past the search's time a reply is waited for: the helper stops at the same time."""
 
 
 def screen_in_order(
@@ -460,16 +548,19 @@ def screen_in_order(
     query: ScreenQuery,
     counts: ScreenCounts,
     project: Path,
+    deadline: float,
     helper: ScreenHelper | None = SCREEN_HELPER,
 ) -> Generator[Screened, None, None]:
     """The files of `runs` that `query` matches in, in their order, screened by the helper and by this
-    process; `counts` counts every file given out, matching or not, up to the last match given.
+    process until `deadline` (monotonic); `counts` counts every file given out, matching or not, up to
+    the last match given, and says when the time ran out first.
 
-    Without a helper (None, another search has it, or it cannot run), all here. Stopping early (closing
-    the iterator) wastes at most the chunks already sent or screened.
+    Without a helper (None, another search has it, or it cannot run), all here, a file at a time.
+    Stopping early (closing the iterator) wastes at most the chunks the helper holds and one screened
+    here meanwhile.
     """
     own = helper is not None and helper.acquire(project)
-    screen = _OrderedScreen(query, helper if own else None, counts)
+    screen = _OrderedScreen(query, helper if own else None, counts, deadline)
     chunk = _Chunk()
     try:
         for folder_fd, prefix, names in runs:
@@ -479,17 +570,20 @@ def screen_in_order(
                 chunk.add(folder_fd, prefix, names[start:end])
                 start = end
                 if chunk.full:
-                    screen.dispatch(chunk)
+                    screen.add(chunk)
                     chunk = _Chunk()
-                    yield from screen.done(wait=False)
+                    yield from screen.give_out(walk_done=False)
+                    if counts.stopped_early:
+                        return
         if chunk.names:
-            screen.dispatch(chunk)
+            screen.add(chunk)
             chunk = _Chunk()
-        yield from screen.done(wait=True)
+        yield from screen.give_out(walk_done=True)
     finally:
         chunk.close()
         for pending in screen.pending:
             pending.close()
         if own and helper is not None:
-            # What the helper still holds it finishes meanwhile; the next search passes over the replies.
+            # What the helper still holds it finishes meanwhile (by the deadline at the latest); the next
+            # search passes over those replies.
             helper.release()

@@ -366,12 +366,13 @@ def search(
         # In files and count modes, the file a cursor names was shown whole on the page before.
         shown = resume.path if resume is not None and params.mode != "lines" else None
         runs = _searched_runs(walk.runs(), matcher, len(below), shown)
-        with closing(screen_in_order(runs, screen, run.counts, workspace.root, screen_helper)) as screened:
+        screened = screen_in_order(runs, screen, run.counts, workspace.root, deadline, screen_helper)
+        with closing(screened):
             for each in screened:
                 run.file(each)
                 if run.truncated:
                     break
-        stopped_early = walk.stopped_early
+        stopped_early = walk.stopped_early or run.counts.stopped_early
     elif resume is None or params.mode == "lines":  # in files and count modes, a page names the file once
         verdict, data = _screen_one_file(workspace, str(start), screen)
         run.counts.add(bytes((verdict,)))

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import signal
+import site
 import socket
 import sys
 import threading
+import time
+import tracemalloc
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,8 +36,10 @@ class CountingHelper(ScreenHelper):
         super().__init__(**options)
         self.sent = 0
 
-    def send(self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]]) -> int | None:
-        request = super().send(query, folders, names)
+    def send(
+        self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]], deadline: float
+    ) -> int | None:
+        request = super().send(query, folders, names, deadline)
         self.sent += request is not None
         return request
 
@@ -93,7 +99,7 @@ QUERIES: list[dict[str, Any]] = [
     {"pattern": "needle", "before": 2, "after": 1, "max_results": 9},
     {"pattern": "line 3 ", "max_results": 40},
     {"pattern": "not anywhere"},
-    {"pattern": "needle", "path": "pkg1", "glob": "sub[01]/**"},
+    {"pattern": "needle", "path": "pkg1", "glob": "sub*/**/*.txt"},
 ]
 
 
@@ -125,10 +131,12 @@ def test_search_counts_binary_oversized_and_unopenable_files_as_skipped_with_the
 
 def test_search_goes_on_alone_with_the_same_results_when_the_helper_dies(tree: Workspace) -> None:
     class DyingHelper(CountingHelper):
-        def send(self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]]) -> int | None:
+        def send(
+            self, query: ScreenQuery, folders: list[int], names: list[tuple[int, str]], deadline: float
+        ) -> int | None:
             if self.sent == 2 and self.pid is not None:
                 os.kill(self.pid, signal.SIGKILL)
-            return super().send(query, folders, names)
+            return super().send(query, folders, names, deadline)
 
     dying = DyingHelper()
     assert dying.warm(WARM_SECONDS)
@@ -158,7 +166,7 @@ def test_a_helper_that_says_every_file_matches_shows_nothing_that_does_not(tree:
         "    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 64)\n"
         "    if not message: break\n"
         "    request = message[:4]\n"
-        "    files = message[11 + int.from_bytes(message[9:11], 'big'):].split(b'\\0')\n"
+        "    files = message[15 + int.from_bytes(message[9:11], 'big'):].split(b'\\0')\n"
         "    connection.sendall(request + b'm' * len(files))\n"
     )
     assert lying.warm(WARM_SECONDS)
@@ -311,7 +319,8 @@ def test_the_helper_loop_answers_each_request_with_a_verdict_a_file(tmp_path: Pa
         assert ours.recv(16) == file_screen.READY
         query = ScreenQuery("found", regex=False, case_sensitive=False, file_max_bytes=1_000)
         names = [(0, "a.txt"), (0, "b.txt"), (0, "c.bin"), (0, "missing")]
-        socket.send_fds(ours, [query.encode(7) + file_screen.encode_names(names)], [folder])
+        request = query.encode(7, time.monotonic() + 30) + file_screen.encode_names(names)
+        socket.send_fds(ours, [request], [folder])
         reply = ours.recv(1_024)
     finally:
         os.close(folder)
@@ -353,3 +362,112 @@ def test_a_search_that_stops_early_leaves_the_helper_working_for_the_next(
     assert first.structured["truncated"] is True
     assert pages == every_page(tree, None, pattern="needle")
     assert (helper.pid, helper.sent > sent) == (pid, True)
+
+
+# A regex on which RE2 leaves its DFA: about a second a MiB of text without the Q.
+SLOW_PATTERN = r"([a-j]|[k-t]).{90}Q(x|y)"
+
+
+def _linked_files(root: Path, body: bytes, count: int) -> None:
+    """`count` hard links to one file: as many files to search, one file's worth of disk."""
+    first = root / "f000.txt"
+    first.write_bytes(body)
+    for n in range(1, count):
+        os.link(first, root / f"f{n:03}.txt")
+
+
+def _random_text(size: int) -> bytes:
+    choose = random.Random(1).choice
+    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789 "
+    return bytes(choose(alphabet) for _ in range(size))
+
+
+@pytest.mark.parametrize("with_helper", [False, True])
+def test_a_search_stops_at_its_time_limit_a_file_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_helper: bool
+) -> None:
+    root = tmp_path.resolve()
+    _linked_files(root, _random_text(128 * 1024), 160)
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
+    started = ScreenHelper() if with_helper else None
+    if started is not None:
+        assert started.warm(WARM_SECONDS)
+    try:
+        result = search(
+            Workspace(root), SearchParams(pattern=SLOW_PATTERN, regex=True), screen_helper=started
+        )
+        # The helper outlived the slow search: a search that runs out of time does not use it up.
+        assert started is None or started.ready()
+    finally:
+        if started is not None:
+            started.stop()
+
+    assert result.structured is not None
+    assert result.structured["stopped_early"] is True
+    # A file takes about a tenth of a second: the search stopped about a second in, not after all 160.
+    assert result.structured["files_searched"] < 100
+
+
+def test_a_page_that_fills_in_its_first_file_searches_only_that_file(
+    tmp_path: Path, helper: CountingHelper
+) -> None:
+    root = tmp_path.resolve()
+    _linked_files(root, b"Qx" + _random_text(128 * 1024) + b"Qx\n", 160)
+
+    result = search(
+        Workspace(root),
+        SearchParams(pattern=SLOW_PATTERN + "|^Qx", regex=True, max_results=1),
+        screen_helper=helper,
+    )
+
+    assert result.structured is not None
+    # The second file's first match is what says more follow, as before the helper.
+    assert (result.structured["files_searched"], len(result.structured["matches"])) == (2, 1)
+
+
+def test_a_helper_that_is_behind_does_not_make_the_server_hold_the_files_ahead(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    _linked_files(root, b"needle\n" + b"y" * 4_000_000 + b"\n", 300)
+    late = _scripted_helper(
+        "import time\n"
+        "sys.argv = sys.argv[1:]\n"
+        f"sys.path.insert(0, {os.path.dirname(file_screen.__file__)!r})\n"
+        "import file_screen\n"
+        "class Late(socket.socket):\n"
+        "    def sendall(self, data, *rest):\n"
+        "        if len(data) > 1: time.sleep(1.0)\n"
+        "        return super().sendall(data, *rest)\n"
+        "file_screen.serve(Late(fileno=connection.detach()))\n",
+        reply_timeout=4.0,
+    )
+    assert late.warm(WARM_SECONDS)
+    tracemalloc.start()
+    try:
+        search(
+            Workspace(root), SearchParams(pattern="needle", mode="files", max_results=5), screen_helper=late
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        late.stop()
+
+    # The files are 4 MiB each: a few at a time, not the dozens screened while the helper was late.
+    assert peak < 48 * 1_048_576
+
+
+def test_the_helper_runs_no_code_from_a_project_on_the_server_venv_path(tmp_path: Path) -> None:
+    project = (tmp_path / "project").resolve()
+    project.mkdir()
+    marker = project / "ran-outside-the-sandbox"
+    (project / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    # An editable install of the project into the server's venv, outside the project (poetry, hatch).
+    path_file = Path(site.getsitepackages()[0]) / "zz_test_editable_project.pth"
+    path_file.write_text(f"{project}\n")
+    started = ScreenHelper()
+    try:
+        assert started.warm(WARM_SECONDS)
+    finally:
+        started.stop()
+        path_file.unlink()
+
+    assert not marker.exists()
