@@ -377,7 +377,7 @@ def _linked_files(root: Path, body: bytes, count: int) -> None:
 
 
 def _random_text(size: int) -> bytes:
-    choose = random.Random(1).choice
+    choose = random.Random(1).choice  # noqa: S311 - repeatable test text, no secret
     alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789 "
     return bytes(choose(alphabet) for _ in range(size))
 
