@@ -163,7 +163,9 @@ def _field_hits(text: str, keywords: _Keywords) -> list[tuple[int, int, int]]:
 
 
 # Below this many characters the screen's two passes cost more than the keyword passes they spare.
-_SCREENED_LENGTH: Final = 4096
+# Measured on tool output, code, keyword-dense output and a secret corpus's documents: screened,
+# 512 to 2,048 characters took 7 to 13 us against 8 to 53 us (a 1 KiB output 7 against 11).
+_SCREENED_LENGTH: Final = 512
 
 
 def _hits_in(text: str, keywords: _Keywords, ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
