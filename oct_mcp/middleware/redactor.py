@@ -80,11 +80,9 @@ def scrub(result: ToolResult, who: HostIdentity) -> ToolResult:
     if structured is not None:
         strings = value_strings(structured)
         scrubbed, masked = redact_value(structured, strings)
-        # Nothing masked: the strings are those gathered, and one pass over them says if a host
-        # path is among them (the second walk this saves cost as much as the redaction, measured).
-        scrubbed = _anonymise_value(scrubbed, who, None if masked else strings)
-        if masked or scrubbed is not structured:
-            structured = scrubbed
+        # Nothing masked: any copy equals the value, whose strings were gathered, and one pass over
+        # them says if a host path is among them (a second walk cost as much as the redaction).
+        structured = _anonymise_value(scrubbed, who) if masked else _anonymise_value(structured, who, strings)
     content = result.passthrough_content
     if content:
         scrubbed_items = []

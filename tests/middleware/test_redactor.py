@@ -158,3 +158,10 @@ def test_scrub_masks_a_secret_and_anonymises_a_path_in_the_same_listing() -> Non
     ]
     assert scrubbed.structured["files"][9:] == files[9:]
     assert scrubbed.redactions == 1
+
+
+def test_a_result_with_a_secret_named_field_and_nothing_to_mask_comes_back_as_it_went_in() -> None:
+    # The field's name makes redaction look at its value (a copy is made); nothing changes.
+    clean = ToolResult(text="ok", structured={"secret": None, "files": [{"path": "a.py", "kind": "file"}]})
+
+    assert _through(clean) is clean
