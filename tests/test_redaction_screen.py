@@ -185,3 +185,17 @@ def test_a_secret_in_one_long_path_among_many_is_masked_and_the_rest_kept() -> N
     assert redacted["files"][123]["path"] == "packages/[REDACTED:twilio_account_sid]/src/x.py"
     assert "ghp_" not in redacted["files"][201]["path"]
     assert count == 2
+
+
+@needs_engines
+def test_a_read_of_a_whole_text_among_a_few_fields_masks_what_redacting_each_masks() -> None:
+    # A few strings, one of them a whole file: that one is redacted alone, the others screened.
+    for text in _every_text():
+        head = text[:300]
+        value = {"path": "src/app.py", "text": text, "head": head, "first": text.split("\n")[0]}
+
+        redacted, count = redact_value(value)
+
+        alone = {key: redact(item) for key, item in value.items()}
+        assert redacted == {key: masked for key, (masked, _findings) in alone.items()}
+        assert count == sum(len(findings) for _masked, findings in alone.values())

@@ -494,6 +494,9 @@ def _plain(keys: Any) -> bool:
 # Below this many characters a few keyword passes over the strings joined cost less than the
 # screen's two passes (about 4 us whatever the length, measured).
 _SCREENED_STRINGS: Final = 256
+# A value of this few strings is looked at one by one for those this long, which redact() alone.
+_FEW_STRINGS: Final = 64
+_SCREENED_ALONE: Final = 4096
 
 
 def _surely_clean(strings: ValueStrings) -> frozenset[str] | None:
@@ -514,6 +517,13 @@ def _surely_clean(strings: ValueStrings) -> frozenset[str] | None:
     joined = strings.joined
     if len(joined) < _SCREENED_STRINGS:
         return _keyword_clean(texts)
+    if len(texts) <= _FEW_STRINGS and len(joined) >= _SCREENED_ALONE:
+        # A file's text among a few fields (a read): redacted alone, it is screened once; screened
+        # with the rest first, it would be screened twice wherever the screen flags a line of it.
+        rest = [text for text in texts if len(text) < _SCREENED_ALONE]
+        if len(rest) < len(texts):
+            clean = _surely_clean(ValueStrings(rest, "\n".join(rest), strings.plain_keys))
+            return frozenset(rest) if clean is None else clean
     if joined.isascii():
         decided, clean = _screened_clean(texts, joined)
         return clean if decided else _keyword_clean(texts)
