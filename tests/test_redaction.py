@@ -25,7 +25,16 @@ from secret_corpus import (
 from strategies import clean_texts, glued_texts, placed_secrets
 
 import oct_mcp.redaction
-from oct_mcp.redaction import KINDS, Finding, mask, redact, redact_excerpts, redact_value, secret_field_name
+from oct_mcp.redaction import (
+    KINDS,
+    Finding,
+    mask,
+    redact,
+    redact_excerpts,
+    redact_value,
+    secret_field_name,
+    value_strings,
+)
 from oct_mcp.redaction.checks import (
     char_classes,
     is_literal_secret,
@@ -752,3 +761,38 @@ def test_redact_value_masks_a_short_value_under_a_secret_named_key_among_clean_o
     value = [{"path": "a.py"}, {"path": "b.py", "password": "hunter2x9"}]
 
     assert redact_value(value) == ([{"path": "a.py"}, {"path": "b.py", "password": "[REDACTED:password]"}], 1)
+
+
+class _Label(str):
+    """A string of a subclass (a `StrEnum`'s member is one): a string all the same."""
+
+
+def _strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings_in(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _strings_in(item)]
+    return []
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.just(_Label("kind")))
+_JSON_LIKE = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from(["path", "kind", "size"]), inner, max_size=3),
+        st.lists(st.dictionaries(st.sampled_from(["path", "kind"]), inner, max_size=2), max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(_JSON_LIKE)
+def test_value_strings_gives_every_string_of_a_value_and_them_joined(value: Any) -> None:
+    gathered = value_strings(value)
+
+    assert sorted(gathered.texts) == sorted(_strings_in(value))
+    assert gathered.joined == "\n".join(gathered.texts)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.redaction import HostPath, anonymise_paths, server_paths
+from oct_mcp.redaction import HostPath, anonymise_paths, names_host_paths, server_paths
 
 ROOT = "/home/dev/work/app"
 HOME = "/home/dev"
@@ -122,3 +122,34 @@ def test_server_paths_name_the_venv_and_the_scratch_folders_but_no_system_folder
     assert found.get(sys.prefix.rstrip("/"), "<venv>") == "<venv>"
     assert found["/tmp/oct-run-"] == "<scratch>"
     assert not {"/", "/usr", "/tmp"} & set(found)
+
+
+_OTHERS = (HostPath("/tmp/oct-run-", "<scratch>", name_prefix=True),)
+_LITERALS = ("/srv/pr\u00f8jekt", "/home/d\u00e9v", "d\u00e9v", "/tmp/oct-run-")
+
+
+@given(
+    st.lists(st.sampled_from([*_LITERALS, "/srv/pr", "\u00e9", "\ud800", "d", "/", "v", "\n"]), max_size=10)
+)
+def test_a_text_names_a_host_path_exactly_when_a_root_a_folder_or_the_name_is_in_it(
+    pieces: list[str],
+) -> None:
+    # Non-ASCII roots and a lone surrogate (a file name's undecodable byte): the one pass for all
+    # the literals says what looking for each would.
+    text = "".join(pieces)
+
+    named = names_host_paths(
+        text, project_root=_LITERALS[0], home=_LITERALS[1], user=_LITERALS[2], others=_OTHERS
+    )
+
+    assert named == any(literal in text for literal in _LITERALS)
+
+
+def test_a_root_and_a_name_out_of_ascii_are_replaced() -> None:
+    text = "\ud800 /srv/pr\u00f8jekt/a.py /home/d\u00e9v/.cache ~d\u00e9v /tmp/oct-run-x1/home"
+
+    anonymised = anonymise_paths(
+        text, project_root=_LITERALS[0], home=_LITERALS[1], user=_LITERALS[2], others=_OTHERS
+    )
+
+    assert anonymised == "\ud800 <project>/a.py ~/.cache ~<user> <scratch>/home"

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 from data.redaction.heldout import dense_output, named_families, other_formats
 from secret_corpus import corpus, document
 
-from oct_mcp.redaction import engine, redact
+from oct_mcp.redaction import engine, redact, redact_value
 from oct_mcp.redaction.checks import is_literal_secret, is_reference
 from oct_mcp.redaction.detectors import DETECTORS
 from oct_mcp.redaction.prefilter import REFERENCE_FIRST
-from oct_mcp.redaction.screen import engines_installed, screen
+from oct_mcp.redaction.screen import Screen, engines_installed, screen
 from oct_mcp.redaction.superset import superset
 
 needs_engines = pytest.mark.skipif(
@@ -106,3 +107,95 @@ def test_a_value_starting_with_a_reference_character_is_never_a_literal_secret()
 def test_no_keyword_spans_a_line_break() -> None:
     # The screen keeps whole lines: a keyword across a line break would be cut.
     assert [k for detector in DETECTORS for k in detector.keywords if "\n" in k] == []
+
+
+def _batches(texts: list[str], rng: random.Random) -> list[list[str]]:
+    """The texts cut into the strings of structured results: lines, and pieces across lines."""
+    pieces: list[str] = []
+    for text in texts:
+        pieces += text.split("\n")[:400]
+        cuts = sorted(rng.sample(range(len(text)), min(len(text) - 1, 12))) if len(text) > 1 else []
+        pieces += [text[start:end] for start, end in itertools.pairwise([0, *cuts, len(text)])]
+        pieces.append(text[:3000])
+    rng.shuffle(pieces)
+    batches = [pieces[start : start + 150] for start in range(0, len(pieces), 150)]
+    # Non-ASCII strings among ASCII ones: the screen takes the ASCII ones, keywords the others.
+    for batch in batches[::3]:
+        batch += [f"caf\u00e9 {piece}" for piece in batch[:20]]
+    return batches
+
+
+@needs_engines
+@pytest.mark.parametrize("screening", [True, False], ids=["screened", "by-keywords"])
+def test_redacting_many_strings_at_once_masks_what_redacting_each_alone_masks(
+    monkeypatch: pytest.MonkeyPatch, screening: bool
+) -> None:
+    rng = random.Random(16)  # noqa: S311  (fake data, reproducible on purpose)
+    screened: list[bool] = []
+
+    def recording(text: str) -> Screen | None:
+        # Without the screen (no wheels, or candidates too dense), only the keywords decide.
+        found = screen(text) if screening else None
+        screened.append(found is not None and bool(found.lines or found.field_blocks or found.scanning))
+        return found
+
+    monkeypatch.setattr(engine, "screen", recording)
+    for batch in _batches(_every_text(), rng):
+        value = {"entries": [{"text": text} for text in batch], "lines": batch}
+
+        redacted, count = redact_value(value)
+
+        alone = [redact(text) for text in batch]
+        assert redacted == {
+            "entries": [{"text": text} for text, _findings in alone],
+            "lines": [text for text, _findings in alone],
+        }
+        assert count == 2 * sum(len(findings) for _text, findings in alone)
+    # Screened, both kinds were met: batches the screen flagged somewhere, and batches it found clean.
+    assert any(screened) is screening
+    assert not all(screened)
+
+
+@needs_engines
+def test_a_listing_of_long_paths_with_nothing_to_mask_comes_back_as_it_came() -> None:
+    # Paths past the scanning detectors' shortest length, under keys not seen before: no copy.
+    value = {
+        "entries": [
+            {"relative_path": f"packages/component_{n:03}/src/implementation_{n:03}.py", "entry_kind": "file"}
+            for n in range(300)
+        ],
+        "next_cursor": "NzU2OjA6cGtnMDEvc3ViMy9tb2R1bGVfMDUyODEucHk=",
+    }
+
+    redacted, count = redact_value(value)
+
+    assert (redacted, count) == (value, 0)
+    assert redacted is value
+
+
+@needs_engines
+def test_a_secret_in_one_long_path_among_many_is_masked_and_the_rest_kept() -> None:
+    paths = [f"packages/component_{n:03}/src/implementation_{n:03}.py" for n in range(300)]
+    paths[123] = "packages/AC3f9a1c7e5b2d8046a9c3e1f7b5d20c84/src/x.py"  # a Twilio account SID: a scan
+    paths[201] = "deploy/keys/" + "ghp_" + "aB3dE6fG9hJ2kL5mN8pQ1rS4tU7vW0xY3zA6" + ".txt"
+
+    redacted, count = redact_value({"files": [{"path": path} for path in paths]})
+
+    assert redacted == {"files": [{"path": redact(path)[0]} for path in paths]}
+    assert redacted["files"][123]["path"] == "packages/[REDACTED:twilio_account_sid]/src/x.py"
+    assert "ghp_" not in redacted["files"][201]["path"]
+    assert count == 2
+
+
+@needs_engines
+def test_a_read_of_a_whole_text_among_a_few_fields_masks_what_redacting_each_masks() -> None:
+    # A few strings, one of them a whole file: that one is redacted alone, the others screened.
+    for text in _every_text():
+        head = text[:300]
+        value = {"path": "src/app.py", "text": text, "head": head, "first": text.split("\n")[0]}
+
+        redacted, count = redact_value(value)
+
+        alone = {key: redact(item) for key, item in value.items()}
+        assert redacted == {key: masked for key, (masked, _findings) in alone.items()}
+        assert count == sum(len(findings) for _masked, findings in alone.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -16,12 +16,13 @@ from oct_mcp.backends import SCRATCH_PREFIX
 from oct_mcp.preview import Preview
 from oct_mcp.redaction import (
     HostPath,
+    ValueStrings,
     anonymise_paths,
     names_host_paths,
     redact,
     redact_value,
     server_paths,
-    string_values,
+    value_strings,
 )
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 
@@ -55,11 +56,10 @@ class HostIdentity:
             text, project_root=self.project_root, home=self.home, user=self.user, others=self.others
         )
 
-    def named_in(self, texts: Iterable[str]) -> bool:
-        """Whether `anonymise` could change any of `texts`, checked in one pass over them joined."""
-        joined = "\x00".join(texts)
+    def named_in(self, text: str) -> bool:
+        """Whether `anonymise` could change `text`, or any of the texts it joins (`ValueStrings.joined`)."""
         return names_host_paths(
-            joined, project_root=self.project_root, home=self.home, user=self.user, others=self.others
+            text, project_root=self.project_root, home=self.home, user=self.user, others=self.others
         )
 
 
@@ -78,10 +78,11 @@ def scrub(result: ToolResult, who: HostIdentity) -> ToolResult:
     structured: Any = result.structured
     masked = 0
     if structured is not None:
-        scrubbed, masked = redact_value(structured)
-        scrubbed = _anonymise_value(scrubbed, who)
-        if masked or scrubbed != structured:
-            structured = scrubbed
+        strings = value_strings(structured)
+        scrubbed, masked = redact_value(structured, strings)
+        # Nothing masked: any copy equals the value, whose strings were gathered, and one pass over
+        # them says if a host path is among them (a second walk cost as much as the redaction).
+        structured = _anonymise_value(scrubbed, who) if masked else _anonymise_value(structured, who, strings)
     content = result.passthrough_content
     if content:
         scrubbed_items = []
@@ -153,9 +154,11 @@ def _scrub_preview(preview: Preview | None, who: HostIdentity) -> tuple[Preview 
     return replace(preview, diff=diff, files=tuple(files)), masked
 
 
-def _anonymise_value(value: Any, who: HostIdentity) -> Any:
+def _anonymise_value(value: Any, who: HostIdentity, strings: ValueStrings | None = None) -> Any:
     # One check for a whole result: most name no host path, and a call a string cost 1 to 2 us.
-    if not isinstance(value, str) and not who.named_in(string_values(value)):
+    if isinstance(value, str):
+        return who.anonymise(value)
+    if not who.named_in((value_strings(value) if strings is None else strings).joined):
         return value
     return _anonymise_strings(value, who)
 

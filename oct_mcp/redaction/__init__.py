@@ -4,11 +4,12 @@ from oct_mcp.redaction.checks import mask
 from oct_mcp.redaction.detectors import KINDS
 from oct_mcp.redaction.engine import (
     Finding,
+    ValueStrings,
     redact,
     redact_excerpts,
     redact_value,
     secret_field_name,
-    string_values,
+    value_strings,
 )
 from oct_mcp.redaction.paths import HostPath, anonymise_paths, names_host_paths, server_paths
 
@@ -16,6 +17,7 @@ __all__ = [
     "KINDS",
     "Finding",
     "HostPath",
+    "ValueStrings",
     "anonymise_paths",
     "mask",
     "names_host_paths",
@@ -24,5 +26,5 @@ __all__ = [
     "redact_value",
     "secret_field_name",
     "server_paths",
-    "string_values",
+    "value_strings",
 ]

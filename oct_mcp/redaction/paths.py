@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from ahocorasick_rs import BytesAhoCorasick, Implementation
+
 __all__ = [
     "PROJECT",
     "PYTHON",
@@ -108,11 +110,36 @@ def _distinctive(user: str) -> bool:
     return any(not ("a" <= char <= "z") for char in user)
 
 
+@dataclass(frozen=True, slots=True)
+class _Matchers:
+    """The patterns for one host, and an automaton of their literals."""
+
+    patterns: tuple[tuple[str, re.Pattern[str], str], ...]
+    """(literal, pattern, token): the pattern can only match where its literal occurs in the text."""
+    literals: BytesAhoCorasick | None
+    """Every literal, UTF-8: one pass says whether any is in a text, where a `in` each cost 5 to
+    11 us for 20 KiB of a listing's paths (measured)."""
+
+    def named_in(self, text: str) -> bool:
+        if self.literals is None:
+            return False
+        data = text.encode("utf-8", "surrogatepass")
+        return bool(self.literals.find_matches_as_indexes(data))
+
+
 @lru_cache(maxsize=32)
+def _matchers(project_root: str, home: str, user: str, others: tuple[HostPath, ...]) -> _Matchers:
+    patterns = _patterns(project_root, home, user, others)
+    literals = [literal.encode("utf-8", "surrogatepass") for literal, _pattern, _token in patterns]
+    # The DFA: twice the NFA's speed for a few literals, little memory.
+    automaton = BytesAhoCorasick(literals, implementation=Implementation.DFA) if literals else None
+    return _Matchers(patterns, automaton)
+
+
 def _patterns(
     project_root: str, home: str, user: str, others: tuple[HostPath, ...]
 ) -> tuple[tuple[str, re.Pattern[str], str], ...]:
-    """(literal, pattern, token): the pattern can only match where its literal occurs in the text."""
+    """(literal, pattern, token), in the order they are to be applied."""
     patterns: list[tuple[str, re.Pattern[str], str]] = []
     roots = [HostPath(root.rstrip("/"), token) for root, token in ((project_root, PROJECT), (home, "~"))]
     # The longer first: a project under the home is `<project>`, not `~/project`; a venv in the
@@ -162,9 +189,12 @@ def anonymise_paths(
     Returns:
         The anonymised text; text with none of them is returned unchanged.
     """
-    for literal, pattern, token in _patterns(project_root, home, user, others):
-        # Measured: the look-behind alternations cost ~45 us per KiB of text; `in` costs ~0.1 us,
-        # and most tool output names neither the root nor the user.
+    matchers = _matchers(project_root, home, user, others)
+    # Measured: the look-behind alternations cost ~45 us per KiB of text, and most tool output
+    # names neither the root nor the user: one pass over it for all the literals first.
+    if not matchers.named_in(text):
+        return text
+    for literal, pattern, token in matchers.patterns:
         if literal in text:
             text = pattern.sub(token, text)
     return text
@@ -178,4 +208,4 @@ def names_host_paths(
     False for texts joined is False for each of them: a structured result's strings are checked
     in one call, not one each.
     """
-    return any(literal in text for literal, _pattern, _token in _patterns(project_root, home, user, others))
+    return _matchers(project_root, home, user, others).named_in(text)

@@ -141,3 +141,27 @@ def test_scrub_returns_a_result_naming_no_host_folder_as_it_came() -> None:
     result = ToolResult(text="listed", structured={"files": [{"path": f"m{n}.py"} for n in range(300)]})
 
     assert redactor.scrub(result, WHO) is result
+
+
+def test_scrub_masks_a_secret_and_anonymises_a_path_in_the_same_listing() -> None:
+    # A masked result's strings are no longer those first gathered: they are looked at again.
+    files = [{"path": f"pkg/module_{n:03}.py", "kind": "file"} for n in range(300)]
+    files[7] = {"path": f"{ROOT}/deploy/{GITHUB}.txt", "kind": "file"}
+    files[8] = {"path": f"{HOME}/notes.txt", "kind": "file"}
+
+    scrubbed = redactor.scrub(ToolResult(text="listed", structured={"files": files}), WHO)
+
+    assert scrubbed.structured is not None
+    assert scrubbed.structured["files"][7:9] == [
+        {"path": "<project>/deploy/[REDACTED:github_token].txt", "kind": "file"},
+        {"path": "~/notes.txt", "kind": "file"},
+    ]
+    assert scrubbed.structured["files"][9:] == files[9:]
+    assert scrubbed.redactions == 1
+
+
+def test_a_result_with_a_secret_named_field_and_nothing_to_mask_comes_back_as_it_went_in() -> None:
+    # The field's name makes redaction look at its value (a copy is made); nothing changes.
+    clean = ToolResult(text="ok", structured={"secret": None, "files": [{"path": "a.py", "kind": "file"}]})
+
+    assert _through(clean) is clean
