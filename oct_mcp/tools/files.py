@@ -395,7 +395,8 @@ class _Page:
         # ListedFile's fields as plain dicts: a model for each of 10,000 entries cost a tenth of a listing.
         self.files: list[dict[str, Any]] = []
         self.shown: list[str] = []
-        """Each entry as the text shows it."""
+        """Each entry as the text shows it: a name with a newline would start a line of its own, so
+        such names are quoted."""
         self.more = False
 
     def add(self, prefix: str, run: list[os.DirEntry[str]]) -> bool:
