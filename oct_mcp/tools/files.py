@@ -458,6 +458,8 @@ class _Page:
                 {"path": path, "kind": kind, "size_bytes": size}
                 for path, kind, size in zip(paths, kinds, sizes, strict=True)
             ]
+        elif not links:
+            self.files += [{"path": path, "kind": "file"} for path in paths]
         else:
             self.files += [{"path": path, "kind": kind} for path, kind in zip(paths, kinds, strict=True)]
         self.shown += paths
