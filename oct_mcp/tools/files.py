@@ -394,7 +394,8 @@ class _Page:
         # ListedFile's fields as plain dicts: a model for each of 10,000 entries cost a tenth of a listing.
         self.files: list[dict[str, Any]] = []
         self.shown: list[str] = []
-        """Each entry as the text shows it."""
+        """Each entry as the text shows it: a name with a newline would start a line of its own, so
+        such names are quoted."""
         self.more = False
 
     def add(self, prefix: str, run: list[os.DirEntry[str]]) -> bool:
@@ -456,6 +457,8 @@ class _Page:
                 {"path": path, "kind": kind, "size_bytes": size}
                 for path, kind, size in zip(paths, kinds, sizes, strict=True)
             ]
+        elif not links:
+            self.files += [{"path": path, "kind": "file"} for path in paths]
         else:
             self.files += [{"path": path, "kind": kind} for path, kind in zip(paths, kinds, strict=True)]
         self.shown += paths

@@ -410,10 +410,10 @@ class ProjectWalk:
     def _listing(self, fd: int, prefix: str, rules: _IgnoreRules, check_start: bool) -> list[_Segment] | None:
         """What the walk visits in a folder, last first; None when the walk stops there.
 
-        With `check_start`, the entries that sort before `start_at` are left out: the walk needs it
-        in its start folder and on the way to `start_at`, where alone some do. The entries left out
-        count as seen: those before `start_at` stop the walk when they pass the limit, as if each had
-        been visited; ignored ones are only counted.
+        With `check_start`, the entries that sort before `start_at` are left out: only in the start
+        folder and the folders on the way to `start_at` can some. The entries left out count as
+        seen: those before `start_at` stop the walk when they pass the limit, as if each had been
+        visited; ignored ones are only counted.
         """
         keys, entries = _sorted_entries(fd, prefix, self.start_at)
         ignored = rules.ignored(prefix, keys)
