@@ -66,7 +66,7 @@ __all__ = [
     "screen_in_order",
 ]
 
-CHUNK_FILES: Final = 32
+CHUNK_FILES: Final = 64
 """Files a request: enough that a request's round trip is small beside its files' screening."""
 IN_FLIGHT_MAX: Final = 4
 """Requests the helper holds at once; past that the server screens the next chunk itself."""
