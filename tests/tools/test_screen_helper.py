@@ -45,7 +45,9 @@ class CountingHelper(ScreenHelper):
 
 
 @pytest.fixture
-def helper() -> Iterator[CountingHelper]:
+def helper(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingHelper]:
+    # Small chunks: the test trees' few hundred files cross many chunk boundaries, and reach the helper.
+    monkeypatch.setattr(helper_module, "CHUNK_FILES", 8)
     started = CountingHelper()
     assert started.warm(WARM_SECONDS)
     yield started
