@@ -20,7 +20,6 @@ import pathspec
 import re2  # type: ignore[import-untyped]
 from pydantic import StringConstraints
 
-from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
 from oct_mcp.workspace import descriptor_is_inside, read_at_most
 
@@ -274,37 +273,9 @@ class WalkedEntry:
     """From the project root, POSIX."""
     entry: os.DirEntry[str]
     folder_fd: int
-    """Open only until the walk moves on."""
-
-    def open(self) -> tuple[int, int]:
-        """Open the entry for reading as a regular file, not following a symlink.
-
-        Relative to its folder's descriptor, which the walk reached from the root one name at a time
-        without following a symlink: the file is inside the project whatever was swapped on the way,
-        with no containment check of its own.
-
-        Returns:
-            A read-only descriptor the caller must close, and the file's size. It keeps O_NONBLOCK
-            (which kept a FIFO swapped in from hanging the open): a regular file's reads ignore it.
-
-        Raises:
-            NotFoundError: It is gone.
-            PathRefusedError: It became a symlink (ELOOP) or something else than a regular file.
-        """
-        try:
-            fd = os.open(self.entry.name, _FILE_FLAGS, dir_fd=self.folder_fd)
-        except FileNotFoundError:
-            raise NotFoundError("the file is gone since the folder was listed") from None
-        except OSError as exc:
-            raise PathRefusedError("the file cannot be opened safely") from exc
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise PathRefusedError("the path is not a regular file")
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, info.st_size
+    """Open only until the walk moves on. The walk reached it from the root one name at a time without
+    following a symlink, so what `file_screen.open_regular_at` opens below it is inside the project
+    whatever was swapped on the way."""
 
 
 @dataclass
