@@ -7,15 +7,16 @@ the whole server, event loop included, for as long as it ran. On top of that the
 pattern length, RE2's memory, each file's size, the number of entries walked and
 the time of the whole call are bounded.
 
-In-process, not ripgrep run in the sandbox: in the same runs of benchmarks/search.py, ripgrep
-under bubblewrap, before a byte of its output is read, took 1.09x to 1.44x ripgrep alone, and
-this search 1.12x to 1.83x (medians 1.32 and 1.32, a loaded 2-core machine). It is not faster,
-and its results are not these. Its regex engine is not RE2 (its digit, word and word-boundary
-classes are Unicode, RE2's ASCII); it follows a symlinked or oversized .gitignore this walk
-refuses, reads `.ignore` files and the ignore files above the project, looks for the global
-excludes file in the sandbox's home, not the user's, decodes UTF-16 by its byte-order mark, and
-stops at a NUL where this skips a file by its first 8 KiB. Each is a flag or a filter and a
-parity test; until then the walk is the one set of rules that listing and search share.
+In the server (and its screening helper process, tools/screen_helper.py, which reads files on the
+other core), not ripgrep run in the sandbox. In the same runs of benchmarks/search.py on a quiet
+2-core machine, ripgrep under bubblewrap, before a byte of its output is read, took 1.17x to 1.19x
+ripgrep alone, and this search 1.05x to 1.25x (2.0x to 2.3x in one process). It is not faster, and
+its results are not these. Its regex engine is not RE2 (its digit, word and word-boundary classes
+are Unicode, RE2's ASCII); it follows a symlinked or oversized .gitignore this walk refuses, reads
+`.ignore` files and the ignore files above the project, looks for the global excludes file in the
+sandbox's home, not the user's, decodes UTF-16 by its byte-order mark, and stops at a NUL where this
+skips a file by its first 8 KiB. Each is a flag or a filter and a parity test; until then the walk
+is the one set of rules that listing and search share.
 """
 
 from __future__ import annotations
