@@ -9,12 +9,14 @@ the tools read files with, lives here.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import stat
 import struct
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,6 +24,7 @@ import re2  # type: ignore[import-untyped]
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
+    "CANCEL",
     "MATCH",
     "NO_MATCH",
     "READY",
@@ -61,9 +64,14 @@ UNREACHED: Final = b"u"[0]
 """Not screened: the search's time was up first (this file and every one after it)."""
 
 # A request to the helper: its number, the query's flags, the size limit, the pattern's length, and the
-# milliseconds the search has left.
-REQUEST_HEADER: Final = struct.Struct("!IBIHI")
+# search's deadline on the monotonic clock, which every process of the machine shares (Linux's
+# CLOCK_MONOTONIC): requests queued behind slow ones end with their search, not later.
+REQUEST_HEADER: Final = struct.Struct("!IBIHd")
 REPLY_HEADER: Final = struct.Struct("!I")
+CANCEL: Final = struct.Struct("!I")
+"""What the server sends on the helper's second socket: the first request number still wanted (the
+requests before it are answered UNREACHED from the next file on, a search that stopped early)."""
+_CANCEL_CHECK_FILES: Final = 8
 READY: Final = b"R"
 """What the helper sends once, when it can take requests."""
 _REGEX: Final = 1
@@ -140,21 +148,19 @@ class ScreenQuery:
         return compile_pattern(self.pattern, regex=self.regex, case_sensitive=self.case_sensitive)
 
     def encode(self, request: int, deadline: float) -> bytes:
-        """The request's head: its number, this query and the time left before `deadline` (monotonic)."""
+        """The request's head: its number, this query and the search's `deadline` (monotonic)."""
         pattern = self.pattern.encode("utf-8", errors="surrogatepass")
         flags = (_REGEX if self.regex else 0) | (_CASE_SENSITIVE if self.case_sensitive else 0)
-        left = max(0, min(int((deadline - time.monotonic()) * 1000), 2**32 - 1))
-        return REQUEST_HEADER.pack(request, flags, self.file_max_bytes, len(pattern), left) + pattern
+        return REQUEST_HEADER.pack(request, flags, self.file_max_bytes, len(pattern), deadline) + pattern
 
     @classmethod
     def decode(cls, message: bytes) -> tuple[int, ScreenQuery, float, bytes]:
-        """The request's number, its query, its deadline here (monotonic), and what follows them.
+        """The request's number, its query, its search's deadline (monotonic), and what follows them.
 
         Raises:
             ValueError, struct.error: Not a request.
         """
-        request, flags, file_max_bytes, length, left = REQUEST_HEADER.unpack_from(message)
-        deadline = time.monotonic() + left / 1000
+        request, flags, file_max_bytes, length, deadline = REQUEST_HEADER.unpack_from(message)
         start = REQUEST_HEADER.size
         pattern = message[start : start + length].decode("utf-8", errors="surrogatepass")
         query = cls(pattern, bool(flags & _REGEX), bool(flags & _CASE_SENSITIVE), file_max_bytes)
@@ -215,12 +221,15 @@ def screen_files(
     matcher: Any,
     file_max_bytes: int,
     deadline: float,
+    wanted: Callable[[], bool] | None = None,
 ) -> bytes:
     """A verdict for each file, given by its folder's index in `folders` and its name: UNREACHED for
-    the first file the deadline (monotonic) finds unscreened, and every one after it."""
+    the first file the deadline (monotonic) finds unscreened, or that `wanted` (asked every few files)
+    says no one waits for any more, and every one after it."""
     verdicts = bytearray()
     for index, name in names:
-        if time.monotonic() > deadline:
+        cancelled = wanted is not None and len(verdicts) % _CANCEL_CHECK_FILES == 0 and not wanted()
+        if cancelled or time.monotonic() > deadline:
             verdicts += bytes((UNREACHED,)) * (len(names) - len(verdicts))
             break
         verdicts.append(screen_file_at(folders[index], name, matcher, file_max_bytes)[0])
@@ -239,14 +248,36 @@ def decode_names(payload: bytes) -> list[tuple[int, bytes]]:
     return [(item[0] - 1, item[1:]) for item in payload.split(b"\0")] if payload else []
 
 
-def serve(connection: socket.socket) -> None:
+class _Cancels:
+    """The CANCEL numbers the server sent, the latest kept."""
+
+    def __init__(self, control: socket.socket) -> None:
+        control.setblocking(False)
+        self._control = control
+        self._wanted_from = 0
+
+    def wants(self, request: int) -> bool:
+        """Someone still waits for `request`'s verdicts.
+
+        Raises:
+            struct.error: The server closed the socket (an empty message): the helper ends.
+        """
+        while True:
+            try:
+                (self._wanted_from,) = CANCEL.unpack(self._control.recv(CANCEL.size))
+            except BlockingIOError:
+                return request >= self._wanted_from
+
+
+def serve(connection: socket.socket, control: socket.socket) -> None:
     """Answer screening requests until the server closes its end: the helper process's whole work.
 
     Each request is one message (a SOCK_SEQPACKET socket keeps them whole) with the open folders'
     descriptors; each reply, the request's number and a verdict a file. It opens nothing but the
-    entries of the folders it is sent, and never follows a symlink.
+    entries of the folders it is sent, and never follows a symlink. `control` brings CANCEL numbers.
     """
     connection.sendall(READY)
+    cancels = _Cancels(control)
     matchers: dict[ScreenQuery, Any] = {}
     while True:
         message, folders, _, _ = socket.recv_fds(connection, 1_048_576, 64)
@@ -258,7 +289,9 @@ def serve(connection: socket.socket) -> None:
             if matcher is None:
                 matchers.clear()
                 matcher = matchers[query] = query.matcher()
-            verdicts = screen_files(folders, decode_names(payload), matcher, query.file_max_bytes, deadline)
+            wanted = functools.partial(cancels.wants, request)
+            names = decode_names(payload)
+            verdicts = screen_files(folders, names, matcher, query.file_max_bytes, deadline, wanted)
         finally:
             for fd in folders:
                 os.close(fd)
@@ -266,5 +299,5 @@ def serve(connection: socket.socket) -> None:
 
 
 if __name__ == "__main__":
-    # Started as `python -I -S -c <bootstrap> <RE2's folder> <this file> <socket>`: argv[1] is the socket.
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    # Started as `python -I -S -c <bootstrap> <RE2's folder> <this file> <socket> <control socket>`.
+    serve(socket.socket(fileno=int(sys.argv[1])), socket.socket(fileno=int(sys.argv[2])))

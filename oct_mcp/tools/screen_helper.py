@@ -4,8 +4,8 @@ while the server walks the tree and screens files of its own, so a search uses t
 Why a process: a search's time is in its system calls (an open, a stat, a read and a close a file),
 and Python threads make it slower, not faster: each call hands the interpreter lock over and back
 (on the benchmark's 10,000 files, 124 to 168 ms with 2 to 4 threads against 68 ms in one). One
-helper process and the server each screening a share: 41 ms, as fast as ripgrep's two threads
-(measured side by side, benchmarks/search.py).
+helper process and the server each screening a share: 43 ms against 85 in one process, 1.05x
+ripgrep's two threads (benchmarks/search.py, side by side on a quiet 2-core machine).
 
 The helper is sent the open descriptors of the folders the walk reached (never a path) and the
 names in them, and opens each name below its folder without following a symlink: it can read
@@ -44,6 +44,7 @@ import re2  # type: ignore[import-untyped]
 
 from oct_mcp import file_screen
 from oct_mcp.file_screen import (
+    CANCEL,
     MATCH,
     NO_MATCH,
     READY,
@@ -97,8 +98,9 @@ def _re2_folder() -> str:
     return os.path.dirname(os.path.dirname(os.path.realpath(package)))
 
 
-def _helper_argv(socket_fd: int) -> list[str]:
-    return [sys.executable, "-I", "-S", "-c", _BOOTSTRAP, _re2_folder(), file_screen.__file__, str(socket_fd)]
+def _helper_argv(socket_fd: int, control_fd: int) -> list[str]:
+    folder, screen = _re2_folder(), file_screen.__file__
+    return [sys.executable, "-I", "-S", "-c", _BOOTSTRAP, folder, screen, str(socket_fd), str(control_fd)]
 
 
 def _usable_cores() -> int:
@@ -114,7 +116,9 @@ def _helper_code() -> tuple[Path, ...]:
     RE2's folder, and the library folders the environment names."""
     places = [sys.executable, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
     places += [file_screen.__file__, _re2_folder()]
-    places += [folder for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if folder]
+    # The helper runs from `/`, where the loader reads a relative entry from.
+    library_path = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    places += [os.path.join("/", folder) for folder in library_path if folder]
     return tuple(Path(os.path.realpath(place)) for place in places if place)
 
 
@@ -135,12 +139,13 @@ def _helper_environment() -> dict[str, str]:
 class ScreenHelper:
     """The helper process and its socket, started on first use, one search at a time.
 
-    `argv_for` gives the helper's command line from its socket's descriptor number.
+    `argv_for` gives the helper's command line from the descriptor numbers of its two sockets: the
+    requests' and the CANCEL numbers'.
     """
 
     def __init__(
         self,
-        argv_for: Callable[[int], Sequence[str]] = _helper_argv,
+        argv_for: Callable[[int, int], Sequence[str]] = _helper_argv,
         reply_timeout: float = REPLY_TIMEOUT_SECONDS,
     ) -> None:
         self._argv_for = argv_for
@@ -148,12 +153,19 @@ class ScreenHelper:
         self._in_use = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
+        self._control: socket.socket | None = None
         self._ready = False
+        self._unanswered = 0
         self._starts = 0
         self._requests = 0
         self._first_request = 1
         """The first request of the search that has the helper: replies to older ones are left over from
         searches that stopped early, and are passed over, not waited for."""
+
+    @property
+    def unanswered(self) -> int:
+        """Requests sent and not answered yet, a search's that stopped early among them."""
+        return self._unanswered
 
     @property
     def pid(self) -> int | None:
@@ -176,6 +188,13 @@ class ScreenHelper:
         return True
 
     def release(self) -> None:
+        """Give the helper back; what it still holds of this search it answers UNREACHED from its next
+        few files on, so the next search does not wait behind it."""
+        if self._unanswered and self._control is not None:
+            try:
+                self._control.send(CANCEL.pack(self._requests + 1), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            except OSError:
+                self.stop()
         self._in_use.release()
 
     def warm(self, timeout: float) -> bool:
@@ -227,6 +246,7 @@ class ScreenHelper:
         except OSError:
             self.stop()
             return None
+        self._unanswered += 1
         return self._requests
 
     def receive(self, timeout: float) -> tuple[int, bytes] | None:
@@ -234,12 +254,17 @@ class ScreenHelper:
         `timeout` seconds (0: only one already there), or the helper is gone. A helper silent for
         `reply_timeout` is stopped; one silent for a shorter `timeout` is not."""
         wait = min(timeout, self.reply_timeout)
+        # One end for the whole wait: replies left over from earlier searches do not start it again.
+        end = time.monotonic() + wait
         while self._socket is not None:
+            left = end - time.monotonic()
             try:
                 if wait <= 0:
                     reply = self._socket.recv(65_536, socket.MSG_DONTWAIT)
+                elif left <= 0:
+                    raise TimeoutError
                 else:
-                    self._socket.settimeout(wait)
+                    self._socket.settimeout(left)
                     try:
                         reply = self._socket.recv(65_536)
                     finally:
@@ -257,6 +282,7 @@ class ScreenHelper:
             if len(reply) < REPLY_HEADER.size:
                 self.stop()
                 return None
+            self._unanswered -= 1
             request: int = REPLY_HEADER.unpack_from(reply)[0]
             if request >= self._first_request:
                 return request, reply[REPLY_HEADER.size :]
@@ -264,9 +290,11 @@ class ScreenHelper:
 
     def stop(self) -> None:
         """End the helper; the next search may start another, up to STARTS_MAX in all."""
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        for held in (self._socket, self._control):
+            if held is not None:
+                held.close()
+        self._socket = self._control = None
+        self._unanswered = 0
         if self._process is not None:
             self._process.kill()
             self._process.wait()
@@ -282,9 +310,15 @@ class ScreenHelper:
         except (OSError, AttributeError):  # no SOCK_SEQPACKET (macOS): the server screens alone
             return False
         try:
+            control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError:
+            ours.close()
+            theirs.close()
+            return False
+        try:
             self._process = subprocess.Popen(  # fixed argv, no shell
-                self._argv_for(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
+                self._argv_for(theirs.fileno(), their_control.fileno()),
+                pass_fds=(theirs.fileno(), their_control.fileno()),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -294,10 +328,12 @@ class ScreenHelper:
             )
         except OSError:
             ours.close()
+            control.close()
             return False
         finally:
             theirs.close()
-        self._socket = ours
+            their_control.close()
+        self._socket, self._control = ours, control
         return True
 
 
@@ -341,6 +377,9 @@ class ScreenCounts:
     searched: int = 0
     skipped: int = 0
     stopped_early: bool = False
+    all_given_out: bool = False
+    """Every file of the walk was given out: a page that ended before did not reach where the walk
+    stopped, if it stopped at its limit."""
 
     def add(self, verdicts: bytes) -> None:
         self.searched += verdicts.count(NO_MATCH) + verdicts.count(MATCH)
@@ -350,8 +389,8 @@ class ScreenCounts:
 @dataclass(slots=True)
 class _Chunk:
     """Up to CHUNK_FILES files in walk order, with descriptors of their folders that are the chunk's own
-    (the walk closes its own as it moves on). Unassigned, then at the helper (`request`), then with
-    its verdicts; or screened file by file as it is given out."""
+    (the walk closes its own as it moves on). Unassigned, then at the helper (`request`) until its
+    verdicts come; or screened here, part or whole, ahead of its turn or as it is given out."""
 
     folders: list[int] = field(default_factory=list)
     """-1 for a folder that could not be held (no descriptor left): opening below it fails (EBADF), so
@@ -362,6 +401,7 @@ class _Chunk:
     request: int | None = None
     """Set while the helper has it."""
     verdicts: bytes | None = None
+    """The first files' verdicts, or all of them."""
 
     def add(self, folder_fd: int, prefix: str, names: list[str]) -> None:
         try:
@@ -385,20 +425,26 @@ class _Chunk:
     def sendable(self) -> bool:
         return -1 not in self.folders
 
-    def screen_here(self, matcher: Any, file_max_bytes: int, deadline: float) -> None:
-        """Its verdicts, screened here, until `deadline`."""
-        self.verdicts = screen_files(self.folders, self.names, matcher, file_max_bytes, deadline)
+    @property
+    def screened(self) -> bool:
+        return self.verdicts is not None and len(self.verdicts) == len(self.names)
+
+    def screen_some(self, files: int, matcher: Any, file_max_bytes: int, deadline: float) -> None:
+        """Screen here its next `files` files, until `deadline`."""
+        done = self.verdicts or b""
+        names = self.names[len(done) : len(done) + files]
+        self.verdicts = done + screen_files(self.folders, names, matcher, file_max_bytes, deadline)
 
     def give_out(
         self, matcher: Any, file_max_bytes: int, deadline: float, counts: ScreenCounts
     ) -> Iterator[Screened]:
         """The matching files, each read (again) here and counted with the files before it as it is
         given out; screened here file by file when the chunk has no verdicts yet."""
-        verdicts = self.verdicts
-        if verdicts is None:
-            verdicts = bytes((MATCH,)) * len(self.names)  # each file to screen as it comes
-        elif len(verdicts) != len(self.names):
+        verdicts = self.verdicts or b""
+        if len(verdicts) > len(self.names):
             raise RuntimeError("a chunk's verdicts do not match its files")
+        # The files without a verdict yet are screened as they come, as a match is screened again.
+        verdicts += bytes((MATCH,)) * (len(self.names) - len(verdicts))
         folders = self.folders
         start = 0
         # Most files do not match: those are counted a run at a time, not one by one.
@@ -447,8 +493,9 @@ class _OrderedScreen:
     matcher: Any = None
     pending: deque[_Chunk] = field(default_factory=deque)
     """Chunks not given out yet, in walk order."""
-    in_flight: int = 0
     given_out: int = 0
+    held_since: float | None = None
+    """When the first chunk began to wait for the walk to go ahead (see `give_out`)."""
 
     def __post_init__(self) -> None:
         self.matcher = self.query.matcher()
@@ -457,13 +504,16 @@ class _OrderedScreen:
         self.pending.append(chunk)
         self._feed()
 
-    def _feed(self) -> None:
-        """Send the helper unassigned chunks behind the first, up to IN_FLIGHT_MAX at once."""
+    def _helper_has_room(self) -> bool:
         helper = self.helper
-        if helper is None or self.in_flight >= IN_FLIGHT_MAX or not helper.ready():
-            return
+        return helper is not None and helper.unanswered < IN_FLIGHT_MAX and helper.ready()
+
+    def _feed(self) -> None:
+        """Send the helper unassigned chunks behind the first, up to IN_FLIGHT_MAX held at once (a
+        search's that stopped early among them)."""
         for index, chunk in enumerate(self.pending):
-            if self.in_flight >= IN_FLIGHT_MAX:
+            helper = self.helper
+            if helper is None or not self._helper_has_room():
                 return
             if index == 0 or not chunk.unassigned or not chunk.sendable:
                 continue
@@ -471,7 +521,6 @@ class _OrderedScreen:
             if chunk.request is None:
                 self._helper_gone()
                 return
-            self.in_flight += 1
 
     def give_out(self, *, walk_done: bool) -> Iterator[Screened]:
         """The results of the chunks in order, as far as they can be given without waiting on a walk
@@ -480,19 +529,21 @@ class _OrderedScreen:
         while self.pending and not self.counts.stopped_early:
             head = self.pending[0]
             if head.request is not None and not self._collect(wait=False):
-                # The helper has the first chunk: screen one behind it meanwhile, or walk on, or wait.
-                spare = next((chunk for chunk in self.pending if chunk.unassigned), None)
+                # The helper has the first chunk: screen a few files behind it meanwhile (looking for its
+                # reply between them), or walk on, or wait.
+                spare = next(
+                    (chunk for chunk in self.pending if chunk.request is None and not chunk.screened), None
+                )
                 if spare is not None:
-                    spare.screen_here(self.matcher, file_max_bytes, self.deadline)
+                    spare.screen_some(SPARE_FILES, self.matcher, file_max_bytes, self.deadline)
                 elif walk_done or len(self.pending) > PENDING_MAX:
                     self._collect(wait=True)
                 else:
                     return
                 continue
-            # Walk ahead first, so the helper has chunks behind this one while it is screened here.
-            ahead = len(self.pending) > IN_FLIGHT_MAX
-            if head.unassigned and self.helper is not None and self.given_out and not walk_done and not ahead:
+            if head.unassigned and not walk_done and self._holds_back():
                 return
+            self.held_since = None
             self.pending.popleft()
             self.given_out += 1
             try:
@@ -500,6 +551,17 @@ class _OrderedScreen:
             finally:
                 head.close()
             self._feed()
+
+    def _holds_back(self) -> bool:
+        """Walk on before screening the first chunk here, so the helper, which has room, gets the chunks
+        behind it: not for the search's first chunk (a page that fills there waits for no one), nor
+        once enough are walked, nor for longer than HOLD_BACK_SECONDS (a slow walk is not waited on)."""
+        if not self.given_out or len(self.pending) > IN_FLIGHT_MAX or not self._helper_has_room():
+            return False
+        now = time.monotonic()
+        if self.held_since is None:
+            self.held_since = now
+        return now - self.held_since < HOLD_BACK_SECONDS
 
     def _collect(self, *, wait: bool) -> bool:
         """Take the helper's replies that are there (with `wait`, until the first chunk's, at most until
@@ -526,7 +588,6 @@ class _OrderedScreen:
                 self._helper_gone()
                 return True
             sent.verdicts, sent.request = verdicts, None
-            self.in_flight -= 1
         return True
 
     def _helper_gone(self) -> None:
@@ -536,11 +597,14 @@ class _OrderedScreen:
             self.helper = None
         for chunk in self.pending:
             chunk.request = None
-        self.in_flight = 0
 
 
 _DEADLINE_GRACE_SECONDS: Final = 0.05
 """How long past the search's time a reply is waited for: the helper stops at the same time."""
+SPARE_FILES: Final = 8
+"""Files screened here at a time while the helper has the first chunk, its reply looked for between."""
+HOLD_BACK_SECONDS: Final = 0.005
+"""At most this long the first chunk waits for the walk to go ahead (see `_OrderedScreen._holds_back`)."""
 
 
 def screen_in_order(
@@ -553,11 +617,11 @@ def screen_in_order(
 ) -> Generator[Screened, None, None]:
     """The files of `runs` that `query` matches in, in their order, screened by the helper and by this
     process until `deadline` (monotonic); `counts` counts every file given out, matching or not, up to
-    the last match given, and says when the time ran out first.
+    the last match given, and says when the time ran out first and when every file was given out.
 
     Without a helper (None, another search has it, or it cannot run), all here, a file at a time.
-    Stopping early (closing the iterator) wastes at most the chunks the helper holds and one screened
-    here meanwhile.
+    Stopping early (closing the iterator) wastes at most the chunks the helper holds, which it stops
+    screening a few files later, and a few files screened here meanwhile.
     """
     own = helper is not None and helper.acquire(project)
     screen = _OrderedScreen(query, helper if own else None, counts, deadline)
@@ -579,11 +643,10 @@ def screen_in_order(
             screen.add(chunk)
             chunk = _Chunk()
         yield from screen.give_out(walk_done=True)
+        counts.all_given_out = not counts.stopped_early
     finally:
         chunk.close()
         for pending in screen.pending:
             pending.close()
         if own and helper is not None:
-            # What the helper still holds it finishes meanwhile (by the deadline at the latest); the next
-            # search passes over those replies.
             helper.release()

@@ -373,7 +373,8 @@ def search(
                 run.file(each)
                 if run.truncated:
                     break
-        stopped_early = walk.stopped_early or run.counts.stopped_early
+        # A walk that stopped at its limit past where a full page ended stopped nothing this page shows.
+        stopped_early = (walk.stopped_early and run.counts.all_given_out) or run.counts.stopped_early
     elif resume is None or params.mode == "lines":  # in files and count modes, a page names the file once
         verdict, data = _screen_one_file(workspace, str(start), screen)
         run.counts.add(bytes((verdict,)))

@@ -152,11 +152,16 @@ def test_search_goes_on_alone_with_the_same_results_when_the_helper_dies(tree: W
 
 
 def _scripted_helper(script: str, reply_timeout: float = 30.0) -> ScreenHelper:
-    """A helper process that runs `script` (given `connection`, its socket) instead of the screen."""
-    prelude = "import socket, sys\nconnection = socket.socket(fileno=int(sys.argv[1]))\n"
+    """A helper process that runs `script` (given `connection` and `control`, its sockets) instead of
+    the screen."""
+    prelude = (
+        "import socket, sys\n"
+        "connection = socket.socket(fileno=int(sys.argv[1]))\n"
+        "control = socket.socket(fileno=int(sys.argv[2]))\n"
+    )
 
-    def argv_for(socket_fd: int) -> Sequence[str]:
-        return [sys.executable, "-I", "-c", prelude + script, str(socket_fd)]
+    def argv_for(socket_fd: int, control_fd: int) -> Sequence[str]:
+        return [sys.executable, "-I", "-c", prelude + script, str(socket_fd), str(control_fd)]
 
     return ScreenHelper(argv_for=argv_for, reply_timeout=reply_timeout)
 
@@ -168,7 +173,7 @@ def test_a_helper_that_says_every_file_matches_shows_nothing_that_does_not(tree:
         "    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 64)\n"
         "    if not message: break\n"
         "    request = message[:4]\n"
-        "    files = message[15 + int.from_bytes(message[9:11], 'big'):].split(b'\\0')\n"
+        "    files = message[19 + int.from_bytes(message[9:11], 'big'):].split(b'\\0')\n"
         "    connection.sendall(request + b'm' * len(files))\n"
     )
     assert lying.warm(WARM_SECONDS)
@@ -195,7 +200,7 @@ def test_search_goes_on_alone_when_the_helper_stops_answering(tree: Workspace) -
 def test_a_helper_that_cannot_start_is_tried_a_bounded_number_of_times(tree: Workspace) -> None:
     starts: list[int] = []
 
-    def argv_for(socket_fd: int) -> Sequence[str]:
+    def argv_for(socket_fd: int, control_fd: int) -> Sequence[str]:
         starts.append(socket_fd)
         return [sys.executable, "-I", "-c", "raise SystemExit(3)"]
 
@@ -314,23 +319,33 @@ def test_the_helper_loop_answers_each_request_with_a_verdict_a_file(tmp_path: Pa
     (tmp_path / "b.txt").write_text("nothing\n")
     (tmp_path / "c.bin").write_bytes(b"FOUND\0")
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server = threading.Thread(target=file_screen.serve, args=(theirs,))
+    control, their_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = threading.Thread(target=file_screen.serve, args=(theirs, their_control))
     server.start()
     folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    query = ScreenQuery("found", regex=False, case_sensitive=False, file_max_bytes=1_000)
+    names = file_screen.encode_names([(0, "a.txt"), (0, "b.txt"), (0, "c.bin"), (0, "missing")])
     try:
         assert ours.recv(16) == file_screen.READY
-        query = ScreenQuery("found", regex=False, case_sensitive=False, file_max_bytes=1_000)
-        names = [(0, "a.txt"), (0, "b.txt"), (0, "c.bin"), (0, "missing")]
-        request = query.encode(7, time.monotonic() + 30) + file_screen.encode_names(names)
-        socket.send_fds(ours, [request], [folder])
-        reply = ours.recv(1_024)
+        socket.send_fds(ours, [query.encode(7, time.monotonic() + 30) + names], [folder])
+        answered = ours.recv(1_024)
+        socket.send_fds(ours, [query.encode(8, time.monotonic() - 1) + names], [folder])
+        late = ours.recv(1_024)
+        control.send(file_screen.CANCEL.pack(10))
+        socket.send_fds(ours, [query.encode(9, time.monotonic() + 30) + names], [folder])
+        cancelled = ours.recv(1_024)
     finally:
         os.close(folder)
         ours.close()
+        control.close()
         server.join(timeout=30)
         theirs.close()
+        their_control.close()
 
-    assert reply == file_screen.REPLY_HEADER.pack(7) + bytes((MATCH, NO_MATCH, SKIPPED, SKIPPED))
+    assert answered == file_screen.REPLY_HEADER.pack(7) + bytes((MATCH, NO_MATCH, SKIPPED, SKIPPED))
+    # Past its search's deadline, or cancelled: no file screened.
+    assert late == file_screen.REPLY_HEADER.pack(8) + bytes((file_screen.UNREACHED,)) * 4
+    assert cancelled == file_screen.REPLY_HEADER.pack(9) + bytes((file_screen.UNREACHED,)) * 4
     assert not server.is_alive()
 
 
@@ -388,26 +403,29 @@ def _random_text(size: int) -> bytes:
 def test_a_search_stops_at_its_time_limit_a_file_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_helper: bool
 ) -> None:
-    root = tmp_path.resolve()
-    _linked_files(root, _random_text(128 * 1024), 160)
+    _slow_then_small(tmp_path / "tree")
     monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
-    started = ScreenHelper() if with_helper else None
+    # Small chunks: the helper gets some of the slow files before the time is up.
+    monkeypatch.setattr(helper_module, "CHUNK_FILES", 8)
+    started = CountingHelper() if with_helper else None
     if started is not None:
         assert started.warm(WARM_SECONDS)
     try:
         result = search(
-            Workspace(root), SearchParams(pattern=SLOW_PATTERN, regex=True), screen_helper=started
+            Workspace((tmp_path / "tree").resolve()),
+            SearchParams(pattern=SLOW_PATTERN, regex=True),
+            screen_helper=started,
         )
         # The helper outlived the slow search: a search that runs out of time does not use it up.
-        assert started is None or started.ready()
+        assert started is None or (started.ready(), started.sent > 0) == (True, True)
     finally:
         if started is not None:
             started.stop()
 
     assert result.structured is not None
     assert result.structured["stopped_early"] is True
-    # A file takes about a tenth of a second: the search stopped about a second in, not after all 160.
-    assert result.structured["files_searched"] < 100
+    # A slow file takes about a tenth of a second: the search stopped about a second in, not after 320.
+    assert result.structured["files_searched"] < 64 + 100
 
 
 def test_a_page_that_fills_in_its_first_file_searches_only_that_file(
@@ -439,7 +457,7 @@ def test_a_helper_that_is_behind_does_not_make_the_server_hold_the_files_ahead(t
         "    def sendall(self, data, *rest):\n"
         "        if len(data) > 1: time.sleep(1.0)\n"
         "        return super().sendall(data, *rest)\n"
-        "file_screen.serve(Late(fileno=connection.detach()))\n",
+        "file_screen.serve(Late(fileno=connection.detach()), control)\n",
         reply_timeout=4.0,
     )
     assert late.warm(WARM_SECONDS)
@@ -473,3 +491,156 @@ def test_the_helper_runs_no_code_from_a_project_on_the_server_venv_path(tmp_path
         path_file.unlink()
 
     assert not marker.exists()
+
+
+def _slow_then_small(root: Path) -> None:
+    """64 small files (the first chunk, screened here at once), then 320 files on which SLOW_PATTERN
+    takes about a tenth of a second each, for the helper."""
+    root.mkdir()
+    for n in range(64):
+        (root / f"a{n:03}.txt").write_text("small\n")
+    first = root / "b000.txt"
+    first.write_bytes(_random_text(128 * 1024))
+    for n in range(1, 320):
+        os.link(first, root / f"b{n:03}.txt")
+
+
+def _small_tree(root: Path) -> Workspace:
+    root.mkdir()
+    for n in range(192):
+        (root / f"c{n:03}.txt").write_text("needle\n" if n == 150 else "hay\n")
+    return Workspace(root.resolve())
+
+
+def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
+    _slow_then_small(tmp_path / "slow")
+    small = _small_tree(tmp_path / "small")
+    alone = search(small, SearchParams(pattern="needle"), screen_helper=None).structured
+    started = ScreenHelper()
+    assert started.warm(WARM_SECONDS)
+    try:
+        slow = search(
+            Workspace((tmp_path / "slow").resolve()),
+            SearchParams(pattern=SLOW_PATTERN, regex=True),
+            screen_helper=started,
+        )
+        after = search(small, SearchParams(pattern="needle"), screen_helper=started).structured
+    finally:
+        started.stop()
+
+    assert slow.structured is not None
+    assert slow.structured["stopped_early"] is True
+    # What the helper still held of the slow search ended with it: the next search waits behind nothing.
+    assert after == alone
+
+
+def test_a_search_after_pages_that_stopped_early_gets_the_same_result_as_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
+    first = tmp_path / "first"
+    first.mkdir()
+    # Six chunks; each page fills in the second (screened here), leaving the ones after at the helper.
+    for n in range(6 * 64):
+        (first / f"f{n:03}.txt").write_text("needle\n" if n in (70, 71) else "hay\n")
+    small = _small_tree(tmp_path / "small")
+    alone = search(small, SearchParams(pattern="needle"), screen_helper=None).structured
+    late = _scripted_helper(
+        "import time\n"
+        "sys.argv = sys.argv[1:]\n"
+        f"sys.path.insert(0, {os.path.dirname(file_screen.__file__)!r})\n"
+        "import file_screen\n"
+        "class Late(socket.socket):\n"
+        "    def sendall(self, data, *rest):\n"
+        "        if len(data) > 1: time.sleep(0.3)\n"
+        "        return super().sendall(data, *rest)\n"
+        "file_screen.serve(Late(fileno=connection.detach()), control)\n",
+    )
+    assert late.warm(WARM_SECONDS)
+    try:
+        for _ in range(3):
+            page = search(
+                Workspace(first.resolve()), SearchParams(pattern="needle", max_results=1), screen_helper=late
+            )
+            assert page.structured is not None
+            assert page.structured["truncated"] is True
+        after = search(small, SearchParams(pattern="needle"), screen_helper=late).structured
+    finally:
+        late.stop()
+
+    # Replies left over from those pages neither hold this search past its time nor take its place.
+    assert after == alone
+
+
+def test_matches_the_helper_found_in_time_are_shown_as_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 2.0)
+    root = tmp_path / "tree"
+    root.mkdir()
+    # Chunk 3 (the helper's, quick) holds the only match; chunk 7 on (slow) is what this process
+    # screens meanwhile, looking for the helper's reply between a few files.
+    for letter in "abdef":
+        for n in range(64):
+            (root / f"{letter}{n:03}.txt").write_text("small\n")
+    medium = _random_text(12 * 1024)
+    for n in range(64):
+        (root / f"c{n:03}.txt").write_bytes(medium + (b"\nneedle\n" if n == 63 else b"\n"))
+    slow = root / "g000.txt"
+    slow.write_bytes(_random_text(128 * 1024))
+    for n in range(1, 128):
+        os.link(slow, root / f"g{n:03}.txt")
+    workspace = Workspace(root.resolve())
+    params: dict[str, Any] = {"pattern": SLOW_PATTERN + "|needle", "regex": True}
+    alone = search(workspace, SearchParams(**params), screen_helper=None).structured
+    started = ScreenHelper()
+    assert started.warm(WARM_SECONDS)
+    try:
+        with_helper = search(workspace, SearchParams(**params), screen_helper=started).structured
+    finally:
+        started.stop()
+
+    assert alone is not None
+    assert with_helper is not None
+    assert [m["path"] for m in alone["matches"]] == ["c063.txt"]
+    assert with_helper["matches"] == alone["matches"]
+
+
+def test_a_truncated_page_says_stopped_early_only_as_it_does_alone(
+    tmp_path: Path, helper: CountingHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_SCAN_LIMIT", 45)
+    root = tmp_path / "tree"
+    for folder in range(20):
+        for n in range(10):
+            path = root / f"d{folder:02}" / f"f{n}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("needle\n" if (folder, n) in {(1, 0), (1, 1)} else "hay\n")
+    workspace = Workspace(root.resolve())
+
+    alone = search(workspace, SearchParams(pattern="needle", max_results=1), screen_helper=None).structured
+    with_helper = search(
+        workspace, SearchParams(pattern="needle", max_results=1), screen_helper=helper
+    ).structured
+
+    assert alone is not None
+    assert (alone["truncated"], alone["stopped_early"]) == (True, False)
+    assert with_helper == alone
+
+
+def test_a_relative_library_path_into_the_project_keeps_the_helper_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = (tmp_path / "project").resolve()
+    (project / "lib").mkdir(parents=True)
+    # The helper runs from /, where the loader reads a relative entry from; the server runs elsewhere.
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(project / "lib").lstrip("/"))
+    monkeypatch.chdir(tmp_path)
+    helper_module._helper_code.cache_clear()
+    try:
+        assert helper_module.runs_code_inside(project)
+    finally:
+        helper_module._helper_code.cache_clear()
