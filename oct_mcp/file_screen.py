@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import re2  # type: ignore[import-untyped]
-
 __all__ = [
     "BINARY_SNIFF_BYTES",
     "CANCEL",
@@ -111,6 +109,9 @@ def compile_pattern(pattern: str, *, regex: bool, case_sensitive: bool) -> Any:
     Raises:
         ValueError: Not a valid RE2 expression; the message names the problem, not the pattern.
     """
+    # Imported here, not with the module: the workspace imports this module for read_at_most alone.
+    import re2  # type: ignore[import-untyped]
+
     options = re2.Options()
     options.log_errors = False
     options.literal = not regex
