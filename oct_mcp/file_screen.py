@@ -1,10 +1,11 @@
 """Screening a file for a search: reading it as bounded text, and whether the pattern is in it, in the
 server or in its screening helper process (`tools/screen_helper.py`), which runs this file alone.
 
-Imports nothing of the package's, only the standard library and RE2: the helper runs this file by its
-path (`python -I file_screen.py <socket>`), where the package's own imports would cost it half a
-second and tens of MiB at every start. For the same reason `read_at_most`, which the workspace and
-the tools read files with, lives here.
+Imports nothing of the package's, only the standard library (and RE2 where a pattern is compiled):
+the helper runs this file by its path (`python -I -S -c <bootstrap> <RE2's folder> file_screen.py
+<socket> <control socket>`), where the package's own imports would cost it half a second and tens
+of MiB at every start. For the same reason `read_at_most`, which the workspace and the tools read
+files with, lives here.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ NO_MATCH: Final = b"n"[0]
 SKIPPED: Final = b"s"[0]
 """Not searched: binary, over the size limit, gone, not a regular file, or not readable."""
 UNREACHED: Final = b"u"[0]
-"""Not screened: the search's time was up first (this file and every one after it)."""
+"""Not screened: the search's time was up first, or it was cancelled (this file and every one after it)."""
 
 # A request to the helper: its number, the query's flags, the size limit, the pattern's length, and the
 # search's deadline on the monotonic clock, which every process of the machine shares (Linux's

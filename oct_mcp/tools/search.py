@@ -9,8 +9,8 @@ the time of the whole call are bounded.
 
 In the server (and its screening helper process, tools/screen_helper.py, which reads files on the
 other core), not ripgrep run in the sandbox. In the same runs of benchmarks/search.py on a quiet
-2-core machine, ripgrep under bubblewrap, before a byte of its output is read, took 1.17x to 1.19x
-ripgrep alone, and this search 1.05x to 1.25x (2.0x to 2.3x in one process). It is not faster, and
+2-core machine, ripgrep under bubblewrap, before a byte of its output is read, took 1.14x to 1.21x
+ripgrep alone, and this search 1.05x to 1.28x (2.0x to 2.3x in one process). It is not faster, and
 its results are not these. Its regex engine is not RE2 (its digit, word and word-boundary classes
 are Unicode, RE2's ASCII); it follows a symlinked or oversized .gitignore this walk refuses, reads
 `.ignore` files and the ignore files above the project, looks for the global excludes file in the
