@@ -495,7 +495,7 @@ class _OrderedScreen:
     """Chunks not given out yet, in walk order."""
     given_out: int = 0
     held_since: float | None = None
-    """When the first chunk began to wait for the walk to go ahead (see `give_out`)."""
+    """When the first chunk began to wait for the walk to go ahead (see `_holds_back`)."""
 
     def __post_init__(self) -> None:
         self.matcher = self.query.matcher()
@@ -509,8 +509,8 @@ class _OrderedScreen:
         return helper is not None and helper.unanswered < IN_FLIGHT_MAX and helper.ready()
 
     def _feed(self) -> None:
-        """Send the helper unassigned chunks behind the first, up to IN_FLIGHT_MAX held at once (a
-        search's that stopped early among them)."""
+        """Send the helper unassigned chunks behind the first, while it holds fewer than IN_FLIGHT_MAX
+        requests (counting what a search that stopped early left it)."""
         for index, chunk in enumerate(self.pending):
             helper = self.helper
             if helper is None or not self._helper_has_room():
