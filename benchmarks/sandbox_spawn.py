@@ -27,7 +27,8 @@ COMMANDS = {"true": ("/usr/bin/true",), "python": (sys.executable, "-I", "-c", "
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
 
 
-def _prepared(backend: Backend, project: Path, argv: tuple[str, ...]) -> Prepared:
+def read_only_prepared(backend: Backend, project: Path, argv: tuple[str, ...]) -> Prepared:
+    """`argv` prepared under `backend` as a read-only tool without network, as a tool runs."""
     home, tmp = backend.home_and_tmp(project)
     env = sandbox_environment(
         path_dirs=["/usr/bin"], home=home, tmpdir=tmp, read_only_project=True, threads=2
@@ -70,16 +71,16 @@ def main() -> None:
         project = Path(temp).resolve()
         for label, argv in COMMANDS.items():
             bare = Prepared(argv=argv, env={}, cwd=project, guarantees=frozenset())
-            native = _prepared(Native(), project, argv)
+            native = read_only_prepared(Native(), project, argv)
             measures = [
                 lambda bare=bare: _timed(bare, "bare"),
                 lambda native=native: _timed(native, "native"),
             ]
             if has_bwrap:
-                wrapped = _prepared(bubblewrap, project, argv)
+                wrapped = read_only_prepared(bubblewrap, project, argv)
                 measures.append(lambda wrapped=wrapped: _timed(wrapped, "bubblewrap"))
             if has_landlock:
-                confined = _prepared(landlock, project, argv)
+                confined = read_only_prepared(landlock, project, argv)
                 measures.append(lambda confined=confined: _timed(confined, "landlock"))
             for measure in measures:
                 measure()  # warm-up

@@ -28,11 +28,11 @@ from typing import Any
 
 import anyio
 from _common import Comparison, arguments, interleave, print_table
+from sandbox_spawn import read_only_prepared
 
 from oct_mcp.app import App, build_app, run_call
-from oct_mcp.backends import Limits, Prepared, SandboxRequest
+from oct_mcp.backends import Prepared
 from oct_mcp.backends.bubblewrap import Bubblewrap
-from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.screen_helper import SCREEN_HELPER
@@ -262,24 +262,7 @@ def chain_pages(app: App, tool: str, first: dict[str, Any], key: str) -> list[An
 def sandboxed(project: Path, argv: tuple[str, ...]) -> Prepared | None:
     """`argv` prepared under bubblewrap as a read-only tool without network, or None without it."""
     backend = Bubblewrap()
-    if not backend.probe().usable:
-        return None
-    home, tmp = backend.home_and_tmp(project)
-    env = sandbox_environment(
-        path_dirs=["/usr/bin"], home=home, tmpdir=tmp, read_only_project=True, threads=2
-    )
-    request = SandboxRequest(
-        argv=argv,
-        project=project,
-        writable=False,
-        network=False,
-        protected=(),
-        read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)),
-        env=env,
-        limits=Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65),
-        scratch=project,
-    )
-    return backend.prepare(request)
+    return read_only_prepared(backend, project, argv) if backend.probe().usable else None
 
 
 def run_sandboxed(prepared: Prepared) -> bytes:
