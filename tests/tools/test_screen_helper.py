@@ -166,6 +166,22 @@ def _scripted_helper(script: str, reply_timeout: float = 30.0) -> ScreenHelper:
     return ScreenHelper(argv_for=argv_for, reply_timeout=reply_timeout)
 
 
+def _late_helper(delay: float, reply_timeout: float = 30.0) -> ScreenHelper:
+    """The real screen, each reply sent `delay` seconds late (a helper busy on slow files)."""
+    return _scripted_helper(
+        "import time\n"
+        "sys.argv = sys.argv[1:]\n"
+        f"sys.path.insert(0, {os.path.dirname(file_screen.__file__)!r})\n"
+        "import file_screen\n"
+        "class Late(socket.socket):\n"
+        "    def sendall(self, data, *rest):\n"
+        f"        if len(data) > 1: time.sleep({delay})\n"
+        "        return super().sendall(data, *rest)\n"
+        "file_screen.serve(Late(fileno=connection.detach()), control)\n",
+        reply_timeout=reply_timeout,
+    )
+
+
 def test_a_helper_that_says_every_file_matches_shows_nothing_that_does_not(tree: Workspace) -> None:
     lying = _scripted_helper(
         "connection.sendall(b'R')\n"
@@ -385,12 +401,12 @@ def test_a_search_that_stops_early_leaves_the_helper_working_for_the_next(
 SLOW_PATTERN = r"([a-j]|[k-t]).{90}Q(x|y)"
 
 
-def _linked_files(root: Path, body: bytes, count: int) -> None:
+def _linked_files(root: Path, body: bytes, count: int, stem: str = "f") -> None:
     """`count` hard links to one file: as many files to search, one file's worth of disk."""
-    first = root / "f000.txt"
+    first = root / f"{stem}000.txt"
     first.write_bytes(body)
     for n in range(1, count):
-        os.link(first, root / f"f{n:03}.txt")
+        os.link(first, root / f"{stem}{n:03}.txt")
 
 
 def _random_text(size: int) -> bytes:
@@ -448,18 +464,7 @@ def test_a_page_that_fills_in_its_first_file_searches_only_that_file(
 def test_a_helper_that_is_behind_does_not_make_the_server_hold_the_files_ahead(tmp_path: Path) -> None:
     root = tmp_path.resolve()
     _linked_files(root, b"needle\n" + b"y" * 4_000_000 + b"\n", 300)
-    late = _scripted_helper(
-        "import time\n"
-        "sys.argv = sys.argv[1:]\n"
-        f"sys.path.insert(0, {os.path.dirname(file_screen.__file__)!r})\n"
-        "import file_screen\n"
-        "class Late(socket.socket):\n"
-        "    def sendall(self, data, *rest):\n"
-        "        if len(data) > 1: time.sleep(1.0)\n"
-        "        return super().sendall(data, *rest)\n"
-        "file_screen.serve(Late(fileno=connection.detach()), control)\n",
-        reply_timeout=4.0,
-    )
+    late = _late_helper(1.0, reply_timeout=4.0)
     assert late.warm(WARM_SECONDS)
     tracemalloc.start()
     try:
@@ -499,10 +504,7 @@ def _slow_then_small(root: Path) -> None:
     root.mkdir()
     for n in range(64):
         (root / f"a{n:03}.txt").write_text("small\n")
-    first = root / "b000.txt"
-    first.write_bytes(_random_text(128 * 1024))
-    for n in range(1, 320):
-        os.link(first, root / f"b{n:03}.txt")
+    _linked_files(root, _random_text(128 * 1024), 320, stem="b")
 
 
 def _small_tree(root: Path) -> Workspace:
@@ -548,17 +550,7 @@ def test_a_search_after_pages_that_stopped_early_gets_the_same_result_as_alone(
         (first / f"f{n:03}.txt").write_text("needle\n" if n in (70, 71) else "hay\n")
     small = _small_tree(tmp_path / "small")
     alone = search(small, SearchParams(pattern="needle"), screen_helper=None).structured
-    late = _scripted_helper(
-        "import time\n"
-        "sys.argv = sys.argv[1:]\n"
-        f"sys.path.insert(0, {os.path.dirname(file_screen.__file__)!r})\n"
-        "import file_screen\n"
-        "class Late(socket.socket):\n"
-        "    def sendall(self, data, *rest):\n"
-        "        if len(data) > 1: time.sleep(0.3)\n"
-        "        return super().sendall(data, *rest)\n"
-        "file_screen.serve(Late(fileno=connection.detach()), control)\n",
-    )
+    late = _late_helper(0.3)
     assert late.warm(WARM_SECONDS)
     try:
         for _ in range(3):
@@ -589,10 +581,7 @@ def test_matches_the_helper_found_in_time_are_shown_as_alone(
     medium = _random_text(12 * 1024)
     for n in range(64):
         (root / f"c{n:03}.txt").write_bytes(medium + (b"\nneedle\n" if n == 63 else b"\n"))
-    slow = root / "g000.txt"
-    slow.write_bytes(_random_text(128 * 1024))
-    for n in range(1, 128):
-        os.link(slow, root / f"g{n:03}.txt")
+    _linked_files(root, _random_text(128 * 1024), 128, stem="g")
     workspace = Workspace(root.resolve())
     params: dict[str, Any] = {"pattern": SLOW_PATTERN + "|needle", "regex": True}
     alone = search(workspace, SearchParams(**params), screen_helper=None).structured
