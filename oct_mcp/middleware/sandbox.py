@@ -7,7 +7,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -42,12 +41,12 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
-    BusyError,
     ProjectCodeRefusedError,
     ProtectedPathCreatedError,
     SandboxUnavailableError,
     ToolTimeoutError,
 )
+from oct_mcp.execution.in_process import AbandonedWork, run_in_thread
 from oct_mcp.preview import TargetState, verify_targets
 from oct_mcp.protected import (
     SNAPSHOT_MAX_ENTRIES,
@@ -73,7 +72,6 @@ from oct_mcp.workspace import Workspace
 __all__ = [
     "LAYER",
     "RUN_PROCESSES",
-    "AbandonedWork",
     "ExecutionSandbox",
     "SandboxSettings",
     "cap_output",
@@ -107,77 +105,6 @@ class SandboxSettings(BaseModel):
 
     allow_degraded: bool = False
     """Run where the backend lacks a guarantee the profile names (never the network one)."""
-
-
-class _ThreadRun:
-    """One in-process run's thread: what it answered, once it has, and whether the call gave up on it."""
-
-    __slots__ = ("abandoned", "done", "error", "result")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.result: ToolResult | None = None
-        self.error: BaseException | None = None
-        self.abandoned = False
-
-    def outcome(self) -> ToolResult:
-        if self.error is not None:
-            raise self.error
-        if self.result is None:
-            raise RuntimeError("an in-process run ended without a result")
-        return self.result
-
-
-class AbandonedWork:
-    """In-process runs the sandbox stopped waiting for whose threads still run: counted, refused meanwhile.
-
-    Such a thread holds a worker and the interpreter's lock until the plan notices its deadline (or
-    its blocking read returns); starting more work beside it slows every call and piles threads up.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._idle = threading.Event()
-        self._idle.set()
-
-    @property
-    def running(self) -> int:
-        """How many abandoned runs have not ended yet."""
-        return self._running
-
-    def refuse_while_running(self) -> None:
-        """Raises:
-        BusyError: An abandoned run is still going.
-        """
-        running = self._running
-        if running:
-            raise BusyError(
-                f"{running} in-process call(s) that ran past their time limit are still finishing; "
-                "wait a few seconds and call again"
-            )
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until no abandoned run is left (for shutdown and tests); False on the timeout."""
-        return self._idle.wait(timeout)
-
-    def abandon(self, run: _ThreadRun) -> None:
-        """Count `run` until its thread ends, unless it has ended already."""
-        with self._lock:
-            if run.done.is_set():
-                return
-            run.abandoned = True
-            self._running += 1
-            self._idle.clear()
-
-    def finish(self, run: _ThreadRun) -> None:
-        """Called by the run's thread as it ends."""
-        with self._lock:
-            run.done.set()
-            if run.abandoned:
-                self._running -= 1
-                if not self._running:
-                    self._idle.set()
 
 
 def cap_output(result: ToolResult, limit: int) -> ToolResult:
@@ -254,7 +181,10 @@ class ExecutionSandbox:
             if approved is not None:
                 # Checked in the plan's own thread, just before it reads and writes.
                 plan = replace(plan, function=partial(_after_check, ctx.workspace, approved, plan.function))
-            result = plan.function() if plan.inline else await self._run_in_process(plan, deadline)
+            if plan.inline:
+                result = plan.function()
+            else:
+                result = await run_in_thread(plan.function, deadline, self.abandoned)
         else:
             if approved is not None:
                 await anyio.to_thread.run_sync(verify_targets, ctx.workspace, approved)
@@ -270,41 +200,6 @@ class ExecutionSandbox:
             cap_output(result, self.max_output_bytes),
             duration_seconds=time.perf_counter() - started,
         )
-
-    async def _run_in_process(self, plan: InProcessPlan, deadline: Deadline) -> ToolResult:
-        run = _ThreadRun()
-        work = self.abandoned
-
-        def in_thread() -> ToolResult:
-            try:
-                run.result = plan.function()
-            except BaseException as exc:
-                run.error = exc
-                raise
-            finally:
-                work.finish(run)
-            return run.result
-
-        answered = False
-        try:
-            with anyio.move_on_after(deadline.seconds):
-                # abandon_on_cancel: a thread cannot be interrupted, but the call must still return;
-                # the plan stops at its next deadline check, and never begins a write after it.
-                result = await anyio.to_thread.run_sync(in_thread, abandon_on_cancel=True)
-                answered = True
-                return result
-        except BaseException:
-            answered = run.done.is_set()
-            raise
-        finally:
-            if not answered and deadline.expire():
-                work.abandon(run)
-        if deadline.expired:
-            raise deadline.timeout_error()
-        # The time ran out while the plan was writing: its writes are bounded, and the answer
-        # must say what they did.
-        await anyio.to_thread.run_sync(run.done.wait)
-        return run.outcome()
 
     async def _run_command(
         self, plan: CommandPlan, project: Path, progress: ProgressReporter | None

@@ -118,8 +118,10 @@ def _slow_patch(project: Path) -> ApplyPatchParams:
 
 
 async def _wait_until_idle(sandbox: ExecutionSandbox) -> None:
+    # Each wait in a thread is bounded: a thread left blocked would hold the interpreter at exit.
     with anyio.fail_after(60):
-        await anyio.to_thread.run_sync(sandbox.abandoned.wait_idle, abandon_on_cancel=True)
+        while not await anyio.to_thread.run_sync(sandbox.abandoned.wait_idle, 0.5):
+            pass
 
 
 def _in_process_context(project: Path, function: Callable[[], ToolResult]) -> CallContext:
