@@ -8,7 +8,10 @@ import stat
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from oct_mcp.types import LayerRuntime
 
 __all__ = [
     "GIT_DIRECTORY_RULE",
@@ -452,6 +455,11 @@ class ProtectedPaths:
     def for_root(cls, root: Path, server_files: Iterable[str | os.PathLike[str]]) -> ProtectedPaths:
         resolved = frozenset(Path(os.path.abspath(os.path.expanduser(p))).resolve() for p in server_files)
         return cls(root=root, server_files=resolved)
+
+    @classmethod
+    def for_runtime(cls, runtime: LayerRuntime) -> ProtectedPaths:
+        """The table a server's layers share: its project, its audit log, config and policy files."""
+        return cls.for_root(runtime.workspace.root, [runtime.config.audit_log_path, *runtime.server_files])
 
     def rule_for(self, path: Path) -> ProtectedRule | None:
         """The rule that protects `path` (absolute, inside the root), or None.

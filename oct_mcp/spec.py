@@ -13,6 +13,7 @@ from pydantic import BaseModel, StringConstraints
 
 from oct_mcp.backends import EntryRights
 from oct_mcp.deadline import Deadline
+from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.preview import TargetState
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
@@ -175,7 +176,7 @@ class CommandPlan:
     sandbox sets GIT_DIR to the run's private git folder)."""
 
 
-Plan: TypeAlias = InProcessPlan | CommandPlan
+Plan: TypeAlias = InProcessPlan | CommandPlan | ChangePlan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

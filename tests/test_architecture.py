@@ -203,3 +203,94 @@ def test_a_layer_does_not_import_the_chain_or_the_registry(path: Path) -> None:
 @pytest.mark.parametrize("path", sorted((PACKAGE / "embed").rglob("*.py")), ids=lambda p: p.stem)
 def test_embedding_does_not_import_the_stdio_server(path: Path) -> None:
     assert [name for name in _imports(path) if _is_under(name, "oct_mcp.server")] == []
+
+
+# Where the package may change files, and why; everything else (every tool above all) proposes
+# changes and `oct_mcp.execution` applies them. A new writer must be named here with its reason.
+_WRITERS: dict[str, str] = {
+    "oct_mcp/execution/": "the one applier of the project's changes",
+    "oct_mcp/audit/": "the audit log and its seal, the server's own files outside any tool's reach",
+    "oct_mcp/backends/": "a command run's scratch folder, cgroup and output files, and the git state a run "
+    "left in its private git folder, installed back (to move to execution.commands, TODO(#28))",
+    "oct_mcp/middleware/sandbox.py": "removes a command run's scratch folder (to move to execution.commands, "
+    "TODO(#28))",
+    "oct_mcp/protected.py": "removes protected paths a writable command run created (the command run's "
+    "settle step, TODO(#28))",
+    "oct_mcp/cli.py": "`oct-mcp token` writes the user's own config file",
+}
+_WRITING_CALLS = frozenset(
+    {
+        "os.replace", "os.rename", "os.renames", "os.unlink", "os.remove", "os.rmdir", "os.removedirs",
+        "os.mkdir", "os.makedirs", "os.fchmod", "os.chmod", "os.lchmod", "os.chown", "os.symlink",
+        "os.link", "os.truncate", "os.ftruncate", "os.mkfifo", "os.mknod", "shutil.rmtree", "shutil.move",
+        "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "shutil.copymode",
+    }
+)  # fmt: skip
+# Method names that only a path (or a file) has: a call of one of them is a write, whatever its receiver.
+_WRITING_METHODS = frozenset(
+    {"write_text", "write_bytes", "touch", "mkdir", "rmdir", "unlink", "symlink_to", "hardlink_to", "chmod"}
+)
+_WRITING_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"})
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _writes(path: Path, top: Path = PACKAGE.parent) -> list[str]:
+    """The lines of a module that change files (a writing call, an open for writing), in line order."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        flags = {_dotted(arg).rsplit(".", 1)[-1] for arg in ast.walk(node) if isinstance(arg, ast.Attribute)}
+        mode = next(
+            (
+                arg.value
+                for arg in node.args[1:2]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+            ),
+            "",
+        )
+        if (
+            name in _WRITING_CALLS
+            or (isinstance(node.func, ast.Attribute) and node.func.attr in _WRITING_METHODS)
+            or (name == "os.open" and flags & _WRITING_FLAGS)
+            or (name in {"open", "os.fdopen"} and set(mode) & set("wax+"))
+        ):
+            found.append((node.lineno, f"{path.relative_to(top)}:{node.lineno}: {name}"))
+    return [line for _number, line in sorted(found)]
+
+
+def test_only_the_applier_and_the_named_writers_change_files() -> None:
+    writers = tuple(_WRITERS)
+    found = [
+        line
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not path.relative_to(PACKAGE.parent).as_posix().startswith(writers)
+        for line in _writes(path)
+    ]
+
+    assert found == []
+
+
+def test_the_write_check_finds_each_way_of_writing(tmp_path: Path) -> None:
+    module = tmp_path / "writer.py"
+    module.write_text(
+        "import os, shutil\n"
+        "os.replace('a', 'b')\n"
+        "shutil.rmtree('x')\n"
+        "target.write_bytes(b'')\n"
+        "fd = os.open('a', os.O_WRONLY | os.O_CREAT)\n"
+        "open('a', 'w')\n"
+        "fd = os.open('a', os.O_RDONLY)\n"
+        "open('a')\n"
+        "text.replace('a', 'b')\n"
+    )
+
+    found = [line.rsplit(": ", 1)[-1] for line in _writes(module, tmp_path)]
+
+    assert found == ["os.replace", "shutil.rmtree", "target.write_bytes", "os.open", "open"]

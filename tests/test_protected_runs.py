@@ -24,6 +24,7 @@ from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import ProtectedPathCreatedError
+from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.tools.python import FORMAT, FormatParams
@@ -79,6 +80,7 @@ def _sandbox(backend: Backend) -> ExecutionSandbox:
         test_timeout_seconds=30,
         memory_bytes=512 * MIB,
         threads=2,
+        applier=ChangeApplier(),
         # native confines nothing: these tests accept that on purpose, to see the check after the run hold.
         allow_unconfined=True,
     )

@@ -35,6 +35,7 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     ToolTimeoutError,
 )
+from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.types import ToolResult
@@ -104,6 +105,7 @@ def _sandbox(
         test_timeout_seconds=timeout,
         memory_bytes=512 * MIB,
         threads=2,
+        applier=ChangeApplier(),
         allow_unconfined=allow_unconfined,
     )
 

@@ -22,6 +22,7 @@ from test_sandbox_probes import MIB, _processes_with
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
+from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.types import ToolResult
@@ -91,6 +92,7 @@ async def _run(backend: Backend, project: Path, argv: list[str], **params: objec
         test_timeout_seconds=120,
         memory_bytes=512 * MIB,  # the default memory_limit_mb
         threads=2,
+        applier=ChangeApplier(),
         allow_unconfined=True,  # native confines nothing: these tests accept that on purpose
     )
     ctx = replace(

@@ -109,12 +109,10 @@ def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
     unknown = names - set(runtime.catalog) - {ALL_TOOLS}
     if unknown and not runtime.open_catalog:
         raise ConfigError(f"layer 'policy' allows tools that do not exist: {', '.join(sorted(unknown))}")
-    config = runtime.config
-    server_files = [config.audit_log_path, *runtime.server_files]
     return PolicyEngine(
         profile=runtime.profile,
         allowed=None if ALL_TOOLS in names else frozenset(names),
-        protected=ProtectedPaths.for_root(runtime.workspace.root, server_files),
+        protected=ProtectedPaths.for_runtime(runtime),
         programs=_program_entries(settings.programs),
         network_allowed="no_network" not in runtime.guarantees,
     )

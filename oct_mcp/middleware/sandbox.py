@@ -46,12 +46,14 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     ToolTimeoutError,
 )
+from oct_mcp.execution.changes import ChangeApplier, ChangePlan
 from oct_mcp.execution.in_process import AbandonedWork, run_in_thread
 from oct_mcp.preview import TargetState, verify_targets
 from oct_mcp.protected import (
     SNAPSHOT_MAX_ENTRIES,
     ProjectTooLargeError,
     ProtectedChanges,
+    ProtectedPaths,
     ProtectedSnapshot,
     settle_protected_paths,
     snapshot_protected,
@@ -131,7 +133,8 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionSandbox:
-    """Run the validated tool's plan: in-process ones in a thread (or inline), commands under the backend.
+    """Run the validated tool's plan: in-process ones in a thread (or inline), file changes through the
+    one applier, commands under the backend.
 
     Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
     spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
@@ -149,6 +152,8 @@ class ExecutionSandbox:
     test_timeout_seconds: float
     memory_bytes: int | None
     threads: int
+    applier: ChangeApplier
+    """Checks and applies the file changes of every tool whose plan is a `ChangePlan`."""
     allow_unconfined: bool = False
     """Run commands where the backend confines nothing (allow_unconfined_project_code)."""
     abandoned: AbandonedWork = field(default_factory=AbandonedWork)
@@ -176,7 +181,19 @@ class ExecutionSandbox:
             plan = ctx.spec.plan(ctx.params, env)
         started = time.perf_counter()
         approved = ctx.approved_targets
-        if isinstance(plan, InProcessPlan):
+        if isinstance(plan, ChangePlan):
+            self.abandoned.refuse_while_running()
+            carry_out = partial(
+                self.applier.carry_out,
+                ctx.workspace,
+                plan,
+                tool=ctx.spec.name,
+                preview=ctx.previewing,
+                deadline=deadline,
+                approved=approved,
+            )
+            result = await run_in_thread(carry_out, deadline, self.abandoned)
+        elif isinstance(plan, InProcessPlan):
             self.abandoned.refuse_while_running()
             if approved is not None:
                 # Checked in the plan's own thread, just before it reads and writes.
@@ -472,6 +489,7 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
         test_timeout_seconds=config.timeout_test_seconds,
         memory_bytes=config.memory_limit_mb * _MIB if config.memory_limit_mb else None,
         threads=max(1, min(os.cpu_count() or 1, config.max_jobs, _MAX_TOOL_THREADS)),
+        applier=ChangeApplier(ProtectedPaths.for_runtime(runtime).server_files),
         allow_unconfined=config.allow_unconfined_project_code,
     )
 

@@ -18,24 +18,20 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.errors import ExecutionError, OctError, PathRefusedError
-from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
+from oct_mcp.errors import PathRefusedError
+from oct_mcp.execution.changes import PathChange, Proposal
+from oct_mcp.preview import ABSENT, FileChange
 from oct_mcp.redaction import redact
 from oct_mcp.spec import Risk, ToolSpec
-from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
-from oct_mcp.tools.file_writes import (
+from oct_mcp.tools.change_kit import (
     ExistingFile,
     StrictParams,
-    Undo,
-    delete_file,
     digest_of,
-    plan_write,
-    preview_write,
+    named_if_other,
+    plan_change,
     read_existing,
-    refuse_git_directory,
-    refuse_protected,
-    write_atomically,
 )
+from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
 from oct_mcp.tools.hunks import apply_hunks
 from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
 from oct_mcp.tools.patch_parse import ParsedFile, PatchError, parse_patch
@@ -48,7 +44,7 @@ __all__ = [
     "ApplyPatchOutput",
     "ApplyPatchParams",
     "PatchedFile",
-    "apply_patch",
+    "propose_patch",
 ]
 
 PATCH_MAX_CHARS: Final = 2 * 1_048_576
@@ -88,6 +84,8 @@ class _Planned:
     """What is at `target` now (at the source, for a rename or copy)."""
     new: bytes | None
     diff: Diff
+    named: str
+    """The target's path as the patch names it (before links inside are resolved)."""
     kept: int = 0
     """Secrets kept behind masks the patch carried."""
 
@@ -106,11 +104,9 @@ class ApplyPatchParams(StrictParams):
 def _contained(workspace: Workspace, path: str, parsed: ParsedFile) -> Path:
     where = f"file {parsed.number} of the patch"
     try:
-        resolved = workspace.contain(path)
+        return workspace.contain(path)
     except PathRefusedError as exc:
         raise PathRefusedError(f"{where}: {exc.message}") from None
-    refuse_protected(workspace, path, resolved, f"oct_apply_patch ({where})")
-    return resolved
 
 
 def _text_of(existing: ExistingFile, parsed: ParsedFile, path: str) -> str:
@@ -138,7 +134,7 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         except MaskError as exc:
             raise PatchError(f"{where}: {exc}") from None
         diff = unified_diff(None, text, "", f"b/{workspace.relative(target)}", deadline=deadline)
-        return _Planned(parsed, target, None, None, text.encode("utf-8"), diff)
+        return _Planned(parsed, target, None, None, text.encode("utf-8"), diff, new_path)
     old_target = _contained(workspace, old_path, parsed)
     if parsed.action in ("rename", "copy") and new_path is not None:
         source, target = old_target, _contained(workspace, new_path, parsed)
@@ -150,6 +146,7 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         target = new_target if new_target.is_file() else old_target
     else:
         target = old_target
+    named = new_path if new_path is not None and target != old_target else old_path
     existing = read_existing(workspace, source or target)
     if existing is None:
         raise PatchError(f"{where}: the file does not exist")
@@ -177,9 +174,9 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         if new_text:
             raise PatchError(f"{where}: the patch deletes the file, but its hunks do not remove every line")
         deleted = unified_diff(seen.view, None, old_name, "", deadline)
-        return _Planned(parsed, target, None, existing, None, deleted)
+        return _Planned(parsed, target, None, existing, None, deleted, old_path)
     diff = unified_diff(seen.view, new_view, old_name, f"b/{workspace.relative(target)}", deadline)
-    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff, kept)
+    return _Planned(parsed, target, source, existing, new_text.encode("utf-8"), diff, named, kept)
 
 
 def _modes(old_mode: int | None, executable: bool | None) -> tuple[int | None, int]:
@@ -191,58 +188,54 @@ def _modes(old_mode: int | None, executable: bool | None) -> tuple[int | None, i
     return (old_mode | ((old_mode & 0o444) >> 2) if executable else old_mode & ~0o111), 0o666
 
 
-def _apply(workspace: Workspace, planned: list[_Planned], deadline: Deadline | None) -> None:
-    """Make every planned change, or none: on a failure, undo what was done, newest first.
-
-    The first change claims `deadline`; once claimed, the rest follow whatever the time.
-
-    Raises:
-        ExecutionError: A write failed; the message says whether everything was put back.
-        ToolTimeoutError: The deadline passed before the first change; nothing was written.
-    """
-    if deadline is not None:
-        deadline.begin_writing()
-    undo: list[Undo] = []
-    try:
-        for change in planned:
-            action = change.parsed.action
-            if action == "delete":
-                undo.append(delete_file(workspace, change.target, change.old))
-                continue
-            if change.new is None:
-                raise RuntimeError("a planned write without content")
-            old_mode = None if change.old is None else change.old.mode
-            mode, new_mode = _modes(old_mode, change.parsed.executable)
-            # A rename or copy writes a new file: undone by deleting it, whatever the source was.
-            replaced = change.old if action == "modify" else None
-            undo.append(
-                write_atomically(workspace, change.target, change.new, replaced, mode=mode, new_mode=new_mode)
+def _changes_of(workspace: Workspace, planned: list[_Planned]) -> tuple[PathChange, ...]:
+    """The patch as changes for the applier: a rename writes its new file and deletes its source."""
+    changes: list[PathChange] = []
+    for change in planned:
+        relative = workspace.relative(change.target)
+        named = named_if_other(workspace, change.named, relative)
+        where = f"file {change.parsed.number} of the patch"
+        if change.parsed.action == "delete":
+            changes.append(
+                PathChange(
+                    action="delete", path=relative, read=digest_of(change.old), named=named, where=where
+                )
             )
-            if action == "rename" and change.source is not None:
-                undo.append(delete_file(workspace, change.source, change.old))
-    except (OSError, OctError) as exc:
-        problems = 0
-        for step in reversed(undo):
-            try:
-                step()
-            except (OSError, OctError):
-                problems += 1
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        if isinstance(exc, OctError):
-            reason = exc.message
-        state = (
-            "every file was put back as it was"
-            if not problems
-            else f"{problems} change(s) could not be undone; check the files with oct_git_status"
+            continue
+        if change.new is None:
+            raise RuntimeError("a planned write without content")
+        old_mode = None if change.old is None else change.old.mode
+        mode, new_mode = _modes(old_mode, change.parsed.executable)
+        # A rename or copy writes a new file, whatever its source was.
+        read = digest_of(change.old) if change.parsed.action == "modify" else ABSENT
+        changes.append(
+            PathChange(
+                action="write",
+                path=relative,
+                read=read,
+                named=named,
+                data=change.new,
+                mode=mode,
+                new_mode=new_mode,
+                where=where,
+            )
         )
-        raise ExecutionError(f"the patch could not be written ({reason}); {state}") from exc
+        if change.parsed.action == "rename" and change.source is not None:
+            source = workspace.relative(change.source)
+            named_source = named_if_other(workspace, change.parsed.old_path or source, source)
+            changes.append(
+                PathChange(
+                    action="delete", path=source, read=digest_of(change.old), named=named_source, where=where
+                )
+            )
+    return tuple(changes)
 
 
 def _refuse_repeats(workspace: Workspace, parsed: list[ParsedFile]) -> None:
-    """Every path in the patch contained and not protected, and no file named twice.
+    """Every path in the patch contained, and no file named twice (the applier judges the protected paths).
 
     Raises:
-        PathRefusedError, PolicyError: A path outside the project, or protected.
+        PathRefusedError: A path outside the project.
         PatchError: A file named twice (its second change would apply to the first one's result).
     """
     seen: set[Path] = set()
@@ -257,23 +250,16 @@ def _refuse_repeats(workspace: Workspace, parsed: list[ParsedFile]) -> None:
             seen.add(resolved)
 
 
-def apply_patch(
-    workspace: Workspace,
-    params: ApplyPatchParams,
-    *,
-    dry_run: bool,
-    deadline: Deadline | None = None,
-    preview: bool = False,
-) -> ToolResult:
-    """Check that every hunk of the patch applies, then apply them all, or show what would change.
+def propose_patch(
+    workspace: Workspace, params: ApplyPatchParams, deadline: Deadline | None = None
+) -> Proposal | ToolResult:
+    """Check that every hunk of the patch applies, and propose the changes it makes.
 
-    A patch that does not apply is an error result and changes nothing.
+    A patch that does not apply is an error result.
 
     Raises:
         PathRefusedError: A path in the patch leaves the project.
-        PolicyError: A path in the patch is protected.
-        ExecutionError: A write failed; what was written was put back.
-        ToolTimeoutError: The deadline passed; nothing was written.
+        ToolTimeoutError: The deadline passed.
     """
     try:
         parsed = parse_patch(params.patch)
@@ -281,11 +267,6 @@ def apply_patch(
         planned = [_plan_file(workspace, item, deadline) for item in parsed]
     except PatchError as exc:
         return ToolResult(text=f"the patch does not apply; nothing was changed.\n{exc}", is_error=True)
-    written = [change.target for change in planned if change.parsed.action != "delete"]
-    refuse_git_directory(workspace, written, "oct_apply_patch")
-    dry_run = dry_run or preview
-    if not dry_run:
-        _apply(workspace, planned, deadline)
     files = [
         PatchedFile(
             path=workspace.relative(change.target),
@@ -298,42 +279,31 @@ def apply_patch(
         )
         for change in planned
     ]
-    diff, cut = truncate_diff("".join(change.diff.text for change in planned))
-    output = ApplyPatchOutput(
-        applied=not dry_run,
-        files=files,
-        added=sum(f.added for f in files),
-        removed=sum(f.removed for f in files),
-        diff=diff,
-        diff_cut=cut,
-    )
+    whole = "".join(change.diff.text for change in planned)
+    diff, cut = truncate_diff(whole)
     listing = "\n".join(
         f"  {f.action} {f.original_path + ' -> ' if f.original_path else ''}{f.path} "
         f"({f.hunks} hunk(s), +{f.added} -{f.removed}{kept_note(f.masked_kept)})"
         for f in files
     )
-    head = (
-        f"dry run, nothing changed; the patch applies cleanly to {len(files)} file(s):"
-        if dry_run
-        else f"applied the patch to {len(files)} file(s):"
-    )
-    shown = _patch_preview(workspace, planned, files) if preview else None
-    return ToolResult(
-        text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump(), preview=shown
-    )
 
+    def answer(applied: bool) -> ToolResult:
+        output = ApplyPatchOutput(
+            applied=applied,
+            files=files,
+            added=sum(f.added for f in files),
+            removed=sum(f.removed for f in files),
+            diff=diff,
+            diff_cut=cut,
+        )
+        head = (
+            f"applied the patch to {len(files)} file(s):"
+            if applied
+            else f"dry run, nothing changed; the patch applies cleanly to {len(files)} file(s):"
+        )
+        return ToolResult(text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump())
 
-def _patch_preview(workspace: Workspace, planned: list[_Planned], files: list[PatchedFile]) -> Preview:
-    targets: list[TargetState] = []
-    for change in planned:
-        source_digest = digest_of(change.old)
-        if change.source is not None:
-            # A rename or copy reads its source (whose content `old` holds) and creates its target.
-            targets.append(TargetState(path=workspace.relative(change.source), digest=source_digest))
-            targets.append(TargetState(path=workspace.relative(change.target), digest=ABSENT))
-        else:
-            targets.append(TargetState(path=workspace.relative(change.target), digest=source_digest))
-    changes = tuple(
+    summary = tuple(
         FileChange(
             path=f.path,
             action=f.action,
@@ -344,9 +314,7 @@ def _patch_preview(workspace: Workspace, planned: list[_Planned], files: list[Pa
         )
         for f in files
     )
-    return Preview(
-        files=changes, diff="".join(change.diff.text for change in planned), targets=tuple(targets)
-    )
+    return Proposal(changes=_changes_of(workspace, planned), files=summary, diff=whole, answer=answer)
 
 
 def _patch_targets(arguments: Mapping[str, Any]) -> list[str]:
@@ -385,8 +353,8 @@ APPLY_PATCH: Final = ToolSpec(
     params=ApplyPatchParams,
     output=ApplyPatchOutput,
     risk=Risk.WRITE,
-    plan=partial(plan_write, apply_patch),
-    preview=partial(preview_write, apply_patch),
+    plan=partial(plan_change, propose_patch),
+    preview=partial(plan_change, propose_patch),
     targets=_patch_targets,
     idempotent=False,
 )

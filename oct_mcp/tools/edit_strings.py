@@ -20,26 +20,17 @@ from typing import Annotated, Final
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.preview import FileChange, Preview, TargetState
+from oct_mcp.execution.changes import PathChange, Proposal
+from oct_mcp.preview import FileChange
 from oct_mcp.spec import ProjectPath, Risk, ToolSpec
+from oct_mcp.tools.change_kit import StrictParams, digest_of, named_if_other, plan_change, read_existing
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
-from oct_mcp.tools.file_writes import (
-    StrictParams,
-    digest_of,
-    failed_write,
-    plan_write,
-    preview_write,
-    read_existing,
-    refuse_git_directory,
-    refuse_protected,
-    write_atomically,
-)
 from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
 from oct_mcp.tools.write_file import WRITE_MAX_BYTES
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
-__all__ = ["EDIT", "EditError", "EditOutput", "EditParams", "StringEdit", "apply_edits", "edit_file"]
+__all__ = ["EDIT", "EditError", "EditOutput", "EditParams", "StringEdit", "apply_edits", "propose_edit"]
 
 EDITS_MAX: Final = 64
 EXPECTED_COUNT_MAX: Final = 100_000
@@ -276,28 +267,18 @@ def _visible(changed: str) -> str:
     return changed.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
 
 
-def edit_file(
-    workspace: Workspace,
-    params: EditParams,
-    *,
-    dry_run: bool,
-    deadline: Deadline | None = None,
-    preview: bool = False,
-) -> ToolResult:
-    """Apply the edits to the file in memory, then write it once, atomically; or only diff it.
+def propose_edit(
+    workspace: Workspace, params: EditParams, deadline: Deadline | None = None
+) -> Proposal | ToolResult:
+    """The edits applied to the file in memory: the one write they make, and its diff.
 
-    An edit that does not apply is an error result, and nothing is written. `preview`: a dry run
-    whose result carries the change and the file's content digest.
+    An edit that does not apply is an error result.
 
     Raises:
         PathRefusedError: Outside the project, a folder, not a regular file.
-        PolicyError: A protected path.
-        ExecutionError: The write failed; the file is untouched.
-        ToolTimeoutError: The deadline passed; nothing was written.
+        ToolTimeoutError: The deadline passed.
     """
     target = workspace.contain(params.path)
-    refuse_protected(workspace, params.path, target, "oct_edit")
-    refuse_git_directory(workspace, [target], "oct_edit")
     old = read_existing(workspace, target)
     if old is None:
         return _refused("the file does not exist; create it with oct_write_file")
@@ -315,50 +296,43 @@ def edit_file(
     relative = workspace.relative(target)
     diff: Diff = unified_diff(seen.view, new_view, f"a/{relative}", f"b/{relative}", deadline)
     changed = new_text != text
-    dry_run = dry_run or preview
-    if not dry_run and changed:
-        try:
-            write_atomically(workspace, target, new_text.encode("utf-8"), old, deadline=deadline)
-        except OSError as exc:
-            raise failed_write(exc) from exc
     shown, cut = truncate_diff(diff.text)
-    output = EditOutput(
-        path=relative,
-        applied=not dry_run and changed,
-        replacements=counts,
-        added=diff.added,
-        removed=diff.removed,
-        diff=shown,
-        diff_cut=cut,
-        masked_kept=kept,
-    )
-    places = sum(counts)
-    counted = f"at {places} place(s) (+{diff.added} -{diff.removed})"
+
+    def answer(applied: bool) -> ToolResult:
+        output = EditOutput(
+            path=relative,
+            applied=applied and changed,
+            replacements=counts,
+            added=diff.added,
+            removed=diff.removed,
+            diff=shown,
+            diff_cut=cut,
+            masked_kept=kept,
+        )
+        counted = f"at {sum(counts)} place(s) (+{diff.added} -{diff.removed})"
+        if not changed:
+            head = f"the edits leave {relative} as it is; nothing written"
+        elif not applied:
+            head = f"dry run, nothing changed: would edit {relative} {counted}"
+        else:
+            head = f"edited {relative} {counted}"
+        return ToolResult(
+            text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"), structured=output.model_dump()
+        )
+
     if not changed:
-        head = f"the edits leave {relative} as it is; nothing written"
-    elif dry_run:
-        head = f"dry run, nothing changed: would edit {relative} {counted}"
-    else:
-        head = f"edited {relative} {counted}"
-    previewed = None
-    if preview:
-        changes = (
-            (
-                FileChange(
-                    path=relative, action="modify", added=diff.added, removed=diff.removed, masked_kept=kept
-                ),
-            )
-            if changed
-            else ()
-        )
-        previewed = Preview(
-            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=digest_of(old)),)
-        )
-    return ToolResult(
-        text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"),
-        structured=output.model_dump(),
-        preview=previewed,
+        return Proposal(changes=(), files=(), diff=diff.text, answer=answer)
+    change = PathChange(
+        action="write",
+        path=relative,
+        read=digest_of(old),
+        named=named_if_other(workspace, params.path, relative),
+        data=new_text.encode("utf-8"),
     )
+    summary = FileChange(
+        path=relative, action="modify", added=diff.added, removed=diff.removed, masked_kept=kept
+    )
+    return Proposal(changes=(change,), files=(summary,), diff=diff.text, answer=answer)
 
 
 def _refused(reason: str) -> ToolResult:
@@ -385,7 +359,7 @@ EDIT: Final = ToolSpec(
     params=EditParams,
     output=EditOutput,
     risk=Risk.WRITE,
-    plan=partial(plan_write, edit_file),
-    preview=partial(preview_write, edit_file),
+    plan=partial(plan_change, propose_edit),
+    preview=partial(plan_change, propose_edit),
     idempotent=False,
 )

@@ -8,26 +8,17 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.preview import FileChange, Preview, TargetState
+from oct_mcp.execution.changes import PathChange, Proposal
+from oct_mcp.preview import FileChange
 from oct_mcp.redaction import redact
 from oct_mcp.spec import ProjectPath, Risk, ToolSpec
+from oct_mcp.tools.change_kit import StrictParams, digest_of, named_if_other, plan_change, read_existing
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
-from oct_mcp.tools.file_writes import (
-    StrictParams,
-    digest_of,
-    failed_write,
-    plan_write,
-    preview_write,
-    read_existing,
-    refuse_git_directory,
-    refuse_protected,
-    write_atomically,
-)
 from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
-__all__ = ["WRITE_FILE", "WRITE_MAX_BYTES", "WriteFileOutput", "WriteFileParams", "write_file"]
+__all__ = ["WRITE_FILE", "WRITE_MAX_BYTES", "WriteFileOutput", "WriteFileParams", "propose_write"]
 
 WRITE_MAX_BYTES: Final = 2 * 1_048_576
 
@@ -64,26 +55,16 @@ class WriteFileOutput(BaseModel):
     """Secrets the content keeps behind the masks the model wrote back; the diff shows the masks."""
 
 
-def write_file(
-    workspace: Workspace,
-    params: WriteFileParams,
-    *,
-    dry_run: bool,
-    deadline: Deadline | None = None,
-    preview: bool = False,
-) -> ToolResult:
-    """Create or replace a project file with `params.content`, atomically; or only diff it.
+def propose_write(
+    workspace: Workspace, params: WriteFileParams, deadline: Deadline | None = None
+) -> Proposal | ToolResult:
+    """The change that creates or replaces a project file with `params.content`, and its diff.
 
     Raises:
-        ToolTimeoutError: The deadline passed; nothing was written.
+        ToolTimeoutError: The deadline passed.
         PathRefusedError: Outside the project, through a symlink leading out, a folder, not a file.
-        PolicyError: A protected path.
-        ExecutionError: The write failed; the old file is untouched.
     """
-    dry_run = dry_run or preview
     target = workspace.contain(params.path)
-    refuse_protected(workspace, params.path, target, "oct_write_file")
-    refuse_git_directory(workspace, [target], "oct_write_file")
     old = read_existing(workspace, target)
     relative = workspace.relative(target)
     old_text = None if old is None else old.text
@@ -105,48 +86,43 @@ def write_file(
         shown_new = params.content if kept or not seen.has_secrets else redact(content)[0]
         shown_old = None if old_text is None else seen.view
         diff = unified_diff(shown_old, shown_new, f"a/{relative}", f"b/{relative}", deadline)
-    if not dry_run and action != "unchanged":
-        try:
-            write_atomically(workspace, target, new, old, deadline=deadline)
-        except OSError as exc:
-            raise failed_write(exc) from exc
     text, cut = truncate_diff(diff.text)
-    output = WriteFileOutput(
+
+    def answer(applied: bool) -> ToolResult:
+        output = WriteFileOutput(
+            path=relative,
+            action=action,
+            applied=applied and action != "unchanged",
+            size_bytes=len(new),
+            added=diff.added,
+            removed=diff.removed,
+            diff=text,
+            diff_cut=cut,
+            masked_kept=kept,
+        )
+        verb = {"create": "create", "replace": "replace", "unchanged": "leave unchanged"}[action]
+        if not applied:
+            head = f"dry run, nothing changed: would {verb} {relative} (+{diff.added} -{diff.removed})"
+        elif action == "unchanged":
+            head = f"{relative} already has this content; nothing written"
+        else:
+            done = "created" if action == "create" else "replaced"
+            head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
+        return ToolResult(
+            text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump()
+        )
+
+    if action == "unchanged":
+        return Proposal(changes=(), files=(), diff=diff.text, answer=answer)
+    change = PathChange(
+        action="write",
         path=relative,
-        action=action,
-        applied=not dry_run and action != "unchanged",
-        size_bytes=len(new),
-        added=diff.added,
-        removed=diff.removed,
-        diff=text,
-        diff_cut=cut,
-        masked_kept=kept,
+        read=digest_of(old),
+        named=named_if_other(workspace, params.path, relative),
+        data=new,
     )
-    verb = {"create": "create", "replace": "replace", "unchanged": "leave unchanged"}[action]
-    shown = None
-    if preview:
-        changes = (
-            ()
-            if action == "unchanged"
-            else (
-                FileChange(
-                    path=relative, action=action, added=diff.added, removed=diff.removed, masked_kept=kept
-                ),
-            )
-        )
-        shown = Preview(
-            files=changes, diff=diff.text, targets=(TargetState(path=relative, digest=digest_of(old)),)
-        )
-    if dry_run:
-        head = f"dry run, nothing changed: would {verb} {relative} (+{diff.added} -{diff.removed})"
-    elif action == "unchanged":
-        head = f"{relative} already has this content; nothing written"
-    else:
-        done = "created" if action == "create" else "replaced"
-        head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
-    return ToolResult(
-        text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump(), preview=shown
-    )
+    shown = FileChange(path=relative, action=action, added=diff.added, removed=diff.removed, masked_kept=kept)
+    return Proposal(changes=(change,), files=(shown,), diff=diff.text, answer=answer)
 
 
 WRITE_FILE: Final = ToolSpec(
@@ -165,7 +141,7 @@ WRITE_FILE: Final = ToolSpec(
     params=WriteFileParams,
     output=WriteFileOutput,
     risk=Risk.WRITE,
-    plan=partial(plan_write, write_file),
-    preview=partial(preview_write, write_file),
+    plan=partial(plan_change, propose_write),
+    preview=partial(plan_change, propose_write),
     idempotent=True,
 )

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
 from oct_mcp.errors import BusyError, NotFoundError, ToolTimeoutError
+from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
 from oct_mcp.spec import (
     COMMAND_STEPS_MAX,
@@ -48,6 +49,7 @@ def _sandbox(*, max_output_bytes: int = 1_048_576, timeout: float = 60) -> Execu
         test_timeout_seconds=timeout * 5,
         memory_bytes=None,
         threads=2,
+        applier=ChangeApplier(),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from changes import carried_out
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -20,11 +21,11 @@ from pydantic import ValidationError
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, ToolTimeoutError
-from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams, apply_patch
+from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams
 from oct_mcp.tools.diffs import unified_diff, unified_lines
 from oct_mcp.tools.hunks import apply_hunks
 from oct_mcp.tools.patch_parse import PatchError, parse_patch
-from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams, write_file
+from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -49,11 +50,11 @@ def files_of(root: Path) -> dict[str, bytes]:
 
 
 def write(workspace: Workspace, path: str, content: str, *, dry_run: bool = False) -> ToolResult:
-    return write_file(workspace, WriteFileParams(path=path, content=content), dry_run=dry_run)
+    return carried_out(workspace, WRITE_FILE, WriteFileParams(path=path, content=content), dry_run=dry_run)
 
 
 def patch(workspace: Workspace, text: str, *, dry_run: bool = False) -> ToolResult:
-    return apply_patch(workspace, ApplyPatchParams(patch=text), dry_run=dry_run)
+    return carried_out(workspace, APPLY_PATCH, ApplyPatchParams(patch=text), dry_run=dry_run)
 
 
 def call(project: Path, config: Path, tool: str, arguments: dict[str, Any]) -> ToolResult | CallFailure:
@@ -170,7 +171,9 @@ def test_write_file_keeps_the_old_file_intact_when_the_write_fails(
     with pytest.raises(ExecutionError) as caught:
         write(workspace, "a.txt", "new\n")
 
-    assert caught.value.message == "the write failed (No space left on device); nothing was changed"
+    assert caught.value.message == (
+        "the change could not be made (No space left on device); nothing was changed"
+    )
     assert files_of(workspace.root) == {"a.txt": b"old\n"}
 
 
@@ -614,6 +617,7 @@ def test_apply_patch_refuses_a_protected_path(workspace: Workspace, path: str) -
     with pytest.raises(PolicyError) as caught:
         patch(workspace, text)
 
+    assert caught.value.code == "policy"
     assert "file 1 of the patch" in caught.value.message
     assert files_of(workspace.root) == {}
 
@@ -648,7 +652,7 @@ def test_apply_patch_puts_every_file_back_when_a_write_fails_midway(
         patch(workspace, text)
 
     assert caught.value.message == (
-        "the patch could not be written (No space left on device); every file was put back as it was"
+        "the change could not be made (No space left on device); nothing was changed"
     )
     assert files_of(workspace.root) == before
     assert not (workspace.root / "new").exists()
@@ -795,7 +799,7 @@ def test_a_patch_past_its_deadline_writes_nothing(workspace: Workspace) -> None:
     deadline = Deadline(0)
 
     with pytest.raises(ToolTimeoutError) as caught:
-        apply_patch(workspace, ApplyPatchParams(patch=patch), dry_run=False, deadline=deadline)
+        carried_out(workspace, APPLY_PATCH, ApplyPatchParams(patch=patch), dry_run=False, deadline=deadline)
 
     assert caught.value.code == "timeout"
     assert (workspace.root / "a.txt").read_text() == "one\ntwo\n"
@@ -806,8 +810,12 @@ def test_a_write_whose_run_was_given_up_creates_neither_file_nor_folder(workspac
     deadline.expire()
 
     with pytest.raises(ToolTimeoutError):
-        write_file(
-            workspace, WriteFileParams(path="new/dir/a.txt", content="x\n"), dry_run=False, deadline=deadline
+        carried_out(
+            workspace,
+            WRITE_FILE,
+            WriteFileParams(path="new/dir/a.txt", content="x\n"),
+            dry_run=False,
+            deadline=deadline,
         )
 
     assert not (workspace.root / "new").exists()

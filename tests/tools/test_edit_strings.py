@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from changes import carried_out
 from hypothesis import given
 from hypothesis import strategies as st
 
 from oct_mcp.errors import PathRefusedError, PolicyError
-from oct_mcp.tools.edit_strings import EDIT, EditParams, edit_file
+from oct_mcp.tools.edit_strings import EDIT, EditParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -29,7 +30,7 @@ def workspace(tmp_path: Path) -> Workspace:
 
 def edit(workspace: Workspace, path: str, *edits: dict[str, Any], dry_run: bool = False) -> ToolResult:
     params = EditParams.model_validate({"path": path, "edits": list(edits)})
-    return edit_file(workspace, params, dry_run=dry_run)
+    return carried_out(workspace, EDIT, params, dry_run=dry_run)
 
 
 def test_an_edit_replaces_the_one_place_its_old_text_is(workspace: Workspace) -> None:

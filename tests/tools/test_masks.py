@@ -7,16 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from changes import carried_out
 from hypothesis import given
 from hypothesis import strategies as st
 
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ToolTimeoutError
 from oct_mcp.redaction import redact
-from oct_mcp.tools.apply_patch import ApplyPatchParams, apply_patch
-from oct_mcp.tools.edit_strings import EditParams, edit_file
+from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams
+from oct_mcp.tools.edit_strings import EDIT, EditParams
 from oct_mcp.tools.masks import masked, unmask
-from oct_mcp.tools.write_file import WriteFileParams, write_file
+from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -53,7 +54,7 @@ def on_disk(workspace: Workspace) -> str:
 
 def edit(workspace: Workspace, *edits: dict[str, Any]) -> ToolResult:
     params = EditParams.model_validate({"path": "settings.py", "edits": list(edits)})
-    return edit_file(workspace, params, dry_run=False)
+    return carried_out(workspace, EDIT, params, dry_run=False)
 
 
 def assert_no_secret(result: ToolResult) -> None:
@@ -110,7 +111,9 @@ def test_a_mask_moved_to_another_line_is_refused(workspace: Workspace) -> None:
 def test_a_whole_file_write_carrying_the_masks_keeps_the_secrets(workspace: Workspace) -> None:
     content = VIEW.replace("DEBUG = True", "DEBUG = False\nALLOWED_HOSTS = []")
 
-    result = write_file(workspace, WriteFileParams(path="settings.py", content=content), dry_run=False)
+    result = carried_out(
+        workspace, WRITE_FILE, WriteFileParams(path="settings.py", content=content), dry_run=False
+    )
 
     assert result.is_error is False, result.text
     assert on_disk(workspace) == SETTINGS.replace("DEBUG = True", "DEBUG = False\nALLOWED_HOSTS = []")
@@ -127,7 +130,9 @@ def test_a_whole_file_write_that_moves_a_mask_is_refused(workspace: Workspace) -
     lines = VIEW.splitlines(keepends=True)
     content = "".join([lines[0], lines[2], lines[3], lines[4], lines[1]])
 
-    result = write_file(workspace, WriteFileParams(path="settings.py", content=content), dry_run=False)
+    result = carried_out(
+        workspace, WRITE_FILE, WriteFileParams(path="settings.py", content=content), dry_run=False
+    )
 
     assert result.is_error is True
     assert "has a mask" in result.text
@@ -137,7 +142,7 @@ def test_a_whole_file_write_that_moves_a_mask_is_refused(workspace: Workspace) -
 def test_a_new_file_with_a_mask_is_refused(workspace: Workspace) -> None:
     params = WriteFileParams(path="new.py", content='KEY = "[REDACTED:secret]"\n')
 
-    result = write_file(workspace, params, dry_run=False)
+    result = carried_out(workspace, WRITE_FILE, params, dry_run=False)
 
     assert result.is_error is True
     assert not (workspace.root / "new.py").exists()
@@ -153,7 +158,7 @@ def test_a_patch_whose_context_holds_masks_applies_to_the_secrets_there(workspac
         "-DEBUG = True\n+DEBUG = False\n"
     )
 
-    result = apply_patch(workspace, ApplyPatchParams(patch=text), dry_run=False)
+    result = carried_out(workspace, APPLY_PATCH, ApplyPatchParams(patch=text), dry_run=False)
 
     assert result.is_error is False, result.text
     assert on_disk(workspace) == SETTINGS.replace(f'"{AWS}"', f'"{AWS}"  # read-only key').replace(
@@ -168,7 +173,7 @@ def test_a_patch_whose_context_holds_masks_applies_to_the_secrets_there(workspac
 def test_a_patch_without_masks_shows_masks_in_its_diff(workspace: Workspace) -> None:
     text = "--- a/settings.py\n+++ b/settings.py\n@@ -5 +5 @@\n-DEBUG = True\n+DEBUG = False\n"
 
-    result = apply_patch(workspace, ApplyPatchParams(patch=text), dry_run=True)
+    result = carried_out(workspace, APPLY_PATCH, ApplyPatchParams(patch=text), dry_run=True)
 
     assert result.is_error is False, result.text
     assert ' DATABASE_URL = "postgres://admin:[REDACTED:url_password]@' in result.text
@@ -200,8 +205,8 @@ def test_a_write_back_of_the_view_with_lines_added_keeps_every_secret(at: int, i
         root = Path(folder).resolve()
         (root / "settings.py").write_text(SETTINGS)
 
-        result = write_file(
-            Workspace(root), WriteFileParams(path="settings.py", content=content), dry_run=False
+        result = carried_out(
+            Workspace(root), WRITE_FILE, WriteFileParams(path="settings.py", content=content), dry_run=False
         )
 
         written = (root / "settings.py").read_text()
@@ -214,7 +219,7 @@ def test_a_write_back_of_the_view_with_lines_added_keeps_every_secret(at: int, i
 def test_a_patch_that_does_not_apply_names_the_files_line_as_the_model_read_it(workspace: Workspace) -> None:
     text = "--- a/settings.py\n+++ b/settings.py\n@@ -2,2 +2,2 @@\n SECRET_KEY = 'x'\n-AWS = 1\n+AWS = 2\n"
 
-    result = apply_patch(workspace, ApplyPatchParams(patch=text), dry_run=True)
+    result = carried_out(workspace, APPLY_PATCH, ApplyPatchParams(patch=text), dry_run=True)
 
     assert result.is_error is True
     assert "which reads 'SECRET_KEY = \"[REDACTED:django_secret_key]\"'" in result.text

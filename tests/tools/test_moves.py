@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from changes import carried_out
 
 from oct_mcp.errors import PathRefusedError, PolicyError, TargetChangedError
 from oct_mcp.preview import ABSENT, content_digest
-from oct_mcp.tools.moves import DELETE, MOVE, DeleteParams, MoveParams, delete_path, move_path
+from oct_mcp.tools.moves import DELETE, MOVE, DeleteParams, MoveParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -32,12 +33,14 @@ def workspace(tmp_path: Path) -> Workspace:
 def move(workspace: Workspace, source: str, destination: str, **extra: Any) -> ToolResult:
     dry_run = extra.pop("dry_run", False)
     params = MoveParams.model_validate({"source": source, "destination": destination, **extra})
-    return move_path(workspace, params, dry_run=dry_run)
+    return carried_out(workspace, MOVE, params, dry_run=dry_run)
 
 
 def delete(workspace: Workspace, path: str, **extra: Any) -> ToolResult:
     dry_run = extra.pop("dry_run", False)
-    return delete_path(workspace, DeleteParams.model_validate({"path": path, **extra}), dry_run=dry_run)
+    return carried_out(
+        workspace, DELETE, DeleteParams.model_validate({"path": path, **extra}), dry_run=dry_run
+    )
 
 
 def test_a_file_is_renamed_into_a_folder_that_is_made(workspace: Workspace) -> None:
@@ -227,7 +230,7 @@ def test_a_move_preview_binds_every_file_at_both_ends(workspace: Workspace) -> N
     (workspace.root / "lib").mkdir()
     params = MoveParams(source="src/pkg", destination="lib/pkg")
 
-    result = move_path(workspace, params, dry_run=False, preview=True)
+    result = carried_out(workspace, MOVE, params, dry_run=False, preview=True)
 
     assert result.preview is not None
     assert [(f.original_path, f.path, f.action) for f in result.preview.files] == [
@@ -254,7 +257,7 @@ def test_a_delete_preview_binds_every_file_under_the_folder_and_shows_their_line
 ) -> None:
     params = DeleteParams(path="src", recursive=True)
 
-    result = delete_path(workspace, params, dry_run=False, preview=True)
+    result = carried_out(workspace, DELETE, params, dry_run=False, preview=True)
 
     assert result.preview is not None
     assert [(f.path, f.action, f.removed) for f in result.preview.files] == [
@@ -267,18 +270,18 @@ def test_a_delete_preview_binds_every_file_under_the_folder_and_shows_their_line
 
 
 def test_an_empty_folder_deleted_is_a_change_to_preview(workspace: Workspace) -> None:
-    result = delete_path(workspace, DeleteParams(path="empty"), dry_run=False, preview=True)
+    result = carried_out(workspace, DELETE, DeleteParams(path="empty"), dry_run=False, preview=True)
 
     assert result.preview is not None
     assert result.preview.changes_nothing is False
 
 
 def _move_src(workspace: Workspace, **extra: Any) -> ToolResult:
-    return move_path(workspace, MoveParams(source="src", destination="lib"), **extra)
+    return carried_out(workspace, MOVE, MoveParams(source="src", destination="lib"), **extra)
 
 
 def _delete_src(workspace: Workspace, **extra: Any) -> ToolResult:
-    return delete_path(workspace, DeleteParams(path="src", recursive=True), **extra)
+    return carried_out(workspace, DELETE, DeleteParams(path="src", recursive=True), **extra)
 
 
 @pytest.mark.parametrize("change", [_move_src, _delete_src])

@@ -1,0 +1,122 @@
+"""What a file-writing tool needs to propose a change: the file as it is now, and the plan's shape.
+
+A write tool never writes: its plan proposes `PathChange`s, and `execution.changes` checks and
+applies them for every tool alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from oct_mcp.deadline import Deadline
+from oct_mcp.errors import FileTooLargeError, PathRefusedError
+from oct_mcp.execution.changes import ChangePlan, Proposal
+from oct_mcp.file_screen import BINARY_SNIFF_BYTES
+from oct_mcp.preview import ABSENT
+from oct_mcp.spec import ToolEnv
+from oct_mcp.types import ToolResult
+from oct_mcp.workspace import Workspace, read_at_most
+
+__all__ = [
+    "EDIT_READ_MAX_BYTES",
+    "ExistingFile",
+    "StrictParams",
+    "digest_of",
+    "named_if_other",
+    "plan_change",
+    "read_existing",
+]
+
+# Files read to diff or to patch; a larger one is refused (a patch) or replaced without a diff.
+EDIT_READ_MAX_BYTES: Final = 8 * 1_048_576
+
+
+class DryRunParams(Protocol):
+    @property
+    def dry_run(self) -> bool | None: ...
+
+
+Propose = Callable[[Workspace, Any, Deadline], "Proposal | ToolResult"]
+
+
+def plan_change(propose: Propose, params: DryRunParams, env: ToolEnv) -> ChangePlan:
+    """The tool's plan: propose its changes in a thread; a dry run by its own dry_run, else the gate's."""
+    return ChangePlan(
+        partial(propose, env.workspace, params, env.deadline), dry_run=env.dry_run_for(params.dry_run)
+    )
+
+
+class StrictParams(BaseModel):
+    """The arguments of a tool that writes: exact types, no unknown field, frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingFile:
+    data: bytes
+    mode: int
+
+    @property
+    def text(self) -> str | None:
+        """The content as text, or None for a binary or non-UTF-8 file."""
+        if b"\x00" in self.data[:BINARY_SNIFF_BYTES]:
+            return None
+        try:
+            return self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+
+def read_existing(workspace: Workspace, target: Path) -> ExistingFile | None:
+    """What is at `target` now: None for nothing; refused for a folder or anything but a file.
+
+    Raises:
+        PathRefusedError: A folder, a device, a FIFO, a socket.
+        FileTooLargeError: Over the read limit.
+    """
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PathRefusedError("the path cannot be opened") from exc
+    if stat.S_ISDIR(info.st_mode):
+        raise PathRefusedError("the path is a folder; only files can be written")
+    if not stat.S_ISREG(info.st_mode):
+        raise PathRefusedError("the path is not a regular file")
+    fd = workspace.open_regular_file(str(target))
+    try:
+        opened = os.fstat(fd)
+        mode = stat.S_IMODE(opened.st_mode)
+        data = read_at_most(fd, EDIT_READ_MAX_BYTES, opened.st_size)
+    finally:
+        os.close(fd)
+    if len(data) > EDIT_READ_MAX_BYTES:
+        raise FileTooLargeError(f"the file is over the edit limit of {EDIT_READ_MAX_BYTES} bytes")
+    return ExistingFile(data, mode)
+
+
+def digest_of(existing: ExistingFile | None) -> str:
+    """What a change and its preview pin a target to: its content's sha256, or ABSENT for no file."""
+    return ABSENT if existing is None else "sha256:" + hashlib.sha256(existing.data).hexdigest()
+
+
+def named_if_other(workspace: Workspace, requested: str, relative: str) -> str | None:
+    """The path as the call named it, relative to the root, where a link inside made it land elsewhere.
+
+    The protected-path rules judge that name too: `.vscode` linked to `settings/` is still `.vscode`
+    to the IDE that reads it.
+    """
+    lexical = os.path.normpath(os.path.join(workspace.root, requested))
+    named = os.path.relpath(lexical, workspace.root)
+    return None if named == relative else named
