@@ -124,6 +124,8 @@ class ToolResult:
     """A preview run's answer: what the call would change."""
     consent: ConsentFacts | None = None
     """How the call got the consent it needed, when it needed one."""
+    checkpoint: str | None = None
+    """The checkpoint that can undo the changes this call made (`oct_undo`), when it made any."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,12 +26,21 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Final, Literal
 
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, OctError, PathRefusedError, PolicyError, TargetChangedError
-from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest, verify_targets
+from oct_mcp.execution.checkpoints import (
+    ABSENT_STATE,
+    FOLDER_STATE,
+    CheckpointStore,
+    Entry,
+    PathState,
+    state_at,
+)
+from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
@@ -55,7 +64,7 @@ _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEX
 _CHUNK: Final = 1_048_576
 _CHECK_EVERY: Final = 256
 
-Action = Literal["write", "delete", "move"]
+Action = Literal["write", "delete", "move", "link", "folder"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +76,8 @@ class PathChange:
 
     action: Action
     path: str
-    """The file written, the file or folder deleted, or where a move lands."""
+    """The file written, the file or folder deleted, where a move lands, the link or the (empty)
+    folder made (`link` and `folder` put back what an undo restores)."""
     read: str
     """What the tool found at `path` (a write or delete) or at `source` (a move): a file's
     `sha256:` digest, `absent`, or `folder` (its entries are in `tree`)."""
@@ -75,7 +85,7 @@ class PathChange:
     """The path as the call named it, where that differs (a link inside the project): the
     protected-path rules judge both names."""
     data: bytes | None = None
-    """A write's new content."""
+    """A write's new content; a link's target."""
     mode: int | None = None
     """A write's exact mode; None: the replaced file's mode, or `new_mode` less the umask."""
     new_mode: int = 0o666
@@ -122,7 +132,9 @@ def targets_of(changes: Iterable[PathChange]) -> tuple[TargetState, ...]:
     """
     found: list[TargetState] = []
     for change in changes:
-        if change.action == "write" or (change.action == "delete" and change.tree is None):
+        if change.action in ("write", "link", "folder") or (
+            change.action == "delete" and change.tree is None
+        ):
             found.append(TargetState(path=change.path, digest=change.read))
         elif change.action == "delete":
             found.extend(_tree_targets(change.path, change.tree or ()))
@@ -207,6 +219,8 @@ class ChangeApplier:
 
     server_files: frozenset[Path] = frozenset()
     """Absolute paths of the server's config, policy and audit files."""
+    checkpoints: CheckpointStore | None = None
+    """Where each change's prior state is kept before it is made; None: changes are not undoable."""
 
     def carry_out(
         self,
@@ -217,8 +231,12 @@ class ChangeApplier:
         preview: bool = False,
         deadline: Deadline | None = None,
         approved: tuple[TargetState, ...] | None = None,
+        call_id: str = "",
     ) -> ToolResult:
         """Propose, check, and unless a dry run or a preview, apply; then answer as the tool does.
+
+        Before it changes anything, the change's checkpoint is recorded where there is a store: the
+        answer names it (`ToolResult.checkpoint`).
 
         Args:
             workspace: The project.
@@ -227,6 +245,7 @@ class ChangeApplier:
             preview: Answer with the `Preview` a human is shown, applying nothing.
             deadline: Claimed before the first change; none is begun after it passed.
             approved: The targets a human approved (a consent); the change must have exactly these.
+            call_id: The call, for its checkpoint.
 
         Raises:
             PathRefusedError: A path leaves the project or goes through a link.
@@ -247,17 +266,34 @@ class ChangeApplier:
             return replace(proposal.answer(False), preview=shown)
         if plan.dry_run:
             return proposal.answer(False)
-        if approved is not None:
-            verify_targets(workspace, approved)
+        changed = 0 if approved is None else _changed(workspace, approved)
+        if changed:
+            raise TargetChangedError(
+                f"{changed} file(s) changed on disk after the preview the user approved, so nothing was "
+                "written; call the tool again to preview the change as the files are now"
+            )
         if approved is not None and sorted(_keys(approved)) != sorted(_keys(targets)):
             raise TargetChangedError(
                 "the change is no longer the one the user approved (the files changed since), so nothing "
                 "was written; call the tool again to preview the change as the files are now"
             )
-        if changes:
-            _verify_read(workspace, changes)
-            _apply(workspace, changes, deadline)
-        return proposal.answer(True)
+        if not changes:
+            return proposal.answer(True)
+        _verify_read(workspace, changes)
+        if deadline is not None:
+            # Claimed before the checkpoint: a call answered `[timeout]` leaves no checkpoint either.
+            deadline.begin_writing()
+        checkpoint = None
+        if self.checkpoints is not None:
+            checkpoint = self.checkpoints.record(
+                tool=tool, call_id=call_id, capture=partial(_entries, workspace, changes)
+            )
+        _apply(workspace, changes)
+        answer = proposal.answer(True)
+        if checkpoint is None:
+            return answer
+        note = f"\n(checkpoint {checkpoint.id}: oct_undo can take this change back)"
+        return replace(answer, text=answer.text + note, checkpoint=checkpoint.id)
 
 
 def _check(
@@ -346,23 +382,27 @@ def _lstat(path: str) -> os.stat_result | None:
 
 
 def _digest(workspace: Workspace, path: str) -> str:
+    """The state of a path as a change records what it read: links not followed (a file swapped for a
+    link to the same content is a change)."""
     try:
-        return content_digest(workspace, path)
-    except (OctError, OSError):
+        return _state_at(os.path.join(workspace.root, path))
+    except OSError:
         return "unreadable"
 
 
-def _apply(workspace: Workspace, changes: tuple[PathChange, ...], deadline: Deadline | None) -> None:
+def _changed(workspace: Workspace, targets: Iterable[TargetState]) -> int:
+    """How many of `targets` no longer have their state on disk."""
+    return sum(_digest(workspace, target.path) != target.digest for target in targets)
+
+
+def _apply(workspace: Workspace, changes: tuple[PathChange, ...]) -> None:
     """Make every change, or none: on a failure, undo what was done, newest first.
 
-    The first change claims `deadline`; once claimed, the rest follow whatever the time.
+    The deadline is claimed already: once claimed, every change follows whatever the time.
 
     Raises:
         ExecutionError: A step failed; the message says whether everything was put back.
-        ToolTimeoutError: The deadline passed before the first change; nothing was written.
     """
-    if deadline is not None:
-        deadline.begin_writing()
     undo: list[Undo] = []
     try:
         for change in changes:
@@ -398,6 +438,8 @@ def _make(workspace: Workspace, change: PathChange) -> list[Undo]:
         return [
             _write_atomically(workspace, target, change.data, old, mode=change.mode, new_mode=change.new_mode)
         ]
+    if change.action in ("link", "folder"):
+        return [_make_entry(workspace, target, None if change.data is None else os.fsdecode(change.data))]
     if change.action == "delete":
         if change.tree is not None:
             # A folder's removal is not undone within the call: it is the call's one change.
@@ -584,6 +626,101 @@ def _rename(workspace: Workspace, source: Path, destination: Path, *, replace: b
     except BaseException:
         _remove_folders(created)
         raise
+
+
+def _make_entry(workspace: Workspace, target: Path, link: str | None) -> Undo:
+    """Make the link to `link` (or with None the empty folder) at `target`; returns how to remove it."""
+    created: list[Path] = []
+    folder_fd = _open_folder(workspace, target.parent, created)
+    try:
+        if link is None:
+            os.mkdir(target.name, 0o777, dir_fd=folder_fd)
+        else:
+            os.symlink(link, target.name, dir_fd=folder_fd)
+        with contextlib.suppress(OSError):
+            os.fsync(folder_fd)
+    except BaseException:
+        _remove_folders(created)
+        raise
+    finally:
+        os.close(folder_fd)
+
+    def remove() -> None:
+        remove_fd = _open_folder(workspace, target.parent, [])
+        try:
+            os.rmdir(target.name, dir_fd=remove_fd) if link is None else os.unlink(
+                target.name, dir_fd=remove_fd
+            )
+        finally:
+            os.close(remove_fd)
+        _remove_folders(created)
+
+    return remove
+
+
+def _entries(workspace: Workspace, changes: tuple[PathChange, ...], store: CheckpointStore) -> list[Entry]:
+    """Every path the changes touch, as it is now (its content kept in `store`) and as they will leave it.
+
+    A path two changes touch keeps its first state before and its last state after; the folders a
+    write or a move makes are entries too, so an undo removes them again.
+    """
+    root = str(workspace.root)
+    found: dict[str, Entry] = {}
+
+    def note(path: str, after: PathState) -> None:
+        earlier = found.get(path)
+        before = earlier.before if earlier is not None else state_at(os.path.join(root, path), keep=store)
+        found[path] = Entry(path=path, before=before, after=after)
+
+    def parents(path: str) -> None:
+        parts = path.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            if folder not in found and not os.path.lexists(os.path.join(root, folder)):
+                note(folder, FOLDER_STATE)
+
+    for change in changes:
+        path = change.path
+        if change.action in ("write", "link", "folder"):
+            parents(path)
+            data = change.data or b""
+            if change.action == "write":
+                note(path, PathState(kind="file", digest="sha256:" + hashlib.sha256(data).hexdigest()))
+            else:
+                note(
+                    path,
+                    PathState(kind="symlink", digest=os.fsdecode(data))
+                    if change.action == "link"
+                    else FOLDER_STATE,
+                )
+        elif change.action == "delete":
+            for inner, _state in reversed(change.tree or ()):
+                note(f"{path}/{inner}", ABSENT_STATE)
+            note(path, ABSENT_STATE)
+        elif change.source is not None:
+            parents(path)
+            if change.tree is None:
+                moved = state_at(os.path.join(root, change.source), keep=store)
+                note(path, moved)
+            else:
+                note(path, FOLDER_STATE)
+                for inner, state in change.tree:
+                    note(f"{path}/{inner}", _as_state(state))
+            for inner, _state in reversed(change.tree or ()):
+                note(f"{change.source}/{inner}", ABSENT_STATE)
+            note(change.source, ABSENT_STATE)
+    return list(found.values())
+
+
+def _as_state(text: str) -> PathState:
+    """A tree entry's state (`tree_state`'s text) as a checkpoint's state."""
+    if text == FOLDER:
+        return FOLDER_STATE
+    if text.startswith("symlink:"):
+        return PathState(kind="symlink", digest=text.removeprefix("symlink:"))
+    if text.startswith("sha256:"):
+        return PathState(kind="file", digest=text)
+    return PathState(kind="other")
 
 
 def _present(name: str, folder_fd: int) -> bool:

@@ -1,0 +1,332 @@
+"""Checkpoints: the state of every path a change touches, before and after, kept outside the project.
+
+The applier records a checkpoint before it changes anything, so every change it makes can be
+undone (`oct_undo`). The store is one folder per project under the server's own folder,
+owner-only: file contents as zlib-compressed blobs named by their sha256 (a content seen twice is
+kept once), and one JSON document per checkpoint. It holds real contents, secrets included:
+nothing reads it but the undo tools, whose diffs are masked like every other diff.
+
+A checkpoint costs what the change touches, not the project's size: the contents of the files a
+change replaces or removes (the new ones are not kept: undo needs only the state before, and the
+digest of the state after tells whether a file changed since). The store keeps at most
+`max_count` checkpoints and `max_bytes` of blobs, dropping the oldest first; a file over
+`file_max_bytes` is recorded as not undoable rather than copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import orjson
+
+__all__ = [
+    "ABSENT_STATE",
+    "FOLDER_STATE",
+    "Checkpoint",
+    "CheckpointStore",
+    "Entry",
+    "PathState",
+    "StoreUsage",
+    "project_key",
+    "state_at",
+]
+
+_CHUNK: Final = 1_048_576
+_DOCUMENT_SUFFIX: Final = ".json"
+_ID_WIDTH: Final = 8
+
+Kind = Literal["absent", "file", "symlink", "folder", "other", "unrecorded"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PathState:
+    """What stands at a path: nothing, a file (its content's digest and mode), a link, a folder."""
+
+    kind: Kind
+    digest: str = ""
+    """A file's `sha256:<hex>`; a link's target."""
+    mode: int | None = None
+
+    def same_as(self, other: PathState) -> bool:
+        """The same thing stands there (a file's mode aside: a change of mode alone is no conflict)."""
+        return self.kind == other.kind and self.digest == other.digest
+
+
+ABSENT_STATE: Final = PathState(kind="absent")
+FOLDER_STATE: Final = PathState(kind="folder")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One path a change touched: what stood there before it, and what it left."""
+
+    path: str
+    before: PathState
+    after: PathState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """The paths one call changed, as they were before it and as it left them."""
+
+    id: str
+    time: float
+    """Seconds since the epoch."""
+    tool: str
+    call_id: str
+    entries: tuple[Entry, ...]
+
+    @property
+    def undoable(self) -> bool:
+        """Every path's state before the change is kept (none was over the size limit)."""
+        return all(entry.before.kind != "unrecorded" for entry in self.entries)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUsage:
+    folder: Path
+    checkpoints: int
+    blob_bytes: int
+
+
+def project_key(root: Path) -> str:
+    """The store folder's name for a project: a digest of its root, so two projects never share one."""
+    return hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
+
+
+def state_at(path: str, *, keep: CheckpointStore | None = None) -> PathState:
+    """What stands at `path` (links not followed); with `keep`, a file's content goes into its blobs.
+
+    A file over the store's size limit is `unrecorded` when it must be kept.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ABSENT_STATE
+    if stat.S_ISDIR(info.st_mode):
+        return FOLDER_STATE
+    if stat.S_ISLNK(info.st_mode):
+        return PathState(kind="symlink", digest=os.readlink(path))
+    if not stat.S_ISREG(info.st_mode):
+        return PathState(kind="other")
+    mode = stat.S_IMODE(info.st_mode)
+    if keep is not None and info.st_size > keep.file_max_bytes:
+        return PathState(kind="unrecorded", mode=mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if keep is not None:
+        keep.put_blob(digest, data)
+    return PathState(kind="file", digest=digest, mode=mode)
+
+
+@dataclass(eq=False)
+class CheckpointStore:
+    """The checkpoints of one project, in a folder only the server's user can read."""
+
+    folder: Path
+    max_count: int = 200
+    max_bytes: int = 256 * 1_048_576
+    file_max_bytes: int = 8 * 1_048_576
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def for_project(
+        cls, base: str | os.PathLike[str], root: Path, *, max_count: int, max_bytes: int, file_max_bytes: int
+    ) -> CheckpointStore:
+        folder = Path(os.path.expanduser(base)) / project_key(root)
+        return cls(folder, max_count=max_count, max_bytes=max_bytes, file_max_bytes=file_max_bytes)
+
+    @property
+    def _objects(self) -> Path:
+        return self.folder / "objects"
+
+    @property
+    def _documents(self) -> Path:
+        return self.folder / "checkpoints"
+
+    def _prepare(self) -> None:
+        for folder in (self.folder.parent, self.folder, self._objects, self._documents):
+            folder.mkdir(mode=0o700, exist_ok=True)
+            # Made by an older umask or by hand: the store holds secrets, so owner-only whatever it was.
+            if stat.S_IMODE(folder.stat().st_mode) & 0o077:
+                folder.chmod(0o700)
+
+    def put_blob(self, digest: str, data: bytes) -> None:
+        """Keep `data` under its digest (once: a content kept already is not written again)."""
+        path = self._objects / digest.removeprefix("sha256:")
+        if path.exists():
+            return
+        _write_private(path, zlib.compress(data, 6))
+
+    def blob(self, digest: str) -> bytes:
+        """The content kept under `digest`.
+
+        Raises:
+            FileNotFoundError: It is not kept (dropped with an old checkpoint).
+            ValueError: What is kept does not have that digest (the store was changed).
+        """
+        data = zlib.decompress((self._objects / digest.removeprefix("sha256:")).read_bytes())
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError("a kept content does not match its digest")
+        return data
+
+    def record(
+        self, *, tool: str, call_id: str, capture: Callable[[CheckpointStore], Sequence[Entry]]
+    ) -> Checkpoint:
+        """Write a checkpoint of what `capture` finds (keeping contents through `state_at(keep=store)`),
+        then drop the oldest past the limits.
+
+        Under the store's lock from capture to record: a blob kept for this checkpoint cannot be
+        collected as unused by another call's pruning before the checkpoint names it.
+        """
+        with self._lock:
+            self._prepare()
+            entries = capture(self)
+            number = max((int(name) for name in self._ids()), default=0) + 1
+            checkpoint = Checkpoint(
+                id=str(number), time=time.time(), tool=tool, call_id=call_id, entries=tuple(entries)
+            )
+            _write_private(self._documents / f"{number:0{_ID_WIDTH}d}{_DOCUMENT_SUFFIX}", _encode(checkpoint))
+            self._prune()
+        return checkpoint
+
+    def list(self) -> list[Checkpoint]:
+        """Every checkpoint kept, newest first."""
+        found = []
+        for name in sorted(self._ids(), key=int, reverse=True):
+            checkpoint = self.get(name)
+            if checkpoint is not None:
+                found.append(checkpoint)
+        return found
+
+    def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """The checkpoint by its id, or None when there is none (or it cannot be read)."""
+        if not checkpoint_id.isdigit() or len(checkpoint_id) > _ID_WIDTH:
+            return None
+        path = self._documents / f"{int(checkpoint_id):0{_ID_WIDTH}d}{_DOCUMENT_SUFFIX}"
+        try:
+            return _decode(path.read_bytes())
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def usage(self) -> StoreUsage:
+        """How many checkpoints, and the bytes their blobs take."""
+        blobs = sum(path.stat().st_size for path in _files(self._objects))
+        return StoreUsage(self.folder, len(list(self._ids())), blobs)
+
+    def _ids(self) -> Iterator[str]:
+        for path in _files(self._documents):
+            stem = path.name.removesuffix(_DOCUMENT_SUFFIX)
+            if path.name.endswith(_DOCUMENT_SUFFIX) and stem.isdigit():
+                yield str(int(stem))
+
+    def _prune(self) -> None:
+        """Drop the oldest checkpoints past `max_count` or `max_bytes`, then the blobs none uses."""
+        kept = sorted(self._ids(), key=int)
+        while len(kept) > self.max_count:
+            self._drop(kept.pop(0))
+        # The newest stays, whatever its size: the change it records is about to be made.
+        while len(kept) > 1 and self.usage().blob_bytes > self.max_bytes:
+            self._drop(kept.pop(0))
+            self._collect()
+        self._collect()
+
+    def _drop(self, checkpoint_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self._documents / f"{int(checkpoint_id):0{_ID_WIDTH}d}{_DOCUMENT_SUFFIX}").unlink()
+
+    def _collect(self) -> None:
+        used = {
+            state.digest.removeprefix("sha256:")
+            for checkpoint in self.list()
+            for entry in checkpoint.entries
+            for state in (entry.before,)
+            if state.kind == "file"
+        }
+        for path in _files(self._objects):
+            if path.name not in used:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
+
+def _files(folder: Path) -> Iterable[Path]:
+    try:
+        return list(folder.iterdir())
+    except FileNotFoundError:
+        return []
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write owner-only through a temporary file renamed over `path`: never half a document."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+
+
+def _state_document(state: PathState) -> dict[str, object]:
+    return {"kind": state.kind, "digest": state.digest, "mode": state.mode}
+
+
+def _encode(checkpoint: Checkpoint) -> bytes:
+    return orjson.dumps(
+        {
+            "id": checkpoint.id,
+            "time": checkpoint.time,
+            "tool": checkpoint.tool,
+            "call_id": checkpoint.call_id,
+            "entries": [
+                {"path": e.path, "before": _state_document(e.before), "after": _state_document(e.after)}
+                for e in checkpoint.entries
+            ],
+        }
+    )
+
+
+def _state(document: dict[str, object]) -> PathState:
+    kind = document["kind"]
+    if kind not in ("absent", "file", "symlink", "folder", "other", "unrecorded"):
+        raise ValueError("an unknown state")
+    mode = document.get("mode")
+    return PathState(
+        kind=kind, digest=str(document.get("digest", "")), mode=mode if isinstance(mode, int) else None
+    )
+
+
+def _decode(data: bytes) -> Checkpoint:
+    document = orjson.loads(data)
+    return Checkpoint(
+        id=str(document["id"]),
+        time=float(document["time"]),
+        tool=str(document["tool"]),
+        call_id=str(document["call_id"]),
+        entries=tuple(
+            Entry(path=str(e["path"]), before=_state(e["before"]), after=_state(e["after"]))
+            for e in document["entries"]
+        ),
+    )
