@@ -30,6 +30,7 @@ __all__ = [
     "argument_digest",
     "consent_form_schema",
     "unmistakable_output",
+    "without_confirm",
 ]
 
 CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
@@ -42,7 +43,9 @@ OUTPUT_PREFIX: Final = "[oct-mcp output] "
 """Put before a tool's text that would otherwise start like a consent request."""
 
 CONFIRM_FIELD: Final = "confirm"
-"""The seed's stateless protocol: the host re-submits the identical call with `confirm=True`."""
+"""The seed's stateless protocol: the host re-submits the identical call with `confirm=True`.
+
+The chain's argument, not a tool's: the validator takes it off before the tool's model sees the call."""
 
 DECLINED_PREFIX: Final = "[declined]"
 
@@ -102,6 +105,11 @@ def argument_digest(arguments: Mapping[str, Any]) -> str:
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
         canonical = text.encode("utf-8", errors="surrogatepass")
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def without_confirm(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's arguments as its tool takes them: the chain's `confirm` left out."""
+    return {key: value for key, value in arguments.items() if key != CONFIRM_FIELD}
 
 
 def unmistakable_output(text: str) -> str:

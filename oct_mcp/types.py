@@ -87,6 +87,10 @@ class CallContext:
     """Written by validator: the arguments, validated by the tool's model."""
     spec: ToolSpec | None = None
     """Written by validator: the tool that will run."""
+    confirmed: bool = False
+    """Written by validator: the call carried `confirm=true`, the seed's stateless consent, which
+    the validator took off the arguments before the tool's model saw them; the safety gate decides
+    what it counts for (nothing where the client can ask a human)."""
     dry_run: bool = False
     """Written by safety: run the tool without changing anything."""
     session_grants: SessionGrants | None = None

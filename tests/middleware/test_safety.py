@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import oct_mcp.testing.strategies as kit
-from oct_mcp.chain import build_chain
+from oct_mcp.chain import build_chain, compose
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import Consent, argument_digest
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, PolicyError
@@ -27,6 +27,7 @@ from oct_mcp.middleware.safety import (
     configures_code,
     shown_diff,
 )
+from oct_mcp.middleware.validator import InputValidator
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
 from oct_mcp.spec import Risk
@@ -257,11 +258,18 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _write_call(
-    project: Path, client: ClientInfo, consent: Consent | None = None, **arguments: Any
+    project: Path,
+    client: ClientInfo,
+    consent: Consent | None = None,
+    *,
+    confirm: bool = False,
+    **arguments: Any,
 ) -> CallContext:
+    """A call of the test write tool as the validator passes it on: `confirm` taken off the params."""
     params = WriteFileParams(**{"path": "notes.txt", **arguments})
-    ctx = make_context(WRITE_TOOL.name, Workspace(project), **params.model_dump())
-    return replace(ctx, spec=WRITE_TOOL, params=params, client=client, consent=consent)
+    sent = {**params.model_dump(), **({"confirm": True} if confirm else {})}
+    ctx = make_context(WRITE_TOOL.name, Workspace(project), **sent)
+    return replace(ctx, spec=WRITE_TOOL, params=params, client=client, consent=consent, confirmed=confirm)
 
 
 def _run(gate: SafetyGate, ctx: CallContext, call_next: RecordingNext) -> Any:
@@ -789,3 +797,43 @@ def test_the_sentinel_for_oct_run_with_writes_names_the_command_and_says_it_writ
         "changed."
     )
     assert rest[0] == "Dry run: no, the changes are made."
+
+
+# -- `confirm`: from the validator to the gate -----------------------------------------------------
+
+
+def _validated(
+    gate: SafetyGate, client: ClientInfo, project: Path, call_next: RecordingNext, **sent: Any
+) -> Any:
+    """A call of the test write tool through the real validator, then the gate."""
+    chain = compose([InputValidator(catalog=catalog_with_write_tool()), gate], call_next)
+    ctx = replace(make_context(WRITE_TOOL.name, Workspace(project), **sent), client=client)
+    return anyio.run(chain, ctx)
+
+
+def test_the_models_confirm_reaches_the_gate_from_the_validator_never_the_tools_model(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _validated(
+        _gate(McpConfig()), SILENT_CLIENT, project, call_next, path="notes.txt", dry_run=False, confirm=True
+    )
+
+    (seen,) = call_next.seen
+    assert (seen.params, seen.confirmed) == (WriteFileParams(path="notes.txt", dry_run=False), True)
+    assert isinstance(outcome, ToolResult)
+    assert outcome.consent is not None
+    assert outcome.consent.given_by == "confirm"
+
+
+def test_a_call_sent_with_confirm_is_asked_about_under_the_digest_of_the_call_without_it(
+    project: Path,
+) -> None:
+    arguments = {"path": "notes.txt", "dry_run": False}
+
+    asked = [
+        _validated(_gate(McpConfig()), ASKING_CLIENT, project, RecordingNext(), **arguments, **extra)
+        for extra in ({}, {"confirm": True}, {"confirm": False})
+    ]
+
+    digest = argument_digest({"path": "notes.txt", "content": "", "dry_run": False})
+    assert [outcome.digest for outcome in asked] == [digest, digest, digest]
