@@ -29,6 +29,7 @@ __all__ = [
     "CallContext",
     "CallNext",
     "ClientInfo",
+    "ConsentGate",
     "ConsentRequest",
     "LayerRuntime",
     "LayerType",
@@ -197,6 +198,14 @@ class ListFilter(Protocol):
     """A layer that also decides which tools `tools/list` shows (a hidden tool must also be refused)."""
 
     def is_visible(self, spec: ToolSpec) -> bool: ...
+
+
+@runtime_checkable
+class ConsentGate(Protocol):
+    """A layer that may answer a call with a consent request that the model's `confirm=true` settles:
+    `tools/list` shows the `confirm` argument for each tool it names."""
+
+    def takes_confirm(self, spec: ToolSpec) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
-from oct_mcp.consent import CONFIRM_FIELD, without_confirm
+from oct_mcp.consent import with_confirm_argument, without_confirm
 from oct_mcp.errors import DryRunUnsupportedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.transports.consent_adapter import RequestFacts, call_with_consent
@@ -190,8 +190,8 @@ class OctGuard:
             spec = self.spec_for(str(tool.get("name")), tool)
             if not self.app.chain.is_visible(spec):
                 continue
-            if spec.risk is not Risk.READ:
-                tool = _with_confirm_argument(tool)
+            if self.app.chain.takes_confirm(spec):
+                tool = {**tool, "inputSchema": with_confirm_argument(tool.get("inputSchema") or {})}
             shown.append(tool)
         return {**listing, "tools": shown}
 
@@ -248,22 +248,6 @@ def host_arguments(chain_ctx: CallContext) -> dict[str, Any]:
         "run this configuration asks for (dry_run_default_for_writes); nothing ran. Set "
         "dry_run_default_for_writes to false in the config so that a confirmed call runs"
     )
-
-
-def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """The seed's sentinel protocol needs `confirm` in the schema: added here, removed before the host."""
-    schema = dict(tool.get("inputSchema") or {"type": "object"})
-    properties = dict(schema.get("properties") or {})
-    properties.setdefault(
-        CONFIRM_FIELD,
-        {
-            "type": "boolean",
-            "default": False,
-            "description": "Re-submit with true once the user has confirmed.",
-        },
-    )
-    schema["properties"] = properties
-    return {**tool, "inputSchema": schema}
 
 
 def _wire(result: HandlerResult) -> Any:

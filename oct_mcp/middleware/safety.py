@@ -116,6 +116,23 @@ class SafetyGate:
         dry_run, how = self.dry_run_when_confirmed(spec, arguments)
         return SafetyDecision(True, False, dry_run, f"confirmed ({why}); {how}")
 
+    def may_need_consent(self, spec: ToolSpec) -> bool:
+        """Whether some call of `spec` may need consent under these settings, by the rule `check` applies.
+
+        A tool whose arguments decide its risk (`call_risk`: oct_run's `writes` and `network`) may,
+        whatever its own risk: which arguments a call will carry is not known before it comes.
+        """
+        if spec.call_risk is not None:
+            return True
+        return self._consent_needed(CallRisk(risk=spec.risk)) is not None
+
+    def takes_confirm(self, spec: ToolSpec) -> bool:
+        """Whether the model's `confirm=true` may settle a call of `spec`: what tools/list shows it for.
+
+        Only where a call may need consent, and not where the profile takes a human's answer alone.
+        """
+        return self.settings.human_consent != "required" and self.may_need_consent(spec)
+
     def _consent_needed(self, call: CallRisk) -> str | None:
         """Why the call needs consent, or None: every write; the rest where the settings or the call say."""
         if call.risk is Risk.WRITE:

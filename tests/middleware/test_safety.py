@@ -30,7 +30,7 @@ from oct_mcp.middleware.safety import (
 from oct_mcp.middleware.validator import InputValidator
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
-from oct_mcp.spec import Risk
+from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, LayerRuntime, ToolResult
 from oct_mcp.workspace import Workspace
@@ -837,3 +837,64 @@ def test_a_call_sent_with_confirm_is_asked_about_under_the_digest_of_the_call_wi
 
     digest = argument_digest({"path": "notes.txt", "content": "", "dry_run": False})
     assert [outcome.digest for outcome in asked] == [digest, digest, digest]
+
+
+# -- which tools may need consent, and so take `confirm` -------------------------------------------
+
+
+@given(
+    spec=kit.tool_specs().filter(lambda spec: spec.call_risk is None),
+    config=configs,
+    confirm_execute=st.booleans(),
+)
+def test_a_tool_may_need_consent_exactly_where_check_asks_about_its_calls(
+    spec: ToolSpec, config: McpConfig, confirm_execute: bool
+) -> None:
+    gate = _gate(config, confirm_execute=confirm_execute)
+
+    asks = gate.check(spec.name, spec, {"confirm": False}).requires_confirmation
+
+    assert gate.may_need_consent(spec) is asks
+
+
+@given(config=configs, confirm_execute=st.booleans())
+def test_a_tool_whose_arguments_decide_its_risk_may_always_need_consent(
+    config: McpConfig, confirm_execute: bool
+) -> None:
+    gate = _gate(config, confirm_execute=confirm_execute)
+    writes = {"argv": ["python"], "writes": True, "confirm": False}
+
+    assert (gate.may_need_consent(RUN_TOOL), gate.may_need_consent(FORMAT_TOOL)) == (True, True)
+    assert gate.check("oct_run", RUN_TOOL, writes).requires_confirmation is True
+
+
+@pytest.mark.parametrize(
+    ("config", "settings", "risks"),
+    [
+        pytest.param(McpConfig(), {}, {Risk.WRITE}, id="default"),
+        pytest.param(
+            McpConfig(), {"confirm_execute": True}, {Risk.WRITE, Risk.EXECUTE}, id="confirm_execute"
+        ),
+        pytest.param(McpConfig(auto_approve_read_tools=False), {}, set(Risk), id="reads need consent"),
+    ],
+)
+def test_the_tools_that_may_need_consent_are_those_the_settings_name_and_those_the_arguments_decide(
+    config: McpConfig, settings: dict[str, Any], risks: set[Risk]
+) -> None:
+    gate = _gate(config, **settings)
+    catalog = default_catalog()
+
+    may = {name for name, spec in catalog.items() if gate.may_need_consent(spec)}
+
+    assert may == {name for name, spec in catalog.items() if spec.risk in risks or spec.call_risk is not None}
+
+
+@pytest.mark.parametrize("human_consent", ["when_client_can_ask", "required"])
+def test_confirm_is_taken_where_a_call_may_need_consent_unless_only_a_humans_answer_counts(
+    human_consent: str,
+) -> None:
+    gate = _gate(McpConfig(auto_approve_read_tools=False), human_consent=human_consent)
+
+    taking = [spec.name for spec in default_catalog().values() if gate.takes_confirm(spec)]
+
+    assert taking == ([] if human_consent == "required" else list(default_catalog()))
