@@ -267,6 +267,17 @@ def _profile(name: str, layers: list[str], **safety: object) -> dict[str, object
             ASKING_BY_DEFAULT | {name for name, spec in CATALOG.items() if spec.risk is Risk.EXECUTE},
             id="confirm_execute",
         ),
+        pytest.param(
+            {"profile": "strict", "auto_approve_read_tools": False}, set(), id="strict: a human answers"
+        ),
+        pytest.param(
+            {
+                **_profile("ungated", [n for n in DEFAULT_LAYERS if n != "safety"]),
+                "auto_approve_read_tools": False,
+            },
+            set(),
+            id="no safety layer",
+        ),
     ],
 )
 async def test_the_listing_offers_confirm_exactly_for_the_tools_whose_calls_it_may_settle(

@@ -11,6 +11,7 @@ from fakes import RecordingNext, make_context
 
 from oct_mcp.errors import InvalidArgumentsError, PathRefusedError, UnknownToolError
 from oct_mcp.middleware.validator import InputValidator
+from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.files import ListFilesParams, ReadFileParams
 from oct_mcp.types import CallContext
@@ -195,3 +196,17 @@ async def test_validator_refuses_a_confirm_that_is_not_a_boolean_naming_the_fiel
         "invalid arguments for oct_write_file: confirm: must be true or false (a JSON boolean)"
     )
     assert call_next.seen == []
+
+
+@pytest.mark.parametrize("spec", default_catalog().values(), ids=lambda spec: spec.name)
+async def test_no_tools_model_declares_confirm_and_each_accepts_a_call_carrying_it(
+    validator: InputValidator, call: Callable[..., CallContext], spec: ToolSpec
+) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(InvalidArgumentsError) as caught:
+        # Missing or not, the tool's own fields are the only problems: `confirm` never is one.
+        await validator(call(spec.name, confirm=True, unknown_field=1), call_next)
+
+    assert "confirm" not in spec.params.model_fields
+    assert "confirm" not in {p.field for p in caught.value.problems}
