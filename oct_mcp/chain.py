@@ -10,7 +10,16 @@ from pydantic import ValidationError
 
 from oct_mcp.errors import ConfigError
 from oct_mcp.registry import layer_registry
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, ListFilter, Middleware, Outcome
+from oct_mcp.types import (
+    CallContext,
+    CallNext,
+    ConsentGate,
+    LayerRuntime,
+    LayerType,
+    ListFilter,
+    Middleware,
+    Outcome,
+)
 
 if TYPE_CHECKING:
     from oct_mcp.profiles import Profile
@@ -46,7 +55,7 @@ def compose(layers: Sequence[Middleware], endpoint: CallNext) -> CallNext:
 
 @dataclass(frozen=True, slots=True)
 class Chain:
-    """A built chain: call it with a context; ask it which tools to list."""
+    """A built chain: call it with a context; ask it which tools to list, and which take `confirm`."""
 
     profile: str
     layer_names: tuple[str, ...]
@@ -59,6 +68,11 @@ class Chain:
     def is_visible(self, spec: ToolSpec) -> bool:
         """True unless a layer of this chain hides the tool."""
         return all(layer.is_visible(spec) for layer in self.layers if isinstance(layer, ListFilter))
+
+    def takes_confirm(self, spec: ToolSpec) -> bool:
+        """True when a layer of this chain may ask about a call of the tool in a way `confirm=true`
+        answers: its listed input schema then carries `confirm`."""
+        return any(layer.takes_confirm(spec) for layer in self.layers if isinstance(layer, ConsentGate))
 
 
 def build_chain(

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import orjson
@@ -18,6 +19,7 @@ from oct_mcp.preview import TargetState
 __all__ = [
     "CONFIRMATION_PREFIX",
     "CONFIRM_FIELD",
+    "CONFIRM_SCHEMA",
     "CONSENT_FORM_SCHEMA",
     "CONSENT_META_KEY",
     "CONSENT_STATE_TTL_SECONDS",
@@ -30,6 +32,8 @@ __all__ = [
     "argument_digest",
     "consent_form_schema",
     "unmistakable_output",
+    "with_confirm_argument",
+    "without_confirm",
 ]
 
 CONFIRMATION_PREFIX: Final = "[oct-mcp requires_confirmation]"
@@ -42,7 +46,18 @@ OUTPUT_PREFIX: Final = "[oct-mcp output] "
 """Put before a tool's text that would otherwise start like a consent request."""
 
 CONFIRM_FIELD: Final = "confirm"
-"""The seed's stateless protocol: the host re-submits the identical call with `confirm=True`."""
+"""The seed's stateless protocol: the host re-submits the identical call with `confirm=True`.
+
+The chain's argument, not a tool's: the validator takes it off before the tool's model sees the call."""
+
+CONFIRM_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "type": "boolean",
+        "default": False,
+        "description": "Re-submit with true when the server asks for it.",
+    }
+)
+"""How `confirm` is listed in the input schema of a tool whose call may need consent."""
 
 DECLINED_PREFIX: Final = "[declined]"
 
@@ -102,6 +117,22 @@ def argument_digest(arguments: Mapping[str, Any]) -> str:
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
         canonical = text.encode("utf-8", errors="surrogatepass")
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def without_confirm(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's arguments as its tool takes them: the chain's `confirm` left out."""
+    return {key: value for key, value in arguments.items() if key != CONFIRM_FIELD}
+
+
+def with_confirm_argument(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's input schema with the chain's `confirm` listed: a client that cannot ask a human sends it.
+
+    A schema that already has a `confirm` property keeps its own (a host's tool may name one; the
+    chain takes it off the call all the same).
+    """
+    properties = dict(schema.get("properties") or {})
+    properties.setdefault(CONFIRM_FIELD, dict(CONFIRM_SCHEMA))
+    return {**schema, "type": schema.get("type", "object"), "properties": properties}
 
 
 def unmistakable_output(text: str) -> str:

@@ -21,7 +21,7 @@ from mcp.shared.message import SessionMessage
 
 from oct_mcp import __version__
 from oct_mcp.app import App
-from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants
+from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants, with_confirm_argument
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
 from oct_mcp.transports.consent_adapter import call_with_consent
@@ -42,12 +42,16 @@ INSTRUCTIONS: Final = (
 )
 
 
-def _tool_listing(spec: ToolSpec) -> types.Tool:
+def _tool_listing(spec: ToolSpec, *, takes_confirm: bool) -> types.Tool:
+    """How tools/list shows `spec`; with the chain's `confirm` where a call of it may need consent."""
+    input_schema = compact_schema(spec.params.model_json_schema())
+    if takes_confirm:
+        input_schema = with_confirm_argument(input_schema)
     return types.Tool(
         name=spec.name,
         title=spec.title,
         description=spec.description,
-        input_schema=compact_schema(spec.params.model_json_schema()),
+        input_schema=input_schema,
         output_schema=compact_schema(spec.output.model_json_schema()) if spec.output is not None else None,
         annotations=types.ToolAnnotations.model_validate(spec.annotations),
         # Claude Code saves a larger result to a file and shows the model its path instead.
@@ -83,7 +87,11 @@ def build_server(
         transport: How clients reach this server (`stdio`, `memory`, `http`); identifies the client.
         sealing: How consent rounds' request state is sealed; None: a key of this process's own.
     """
-    listing = types.ListToolsResult(tools=[_tool_listing(spec) for spec in app.visible_tools()])
+    listing = types.ListToolsResult(
+        tools=[
+            _tool_listing(spec, takes_confirm=app.chain.takes_confirm(spec)) for spec in app.visible_tools()
+        ]
+    )
     # stdio and memory servers serve one client session (this process, this server object): what its
     # human allowed for the session lives and dies with it. One HTTP server serves every client, and
     # the SDK's sessions do not reach here, so nothing is offered there.

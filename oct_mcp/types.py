@@ -29,6 +29,7 @@ __all__ = [
     "CallContext",
     "CallNext",
     "ClientInfo",
+    "ConsentGate",
     "ConsentRequest",
     "LayerRuntime",
     "LayerType",
@@ -87,6 +88,10 @@ class CallContext:
     """Written by validator: the arguments, validated by the tool's model."""
     spec: ToolSpec | None = None
     """Written by validator: the tool that will run."""
+    confirmed: bool = False
+    """Written by validator: the call carried `confirm=true`, the seed's stateless consent, which
+    the validator took off the arguments before the tool's model saw them; the safety gate decides
+    what it counts for (nothing where the client can ask a human)."""
     dry_run: bool = False
     """Written by safety: run the tool without changing anything."""
     session_grants: SessionGrants | None = None
@@ -195,6 +200,14 @@ class ListFilter(Protocol):
     """A layer that also decides which tools `tools/list` shows (a hidden tool must also be refused)."""
 
     def is_visible(self, spec: ToolSpec) -> bool: ...
+
+
+@runtime_checkable
+class ConsentGate(Protocol):
+    """A layer that may answer a call with a consent request that the model's `confirm=true` settles:
+    `tools/list` shows the `confirm` argument for each tool it names."""
+
+    def takes_confirm(self, spec: ToolSpec) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ class WriteFileParams(BaseModel):
     path: ProjectPath
     content: Annotated[str, StringConstraints(max_length=65_536)] = ""
     dry_run: bool | None = None
-    confirm: bool = False
 
 
 def _write_file(params: WriteFileParams, env: ToolEnv) -> InProcessPlan:

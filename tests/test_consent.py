@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,11 +12,17 @@ import anyio
 import mcp_types as types
 import pytest
 from clients import only_text
+from git_repos import git, new_repo
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.consent import UsedConsents
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
+from oct_mcp.profiles import shipped_profile
+from oct_mcp.testing import TEST_CLIENT
+from oct_mcp.tools import default_catalog
+from oct_mcp.types import ConsentRequest, ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -246,3 +253,109 @@ def test_used_consents_full_of_live_nonces_refuses_rather_than_forgets() -> None
     now[0] = 1_200.0  # "a" has expired: its place is free again, and "b" is still remembered
     assert used.claim("c", 1_600.0) is True
     assert used.claim("b", 1_600.0) is False
+
+
+# -- confirm=true for every tool of the catalog ------------------------------------------------------
+
+# A call each tool accepts, in the project of `consent_project`, whose preview (where it has one) works.
+MINIMAL_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "oct_read_file": {"path": "README.md"},
+    "oct_read_files": {"paths": ["README.md"]},
+    "oct_list_files": {},
+    "oct_search": {"pattern": "Demo"},
+    "oct_list_tasks": {},
+    "oct_git_status": {},
+    "oct_git_diff": {},
+    "oct_git_log": {},
+    "oct_git_show": {},
+    "oct_git_blame": {"path": "README.md"},
+    "oct_git_add": {"paths": ["new.txt"]},
+    "oct_git_commit": {"message": "Add the staged file"},
+    "oct_git_branch": {"name": "feature"},
+    "oct_git_switch": {"branch": "other"},
+    "oct_git_restore": {"paths": ["README.md"]},
+    "oct_lint": {},
+    "oct_test": {},
+    "oct_typecheck": {},
+    "oct_format": {"apply": False},
+    "oct_fix": {"dry_run": True},
+    "oct_run": {"argv": ["python", "-V"]},
+    "oct_edit": {"path": "README.md", "edits": [{"old": "Demo", "new": "Shown"}]},
+    "oct_write_file": {"path": "written.txt", "content": "hello\n"},
+    "oct_apply_patch": {"patch": "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# Demo\n+# Shown\n"},
+    "oct_move": {"source": "README.md", "destination": "READ.md"},
+    "oct_delete": {"path": "new.txt"},
+}
+
+
+def test_every_catalog_tool_has_minimal_arguments_its_model_accepts() -> None:
+    catalog = default_catalog()
+
+    assert set(MINIMAL_ARGUMENTS) == set(catalog)
+    for name, arguments in MINIMAL_ARGUMENTS.items():
+        catalog[name].params.model_validate(arguments)
+
+
+@pytest.fixture
+def consent_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository with a commit, a branch, a changed, a staged and an untracked file, the project's
+    own ruff, pytest and mypy, and a user whose identity a commit takes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n")
+    monkeypatch.setenv("HOME", str(home))
+    root = new_repo(tmp_path)
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "core.py").write_text("x=1\n")
+    (root / "README.md").write_text("# Demo\n")
+    (root / ".gitignore").write_text(".venv/\n")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    for program in ("ruff", "pytest", "mypy"):
+        (root / ".venv" / "bin" / program).symlink_to(Path(sys.executable).parent / program)
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "initial")
+    git(root, "branch", "other")
+    (root / "README.md").write_text("# Demo\nchanged\n")
+    (root / "staged.txt").write_text("staged\n")
+    git(root, "add", "staged.txt")
+    (root / "new.txt").write_text("new\n")
+    return root
+
+
+@pytest.mark.parametrize("tool", list(default_catalog()))
+async def test_a_client_without_elicitation_is_asked_then_confirms_any_tool_with_confirm_true(
+    consent_project: Path, tmp_path: Path, tool: str
+) -> None:
+    config_file = tmp_path / "config.json"
+    safety = {"confirm_execute": True}
+    profile = {"layers": list(shipped_profile("default").layers), "settings": {"safety": safety}}
+    config_file.write_text(
+        json.dumps(
+            {
+                "auto_approve_read_tools": False,
+                # Where no backend confines project code, the runs go on under the native one.
+                "allow_unconfined_project_code": True,
+                "audit_log_path": str(tmp_path / "audit.log"),
+                "profile": "everything_asks",
+                "profiles": {"everything_asks": profile},
+            }
+        )
+    )
+    app = build_app(consent_project, config_path=config_file, environ={})
+    arguments = MINIMAL_ARGUMENTS[tool]
+
+    try:
+        with anyio.fail_after(120):
+            asked = await run_call(app, tool, arguments, TEST_CLIENT)
+            confirmed = await run_call(app, tool, {**arguments, "confirm": True}, TEST_CLIENT)
+    finally:
+        app.close()
+
+    assert isinstance(asked, ConsentRequest)
+    if isinstance(confirmed, CallFailure):
+        # The tool's own reason (a program missing here), never the argument the question asked for.
+        assert confirmed.code != "invalid_arguments"
+    else:
+        assert isinstance(confirmed, ToolResult)
+        assert confirmed.consent is not None
+        assert confirmed.consent.given_by == "confirm"

@@ -118,6 +118,33 @@ async def test_without_elicitation_the_sentinel_then_confirm_runs_and_the_host_n
     assert (second.is_error, _text(second)) == (False, "deleted")
 
 
+async def test_where_reads_need_consent_the_guard_lists_confirm_for_a_read_tool_and_confirm_settles_it(
+    project: Path, config: Path, notes: dict[str, str]
+) -> None:
+    config.write_text(json.dumps({**json.loads(config.read_text()), "auto_approve_read_tools": False}))
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            first = await client.call_tool("read_note", {"name": "todo"})
+            second = await client.call_tool("read_note", {"name": "todo", "confirm": True})
+
+    assert tools["read_note"].input_schema["properties"]["confirm"]["type"] == "boolean"
+    assert _text(first).startswith("[oct-mcp requires_confirmation]")
+    assert (second.is_error, _text(second)) == (False, "ship it")
+
+
+async def test_a_confirm_that_is_not_a_boolean_is_refused_before_the_host_sees_the_call(
+    project: Path, config: Path, notes: dict[str, str]
+) -> None:
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            result = await client.call_tool("delete_note", {"name": "todo", "confirm": "yes"})
+
+    assert result.is_error is True
+    assert _text(result).startswith("[invalid_arguments] ")
+    assert "todo" in notes
+
+
 async def test_a_confirmed_host_write_under_the_dry_run_default_is_refused_and_never_reaches_the_host(
     project: Path, tmp_path: Path, audit_log: Path, notes: dict[str, str]
 ) -> None:

@@ -18,9 +18,10 @@ from oct_mcp.app import App, build_app
 from oct_mcp.chain import build_chain
 from oct_mcp.errors import INTERNAL_ERROR_MESSAGE
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
-from oct_mcp.profiles import Profile
+from oct_mcp.profiles import Profile, shipped_profile
 from oct_mcp.registry import SHIPPED_LAYERS
 from oct_mcp.server import build_server, compact_schema
+from oct_mcp.spec import Risk
 from oct_mcp.tools import default_catalog
 from oct_mcp.transports.consent_adapter import to_call_tool_result
 from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome
@@ -237,3 +238,76 @@ def test_listed_schemas_leave_out_generated_titles_and_keep_a_field_named_title(
         "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
         "$defs": {"Inner": {"anyOf": [{"type": "string"}]}},
     }
+
+
+# -- `confirm` in the listing ------------------------------------------------------------------------
+
+CATALOG = default_catalog()
+# A write asks; so may a tool whose arguments decide its risk (oct_run with writes=true, oct_format).
+ASKING_BY_DEFAULT = {
+    name for name, spec in CATALOG.items() if spec.risk is Risk.WRITE or spec.call_risk is not None
+}
+DEFAULT_LAYERS = list(shipped_profile("default").layers)
+
+
+def _profile(name: str, layers: list[str], **safety: object) -> dict[str, object]:
+    settings: dict[str, object] = {"policy": {"tools": ["*"]}}
+    if safety:
+        settings["safety"] = safety
+    return {"profile": name, "profiles": {name: {"layers": layers, "settings": settings}}}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        pytest.param({}, ASKING_BY_DEFAULT, id="default"),
+        pytest.param({"auto_approve_read_tools": False}, set(CATALOG), id="reads need consent"),
+        pytest.param(
+            _profile("running_asks", DEFAULT_LAYERS, confirm_execute=True),
+            ASKING_BY_DEFAULT | {name for name, spec in CATALOG.items() if spec.risk is Risk.EXECUTE},
+            id="confirm_execute",
+        ),
+        pytest.param(
+            {"profile": "strict", "auto_approve_read_tools": False}, set(), id="strict: a human answers"
+        ),
+        pytest.param(
+            {
+                **_profile("ungated", [n for n in DEFAULT_LAYERS if n != "safety"]),
+                "auto_approve_read_tools": False,
+            },
+            set(),
+            id="no safety layer",
+        ),
+    ],
+)
+async def test_the_listing_offers_confirm_exactly_for_the_tools_whose_calls_it_may_settle(
+    project: Path, config_file: Path, config: dict[str, Any], expected: set[str]
+) -> None:
+    config_file.write_text(json.dumps(config))
+    app = build_app(project, config_path=config_file, environ={})
+
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory")) as client:
+            listed = await client.list_tools()
+
+    offering = {tool.name for tool in listed.tools if "confirm" in tool.input_schema.get("properties", {})}
+    assert offering == expected
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_listed_confirm_is_an_optional_boolean_after_the_tools_own_arguments(
+    app: App, mode: Any
+) -> None:
+    with anyio.fail_after(10):
+        async with Client(build_server(app, transport="memory"), mode=mode) as client:
+            listed = await client.list_tools()
+
+    schema = next(tool.input_schema for tool in listed.tools if tool.name == "oct_write_file")
+    assert list(schema["properties"]) == ["path", "content", "dry_run", "confirm"]
+    assert schema["properties"]["confirm"] == {
+        "type": "boolean",
+        "default": False,
+        "description": "Re-submit with true when the server asks for it.",
+    }
+    assert "confirm" not in schema["required"]
+    assert schema["additionalProperties"] is False

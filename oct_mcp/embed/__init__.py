@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from oct_mcp.app import App, build_app
-from oct_mcp.consent import CONFIRM_FIELD
+from oct_mcp.consent import with_confirm_argument, without_confirm
 from oct_mcp.errors import DryRunUnsupportedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.transports.consent_adapter import RequestFacts, call_with_consent
@@ -120,11 +120,11 @@ def _foreign_spec(name: str, tool: Mapping[str, Any] | None, declared: ForeignTo
     declared = declared or ForeignTool()
     risk = declared.risk or (_risk_from(tool) if tool is not None else Risk.WRITE)
     fields: dict[str, Any] = dict.fromkeys(declared.path_arguments, (ProjectPath | None, None))
-    fields[CONFIRM_FIELD] = (bool, False)
     if _declares_dry_run(tool):
         # The gate then knows the host's tool makes a dry run of its own (`host_arguments`).
         fields[DRY_RUN_FIELD] = (bool | None, None)
-    # The host validates its own arguments; ours only contains declared paths and reads `confirm`.
+    # The host validates its own arguments; ours only contains declared paths (the validator has
+    # taken the chain's `confirm` off before).
     params = create_model(
         f"{name.replace('-', '_')}_arguments", __config__=ConfigDict(extra="allow", frozen=True), **fields
     )
@@ -190,8 +190,8 @@ class OctGuard:
             spec = self.spec_for(str(tool.get("name")), tool)
             if not self.app.chain.is_visible(spec):
                 continue
-            if spec.risk is not Risk.READ:
-                tool = _with_confirm_argument(tool)
+            if self.app.chain.takes_confirm(spec):
+                tool = {**tool, "inputSchema": with_confirm_argument(tool.get("inputSchema") or {})}
             shown.append(tool)
         return {**listing, "tools": shown}
 
@@ -237,7 +237,7 @@ def host_arguments(chain_ctx: CallContext) -> dict[str, Any]:
             real, it would do what the human was told would not happen, and the audit would record
             a dry run.
     """
-    arguments = {k: v for k, v in chain_ctx.arguments.items() if k != CONFIRM_FIELD}
+    arguments = without_confirm(chain_ctx.arguments)
     spec = chain_ctx.spec
     if not chain_ctx.dry_run or (spec is not None and spec.risk is Risk.READ):
         return arguments
@@ -248,22 +248,6 @@ def host_arguments(chain_ctx: CallContext) -> dict[str, Any]:
         "run this configuration asks for (dry_run_default_for_writes); nothing ran. Set "
         "dry_run_default_for_writes to false in the config so that a confirmed call runs"
     )
-
-
-def _with_confirm_argument(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """The seed's sentinel protocol needs `confirm` in the schema: added here, removed before the host."""
-    schema = dict(tool.get("inputSchema") or {"type": "object"})
-    properties = dict(schema.get("properties") or {})
-    properties.setdefault(
-        CONFIRM_FIELD,
-        {
-            "type": "boolean",
-            "default": False,
-            "description": "Re-submit with true once the user has confirmed.",
-        },
-    )
-    schema["properties"] = properties
-    return {**tool, "inputSchema": schema}
 
 
 def _wire(result: HandlerResult) -> Any:

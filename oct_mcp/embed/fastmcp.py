@@ -19,17 +19,17 @@ from fastmcp.tools.base import InputRequiredToolResult, Tool
 from fastmcp.tools.base import ToolResult as FastMCPToolResult
 
 from oct_mcp.app import App
+from oct_mcp.consent import with_confirm_argument
 from oct_mcp.embed import (
     EMBEDDED_PROFILE,
     ForeignTool,
     _hosted_app,
     _spec_for,
-    _with_confirm_argument,
     host_arguments,
     host_result,
     session_client_id,
 )
-from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.spec import ToolSpec
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
 
@@ -75,9 +75,8 @@ class OctFastMCPMiddleware(Middleware):
             spec = self._learn(tool)
             if not self.app.chain.is_visible(spec):
                 continue
-            if spec.risk is not Risk.READ:
-                schema = _with_confirm_argument({"inputSchema": tool.parameters})["inputSchema"]
-                tool = tool.model_copy(update={"parameters": schema})
+            if self.app.chain.takes_confirm(spec):
+                tool = tool.model_copy(update={"parameters": with_confirm_argument(tool.parameters)})
             shown.append(tool)
         return shown
 

@@ -82,11 +82,11 @@ class SafetySettings(BaseModel):
 class SafetyGate:
     """HITL consent and dry-run enforcement for every tool call.
 
-    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.client`, `ctx.consent`, `ctx.session_grants`;
-    writes `ctx.dry_run`, `ctx.previewing`, `ctx.approved_targets`. Previews a write through the
-    layers below before asking; answers the preview's error, a `ConsentRequest`, or a declined
-    result. Raises `ConsentUnavailableError` when the profile requires a human the client cannot
-    ask. Keeps no state: a session's grants belong to the transport that serves it.
+    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.confirmed`, `ctx.client`, `ctx.consent`,
+    `ctx.session_grants`; writes `ctx.dry_run`, `ctx.previewing`, `ctx.approved_targets`. Previews a
+    write through the layers below before asking; answers the preview's error, a `ConsentRequest`,
+    or a declined result. Raises `ConsentUnavailableError` when the profile requires a human the
+    client cannot ask. Keeps no state: a session's grants belong to the transport that serves it.
     """
 
     config: McpConfig
@@ -98,7 +98,7 @@ class SafetyGate:
         Args:
             tool_name: MCP tool name (e.g. "oct_format").
             spec: ToolSpec for tool_name. Anything else is treated as a destructive tool.
-            args: Validated args dict (model.model_dump()).
+            args: Validated args dict (model.model_dump()), with `confirm` as the call carried it.
 
         Returns:
             The decision by the seed's five rules, on the call's own risk (`ToolSpec.risk_of`: a
@@ -115,6 +115,23 @@ class SafetyGate:
             return SafetyDecision(False, True, False, f"confirmation required: {why}")
         dry_run, how = self.dry_run_when_confirmed(spec, arguments)
         return SafetyDecision(True, False, dry_run, f"confirmed ({why}); {how}")
+
+    def may_need_consent(self, spec: ToolSpec) -> bool:
+        """Whether some call of `spec` may need consent under these settings, by the rule `check` applies.
+
+        A tool whose arguments decide its risk (`call_risk`: oct_run's `writes` and `network`) may,
+        whatever its own risk: which arguments a call will carry is not known before it comes.
+        """
+        if spec.call_risk is not None:
+            return True
+        return self._consent_needed(CallRisk(risk=spec.risk)) is not None
+
+    def takes_confirm(self, spec: ToolSpec) -> bool:
+        """Whether the model's `confirm=true` may settle a call of `spec`: what tools/list shows it for.
+
+        Only where a call may need consent, and not where the profile takes a human's answer alone.
+        """
+        return self.settings.human_consent != "required" and self.may_need_consent(spec)
 
     def _consent_needed(self, call: CallRisk) -> str | None:
         """Why the call needs consent, or None: every write; the rest where the settings or the call say."""
@@ -196,7 +213,7 @@ class SafetyGate:
                     f"{ctx.tool} needs a human's consent in this profile, and this client cannot ask for "
                     "it; use an MCP client that supports elicitation, or a profile that accepts confirm=true"
                 )
-            if args.get(CONFIRM_FIELD) is True:
+            if ctx.confirmed:
                 confirmed = await call_next(replace(ctx, dry_run=dry_run))
                 return _with_facts(confirmed, ConsentFacts(given_by="confirm", reason=reason))
         preview: Preview | None = None
@@ -517,6 +534,6 @@ LAYER: Final = LayerType(
     name="safety",
     settings=SafetySettings,
     build=_build,
-    requires=frozenset({"spec", "params"}),
+    requires=frozenset({"spec", "params", "confirmed"}),
     provides=frozenset({"dry_run", "previewing", "approved_targets"}),
 )

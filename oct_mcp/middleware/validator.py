@@ -8,13 +8,16 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from oct_mcp.consent import CONFIRM_FIELD, without_confirm
 from oct_mcp.display import has_format_characters
 from oct_mcp.errors import FieldProblem, InvalidArgumentsError, UnknownToolError
 from oct_mcp.spec import ToolSpec
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 from oct_mcp.workspace import NO_FORMAT_CHARACTERS, Workspace
 
-__all__ = ["LAYER", "InputValidator", "ValidatorSettings", "validate_arguments"]
+__all__ = ["LAYER", "InputValidator", "ValidatorSettings", "take_confirm", "validate_arguments"]
+
+_CONFIRM_PROBLEM: Final = "must be true or false (a JSON boolean)"
 
 
 class ValidatorSettings(BaseModel):
@@ -57,6 +60,28 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
     return params
 
 
+def take_confirm(spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[bool, Mapping[str, Any]]:
+    """Take the chain's `confirm` off a call's arguments, before the tool's model sees them.
+
+    Args:
+        spec: The tool.
+        arguments: As the host sent them.
+
+    Returns:
+        Whether the call carried `confirm=true`, and the arguments the tool's model validates.
+
+    Raises:
+        InvalidArgumentsError: `confirm` is there and not a boolean (its value never repeated).
+    """
+    if CONFIRM_FIELD not in arguments:
+        return False, arguments
+    confirm = arguments[CONFIRM_FIELD]
+    # Strict, as the tools' models are: "true", 1 or null is a client's mistake, never a consent.
+    if not isinstance(confirm, bool):
+        raise InvalidArgumentsError(spec.name, [FieldProblem(field=CONFIRM_FIELD, problem=_CONFIRM_PROBLEM)])
+    return confirm, without_confirm(arguments)
+
+
 def _field_label(loc: tuple[int | str, ...], spec: ToolSpec) -> str:
     """Where the problem is, in words safe to send back.
 
@@ -73,9 +98,9 @@ def _field_label(loc: tuple[int | str, ...], spec: ToolSpec) -> str:
 
 @dataclass(frozen=True, slots=True)
 class InputValidator:
-    """Resolve the tool and validate its arguments.
+    """Resolve the tool, take the chain's `confirm` off the arguments, and validate the rest.
 
-    Reads `ctx.tool`, `ctx.arguments`, `ctx.workspace`. Writes `ctx.spec`, `ctx.params`.
+    Reads `ctx.tool`, `ctx.arguments`, `ctx.workspace`. Writes `ctx.spec`, `ctx.params`, `ctx.confirmed`.
     Raises `UnknownToolError`, `InvalidArgumentsError`, `PathRefusedError`. Never answers.
     """
 
@@ -87,8 +112,9 @@ class InputValidator:
             raise UnknownToolError("no tool by that name on this server; tools/list shows the tools")
         if ctx.workspace is None:
             raise RuntimeError("the validator was reached without a workspace")
-        params = validate_arguments(spec, ctx.arguments, ctx.workspace)
-        return await call_next(replace(ctx, spec=spec, params=params))
+        confirmed, arguments = take_confirm(spec, ctx.arguments)
+        params = validate_arguments(spec, arguments, ctx.workspace)
+        return await call_next(replace(ctx, spec=spec, params=params, confirmed=confirmed))
 
 
 def _build(settings: ValidatorSettings, runtime: LayerRuntime) -> InputValidator:
@@ -100,5 +126,5 @@ LAYER: Final = LayerType(
     settings=ValidatorSettings,
     build=_build,
     requires=frozenset({"workspace"}),
-    provides=frozenset({"spec", "params"}),
+    provides=frozenset({"spec", "params", "confirmed"}),
 )

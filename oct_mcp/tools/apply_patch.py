@@ -98,7 +98,6 @@ class ApplyPatchParams(StrictParams):
     dry_run: bool | None = Field(
         default=None, description="True: only check and show what would change. Unset: the server's default."
     )
-    confirm: bool = Field(default=False, description="Re-submit with true when the server asks for it.")
 
 
 def _contained(workspace: Workspace, path: str, parsed: ParsedFile) -> Path:

@@ -119,10 +119,6 @@ def _dry_run_field() -> bool | None:
     )
 
 
-def _confirm_field() -> bool:
-    return Field(default=False, description="Re-submit with true when the server asks for it.")
-
-
 # -- the user's identity -------------------------------------------------------------------------
 
 
@@ -377,7 +373,6 @@ class GitAddParams(_Params):
         min_length=1, max_length=PATHS_MAX, description="Files or folders whose changes to stage."
     )
     dry_run: bool | None = _dry_run_field()
-    confirm: bool = _confirm_field()
 
 
 class StagedFile(BaseModel):
@@ -586,7 +581,6 @@ class GitCommitParams(_Params):
         description="The commit message: a subject line, optionally a blank line and a body.",
     )
     dry_run: bool | None = _dry_run_field()
-    confirm: bool = _confirm_field()
 
 
 class GitCommitOutput(BaseModel):
@@ -798,7 +792,6 @@ class GitBranchParams(_Params):
         default=None, description="Where it starts: a branch, tag or commit. Default: HEAD."
     )
     dry_run: bool | None = _dry_run_field()
-    confirm: bool = _confirm_field()
 
 
 class GitBranchOutput(BaseModel):
@@ -864,7 +857,6 @@ def _plan_branch(params: GitBranchParams, env: ToolEnv) -> CommandPlan:
 class GitSwitchParams(_Params):
     branch: BranchName = Field(description="The local branch to switch to.")
     dry_run: bool | None = _dry_run_field()
-    confirm: bool = _confirm_field()
 
 
 class GitSwitchOutput(BaseModel):
@@ -1084,7 +1076,6 @@ class GitRestoreParams(_Params):
         min_length=1, max_length=PATHS_MAX, description="Files or folders whose unstaged changes to discard."
     )
     dry_run: bool | None = _dry_run_field()
-    confirm: bool = _confirm_field()
 
 
 class GitRestoreOutput(BaseModel):

@@ -53,7 +53,6 @@ class MoveParams(StrictParams):
     dry_run: bool | None = Field(
         default=None, description="True: only check and show what would change. Unset: the server's default."
     )
-    confirm: bool = Field(default=False, description="Re-submit with true when the server asks for it.")
 
 
 class MoveOutput(BaseModel):
@@ -75,7 +74,6 @@ class DeleteParams(StrictParams):
     dry_run: bool | None = Field(
         default=None, description="True: only check and show what would go. Unset: the server's default."
     )
-    confirm: bool = Field(default=False, description="Re-submit with true when the server asks for it.")
 
 
 class DeleteOutput(BaseModel):

@@ -240,13 +240,11 @@ class FixParams(_Params):
     dry_run: bool | None = Field(
         default=None, description="Only show the diff; the server's default when unset."
     )
-    confirm: bool = False
 
 
 class FormatParams(_Params):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     apply: bool | None = Field(default=None, description="False: only show the diff. True: format the files.")
-    confirm: bool = False
 
 
 class ChangeOutput(BaseModel):

@@ -67,7 +67,6 @@ class RunParams(BaseModel):
         le=TIMEOUT_MAX_SECONDS,
         description="A lower time limit than the server's timeout_default_seconds (never a higher one).",
     )
-    confirm: bool = False
 
     @field_validator("argv")
     @classmethod

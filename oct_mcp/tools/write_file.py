@@ -32,7 +32,6 @@ class WriteFileParams(StrictParams):
     dry_run: bool | None = Field(
         default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
     )
-    confirm: bool = Field(default=False, description="Re-submit with true when the server asks for it.")
 
     @model_validator(mode="after")
     def _content_fits(self) -> WriteFileParams:

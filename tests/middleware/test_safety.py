@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import oct_mcp.testing.strategies as kit
-from oct_mcp.chain import build_chain
+from oct_mcp.chain import build_chain, compose
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import Consent, argument_digest
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, PolicyError
@@ -27,9 +27,10 @@ from oct_mcp.middleware.safety import (
     configures_code,
     shown_diff,
 )
+from oct_mcp.middleware.validator import InputValidator
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
-from oct_mcp.spec import Risk
+from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, LayerRuntime, ToolResult
 from oct_mcp.workspace import Workspace
@@ -257,11 +258,18 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _write_call(
-    project: Path, client: ClientInfo, consent: Consent | None = None, **arguments: Any
+    project: Path,
+    client: ClientInfo,
+    consent: Consent | None = None,
+    *,
+    confirm: bool = False,
+    **arguments: Any,
 ) -> CallContext:
+    """A call of the test write tool as the validator passes it on: `confirm` taken off the params."""
     params = WriteFileParams(**{"path": "notes.txt", **arguments})
-    ctx = make_context(WRITE_TOOL.name, Workspace(project), **params.model_dump())
-    return replace(ctx, spec=WRITE_TOOL, params=params, client=client, consent=consent)
+    sent = {**params.model_dump(), **({"confirm": True} if confirm else {})}
+    ctx = make_context(WRITE_TOOL.name, Workspace(project), **sent)
+    return replace(ctx, spec=WRITE_TOOL, params=params, client=client, consent=consent, confirmed=confirm)
 
 
 def _run(gate: SafetyGate, ctx: CallContext, call_next: RecordingNext) -> Any:
@@ -789,3 +797,104 @@ def test_the_sentinel_for_oct_run_with_writes_names_the_command_and_says_it_writ
         "changed."
     )
     assert rest[0] == "Dry run: no, the changes are made."
+
+
+# -- `confirm`: from the validator to the gate -----------------------------------------------------
+
+
+def _validated(
+    gate: SafetyGate, client: ClientInfo, project: Path, call_next: RecordingNext, **sent: Any
+) -> Any:
+    """A call of the test write tool through the real validator, then the gate."""
+    chain = compose([InputValidator(catalog=catalog_with_write_tool()), gate], call_next)
+    ctx = replace(make_context(WRITE_TOOL.name, Workspace(project), **sent), client=client)
+    return anyio.run(chain, ctx)
+
+
+def test_the_models_confirm_reaches_the_gate_from_the_validator_never_the_tools_model(project: Path) -> None:
+    call_next = RecordingNext()
+
+    outcome = _validated(
+        _gate(McpConfig()), SILENT_CLIENT, project, call_next, path="notes.txt", dry_run=False, confirm=True
+    )
+
+    (seen,) = call_next.seen
+    assert (seen.params, seen.confirmed) == (WriteFileParams(path="notes.txt", dry_run=False), True)
+    assert isinstance(outcome, ToolResult)
+    assert outcome.consent is not None
+    assert outcome.consent.given_by == "confirm"
+
+
+def test_a_call_sent_with_confirm_is_asked_about_under_the_digest_of_the_call_without_it(
+    project: Path,
+) -> None:
+    arguments = {"path": "notes.txt", "dry_run": False}
+
+    asked = [
+        _validated(_gate(McpConfig()), ASKING_CLIENT, project, RecordingNext(), **arguments, **extra)
+        for extra in ({}, {"confirm": True}, {"confirm": False})
+    ]
+
+    digest = argument_digest({"path": "notes.txt", "content": "", "dry_run": False})
+    assert [outcome.digest for outcome in asked] == [digest, digest, digest]
+
+
+# -- which tools may need consent, and so take `confirm` -------------------------------------------
+
+
+@given(
+    spec=kit.tool_specs().filter(lambda spec: spec.call_risk is None),
+    config=configs,
+    confirm_execute=st.booleans(),
+)
+def test_a_tool_may_need_consent_exactly_where_check_asks_about_its_calls(
+    spec: ToolSpec, config: McpConfig, confirm_execute: bool
+) -> None:
+    gate = _gate(config, confirm_execute=confirm_execute)
+
+    asks = gate.check(spec.name, spec, {"confirm": False}).requires_confirmation
+
+    assert gate.may_need_consent(spec) is asks
+
+
+@given(config=configs, confirm_execute=st.booleans())
+def test_a_tool_whose_arguments_decide_its_risk_may_always_need_consent(
+    config: McpConfig, confirm_execute: bool
+) -> None:
+    gate = _gate(config, confirm_execute=confirm_execute)
+    writes = {"argv": ["python"], "writes": True, "confirm": False}
+
+    assert (gate.may_need_consent(RUN_TOOL), gate.may_need_consent(FORMAT_TOOL)) == (True, True)
+    assert gate.check("oct_run", RUN_TOOL, writes).requires_confirmation is True
+
+
+@pytest.mark.parametrize(
+    ("config", "settings", "risks"),
+    [
+        pytest.param(McpConfig(), {}, {Risk.WRITE}, id="default"),
+        pytest.param(
+            McpConfig(), {"confirm_execute": True}, {Risk.WRITE, Risk.EXECUTE}, id="confirm_execute"
+        ),
+        pytest.param(McpConfig(auto_approve_read_tools=False), {}, set(Risk), id="reads need consent"),
+    ],
+)
+def test_the_tools_that_may_need_consent_are_those_the_settings_name_and_those_the_arguments_decide(
+    config: McpConfig, settings: dict[str, Any], risks: set[Risk]
+) -> None:
+    gate = _gate(config, **settings)
+    catalog = default_catalog()
+
+    may = {name for name, spec in catalog.items() if gate.may_need_consent(spec)}
+
+    assert may == {name for name, spec in catalog.items() if spec.risk in risks or spec.call_risk is not None}
+
+
+@pytest.mark.parametrize("human_consent", ["when_client_can_ask", "required"])
+def test_confirm_is_taken_where_a_call_may_need_consent_unless_only_a_humans_answer_counts(
+    human_consent: str,
+) -> None:
+    gate = _gate(McpConfig(auto_approve_read_tools=False), human_consent=human_consent)
+
+    taking = [spec.name for spec in default_catalog().values() if gate.takes_confirm(spec)]
+
+    assert taking == ([] if human_consent == "required" else list(default_catalog()))

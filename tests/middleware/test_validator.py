@@ -11,6 +11,7 @@ from fakes import RecordingNext, make_context
 
 from oct_mcp.errors import InvalidArgumentsError, PathRefusedError, UnknownToolError
 from oct_mcp.middleware.validator import InputValidator
+from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
 from oct_mcp.tools.files import ListFilesParams, ReadFileParams
 from oct_mcp.types import CallContext
@@ -144,3 +145,68 @@ async def test_validator_refuses_a_symlink_that_leads_outside(
 
     with pytest.raises(PathRefusedError):
         await validator(call("oct_read_file", path="escape"), RecordingNext())
+
+
+# -- the chain's `confirm` -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+async def test_validator_takes_confirm_off_before_the_tools_model_and_says_whether_it_was_true(
+    validator: InputValidator, call: Callable[..., CallContext], confirm: bool
+) -> None:
+    call_next = RecordingNext()
+
+    await validator(call("oct_read_file", path="README.md", confirm=confirm), call_next)
+
+    (seen,) = call_next.seen
+    assert (seen.params, seen.confirmed) == (ReadFileParams(path="README.md"), confirm)
+    assert seen.arguments == {"path": "README.md", "confirm": confirm}
+
+
+async def test_validator_passes_a_call_without_confirm_on_as_unconfirmed(
+    validator: InputValidator, call: Callable[..., CallContext]
+) -> None:
+    call_next = RecordingNext()
+
+    await validator(call("oct_read_file", path="README.md"), call_next)
+
+    assert call_next.seen[0].confirmed is False
+
+
+@pytest.mark.parametrize(
+    "confirm",
+    [
+        pytest.param("true", id="text"),
+        pytest.param(1, id="number"),
+        pytest.param(None, id="null"),
+        pytest.param([True], id="list"),
+        pytest.param("sk-ant-api03-" + "C" * 40, id="a secret"),
+    ],
+)
+async def test_validator_refuses_a_confirm_that_is_not_a_boolean_naming_the_field_never_its_value(
+    validator: InputValidator, call: Callable[..., CallContext], confirm: object
+) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(InvalidArgumentsError) as caught:
+        await validator(call("oct_write_file", path="a.txt", content="x", confirm=confirm), call_next)
+
+    assert caught.value.code == "invalid_arguments"
+    assert caught.value.message == (
+        "invalid arguments for oct_write_file: confirm: must be true or false (a JSON boolean)"
+    )
+    assert call_next.seen == []
+
+
+@pytest.mark.parametrize("spec", default_catalog().values(), ids=lambda spec: spec.name)
+async def test_no_tools_model_declares_confirm_and_each_accepts_a_call_carrying_it(
+    validator: InputValidator, call: Callable[..., CallContext], spec: ToolSpec
+) -> None:
+    call_next = RecordingNext()
+
+    with pytest.raises(InvalidArgumentsError) as caught:
+        # Missing or not, the tool's own fields are the only problems: `confirm` never is one.
+        await validator(call(spec.name, confirm=True, unknown_field=1), call_next)
+
+    assert "confirm" not in spec.params.model_fields
+    assert "confirm" not in {p.field for p in caught.value.problems}

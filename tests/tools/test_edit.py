@@ -300,10 +300,12 @@ def test_write_file_params_bound_the_content_in_bytes() -> None:
         WriteFileParams(path="a.txt", content="x" * (2 * 1_048_576 + 1))
 
 
-def test_write_file_params_need_a_confirm_field_and_forbid_extras() -> None:
-    assert WriteFileParams(path="a", content="").confirm is False
+def test_write_file_params_forbid_extras_and_leave_confirm_to_the_chain() -> None:
     with pytest.raises(ValidationError):
         WriteFileParams(path="a", content="", mode=0o777)  # type: ignore[call-arg]
+    # The validator takes `confirm` off a call before the tool's model sees it.
+    with pytest.raises(ValidationError):
+        WriteFileParams(path="a", content="", confirm=True)  # type: ignore[call-arg]
 
 
 def test_write_file_through_the_chain_previews_by_default_then_writes(
@@ -726,7 +728,8 @@ def test_the_write_tools_are_destructive_closed_world_and_honest_about_idempoten
     )
     assert WRITE_FILE.annotations["openWorldHint"] is APPLY_PATCH.annotations["openWorldHint"] is False
     for spec in (WRITE_FILE, APPLY_PATCH):
-        assert {"dry_run", "confirm"} <= set(spec.params.model_fields)
+        # `confirm` is the chain's argument, which the server lists; the tool's model never sees it.
+        assert ("dry_run" in spec.params.model_fields, "confirm" in spec.params.model_fields) == (True, False)
 
 
 def _created(*paths: str) -> str:
