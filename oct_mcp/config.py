@@ -47,6 +47,10 @@ def _default_audit_log_path() -> str:
     return str(Path.home() / ".oct-mcp" / "audit.log")
 
 
+def _default_checkpoint_dir() -> str:
+    return str(Path.home() / ".oct-mcp" / "checkpoints")
+
+
 Tighter = Callable[[Any, Any], bool]
 """Whether `value` from a repository's config is stricter than `current`."""
 
@@ -146,6 +150,15 @@ class McpConfig:
     """A file holding the key that seals consent state, shared by replicas (or OCT_MCP_CONSENT_KEY)."""
     replica_id: str | None = None
     """This replica's name in its audit records (or OCT_MCP_REPLICA_ID)."""
+    # Undo (issue 28), after the seed's fields.
+    checkpoint_dir: str = field(default_factory=_default_checkpoint_dir)
+    """Where each project's checkpoints are kept (a folder per project, owner-only), for oct_undo."""
+    checkpoint_max_count: int = field(default=200, metadata=_rules(range=(0, 10_000)))
+    """Checkpoints kept per project, the oldest dropped first; 0: no checkpoints, and no undo."""
+    checkpoint_max_size_mb: float = field(default=256.0, metadata=_rules(range=(1.0, 65_536.0)))
+    """The contents kept per project, compressed; past it the oldest checkpoints are dropped."""
+    checkpoint_file_max_mb: float = field(default=8.0, metadata=_rules(range=(0.01, 1_024.0)))
+    """A file larger than this is recorded as not undoable rather than copied."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
@@ -434,7 +447,7 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         )
     if not raw or len(raw) > _PATH_MAX_LENGTH or "\x00" in raw:
         return refuse(f"must be a non-empty path of at most {_PATH_MAX_LENGTH} characters")
-    return True, os.path.expanduser(raw) if name == "audit_log_path" else raw
+    return True, os.path.expanduser(raw) if name in ("audit_log_path", "checkpoint_dir") else raw
 
 
 def is_profile_name(name: str) -> bool:

@@ -449,7 +449,8 @@ class ProtectedPaths:
 
     root: Path
     server_files: frozenset[Path] = frozenset()
-    """Absolute paths of the config, policy and audit files; an audit log's rotations share its name."""
+    """Absolute paths of the config, policy and audit files and the checkpoints' folder; an audit
+    log's rotations share its name, and a folder protects what is in it."""
 
     @classmethod
     def for_root(cls, root: Path, server_files: Iterable[str | os.PathLike[str]]) -> ProtectedPaths:
@@ -458,8 +459,11 @@ class ProtectedPaths:
 
     @classmethod
     def for_runtime(cls, runtime: LayerRuntime) -> ProtectedPaths:
-        """The table a server's layers share: its project, its audit log, config and policy files."""
-        return cls.for_root(runtime.workspace.root, [runtime.config.audit_log_path, *runtime.server_files])
+        """The table the layers share: the project, the audit log, checkpoints, config and policy files."""
+        config = runtime.config
+        return cls.for_root(
+            runtime.workspace.root, [config.audit_log_path, config.checkpoint_dir, *runtime.server_files]
+        )
 
     def rule_for(self, path: Path) -> ProtectedRule | None:
         """The rule that protects `path` (absolute, inside the root), or None.
@@ -486,9 +490,10 @@ class ProtectedPaths:
         return None
 
     def _is_server_file(self, path: Path) -> bool:
-        # An audit log rotates to `audit.log.1`, `audit.log.2`, ...: protect the whole family.
+        # An audit log rotates to `audit.log.1`, `audit.log.2`, ...: protect the whole family; a
+        # folder (the checkpoints') with everything in it.
         return any(
-            path == protected
+            path.is_relative_to(protected)
             or (path.parent == protected.parent and path.name.startswith(protected.name + "."))
             for protected in self.server_files
         )

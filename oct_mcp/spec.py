@@ -14,6 +14,7 @@ from pydantic import BaseModel, StringConstraints
 from oct_mcp.backends import EntryRights
 from oct_mcp.deadline import Deadline
 from oct_mcp.execution.changes import ChangePlan
+from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.preview import TargetState
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
@@ -75,6 +76,9 @@ class ToolEnv:
     """Where the sandbox's backend lets a writable run make and remove entries: a plan whose
     command would do so elsewhere refuses before it starts, rather than leave its change half made.
     Unset: the narrowest of the backends."""
+
+    checkpoints: CheckpointStore | None = None
+    """This project's checkpoints (what `oct_checkpoints` lists and `oct_undo` restores); None: kept none."""
 
     def dry_run_for(self, own: bool | None) -> bool:
         """Whether the call only says what it would change: its own dry_run if given, else the gate's."""

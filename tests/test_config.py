@@ -60,6 +60,11 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("oauth_jwks_url", None),
     ("consent_key_file", None),
     ("replica_id", None),
+    # Undo (issue 28); checkpoint_dir is `~/.oct-mcp/checkpoints` expanded, checked apart.
+    ("checkpoint_dir", None),
+    ("checkpoint_max_count", 200),
+    ("checkpoint_max_size_mb", 256.0),
+    ("checkpoint_file_max_mb", 8.0),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -82,7 +87,7 @@ INT_FIELDS: Final = (
     "metrics_port",
     "http_max_request_bytes",
 )
-FLOAT_FIELDS: Final = ("audit_log_max_size_mb",)
+FLOAT_FIELDS: Final = ("audit_log_max_size_mb", "checkpoint_max_size_mb", "checkpoint_file_max_mb")
 NUMERIC_FIELDS: Final = INT_FIELDS + FLOAT_FIELDS
 
 ENV_VARIABLES: Final = ("OCT_MCP_SAFE_MODE", "OCT_TRUST_REPO_CONFIG", "OCT_MCP_PROFILE", "OCT_MCP_SANDBOX")
@@ -124,6 +129,10 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "oauth_jwks_url": "https://login.example.com/jwks.json",
     "consent_key_file": "/etc/oct-mcp/consent.key",
     "replica_id": "replica-a",
+    "checkpoint_dir": "/var/lib/oct-mcp/checkpoints",
+    "checkpoint_max_count": 50,
+    "checkpoint_max_size_mb": 64.0,
+    "checkpoint_file_max_mb": 2.0,
 }
 
 
@@ -156,7 +165,8 @@ def test_mcp_config_has_exactly_the_seeds_fields_and_the_unconfined_opt_in_in_or
 
 
 @pytest.mark.parametrize(
-    ("name", "expected"), [pair for pair in SEED_DEFAULTS if pair[0] != "audit_log_path"]
+    ("name", "expected"),
+    [pair for pair in SEED_DEFAULTS if pair[0] not in ("audit_log_path", "checkpoint_dir")],
 )
 def test_mcp_config_field_defaults_to_the_seeds_value(name: str, expected: object, clean_env: Path) -> None:
     actual = getattr(McpConfig(), name)
@@ -902,6 +912,9 @@ def test_the_ranges_are_the_documented_ones() -> None:
         "memory_limit_mb": (0, 8_192),
         "metrics_port": (1, 65_535),
         "http_max_request_bytes": (1_024, 64 * 1_048_576),
+        "checkpoint_max_count": (0, 10_000),
+        "checkpoint_max_size_mb": (1.0, 65_536.0),
+        "checkpoint_file_max_mb": (0.01, 1_024.0),
     }
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "ChangePlan",
     "PathChange",
     "Proposal",
+    "state_of",
     "targets_of",
     "tree_state",
 ]
@@ -364,9 +365,9 @@ def _verify_read(workspace: Workspace, changes: tuple[PathChange, ...]) -> None:
                 info is None or not stat.S_ISDIR(info.st_mode) or tree_state(workspace, start) != change.tree
             )
         else:
-            changed += _digest(workspace, start) != change.read
+            changed += state_of(workspace, start) != change.read
         if change.action == "move":
-            changed += _digest(workspace, change.path) != change.replaces
+            changed += state_of(workspace, change.path) != change.replaces
     if changed:
         raise TargetChangedError(
             f"{changed} file(s) changed on disk since the tool read them, so nothing was written; "
@@ -381,7 +382,7 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def _digest(workspace: Workspace, path: str) -> str:
+def state_of(workspace: Workspace, path: str) -> str:
     """The state of a path as a change records what it read: links not followed (a file swapped for a
     link to the same content is a change)."""
     try:
@@ -392,7 +393,7 @@ def _digest(workspace: Workspace, path: str) -> str:
 
 def _changed(workspace: Workspace, targets: Iterable[TargetState]) -> int:
     """How many of `targets` no longer have their state on disk."""
-    return sum(_digest(workspace, target.path) != target.digest for target in targets)
+    return sum(state_of(workspace, target.path) != target.digest for target in targets)
 
 
 def _apply(workspace: Workspace, changes: tuple[PathChange, ...]) -> None:

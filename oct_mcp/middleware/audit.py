@@ -112,6 +112,9 @@ def audit_record(
             redactions=outcome.redactions,
             backend=getattr(outcome, "backend", None),
         )
+        if outcome.checkpoint is not None:
+            # What undoes the call's changes: `oct-mcp checkpoints show` and oct_undo take this id.
+            record["checkpoint"] = outcome.checkpoint
         degraded = getattr(outcome, "degraded", ())
         if degraded:
             record["degraded"] = list(degraded)

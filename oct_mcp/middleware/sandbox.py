@@ -47,6 +47,7 @@ from oct_mcp.errors import (
     ToolTimeoutError,
 )
 from oct_mcp.execution.changes import ChangeApplier, ChangePlan
+from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.execution.in_process import AbandonedWork, run_in_thread
 from oct_mcp.preview import TargetState, verify_targets
 from oct_mcp.protected import (
@@ -172,6 +173,7 @@ class ExecutionSandbox:
             deadline=deadline,
             approved_targets=ctx.approved_targets,
             entry_rights=self.backend.entry_rights,
+            checkpoints=self.applier.checkpoints,
         )
         if ctx.previewing:
             if ctx.spec.preview is None:
@@ -191,6 +193,7 @@ class ExecutionSandbox:
                 preview=ctx.previewing,
                 deadline=deadline,
                 approved=approved,
+                call_id=ctx.call_id,
             )
             result = await run_in_thread(carry_out, deadline, self.abandoned)
         elif isinstance(plan, InProcessPlan):
@@ -469,6 +472,19 @@ def _make_server_undumpable() -> None:
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
+def _checkpoints(runtime: LayerRuntime) -> CheckpointStore | None:
+    config = runtime.config
+    if not config.checkpoint_max_count:
+        return None
+    return CheckpointStore.for_project(
+        config.checkpoint_dir,
+        runtime.workspace.root,
+        max_count=config.checkpoint_max_count,
+        max_bytes=int(config.checkpoint_max_size_mb * _MIB),
+        file_max_bytes=int(config.checkpoint_file_max_mb * _MIB),
+    )
+
+
 def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox:
     config = runtime.config
     backend, _ = select_backend(config.sandbox_backend)
@@ -489,7 +505,9 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
         test_timeout_seconds=config.timeout_test_seconds,
         memory_bytes=config.memory_limit_mb * _MIB if config.memory_limit_mb else None,
         threads=max(1, min(os.cpu_count() or 1, config.max_jobs, _MAX_TOOL_THREADS)),
-        applier=ChangeApplier(ProtectedPaths.for_runtime(runtime).server_files),
+        applier=ChangeApplier(
+            ProtectedPaths.for_runtime(runtime).server_files, checkpoints=_checkpoints(runtime)
+        ),
         allow_unconfined=config.allow_unconfined_project_code,
     )
 

@@ -17,6 +17,7 @@ from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.run import RUN
 from oct_mcp.tools.search import SEARCH
 from oct_mcp.tools.tasks import LIST_TASKS
+from oct_mcp.tools.undo import CHECKPOINTS, UNDO
 from oct_mcp.tools.write_file import WRITE_FILE
 
 __all__ = ["default_catalog"]
@@ -51,5 +52,7 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         APPLY_PATCH,
         MOVE,
         DELETE,
+        CHECKPOINTS,
+        UNDO,
     )
     return MappingProxyType({spec.name: spec for spec in specs})
