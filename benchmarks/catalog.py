@@ -8,11 +8,14 @@ quarter of that.
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 from _common import arguments
 
+from oct_mcp.app import build_app
 from oct_mcp.server import _tool_listing
 from oct_mcp.tools import default_catalog
 
@@ -32,7 +35,16 @@ def with_titles(tool: types.Tool, spec: Any) -> types.Tool:
 def main() -> None:
     options = arguments(__doc__ or "", default_rounds=1)
     specs = list(default_catalog().values())
-    compact = [_tool_listing(spec) for spec in specs]
+    # The listing a server with the default config sends: `confirm` where a call may need consent.
+    with tempfile.TemporaryDirectory() as temp:
+        config = Path(temp, "config.json")
+        config.write_text(json.dumps({"audit_log_path": str(Path(temp, "audit.log"))}))
+        app = build_app(temp, config_path=config, environ={})
+        takes_confirm = [app.chain.takes_confirm(spec) for spec in specs]
+        app.close()
+    compact = [
+        _tool_listing(spec, takes_confirm=confirm) for spec, confirm in zip(specs, takes_confirm, strict=True)
+    ]
     titled = [with_titles(tool, spec) for tool, spec in zip(compact, specs, strict=True)]
     subject, reference = size(compact), size(titled)
     ratio = subject / reference

@@ -1,0 +1,134 @@
+"""Checkpoints: what recording one costs an oct_edit on a 10,000-file project, and the store's size.
+
+Goal (issue 28): a checkpoint adds at most 10 ms to an edit, shown as the ratio of the whole call
+with a checkpoint to the same call without (the goal's ratio is 1 + 10 ms over the call without).
+Both servers serve one generated project of 10,000 files through oct-mcp's whole default chain,
+reached by the SDK's in-memory client, consent given as `confirm=true`: one with the default
+checkpoint store, one with `checkpoint_max_count = 0`. Each edits its own 4 KiB module, rounds
+interleaved. Then 100 one-line edits of a 100 KiB file, and the size the store takes for them
+against the size of the 100 versions raw.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+import anyio
+from _common import Comparison, arguments, interleave_async, print_table
+from mcp import Client
+
+from oct_mcp.app import App, build_app
+from oct_mcp.diagnostics import configure_diagnostics
+from oct_mcp.execution.checkpoints import CheckpointStore
+from oct_mcp.server import build_server
+
+FILES: Final = 10_000
+RATE_LIMIT: Final = 10_000
+BIG_EDITS: Final = 100
+MODULE: Final = "".join(f"def handler_{n}(request):\n    return request.value + {n}\n\n\n" for n in range(64))
+
+
+def _project(root: Path) -> None:
+    for index in range(FILES):
+        folder = root / f"pkg{index // 500}" / f"sub{index // 50 % 10}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"m{index}.py").write_text(f"VALUE_{index} = {index}\n")
+    (root / "with.py").write_text(MODULE)
+    (root / "without.py").write_text(MODULE)
+    (root / "big.txt").write_text(
+        "".join(f"line {n:06d} of a long text file for the undo store\n" for n in range(1_920))
+    )
+
+
+def _app(root: Path, config: Path, **settings: object) -> App:
+    config.write_text(
+        json.dumps(
+            {
+                "audit_log_path": str(config.parent / f"{config.stem}.log"),
+                "checkpoint_dir": str(config.parent / f"{config.stem}-store"),
+                "dry_run_default_for_writes": False,
+                "rate_limit_per_minute": RATE_LIMIT,
+                **settings,
+            }
+        )
+    )
+    return build_app(root, config_path=config, environ={})
+
+
+async def _edit(client: Client, path: str, number: int) -> float:
+    names = ("def handler_0(", "def handler_zero(")
+    old, new = (names[1], names[0]) if number % 2 == 0 else names
+    started = time.perf_counter()
+    result = await client.call_tool(
+        "oct_edit", {"path": path, "edits": [{"old": old, "new": new}], "confirm": True}
+    )
+    elapsed = time.perf_counter() - started
+    if result.is_error:
+        raise RuntimeError(f"the edit failed: {result.content}")
+    return elapsed
+
+
+async def _measure(rounds: int, temp: Path) -> tuple[list[float], list[float], int, int]:
+    root = temp / "project"
+    root.mkdir()
+    _project(root)
+    with_store = _app(root, temp / "with.json")
+    without = _app(root, temp / "without.json", checkpoint_max_count=0)
+    counts = {"with.py": 0, "without.py": 0}
+
+    async def edit(client: Client, path: str) -> float:
+        counts[path] += 1
+        return await _edit(client, path, counts[path])
+
+    try:
+        async with (
+            Client(build_server(with_store, transport="memory")) as ours,
+            Client(build_server(without, transport="memory")) as reference,
+        ):
+            await edit(ours, "with.py")  # warm-up
+            await edit(reference, "without.py")
+            subject, base = await interleave_async(
+                rounds, [lambda: edit(ours, "with.py"), lambda: edit(reference, "without.py")]
+            )
+            raw = 0
+            for number in range(BIG_EDITS):
+                line = f"line {number * 19:06d} of a long text file for the undo store\n"
+                result = await ours.call_tool(
+                    "oct_edit",
+                    {"path": "big.txt", "edits": [{"old": line, "new": line.upper()}], "confirm": True},
+                )
+                if result.is_error:
+                    raise RuntimeError(f"the edit failed: {result.content}")
+                raw += (root / "big.txt").stat().st_size
+    finally:
+        with_store.close()
+        without.close()
+    store = CheckpointStore.for_project(
+        temp / "with-store", root, max_count=10_000, max_bytes=1 << 40, file_max_bytes=1 << 30
+    )
+    return subject, base, store.usage().blob_bytes, raw
+
+
+def main() -> None:
+    args = arguments(__doc__ or "", default_rounds=31)
+    configure_diagnostics(1)
+    with tempfile.TemporaryDirectory() as temp:
+        subject, base, stored, raw = anyio.run(_measure, args.rounds, Path(temp).resolve())
+    print_table(
+        [Comparison("oct_edit with a checkpoint / without (10,000 files)", subject, base, 1.2)], args.rounds
+    )
+    added = (statistics.median(subject) - statistics.median(base)) * 1e3
+    print(f"a checkpoint adds {added:.2f} ms to an edit (goal: <= 10 ms)")
+    print(
+        f"the store after {BIG_EDITS} one-line edits of a 100 KiB file: {stored / 1024:.0f} KiB "
+        f"({stored / raw:.3f} of the {raw / 1024:.0f} KiB the versions take raw)"
+    )
+
+
+if __name__ == "__main__":
+    main()
