@@ -16,6 +16,7 @@ import anyio
 from oct_mcp import __version__
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
+from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
 from oct_mcp.tools.screen_helper import helper_status
@@ -345,6 +346,19 @@ def _call(app: App, tool: str, raw_arguments: str) -> int:
     return EXIT_CALL_FAILED if outcome.is_error else EXIT_OK
 
 
+def _checkpoint_status(app: App) -> str:
+    """Where this project's checkpoints are kept, how many, and the room their contents take."""
+    config = app.loaded.config
+    store = CheckpointStore.for_config(config, app.workspace.root)
+    if store is None:
+        return "off (checkpoint_max_count is 0): changes cannot be undone"
+    usage = store.usage()
+    return (
+        f"{usage.folder}: {usage.checkpoints} of at most {config.checkpoint_max_count}, "
+        f"{usage.blob_bytes / 1_048_576:.1f} MiB of at most {config.checkpoint_max_size_mb:g} MiB"
+    )
+
+
 def print_doctor(app: App, out: TextIO) -> None:
     """Print what this server would run with, and where each setting came from."""
     loaded = app.loaded
@@ -366,7 +380,8 @@ def print_doctor(app: App, out: TextIO) -> None:
     for name in app.registry:
         used = ", in this chain" if name in app.chain.layer_names else ""
         write(f"  {name:<16} {app.registry.origin(name)}{used}\n")
-    write(f"audit: {audit_status(app)}\n\n")
+    write(f"audit: {audit_status(app)}\n")
+    write(f"checkpoints: {_checkpoint_status(app)}\n\n")
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")

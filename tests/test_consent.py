@@ -285,6 +285,9 @@ MINIMAL_ARGUMENTS: dict[str, dict[str, Any]] = {
     "oct_apply_patch": {"patch": "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# Demo\n+# Shown\n"},
     "oct_move": {"source": "README.md", "destination": "READ.md"},
     "oct_delete": {"path": "new.txt"},
+    "oct_checkpoints": {},
+    # Checkpoint 1 is the write the test makes first for this tool (below).
+    "oct_undo": {"id": "1"},
 }
 
 
@@ -346,6 +349,11 @@ async def test_a_client_without_elicitation_is_asked_then_confirms_any_tool_with
 
     try:
         with anyio.fail_after(120):
+            if tool == "oct_undo":
+                write = {"path": "undone.txt", "content": "x\n", "dry_run": False, "confirm": True}
+                made = await run_call(app, "oct_write_file", write, TEST_CLIENT)
+                assert isinstance(made, ToolResult), made
+                assert made.checkpoint == "1", made.text
             asked = await run_call(app, tool, arguments, TEST_CLIENT)
             confirmed = await run_call(app, tool, {**arguments, "confirm": True}, TEST_CLIENT)
     finally:

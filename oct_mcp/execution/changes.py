@@ -286,9 +286,18 @@ class ChangeApplier:
             deadline.begin_writing()
         checkpoint = None
         if self.checkpoints is not None:
-            checkpoint = self.checkpoints.record(
-                tool=tool, call_id=call_id, capture=partial(_entries, workspace, changes)
-            )
+            try:
+                checkpoint = self.checkpoints.record(
+                    tool=tool, call_id=call_id, capture=partial(_entries, workspace, changes)
+                )
+            except OSError as exc:
+                # Fail closed: a change that could not be undone is not made unasked.
+                reason = exc.strerror or type(exc).__name__
+                raise ExecutionError(
+                    f"the checkpoint of this change could not be written ({reason}), so nothing was "
+                    "changed; fix the checkpoint_dir folder, or set checkpoint_max_count to 0 to change "
+                    "files without undo"
+                ) from exc
         _apply(workspace, changes)
         answer = proposal.answer(True)
         if checkpoint is None:

@@ -25,9 +25,12 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import orjson
+
+if TYPE_CHECKING:
+    from oct_mcp.config import McpConfig
 
 __all__ = [
     "ABSENT_STATE",
@@ -42,6 +45,7 @@ __all__ = [
 ]
 
 _CHUNK: Final = 1_048_576
+_MIB: Final = 1_048_576
 _DOCUMENT_SUFFIX: Final = ".json"
 _ID_WIDTH: Final = 8
 
@@ -153,6 +157,19 @@ class CheckpointStore:
         folder = Path(os.path.expanduser(base)) / project_key(root)
         return cls(folder, max_count=max_count, max_bytes=max_bytes, file_max_bytes=file_max_bytes)
 
+    @classmethod
+    def for_config(cls, config: McpConfig, root: Path) -> CheckpointStore | None:
+        """The project's store as the config sets it; None where checkpoints are off."""
+        if not config.checkpoint_max_count:
+            return None
+        return cls.for_project(
+            config.checkpoint_dir,
+            root,
+            max_count=config.checkpoint_max_count,
+            max_bytes=int(config.checkpoint_max_size_mb * _MIB),
+            file_max_bytes=int(config.checkpoint_file_max_mb * _MIB),
+        )
+
     @property
     def _objects(self) -> Path:
         return self.folder / "objects"
@@ -162,7 +179,8 @@ class CheckpointStore:
         return self.folder / "checkpoints"
 
     def _prepare(self) -> None:
-        for folder in (self.folder.parent, self.folder, self._objects, self._documents):
+        self.folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in (self.folder, self._objects, self._documents):
             folder.mkdir(mode=0o700, exist_ok=True)
             # Made by an older umask or by hand: the store holds secrets, so owner-only whatever it was.
             if stat.S_IMODE(folder.stat().st_mode) & 0o077:

@@ -472,19 +472,6 @@ def _make_server_undumpable() -> None:
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def _checkpoints(runtime: LayerRuntime) -> CheckpointStore | None:
-    config = runtime.config
-    if not config.checkpoint_max_count:
-        return None
-    return CheckpointStore.for_project(
-        config.checkpoint_dir,
-        runtime.workspace.root,
-        max_count=config.checkpoint_max_count,
-        max_bytes=int(config.checkpoint_max_size_mb * _MIB),
-        file_max_bytes=int(config.checkpoint_file_max_mb * _MIB),
-    )
-
-
 def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox:
     config = runtime.config
     backend, _ = select_backend(config.sandbox_backend)
@@ -506,7 +493,8 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
         memory_bytes=config.memory_limit_mb * _MIB if config.memory_limit_mb else None,
         threads=max(1, min(os.cpu_count() or 1, config.max_jobs, _MAX_TOOL_THREADS)),
         applier=ChangeApplier(
-            ProtectedPaths.for_runtime(runtime).server_files, checkpoints=_checkpoints(runtime)
+            ProtectedPaths.for_runtime(runtime).server_files,
+            checkpoints=CheckpointStore.for_config(runtime.config, runtime.workspace.root),
         ),
         allow_unconfined=config.allow_unconfined_project_code,
     )
