@@ -186,24 +186,13 @@ def tree_state(
 
 
 def _state_at(path: str) -> str:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return ABSENT
-    if stat.S_ISDIR(info.st_mode):
-        return FOLDER
-    if stat.S_ISLNK(info.st_mode):
-        return "symlink:" + os.readlink(path)
-    if not stat.S_ISREG(info.st_mode):
-        return "special"
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        while chunk := os.read(fd, _CHUNK):
-            digest.update(chunk)
-    finally:
-        os.close(fd)
-    return "sha256:" + digest.hexdigest()
+    """What stands at `path` (links not followed) as a change records it: `tree_state`'s text."""
+    state = state_at(path)
+    if state.kind == "file":
+        return state.digest
+    if state.kind == "symlink":
+        return "symlink:" + state.digest
+    return {"absent": ABSENT, "folder": FOLDER}.get(state.kind, "special")
 
 
 Undo = Callable[[], None]
