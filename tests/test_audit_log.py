@@ -398,9 +398,13 @@ def test_verify_says_where_a_second_chain_was_started_inside_the_log(tmp_path: P
     _fill(_writer(other, max_bytes=1_000_000), 2)
     _rewrite(path, _lines(path) + _lines(other))
 
-    (found,) = verify_chain(path).breaks
+    found = verify_chain(path).breaks
 
-    assert (found.line, found.problem.split(":")[0]) == (3, "a new chain starts here")
+    # Its records are not sealed by this log's head either: both are said, at the line they start.
+    assert [(b.line, b.problem.split(":")[0]) for b in found] == [
+        (3, "a new chain starts here"),
+        (3, "unsealed"),
+    ]
 
 
 def test_verify_finds_a_record_moved_back_after_the_line_it_followed_was_deleted(tmp_path: Path) -> None:
@@ -551,6 +555,51 @@ def test_a_writer_that_finds_the_log_cut_records_a_chain_break_and_never_reuses_
     assert records[4]["index"] == 0
     verification = verify_chain(path)
     assert [(b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(4, "chain_break")]
+
+
+def _forged_next(path: Path, **fields: object) -> bytes:
+    """A record chained exactly as the writer would chain it after the log's last line."""
+    last = _lines(path)[-1]
+    record = {"time": "2026-01-01T00:00:00.000000Z", **fields}
+    record["seq"] = json.loads(last)["seq"] + 1
+    record["prev"] = line_digest(last)
+    return render_record(record)
+
+
+def test_verify_reports_a_correctly_chained_record_appended_after_the_sealed_one(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 3)
+    lines = _lines(path)
+    forged = _forged_next(path, tool="oct_read_file", outcome="ok", index=99)
+    _rewrite(path, [*lines, forged, _forged_after(forged)])
+
+    verification = verify_chain(path)
+
+    assert not verification.is_intact
+    assert [(b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(4, "unsealed")]
+    assert "2 record(s)" in verification.breaks[0].problem
+
+
+def _forged_after(line: bytes) -> bytes:
+    record = {"time": "2026-01-01T00:00:00.000000Z", "tool": "oct_edit", "outcome": "ok"}
+    record["seq"] = json.loads(line)["seq"] + 1
+    record["prev"] = line_digest(line)
+    return render_record(record)
+
+
+def test_a_writer_never_seals_records_it_finds_after_the_sealed_one(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    _fill(_writer(path, max_bytes=1_000_000), 3)
+    _rewrite(path, [*_lines(path), _forged_next(path, tool="oct_read_file", outcome="ok", index=99)])
+
+    _fill(_writer(path, max_bytes=1_000_000), 1)
+
+    records = list(iter_records(path))
+    assert [r["seq"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert records[4]["event"] == "chain_break"
+    assert records[4]["problem"].startswith("unsealed")
+    verification = verify_chain(path)
+    assert [(b.line, b.problem.split(":")[0]) for b in verification.breaks] == [(5, "chain_break")]
 
 
 def test_verify_reports_a_log_without_its_head(tmp_path: Path) -> None:

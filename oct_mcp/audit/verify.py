@@ -168,15 +168,30 @@ def _check_head(
     if head is None:
         problem = f"unsealed: no {head_path(path).name} beside the log, so a cut end would not show"
         return Break(at.file, at.line, problem)
-    if head.hash in where:
-        # Records after the sealed one: a crash between a record and its seal, or a torn line.
-        return None
+    sealed = where.get(head.hash)
+    if sealed is not None:
+        after = len(lines) - 1 - sealed
+        if after == 0:
+            return None
+        # Whoever can append a correctly chained line can write one the writer never made: only
+        # the seal tells them apart. A crash between a record and its seal leaves one such record;
+        # either way a person must look, so it is a finding, never forgiven in silence.
+        first = lines[sealed + 1]
+        return Break(files[first.file], first.number, _unsealed(after, head.seq))
     if last.seq is not None and last.seq < head.seq:
         missing = head.seq - last.seq
         return Break(
             at.file, at.line, f"cut: {missing} record(s) after this one are gone (seq {head.seq} was written)"
         )
     return Break(at.file, at.line, f"changed: the record its head seals (seq {head.seq}) is not in the log")
+
+
+def _unsealed(count: int, seq: int) -> str:
+    return (
+        f"unsealed: {count} record(s) from here on were appended after the one its head seals "
+        f"(seq {seq}): by a crash between a record and its seal (one record at most), or by "
+        "someone other than oct-mcp"
+    )
 
 
 def _explain(

@@ -447,8 +447,10 @@ class _LockBusyError(Exception):
 def _disagreement(head: Head | None, last: bytes | None) -> str | None:
     """What is wrong with the log's last line against its head, or None when they agree.
 
-    A head one record behind is a crash between a record and its seal, not tampering; a last
-    line that is no record (torn) is ended, and reported by verify, but says nothing of the head.
+    Records past the one the head seals are a finding: a crash between a record and its seal
+    leaves one, but so does an append by anyone else, and sealing them now would vouch for them.
+    A last line that is no record (torn) is ended, and reported by verify, but says nothing of
+    the head.
     """
     if head is None:
         if last is None:
@@ -463,6 +465,11 @@ def _disagreement(head: Head | None, last: bytes | None) -> str | None:
         return f"cut: the log ends at seq {seq}, but its head seals seq {head.seq}"
     if seq == head.seq and line_digest(last) != head.hash:
         return f"changed: the last record (seq {seq}) is not the one its head seals"
+    if seq > head.seq:
+        return (
+            f"unsealed: the log ends at seq {seq}, after the seq {head.seq} its head seals "
+            "(a crash between a record and its seal, or records appended by someone else)"
+        )
     return None
 
 
