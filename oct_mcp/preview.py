@@ -25,6 +25,7 @@ __all__ = [
     "FileChange",
     "Preview",
     "TargetState",
+    "commit_target",
     "content_digest",
     "diff_counts",
     "verify_targets",
@@ -55,9 +56,28 @@ class TargetState:
     """A file a change reads or writes, and its content when the preview was made."""
 
     path: str
-    """Relative to the project root."""
+    """Relative to the project root; for a commit binding (`commit_target`), `git:<ref>`."""
     digest: str
-    """`sha256:<hex>` of the bytes, or `absent`."""
+    """`sha256:<hex>` of the bytes, or `absent`; for a commit binding, `commit:<id>` (`commit:none`
+    before the first commit)."""
+
+    @property
+    def is_commit(self) -> bool:
+        """A binding of a git ref to the commit the human was shown, not a file's content."""
+        return self.digest.startswith(_COMMIT)
+
+
+_COMMIT: Final = "commit:"
+
+
+def commit_target(ref: str, commit: str | None) -> TargetState:
+    """Binds `ref` to the commit a preview showed: a consent then covers that commit only.
+
+    A ref can move while the human reads the question, and a switch, a commit's parent or a new
+    branch's start would follow it to a commit nobody saw. The file holding a ref is no binding
+    (refs can be packed), so the git tool that resolves the ref checks this before git runs.
+    """
+    return TargetState(path=f"git:{ref}", digest=f"{_COMMIT}{commit or 'none'}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +167,8 @@ def verify_targets(workspace: Workspace, targets: Iterable[TargetState]) -> None
     """
     changed = 0
     for target in targets:
+        if target.is_commit:
+            continue  # checked by the git tool, which resolves the ref (`commit_target`)
         try:
             now = content_digest(workspace, target.path)
         except (OctError, OSError):

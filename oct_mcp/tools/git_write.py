@@ -40,7 +40,7 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     TargetChangedError,
 )
-from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, content_digest
+from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, commit_target, content_digest
 from oct_mcp.protected import (
     GIT_DIRECTORY_RULE,
     SNAPSHOT_MAX_ENTRIES,
@@ -422,17 +422,25 @@ def _to_stage(stdout: bytes, workspace: Workspace) -> list[StagedFile]:
     return staged
 
 
+# What a write lists and shows includes a submodule's recorded commit (a gitlink): a commit takes
+# every staged gitlink, so hiding them (`all`) let one be committed unseen and past the protected
+# paths. `dirty` still never looks inside a submodule's work tree, where git would run that
+# repository's own configuration (its fsmonitor) to find changes; `none` would.
+_SUBMODULES: Final = "--ignore-submodules=dirty"
+
+
 def _status_arguments(
     paths: Sequence[str] | None = None, *, untracked: bool, branch: bool = False
 ) -> tuple[str, ...]:
-    """`git status` as `_every_entry` reads it: porcelain v2, NUL-separated, no renames, no submodules."""
+    """`git status` as `_every_entry` reads it: porcelain v2, NUL-separated, no renames; a submodule
+    whose recorded commit changed is an entry (`_SUBMODULES`)."""
     return (
         "status",
         "--porcelain=v2",
         *(["--branch"] if branch else []),
         "-z",
         f"--untracked-files={'all' if untracked else 'no'}",
-        "--ignore-submodules=all",
+        _SUBMODULES,
         "--no-renames",
         *([] if paths is None else ["--", *paths]),
     )
@@ -460,7 +468,7 @@ def _diff_arguments(*revisions: str, cached: bool = False, paths: Sequence[str] 
         "--patch",
         "-z",
         "--submodule=short",
-        "--ignore-submodules=all",
+        _SUBMODULES,
         "--src-prefix=a/",
         "--dst-prefix=b/",
         *revisions,
@@ -523,8 +531,18 @@ def _approved_only(paths: Sequence[str], approved: tuple[TargetState, ...] | Non
     """
     if approved is None:
         return
-    shown = {target.path for target in approved}
+    shown = {target.path for target in approved if not target.is_commit}
     if any(path not in shown for path in paths):
+        raise TargetChangedError(refusal)
+
+
+def _bound_commit(env: ToolEnv, ref: str, commit: str | None, refusal: str) -> None:
+    """Refuse a consented write unless `ref` still names the commit the approved question showed.
+
+    Raises:
+        TargetChangedError: With `refusal`, which says what was left undone.
+    """
+    if env.approved_targets is not None and commit_target(ref, commit) not in env.approved_targets:
         raise TargetChangedError(refusal)
 
 
@@ -663,7 +681,10 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
         preview = Preview(
             files=tuple(changes),
             diff=f"{shown}\n{staged.diff}",
-            targets=_file_targets(workspace, [c.path for c in changes], _HEAD, _INDEX),
+            targets=(
+                *_file_targets(workspace, [c.path for c in changes], _HEAD, _INDEX),
+                commit_target("HEAD", head.commit),
+            ),
         )
         output = GitCommitOutput(
             branch=head.branch or "",
@@ -709,6 +730,13 @@ def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
 
     def commit(run: RunResult) -> tuple[str, ...]:
         _read_head(head, run)
+        _bound_commit(
+            env,
+            "HEAD",
+            head.commit,
+            "the branch moved to another commit after the question the user approved, so nothing was "
+            "committed; call the tool again to preview the commit as it is now",
+        )
         shown = {t.path for t in env.approved_targets} if env.approved_targets is not None else set()
         for path in head.staged:
             rule = _protected_rule(workspace, path)
@@ -811,6 +839,14 @@ def _branch_plan(params: GitBranchParams, env: ToolEnv, *, preview: bool) -> Com
 
     def exists(run: RunResult) -> tuple[str, ...]:
         resolved["commit"] = verified_commit(run, "start")
+        if not preview:
+            _bound_commit(
+                env,
+                start,
+                resolved["commit"],
+                "the start names another commit than the question the user approved showed, so no "
+                "branch was made; call the tool again to preview the branch as it is now",
+            )
         return ("rev-parse", "--verify", "--quiet", "--end-of-options", f"refs/heads/{params.name}")
 
     def create(run: RunResult) -> tuple[str, ...]:
@@ -833,7 +869,10 @@ def _branch_plan(params: GitBranchParams, env: ToolEnv, *, preview: bool) -> Com
                     FileChange(path=_branch_file(params.name), action="create branch", added=0, removed=0),
                 ),
                 diff=f"new branch {params.name} at {output.commit}\n",
-                targets=(TargetState(path=_branch_file(params.name), digest=ABSENT),),
+                targets=(
+                    TargetState(path=_branch_file(params.name), digest=ABSENT),
+                    commit_target(start, output.commit),
+                ),
             )
         return ToolResult(text=text, structured=output.model_dump(), preview=shown)
 
@@ -912,7 +951,10 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
                 for f in diff.files
             ),
             diff=f"switch to {params.branch} at {commit}\n\n{diff.diff}",
-            targets=_file_targets(workspace, changed, _HEAD, _INDEX),
+            targets=(
+                *_file_targets(workspace, changed, _HEAD, _INDEX),
+                commit_target(f"refs/heads/{params.branch}", commit),
+            ),
         )
         text = (
             f"dry run, nothing changed: would switch to {params.branch} ({commit[:12]}), "
@@ -937,9 +979,16 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
     def changed_files(run: RunResult) -> tuple[str, ...]:
         found["commit"] = verified_commit(run, "branch")
+        _bound_commit(
+            env,
+            f"refs/heads/{params.branch}",
+            found["commit"],
+            "the branch points at another commit than the question the user approved showed, so "
+            "nothing was switched; call the tool again to preview the switch as it is now",
+        )
         return (
             "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only", "-z",
-            "--ignore-submodules=all", "HEAD", found["commit"], "--",
+            _SUBMODULES, "HEAD", found["commit"], "--",
         )  # fmt: skip
 
     def switch(run: RunResult) -> tuple[str, ...]:

@@ -309,6 +309,119 @@ async def test_a_staged_protected_path_is_committed_only_when_a_human_saw_it(
     assert git(repo, "log", "-1", "--format=%s") == "CI"
 
 
+def _move_ref(root: Path, ref: str, content: str) -> None:
+    """Points `ref` at a new commit that changes src/pkg/core.py, without touching HEAD, the index or the
+    work tree: what another process could do while the human reads the question."""
+    blob = subprocess.run(
+        ["git", "-C", str(root), "hash-object", "-w", "--stdin"],
+        input=content, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    parent = git(root, "rev-parse", ref)
+    index = root / ".git" / "moved-index"
+    environment = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    for arguments in (
+        ("read-tree", parent),
+        ("update-index", "--cacheinfo", f"100644,{blob},src/pkg/core.py"),
+    ):
+        subprocess.run(["git", "-C", str(root), *arguments], env=environment, check=True)
+    tree = subprocess.run(
+        ["git", "-C", str(root), "write-tree"], env=environment, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    index.unlink()
+    moved = git(root, "commit-tree", tree, "-p", parent, "-m", "Moved while the question was read")
+    git(root, "update-ref", ref, moved)
+
+
+BACKDOOR = "import os\nos.system('touch /tmp/owned')\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_switch_never_checks_out_a_commit_the_question_did_not_show(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    shown = git(repo, "rev-parse", "feature")
+    human = Human(meanwhile=lambda: _move_ref(repo, "refs/heads/feature", BACKDOOR))
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [("oct_git_switch", {"branch": "feature", "dry_run": False})],
+        human,
+    )
+
+    assert shown[:12] in human.questions[0]
+    assert only_text(refused).startswith("[target_changed]")
+    assert git(repo, "branch", "--show-current") == "main"
+    assert (repo / "src" / "pkg" / "core.py").read_text() == CORE
+
+
+async def test_a_branch_never_starts_at_a_commit_the_question_did_not_show(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("bubblewrap")
+    human = Human(meanwhile=lambda: _move_ref(repo, "refs/heads/main", BACKDOOR))
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        home,
+        [("oct_git_branch", {"name": "topic", "start": "main", "dry_run": False})],
+        human,
+    )
+
+    assert only_text(refused).startswith("[target_changed]")
+    assert subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "topic"]).returncode != 0
+
+
+async def test_a_commit_never_lands_on_a_parent_the_question_did_not_show(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("bubblewrap")
+    (repo / "README.md").write_text("# Demo, edited\n")
+    git(repo, "add", "README.md")
+    human = Human(meanwhile=lambda: _move_ref(repo, "refs/heads/main", BACKDOOR))
+
+    (refused,) = await _calls(
+        repo,
+        _config(tmp_path, "bubblewrap"),
+        home,
+        [("oct_git_commit", {"message": "Edit the readme", "dry_run": False})],
+        human,
+    )
+
+    assert only_text(refused).startswith("[target_changed]")
+    assert git(repo, "log", "-1", "--format=%s") == "Moved while the question was read"
+
+
+async def test_a_staged_submodule_pointer_is_shown_in_the_question_and_protected_like_a_file(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    usable_backend("bubblewrap")
+    pointer = "1234567890123456789012345678901234567890"
+    (repo / "README.md").write_text("# Demo, edited\n")
+    git(repo, "add", "README.md")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{pointer},vendor/lib")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{pointer},.github/workflows")
+    config = _config(tmp_path, "bubblewrap")
+    commit = ("oct_git_commit", {"message": "Edit the readme", "dry_run": False})
+
+    (confirmed,) = await _calls(
+        repo, config, home, [("oct_git_commit", {**commit[1], "confirm": True})], None
+    )
+    human = Human()
+    (committed,) = await _calls(repo, config, home, [commit], human)
+
+    # The model's own confirm never commits a protected path it staged, a gitlink included.
+    assert only_text(confirmed).startswith("[policy]")
+    (question,) = human.questions
+    assert "  vendor/lib: commit, +1 -0\n" in question
+    assert f"+Subproject commit {pointer}" in question
+    assert "  .github/workflows: commit a protected path (rule ci), +1 -0\n" in question
+    assert committed.is_error is False, only_text(committed)
+    assert git(repo, "ls-tree", "HEAD", "vendor/lib").split()[:3] == ["160000", "commit", pointer]
+
+
 def test_branch_names_follow_gits_rules() -> None:
     for good in ("main", "topic/one", "v1.2", "fix-#3"):
         assert check_branch_name(good) == good
