@@ -41,8 +41,14 @@ MINIMAL_ETC: Final = (
     "hosts",
     "resolv.conf",
     "gitconfig",
+    # Interpreters' own start-up configuration (Debian's python3.X/sitecustomize.py, perl): hidden,
+    # every run of the system python printed an error, or silently started otherwise.
+    "python3",
+    *(f"python3.{minor}" for minor in range(8, 20)),
+    "perl",
 )
-"""The files of /etc that strict and airgapped show: enough for the loader, users, time, TLS and git."""
+"""The files of /etc that strict and airgapped show: enough for the loader, users, time, TLS, git and
+the interpreters' start-up."""
 SCRATCH_PREFIX: Final = "oct-run-"
 """How each run's scratch folder (its HOME and TMPDIR on the host) is named, in the temp folder."""
 
