@@ -1,4 +1,4 @@
-"""The command line: serve stdio (the default), `doctor`, `call TOOL --json ARGS`, `audit verify|tail`."""
+"""The command line: serve stdio (the default), `doctor`, `call TOOL --json ARGS`, `checkpoints`, `audit`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_BROAD_ROOT: Final = 3
 """The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
-COMMANDS: Final = ("serve", "doctor", "call", "audit", "token")
+COMMANDS: Final = ("serve", "doctor", "call", "checkpoints", "audit", "token")
 TAIL_DEFAULT: Final = 20
 
 _log = get_logger(__name__)
@@ -76,9 +76,16 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 def _parser(command: str) -> argparse.ArgumentParser:
     descriptions = {
-        "serve": "Serve MCP over stdio for one project. Commands: serve (default), doctor, call, audit.",
+        "serve": (
+            "Serve MCP over stdio for one project. "
+            "Commands: serve (default), doctor, call, checkpoints, audit, token."
+        ),
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
+        "checkpoints": (
+            "The changes oct-mcp made to this project, and their undo, through the same chain as the "
+            "server (its audit log, its masks; an undo shows its diff and asks you first)."
+        ),
     }
     if command == "audit":
         return _audit_parser()
@@ -95,13 +102,55 @@ def _parser(command: str) -> argparse.ArgumentParser:
             "--host", default="127.0.0.1", help="http: the address to bind (default: 127.0.0.1, loopback)"
         )
         parser.add_argument("--port", type=int, default=8765, help="http: the port (default: 8765; 0: any)")
-    _common_options(parser)
+    if command == "checkpoints":
+        _checkpoint_actions(parser)
+    else:
+        _common_options(parser)
     if command == "call":
         parser.add_argument("tool", help="tool name, as tools/list shows it")
         parser.add_argument(
             "--json", dest="arguments", default="{}", metavar="ARGS", help="arguments as JSON"
         )
     return parser
+
+
+def _checkpoint_actions(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{list,show,undo}")
+    listing = actions.add_parser("list", help="the newest checkpoints, each with its files")
+    listing.add_argument("-n", dest="limit", type=int, default=TAIL_DEFAULT, metavar="N", help="how many")
+    show = actions.add_parser(
+        "show", help="one checkpoint: every file it changed, and what undoing it would do"
+    )
+    undo = actions.add_parser("undo", help="put back what a checkpoint changed, after showing the diff")
+    for action in (show, undo):
+        action.add_argument("id", help="the checkpoint's id, as list shows it")
+    undo.add_argument(
+        "--yes",
+        action="store_true",
+        help="undo without asking (where the profile accepts confirm=true); at a terminal you are asked",
+    )
+    for action in (listing, show, undo):
+        _common_options(action)
+    undo.add_argument("--and-later", action="store_true", help="also undo every checkpoint after it")
+    undo.add_argument(
+        "--overwrite", action="store_true", help="put files back even where they changed since (losing that)"
+    )
+
+
+def _checkpoints(app: App, args: argparse.Namespace) -> int:
+    """`checkpoints list|show|undo`: oct_checkpoints and oct_undo, called as `call` calls them."""
+    if args.action == "list":
+        return _call_tool(app, "oct_checkpoints", {"limit": args.limit})
+    if args.action == "show":
+        shown = _call_tool(app, "oct_checkpoints", {"id": args.id})
+        if shown != EXIT_OK:
+            return shown
+        # A dry run changes nothing, and the person who typed the command asked for it.
+        return _call_tool(app, "oct_undo", {"id": args.id, "dry_run": True, "confirm": True})
+    undo = {"id": args.id, "and_later": args.and_later, "overwrite": args.overwrite, "dry_run": False}
+    if args.yes:
+        undo["confirm"] = True
+    return _call_tool(app, "oct_undo", undo)
 
 
 def _token_parser() -> argparse.ArgumentParser:
@@ -156,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _token_create(args.name, args.config)
 
     project_root = "." if args.project_root is None else args.project_root
-    if command in ("serve", "call") and not args.allow_broad_root:
+    if command in ("serve", "call", "checkpoints") and not args.allow_broad_root:
         refusal = _broad_root_refusal(project_root, given=args.project_root is not None)
         if refusal is not None:
             print(refusal, file=sys.stderr)
@@ -184,6 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     if command == "call":
         return _call(app, args.tool, args.arguments)
+    if command == "checkpoints":
+        return _checkpoints(app, args)
     if args.transport == "http":
         return _serve_http(app, args.host, args.port)
     from oct_mcp.server import serve_stdio
@@ -313,10 +364,6 @@ def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
 
 
 def _call(app: App, tool: str, raw_arguments: str) -> int:
-    from oct_mcp.app import CallFailure, run_call
-    from oct_mcp.consent import Consent
-    from oct_mcp.types import ClientInfo, ConsentRequest
-
     try:
         arguments = json.loads(raw_arguments)
     except ValueError as exc:
@@ -325,6 +372,15 @@ def _call(app: App, tool: str, raw_arguments: str) -> int:
     if not isinstance(arguments, dict):
         print("oct-mcp call: --json must be a JSON object of arguments", file=sys.stderr)
         return EXIT_USAGE
+    return _call_tool(app, tool, arguments)
+
+
+def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
+    """One call through the chain; its text on stdout, its structured content and failures on stderr."""
+    from oct_mcp.app import CallFailure, run_call
+    from oct_mcp.consent import Consent
+    from oct_mcp.types import ClientInfo, ConsentRequest
+
     # At a terminal, the person running the command is the human who can consent.
     interactive = sys.stdin.isatty()
     client = ClientInfo(client_id="cli", transport="cli", can_elicit=interactive)

@@ -387,3 +387,90 @@ def test_call_refuses_the_home_folder_but_doctor_describes_it(
     assert call[0] == EXIT_BROAD_ROOT
     assert doctor[0] == EXIT_OK
     assert "the project root is the home folder: served only with --allow-broad-root" in doctor[1]
+
+
+def _with_checkpoints(config_file: Path) -> Path:
+    store = config_file.parent / "checkpoints"
+    config_file.write_text(
+        json.dumps({"checkpoint_dir": str(store), "audit_log_path": str(config_file.parent / "audit.jsonl")})
+    )
+    return store
+
+
+def test_checkpoints_lists_shows_and_undoes_a_change_from_the_command_line(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_checkpoints(config_file)
+    where = ("--project-root", str(project), "--config", str(config_file))
+    write = json.dumps({"path": "README.md", "content": "changed\n", "dry_run": False, "confirm": True})
+    assert _run(capsys, "call", "oct_write_file", *where, "--json", write)[0] == EXIT_OK
+
+    listed = _run(capsys, "checkpoints", "list", *where)
+    shown = _run(capsys, "checkpoints", "show", "1", *where)
+    asked = _run(capsys, "checkpoints", "undo", "1", *where)
+    assert (project / "README.md").read_text() == "changed\n"
+    undone = _run(capsys, "checkpoints", "undo", "1", "--yes", *where)
+    missing = _run(capsys, "checkpoints", "show", "7", *where)
+
+    assert listed[0] == EXIT_OK
+    assert listed[1].splitlines()[1].endswith("oct_write_file: README.md (modified)  [undoable]")
+    assert shown[0] == EXIT_OK
+    assert "  README.md: modified\n" in shown[1]
+    assert "-changed\n+# Demo\n" in shown[1]
+    # Not at a terminal and without --yes: asked, as a client that cannot ask a human is.
+    assert asked[0] == EXIT_CALL_FAILED
+    assert asked[2].startswith("[oct-mcp requires_confirmation] oct_undo")
+    assert undone[0] == EXIT_OK
+    assert (project / "README.md").read_text() == "# Demo\n\nline 3\nline 4\n"
+    assert missing[0] == EXIT_CALL_FAILED
+    assert missing[1].startswith("no checkpoint 7")
+
+
+def _read_until(controller: int, marker: bytes | None) -> bytes:
+    """What the terminal shows until `marker` (None: until the program closes it), a minute at most."""
+    import select
+
+    seen = b""
+    while marker is None or marker not in seen:
+        ready, _, _ = select.select([controller], [], [], 60)
+        assert ready, f"the terminal showed nothing more after {seen[-200:]!r}"
+        try:
+            chunk = os.read(controller, 65_536)
+        except OSError:  # EIO: every process holding the terminal closed it
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+@pytest.mark.parametrize(("answer", "undone"), [("y", True), ("n", False)])
+def test_checkpoints_undo_at_a_terminal_shows_the_diff_and_asks(
+    project: Path, config_file: Path, answer: str, undone: bool
+) -> None:
+    import pty
+
+    _with_checkpoints(config_file)
+    where = ["--project-root", str(project), "--config", str(config_file)]
+    write = json.dumps({"path": "README.md", "content": "changed\n", "dry_run": False, "confirm": True})
+    command = [sys.executable, "-m", "oct_mcp"]
+    subprocess.run(
+        [*command, "call", "oct_write_file", *where, "--json", write], check=True, capture_output=True
+    )
+    controller, terminal = pty.openpty()
+    # The terminal is the person's: the question, the prompt (input() writes it to stdout) and the answer.
+    with subprocess.Popen(
+        [*command, "checkpoints", "undo", "1", *where], stdin=terminal, stdout=terminal, stderr=terminal
+    ) as undo:
+        os.close(terminal)
+        shown = _read_until(controller, b"[y/N]")
+        os.write(controller, f"{answer}\n".encode())
+        out = _read_until(controller, None)
+        undo.wait(timeout=60)
+    os.close(controller)
+
+    assert b"README.md: restore, +4 -1" in shown
+    assert b"-changed\r\n+# Demo\r\n" in shown
+    assert (project / "README.md").read_text() == ("# Demo\n\nline 3\nline 4\n" if undone else "changed\n")
+    assert (undo.returncode == EXIT_OK) is undone
+    assert (b"undid checkpoint(s) 1" in out) is undone

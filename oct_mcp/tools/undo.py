@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 _SHOWN_PATHS: Final = 20
+_SHOWN_PATHS_OF_ONE: Final = 1_000
 _NO_STORE: Final = (
     "oct-mcp keeps no checkpoints here (checkpoint_max_count is 0 in the config), so nothing can be undone"
 )
@@ -50,6 +51,9 @@ CheckpointId = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,8}$")]
 
 class CheckpointsParams(StrictParams):
     limit: int = Field(default=20, ge=1, le=200, description="How many of the newest checkpoints to list.")
+    id: CheckpointId | None = Field(
+        default=None, description="Only this checkpoint, with every file it touched (up to 1,000)."
+    )
 
 
 class CheckpointFile(BaseModel):
@@ -98,12 +102,21 @@ def _changed_since(workspace: Workspace, checkpoints: Sequence[Checkpoint]) -> l
 def list_checkpoints(
     workspace: Workspace, params: CheckpointsParams, store: CheckpointStore | None
 ) -> ToolResult:
-    """The newest checkpoints of this project, each with its files and whether it can be undone now."""
+    """The newest checkpoints of this project, each with its files and whether it can be undone now;
+    with `params.id`, that one with every file it touched."""
     if store is None:
         return ToolResult(text=_NO_STORE, is_error=True)
     every = store.list()
+    chosen, shown_paths = every[: params.limit], _SHOWN_PATHS
+    if params.id is not None:
+        chosen = [c for c in every if c.id == str(int(params.id))]
+        if not chosen:
+            return ToolResult(
+                text=f"no checkpoint {int(params.id)}; oct_checkpoints lists the ones kept", is_error=True
+            )
+        shown_paths = _SHOWN_PATHS_OF_ONE
     infos = []
-    for checkpoint in every[: params.limit]:
+    for checkpoint in chosen:
         infos.append(
             CheckpointInfo(
                 id=checkpoint.id,
@@ -112,14 +125,16 @@ def list_checkpoints(
                 call_id=checkpoint.call_id,
                 files=[
                     CheckpointFile.model_validate({"path": e.path, "change": _change_of(e.before, e.after)})
-                    for e in checkpoint.entries[:_SHOWN_PATHS]
+                    for e in checkpoint.entries[:shown_paths]
                 ],
                 file_count=len(checkpoint.entries),
                 undoable=checkpoint.undoable,
-                changed_since=_changed_since(workspace, [checkpoint])[:_SHOWN_PATHS],
+                changed_since=_changed_since(workspace, [checkpoint])[:shown_paths],
             )
         )
     output = CheckpointsOutput(checkpoints=infos, total=len(every))
+    if params.id is not None:
+        return ToolResult(text=_one_text(infos[0]), structured=output.model_dump())
     lines = [f"{len(every)} checkpoint(s), newest first{'' if len(every) <= params.limit else ' (cut)'}:"]
     for info in infos:
         state = "undoable" if info.undoable else "not undoable (a file was over the size limit)"
@@ -129,6 +144,17 @@ def list_checkpoints(
         more = f" and {info.file_count - 5} more" if info.file_count > 5 else ""
         lines.append(f"  {info.id}  {info.time}  {info.tool}: {shown}{more}  [{state}]")
     return ToolResult(text="\n".join(lines), structured=output.model_dump())
+
+
+def _one_text(info: CheckpointInfo) -> str:
+    state = "undoable" if info.undoable else "not undoable (a file was over the size limit)"
+    lines = [f"checkpoint {info.id}, {info.time}, {info.tool} (call {info.call_id}), {state}:"]
+    lines += [f"  {quote_name(f.path)}: {f.change}" for f in info.files]
+    if info.file_count > len(info.files):
+        lines.append(f"  and {info.file_count - len(info.files)} more")
+    if info.changed_since:
+        lines.append(f"changed since (undoing would overwrite): {_listed(info.changed_since)}")
+    return "\n".join(lines)
 
 
 class UndoParams(StrictParams):
