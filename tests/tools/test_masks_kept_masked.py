@@ -58,15 +58,15 @@ def project(tmp_path: Path, files: dict[str, str]) -> Workspace:
 
 def read_back(workspace: Workspace, path: str) -> str:
     """The file read with oct_read_file as the model gets it (the redactor's pass included), whole and
-    line by line."""
+    line by line, with line numbers and without."""
     who = HostIdentity(project_root=str(workspace.root), home="/home/nobody", user="nobody")
     total = len((workspace.root / path).read_text().splitlines())
     shown = []
     for start, end in [(None, None), *((line, line) for line in range(1, total + 1))]:
-        result = scrub(
-            read_file(workspace, ReadFileParams(path=path, start_line=start, end_line=end), 100_000), who
-        )
-        shown.append(f"{result.text}\n{result.structured}")
+        for numbered in (False, True):
+            params = ReadFileParams(path=path, start_line=start, end_line=end, line_numbers=numbered)
+            result = scrub(read_file(workspace, params, 100_000), who)
+            shown.append(f"{result.text}\n{result.structured}")
     return "\n".join(shown)
 
 
@@ -191,6 +191,12 @@ def test_a_name_a_line_above_renamed_by_a_patch_without_masks_is_refused(tmp_pat
         lambda: edit(workspace, "pod.yaml", {"old": "name: DB_PASSWORD", "new": "name: GREETING"}),
         line=3,
     )
+
+
+def test_a_numbered_read_masks_a_secret_named_on_the_line_above(tmp_path: Path) -> None:
+    workspace = project(tmp_path, {"pod.yaml": f"env:\n- name: DB_PASSWORD\n  value: {RANDOM}\n"})
+
+    assert RANDOM not in read_back(workspace, "pod.yaml")
 
 
 def test_a_key_body_put_inside_a_certificates_armour_is_refused(tmp_path: Path) -> None:
