@@ -185,18 +185,23 @@ def _ensure_masked_again(new_text: str, put_back: list[_PutBack]) -> None:
         cover = findings[index] if index >= 0 else None
         if cover is not None and cover.end >= secret.end and cover.kind == secret.kind:
             continue
-        if cover is None or cover.end <= secret.start:
-            how = "would be read back in clear there"
-        elif cover.end < secret.end:
-            how = "would be read back partly in clear there"
-        else:
-            how = f"would be read back as [REDACTED:{cover.kind}], not as the kind it was"
+        where = f"line {secret.line} of the new text: the secret behind [REDACTED:{secret.kind}]"
+        if cover is not None and cover.start <= secret.start and cover.end >= secret.end:
+            raise SecretUnmaskedError(
+                f"{where} would be read back as [REDACTED:{cover.kind}] there: a kept mask keeps its "
+                "kind, so keep the name that marks it as it was, or write the value yourself instead of "
+                "the mask; nothing was changed"
+            )
+        after = findings[index + 1] if index + 1 < len(findings) else None
+        covered = (cover is not None and cover.end > secret.start) or (
+            after is not None and after.start < secret.end
+        )
+        partly = " partly" if covered else ""
         raise SecretUnmaskedError(
-            f"line {secret.line} of the new text: the secret behind [REDACTED:{secret.kind}] {how}: "
-            "what marked it as a secret (the name it was assigned to, or a line around it) is changed "
-            "or gone, so a read of the written file would no longer mask it. Keep the name or lines "
-            "that mark it as a secret, or write the value yourself instead of the mask; nothing was "
-            "changed"
+            f"{where} would be read back{partly} in clear there: what marked it as a secret (the name "
+            "it is assigned to, or a line around it) is changed or gone, so a read of the written file "
+            "would not mask it. Keep the name or lines that mark it as a secret, or write the value "
+            "yourself instead of the mask; nothing was changed"
         )
 
 
