@@ -35,6 +35,7 @@ __all__ = [
     "RefusedError",
     "SafeModeError",
     "SandboxUnavailableError",
+    "SecretUnmaskedError",
     "TargetChangedError",
     "ToolTimeoutError",
     "ToolUnavailableError",
@@ -254,3 +255,9 @@ class ChangesWouldBeLostError(RefusedError):
     """A git write would overwrite changes that are not committed; nothing ran."""
 
     code = "changes_would_be_lost"
+
+
+class SecretUnmaskedError(RefusedError):
+    """A write would put a secret kept behind a mask where a read no longer masks it; nothing written."""
+
+    code = "secret_unmasked"

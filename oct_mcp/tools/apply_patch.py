@@ -18,10 +18,9 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.errors import PathRefusedError
+from oct_mcp.errors import PathRefusedError, SecretUnmaskedError
 from oct_mcp.execution.changes import PathChange, Proposal
 from oct_mcp.preview import ABSENT, FileChange
-from oct_mcp.redaction import redact
 from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.tools.change_kit import (
     ExistingFile,
@@ -33,7 +32,7 @@ from oct_mcp.tools.change_kit import (
 )
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
 from oct_mcp.tools.hunks import apply_hunks
-from oct_mcp.tools.masks import MaskError, carries_masks, kept_note, masked, unmask
+from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
 from oct_mcp.tools.patch_parse import ParsedFile, PatchError, parse_patch
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
@@ -151,23 +150,16 @@ def _plan_file(workspace: Workspace, parsed: ParsedFile, deadline: Deadline | No
         raise PatchError(f"{where}: the file does not exist")
     old_text = _text_of(existing, parsed, old_path)
     seen = masked(old_text)
-    if any(carries_masks(line) for hunk in parsed.hunks for _tag, line in hunk.lines):
-        # Written from the file as the model read it: applied to that view, the masks kept put back.
-        new_view = apply_hunks(seen.view, parsed.hunks, where, deadline)
-        try:
-            new_text, kept = unmask(seen, new_view, deadline)
-        except MaskError as exc:
-            raise PatchError(f"{where}: {exc}") from None
-    else:
-        kept = 0
-        try:
-            new_text = apply_hunks(old_text, parsed.hunks, where, deadline)
-        except PatchError:
-            if seen.has_secrets:
-                # Said from the view, which names the file's lines as the model read them: no secret.
-                apply_hunks(seen.view, parsed.hunks, where, deadline)
-            raise
-        new_view = redact(new_text)[0] if seen.has_secrets else new_text
+    # Written from the file as the model read it: applied to that view, the masks kept put back.
+    # A patch without a mask goes the same way: it may still leave a secret's own line alone and
+    # change what marked it (`- name: DB_PASSWORD` above `value: ...`), which `unmask` checks.
+    new_view = apply_hunks(seen.view, parsed.hunks, where, deadline)
+    try:
+        new_text, kept = unmask(seen, new_view, deadline)
+    except MaskError as exc:
+        raise PatchError(f"{where}: {exc}") from None
+    except SecretUnmaskedError as exc:
+        raise SecretUnmaskedError(f"{where}: {exc.message}") from None
     old_name = f"a/{workspace.relative(source or target)}"
     if parsed.action == "delete":
         if new_text:
@@ -341,7 +333,7 @@ APPLY_PATCH: Final = ToolSpec(
         "(/dev/null sides), rename and copy (git headers). Every hunk is checked before anything is written, "
         "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. Hunk "
         "counts are taken from the body, a bare '@@' is placed by its lines after the hunk before it, and "
-        "LF or CRLF lines fit the file's own line ends. "
+        "LF or CRLF lines fit the file's own line ends. [REDACTED:kind] masks work as in oct_edit. "
         "dry_run=true (the server's default when unset) returns the files, hunk counts and the diff as it "
         "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, its "
         "nearest place, the first line that differs and what the file has there, and changes nothing. "

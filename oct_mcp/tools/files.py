@@ -177,13 +177,15 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     if cut is not None:
         last = cut - 1
     redactions = 0
-    if first == 1 and last == total:
+    if first == 1 and last == total and not params.line_numbers:
         selected = text
     else:
         start = sum(map(len, lines[: first - 1]))
         end = start + sum(map(len, lines[first - 1 : last]))
         # The range alone may not show its secrets (a key's body without its BEGIN line): they
-        # are masked as the whole file shows them; the redactor still sees the range.
+        # are masked as the whole file shows them; the redactor still sees the range. Numbered
+        # lines hide a secret's context from the redactor too (`- name: DB_PASSWORD` no longer
+        # starts the line above `value: ...`), so a numbered read is masked before it is numbered.
         (selected,), redactions = redact_excerpts(text, [(start, end)])
     if params.line_numbers:
         selected = "".join(_numbered(n, line) for n, line in enumerate(split_lines(selected), first))

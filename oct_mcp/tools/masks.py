@@ -6,10 +6,17 @@ masks in the result are put back to what they stand for, by place: a mask on a l
 left alone, or matched character by character inside a line it changed, is the same secret; a
 mask anywhere else (moved to another line, or put where the file had none) stands for nothing
 the model was shown, and the change is refused.
+
+A secret kept by place may still be read back in clear: its line renamed (`DB_PASSWORD = "[...]"`
+to `note = "[...]"`), moved into a comment, or the line above that named it changed. So the new
+text is redacted as a read of the written file would be, and each secret put back must be masked
+again, whole and as the same kind, or the change is refused. Every write that puts a secret back
+does it through `unmask`, which makes that check itself: no write tool can leave it out.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections.abc import Iterator
@@ -17,7 +24,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from oct_mcp.deadline import CheckedMatcher, Deadline
-from oct_mcp.redaction import KINDS, mask, redact
+from oct_mcp.errors import SecretUnmaskedError
+from oct_mcp.redaction import KINDS, Finding, mask, redact
 from oct_mcp.tools.files import split_lines
 
 __all__ = ["MaskError", "MaskedText", "carries_masks", "kept_note", "masked", "unmask"]
@@ -42,6 +50,8 @@ class MaskedText:
     originals: tuple[str, ...]
     """What each mask of the view stands for, in order: a secret, or the mask itself where the text
     already had one written out."""
+    kinds: tuple[str | None, ...]
+    """The kind of the secret each mask of the view stands for; None where the text had the mask."""
     secrets: int
 
     @property
@@ -52,13 +62,20 @@ class MaskedText:
 def masked(text: str) -> MaskedText:
     """`text` as the redactor shows it, with what each of the view's masks stands for."""
     view, findings = redact(text)
-    secret_at: dict[int, str] = {}
+    secret_at: dict[int, Finding] = {}
     shift = 0
     for finding in sorted(findings, key=lambda found: found.start):
-        secret_at[finding.start + shift] = text[finding.start : finding.end]
+        secret_at[finding.start + shift] = finding
         shift += len(mask(finding.kind)) - (finding.end - finding.start)
-    originals = tuple(secret_at.get(found.start(), found.group()) for found in _ANY_MASK.finditer(view))
-    return MaskedText(real=text, view=view, originals=originals, secrets=len(findings))
+    originals: list[str] = []
+    kinds: list[str | None] = []
+    for found in _ANY_MASK.finditer(view):
+        secret = secret_at.get(found.start())
+        originals.append(found.group() if secret is None else text[secret.start : secret.end])
+        kinds.append(None if secret is None else secret.kind)
+    return MaskedText(
+        real=text, view=view, originals=tuple(originals), kinds=tuple(kinds), secrets=len(findings)
+    )
 
 
 def carries_masks(text: str) -> bool:
@@ -88,6 +105,8 @@ def unmask(old: MaskedText, new_view: str, deadline: Deadline | None = None) -> 
 
     Raises:
         MaskError: A mask where the old view has none at that place (put there, or moved).
+        SecretUnmaskedError: A secret put back would be read in clear where it now stands, or
+            masked as another kind (its name or the context that marked it changed).
         ToolTimeoutError: The deadline passed.
     """
     if not carries_masks(new_view):
@@ -115,17 +134,75 @@ def unmask(old: MaskedText, new_view: str, deadline: Deadline | None = None) -> 
                     "only stay where it was read. Keep that line's mask where it was, or write a real value"
                 )
             assigned.append(mask_id)
-    kept = 0
     pieces: list[str] = []
+    put_back: list[_PutBack] = []
     position = 0
+    length = 0
     for place, mask_id in zip(_ANY_MASK.finditer(new_view), assigned, strict=True):
-        original = old.originals[mask_id] if mask_id is not None else place.group()
-        kept += original != place.group()
-        pieces.append(new_view[position : place.start()])
+        kind = None if mask_id is None else old.kinds[mask_id]
+        original = place.group() if mask_id is None else old.originals[mask_id]
+        before = new_view[position : place.start()]
+        pieces.append(before)
+        length += len(before)
+        if kind is not None:
+            line = new_view.count("\n", 0, place.start()) + 1
+            put_back.append(_PutBack(length, length + len(original), kind, line))
         pieces.append(original)
+        length += len(original)
         position = place.end()
     pieces.append(new_view[position:])
-    return "".join(pieces), kept
+    new_text = "".join(pieces)
+    _ensure_masked_again(new_text, put_back)
+    return new_text, len(put_back)
+
+
+@dataclass(frozen=True, slots=True)
+class _PutBack:
+    """A secret put back: where it stands in the new text, its kind, its line in the new view."""
+
+    start: int
+    end: int
+    kind: str
+    line: int
+
+
+def _ensure_masked_again(new_text: str, put_back: list[_PutBack]) -> None:
+    """Refuse unless a read of `new_text` masks each secret put back, whole, as the same kind.
+
+    The redaction runs on the whole new text, as a read of the written file does: a secret's mask
+    may depend on a name or a line far from it (`- name: DB_PASSWORD` above `value: ...`, a PEM
+    armour), which the edit may have changed though the secret's own line is as it was.
+
+    Raises:
+        SecretUnmaskedError: The first secret that would not be masked so, by its line in the view.
+    """
+    if not put_back:
+        return
+    _view, findings = redact(new_text)
+    starts = [finding.start for finding in findings]
+    for secret in put_back:
+        index = bisect.bisect_right(starts, secret.start) - 1
+        cover = findings[index] if index >= 0 else None
+        if cover is not None and cover.end >= secret.end and cover.kind == secret.kind:
+            continue
+        where = f"line {secret.line} of the new text: the secret behind [REDACTED:{secret.kind}]"
+        if cover is not None and cover.start <= secret.start and cover.end >= secret.end:
+            raise SecretUnmaskedError(
+                f"{where} would be read back as [REDACTED:{cover.kind}] there: a kept mask keeps its "
+                "kind, so keep the name that marks it as it was, or write the value yourself instead of "
+                "the mask; nothing was changed"
+            )
+        after = findings[index + 1] if index + 1 < len(findings) else None
+        covered = (cover is not None and cover.end > secret.start) or (
+            after is not None and after.start < secret.end
+        )
+        partly = " partly" if covered else ""
+        raise SecretUnmaskedError(
+            f"{where} would be read back{partly} in clear there: what marked it as a secret (the name "
+            "it is assigned to, or a line around it) is changed or gone, so a read of the written file "
+            "would not mask it. Keep the name or lines that mark it as a secret, or write the value "
+            "yourself instead of the mask; nothing was changed"
+        )
 
 
 def _mask_ids(lines: list[str]) -> list[list[int | None]]:

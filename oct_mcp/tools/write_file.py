@@ -27,7 +27,8 @@ class WriteFileParams(StrictParams):
     path: ProjectPath = Field(description="File to create or replace, relative to the project root.")
     content: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field(
         description="The whole new content, UTF-8 text (at most 2 MiB); written as given, except that a "
-        "[REDACTED:...] mask left where the file has that secret keeps the secret."
+        "[REDACTED:...] mask left where the file has that secret keeps the secret (unless no name marks "
+        "it as one any more: refused)."
     )
     dry_run: bool | None = Field(
         default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
