@@ -100,6 +100,11 @@ attempt("mkdir_sticky", lambda: os.mkdir(tool + "-dir", 0o1777))
 attempt("chown", lambda: os.chown(tool, os.getuid(), os.getgid()))
 attempt("setxattr", lambda: os.setxattr(tool, "user.oct", b"1"))
 attempt("chattr", lambda: chattr(tool))
+# What Landlock's own rights already refuse (REFER, MAKE_REG, TRUNCATE), kept with the rest.
+attempt("link_outside", lambda: os.link(args["outside"], tool + "-outside"))
+attempt("link_hook", lambda: os.link(args["hook"], tool + "-hook"))
+attempt("rename_over_hook", lambda: os.rename(tool, args["hook"]))
+attempt("truncate_hook", lambda: os.truncate(args["hook"], 0))
 """
 )
 WRITABLE_DONE = ("chmod_exec", "touch", "set_times")
@@ -117,6 +122,10 @@ WRITABLE_BLOCKED = (
     "chown",
     "setxattr",
     "chattr",
+    "link_outside",
+    "link_hook",
+    "rename_over_hook",
+    "truncate_hook",
 )
 
 
@@ -200,7 +209,8 @@ async def test_a_writing_oct_run_makes_nothing_setuid_setgid_sticky_or_world_wri
     outside.chmod(0o755)
     before = _metadata(outside)
     (package / "evil.py").write_text(WRITABLE_PROBE)
-    arguments = json.dumps({"folder": str(package / "pkg"), "outside": str(outside)})
+    hook = package / ".git" / "hooks" / "pre-commit"
+    arguments = json.dumps({"folder": str(package / "pkg"), "outside": str(outside), "hook": str(hook)})
 
     result = await _oct_run(
         package,
@@ -216,6 +226,7 @@ async def test_a_writing_oct_run_makes_nothing_setuid_setgid_sticky_or_world_wri
         dict.fromkeys(WRITABLE_BLOCKED, "BLOCKED")
     )
     assert _metadata(outside) == before
+    assert hook.read_text() == "#!/bin/sh\n"
     tool = package / "pkg" / "tool"
     assert stat.S_IMODE(tool.stat().st_mode) == 0o755
     made = [path for path in (package / "pkg").rglob("*") if not path.is_symlink()]
