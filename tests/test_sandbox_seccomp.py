@@ -233,6 +233,34 @@ async def test_a_writing_oct_run_makes_nothing_setuid_setgid_sticky_or_world_wri
     assert [path for path in made if path.lstat().st_mode & SPECIAL_BITS] == []
 
 
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_a_read_only_run_sets_modes_and_times_on_its_own_temporary_files_only_under_bubblewrap(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    _backend(backend)
+    package = _package(tmp_path.resolve())
+    (package / "scratch.py").write_text(
+        PROBE_HEAD
+        + textwrap.dedent("""
+            import tempfile
+            script = os.path.join(tempfile.gettempdir(), "script.sh")
+            open(script, "w").write("#!/bin/sh\\n")
+            attempt("chmod_exec", lambda: os.chmod(script, 0o755))
+            attempt("touch", lambda: os.utime(script, None))
+            attempt("chmod_setuid", lambda: os.chmod(script, 0o4755))
+        """)
+    )
+
+    result = await _oct_run(package, config_file, backend, {"argv": ["python", "scratch.py"]})
+
+    assert result.structured_content is not None, only_text(result)
+    verdicts = _verdicts(result.structured_content["stdout"])
+    # bubblewrap's mounts hold a read-only run to its private /tmp, where modes are its own; landlock
+    # has no such place a filter could tell apart, so no mode or time changes there (a known gap).
+    expected = "DONE" if backend == "bubblewrap" else "BLOCKED EPERM"
+    assert verdicts == {"chmod_exec": expected, "touch": expected, "chmod_setuid": "BLOCKED EPERM"}
+
+
 async def test_a_run_without_network_is_told_listen_is_not_permitted(
     tmp_path: Path, config_file: Path
 ) -> None:

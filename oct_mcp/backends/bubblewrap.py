@@ -124,14 +124,15 @@ class Bubblewrap:
         if not request.network:
             guarantees.add(NO_NETWORK)
         # The outer environment is empty: bwrap sets the command's own with --setenv. Mounts keep
-        # what is not bound out of reach, not a bound file's mode or the bits of what a run makes:
-        # the filter, inherited through bwrap, refuses those (setuid files in a writable project).
+        # what is not bound out of reach and what is bound read-only unchanged (EROFS), not the
+        # bits a run sets on what it may write: the filter, inherited through bwrap, refuses
+        # those (a root server's run made a setuid-root file in a writable project).
         return Prepared(
             argv=tuple(argv),
             env={},
             cwd=request.start_folder,
             guarantees=frozenset(guarantees),
-            confinement=RunFilter(writes=request.writable) if seccomp_loads() else None,
+            confinement=RunFilter() if seccomp_loads() else None,
         )
 
     @staticmethod
@@ -186,14 +187,14 @@ class Bubblewrap:
 
 
 def _run_as_a_run_would(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
-    """Run `argv` from a fresh thread under a read-only run's filter, which bwrap's own set-up
-    passes through too: a bwrap that cannot work under it fails here, not on the first call."""
+    """Run `argv` from a fresh thread under the runs' filter, which bwrap's own set-up passes
+    through too: a bwrap that cannot work under it fails here, not on the first call."""
     outcome: list[subprocess.CompletedProcess[bytes] | OSError | subprocess.TimeoutExpired] = []
 
     def filtered_run() -> None:
         try:
             if seccomp_loads():
-                RunFilter(writes=False).restrict_current_thread()
+                RunFilter().restrict_current_thread()
             outcome.append(
                 subprocess.run(  # fixed argv, no shell
                     argv, env={}, capture_output=True, timeout=_PROBE_TIMEOUT_SECONDS, check=False

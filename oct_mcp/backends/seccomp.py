@@ -5,7 +5,8 @@ flags), and bind mounts cover only what is bound: a run could chmod `~/.ssh/id_r
 `.git/hooks` file executable, or, with a root server, make a root-owned file setuid. seccomp
 sees no path, only a syscall's number and its plain arguments, so the rules are on those:
 
-- metadata of any file: none without writes; with writes, modes without setuid, setgid, sticky
+- metadata of any file: on landlock none without writes (bubblewrap's mounts already hold
+  those runs to their own private files); with writes, modes without setuid, setgid, sticky
   or world-write bits, and times (tools set them on what they build); never an owner, an
   extended attribute (ACLs are one) or an inode flag;
 - no file is made setuid, setgid or sticky at creation, whatever the run may write;
@@ -124,17 +125,17 @@ _X32_BIT: Final = 0x40000000
 
 @dataclass(frozen=True, slots=True)
 class RunFilter:
-    """The filter of one run, as a confinement of the thread that spawns it (bubblewrap).
+    """The filter of a bubblewrap run, as a confinement of the thread that spawns it.
 
     bubblewrap applies no filter of its own: the thread loads this one, and bubblewrap and the
-    command inherit it across exec. Landlock runs load it with their ruleset instead.
+    command inherit it across exec. Its mounts already keep every run from changing a file it
+    may not write (read-only binds answer EROFS, the rest is not there), so modes and times stay
+    open to all its runs, as to a landlock run with writes: the filter adds what mounts miss,
+    the bits (setuid, setgid, sticky, world-write), owners, attributes and inode flags.
     """
 
-    writes: bool
-    """Whether the run may write the project: its modes and times may change, within the rules."""
-
     def restrict_current_thread(self) -> None:
-        load_filter(filter_program(sockets=False, network=True, writes=self.writes))
+        load_filter(filter_program(sockets=False, network=True, writes=True))
 
     def end_domain(self, leader: int) -> None:
         """Nothing to sweep: bubblewrap's PID namespace ends with its leader."""
