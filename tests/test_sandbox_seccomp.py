@@ -565,3 +565,75 @@ def test_as_nobody_no_run_changes_metadata_it_may_not_and_none_makes_a_setuid_fi
         } == (dict.fromkeys(WRITABLE_BLOCKED, "BLOCKED")), (name, writable)
         assert writable["unchanged"]["outside"] is True, (name, writable)
         assert writable["special"] == [], (name, writable)
+
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_I386 = 0x40000003
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+
+
+def _verdict(program: bytes, nr: int, arch: int = AUDIT_ARCH_X86_64, args: tuple[int, ...] = ()) -> int:
+    """What the kernel's seccomp would return for one call: a classic BPF interpreter over seccomp_data."""
+    padded = (*args, *(0,) * (6 - len(args)))
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *padded)
+    code = [struct.unpack_from("<HBBI", program, offset) for offset in range(0, len(program), 8)]
+    accumulator, pc = 0, 0
+    while True:
+        op, jt, jf, k = code[pc]
+        pc += 1
+        if op == 0x20:  # ld [k]
+            accumulator = struct.unpack_from("<I", data, k)[0]
+        elif op == 0x54:  # and #k
+            accumulator &= k
+        elif op == 0x05:  # ja
+            pc += k
+        elif op in (0x15, 0x25, 0x35, 0x45):  # jeq, jgt, jge, jset
+            taken = {
+                0x15: accumulator == k,
+                0x25: accumulator > k,
+                0x35: accumulator >= k,
+                0x45: bool(accumulator & k),
+            }[op]
+            pc += jt if taken else jf
+        elif op == 0x06:  # ret #k
+            return k
+        else:
+            raise AssertionError(f"an instruction this interpreter does not know: {op:#x}")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
+@pytest.mark.parametrize("writes", [False, True])
+def test_no_rule_is_skipped_through_the_x32_twin_of_a_call_or_a_32_bit_call(writes: bool) -> None:
+    from seccompy import syscalls
+
+    if syscalls.arch() != "x86_64":
+        pytest.skip("x32 and the 32-bit ABI are x86-64's")
+    program = filter_program(sockets=True, network=False, writes=writes)
+    chmod, listen, x32 = 90, 50, 0x40000000
+
+    assert _verdict(program, chmod, args=(0, 0o4755)) == SECCOMP_RET_ERRNO | errno.EPERM
+    assert _verdict(program, listen) == SECCOMP_RET_ERRNO | errno.EPERM
+    # The same calls by their x32 numbers, and one no list of x32 numbers would name.
+    for number in (chmod, listen, 514, 0):  # 514: x32's ioctl; 0: read
+        assert _verdict(program, x32 | number, args=(0, 0o4755)) == SECCOMP_RET_ERRNO | errno.ENOSYS
+    # int 0x80 from a 64-bit command: the i386 table, where 15 is chmod. The process dies.
+    assert _verdict(program, 15, arch=AUDIT_ARCH_I386, args=(0, 0o4755)) == SECCOMP_RET_KILL_PROCESS
+    assert _verdict(program, 0) == SECCOMP_RET_ALLOW
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
+def test_a_mode_or_a_request_cannot_hide_behind_high_bits() -> None:
+    from seccompy import syscalls
+
+    if syscalls.arch() != "x86_64":
+        pytest.skip("the numbers below are x86-64's")
+    program = filter_program(sockets=True, network=False, writes=True)
+    chmod, ioctl, high = 90, 16, 0xFFFF_FFFF_0000_0000
+
+    # The kernel reads a mode_t and an unsigned int: bits 32-63 must change nothing.
+    assert _verdict(program, chmod, args=(0, high | 0o4755)) == SECCOMP_RET_ERRNO | errno.EPERM
+    assert _verdict(program, chmod, args=(0, high | 0o755)) == SECCOMP_RET_ALLOW
+    assert _verdict(program, ioctl, args=(3, high | FS_IOC_SETFLAGS)) == SECCOMP_RET_ERRNO | errno.EPERM
+    assert _verdict(program, ioctl, args=(3, FS_IOC_GETFLAGS)) == SECCOMP_RET_ALLOW
