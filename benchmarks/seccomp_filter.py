@@ -6,6 +6,8 @@ it always allows, so the cost falls on the calls with rules, openat most of all.
 each under both filters, side by side: /usr/bin/true (the spawn), `python -I -c pass` (every
 Python tool's start-up) and 20,000 opens (the worst case: a call with rules, over and over).
 Goal: <= 1.05x on each start-up, <= 1.15x on the opens.
+
+bubblewrap had no filter before: its runs with the filter against the same runs without it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -23,7 +26,8 @@ import anyio
 from _common import Comparison, arguments, interleave, print_table
 
 import oct_mcp.backends.landlock as landlock_backend
-from oct_mcp.backends import Limits, Prepared, SandboxRequest
+from oct_mcp.backends import Backend, Limits, Prepared, SandboxRequest
+from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
@@ -71,9 +75,8 @@ def earlier_program(*, sockets: bool, network: bool, writes: bool) -> bytes:
     return rules.program
 
 
-def prepared_under(project: Path, argv: tuple[str, ...]) -> Prepared:
+def prepared_under(project: Path, argv: tuple[str, ...], backend: Backend) -> Prepared:
     """`argv` prepared as a read-only tool without network, as a tool runs."""
-    backend = LandlockBackend()
     home, tmp = backend.home_and_tmp(project)
     env = sandbox_environment(
         path_dirs=["/usr/bin"], home=home, tmpdir=tmp, read_only_project=True, threads=2
@@ -109,16 +112,50 @@ def timed(prepared: Prepared, program: Callable[..., bytes]) -> float:
         landlock_backend.filter_program = filter_program
 
 
+def timed_bubblewrap(prepared: Prepared) -> float:
+    async def once() -> float:
+        started = time.perf_counter()
+        result = await run_prepared(prepared, backend="bubblewrap", time_limit=60, max_output=1_048_576)
+        if result.exit_code != 0:
+            raise RuntimeError(f"run failed: {result.stderr!r}")
+        return time.perf_counter() - started
+
+    return anyio.run(once)
+
+
 def main() -> None:
     args = arguments(__doc__ or "", default_rounds=41)
     comparisons: list[Comparison] = []
+    if Bubblewrap().probe().usable:
+        with tempfile.TemporaryDirectory() as temp:
+            project = Path(temp).resolve()
+            for label, argv in COMMANDS.items():
+                filtered = prepared_under(project, argv, Bubblewrap())
+                unfiltered = replace(filtered, confinement=None)
+                measures = [
+                    lambda unfiltered=unfiltered: timed_bubblewrap(unfiltered),
+                    lambda filtered=filtered: timed_bubblewrap(filtered),
+                ]
+                for measure in measures:
+                    measure()
+                without, with_filter = interleave(args.rounds, measures)
+                comparisons.append(
+                    Comparison(
+                        f"bubblewrap with / without the filter ({label})",
+                        with_filter,
+                        without,
+                        goal=GOALS[label],
+                    )
+                )
+    else:
+        print("bubblewrap does not work on this machine: not measured")
     if not LandlockBackend().probe().usable:
         print("landlock does not work on this machine: not measured")
     else:
         with tempfile.TemporaryDirectory() as temp:
             project = Path(temp).resolve()
             for label, argv in COMMANDS.items():
-                prepared = prepared_under(project, argv)
+                prepared = prepared_under(project, argv, LandlockBackend())
                 measures = [
                     lambda prepared=prepared: timed(prepared, earlier_program),
                     lambda prepared=prepared: timed(prepared, filter_program),
