@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from functools import cached_property
 from pathlib import Path
 from typing import Final
@@ -20,6 +21,7 @@ from oct_mcp.backends import (
     SandboxRequest,
 )
 from oct_mcp.backends.rlimits import limit_prefix
+from oct_mcp.backends.seccomp import RunFilter, seccomp_loads
 from oct_mcp.errors import SandboxUnavailableError
 
 __all__ = ["Bubblewrap"]
@@ -68,9 +70,7 @@ class Bubblewrap:
             "/usr/bin/true",
         ]
         try:
-            completed = subprocess.run(  # fixed argv, no shell
-                argv, env={}, capture_output=True, timeout=_PROBE_TIMEOUT_SECONDS, check=False
-            )
+            completed = _run_as_a_run_would(argv)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Availability(False, f"{self.executable} could not run: {type(exc).__name__}")
         if completed.returncode == 0:
@@ -123,8 +123,17 @@ class Bubblewrap:
         guarantees = {WRITES_CONFINED, READS_CONFINED}
         if not request.network:
             guarantees.add(NO_NETWORK)
-        # The outer environment is empty: bwrap sets the command's own with --setenv.
-        return Prepared(argv=tuple(argv), env={}, cwd=request.start_folder, guarantees=frozenset(guarantees))
+        # The outer environment is empty: bwrap sets the command's own with --setenv. Mounts keep
+        # what is not bound out of reach and what is bound read-only unchanged (EROFS), not the
+        # bits a run sets on what it may write: the filter, inherited through bwrap, refuses
+        # those (a root server's run made a setuid-root file in a writable project).
+        return Prepared(
+            argv=tuple(argv),
+            env={},
+            cwd=request.start_folder,
+            guarantees=frozenset(guarantees),
+            confinement=RunFilter() if seccomp_loads() else None,
+        )
 
     @staticmethod
     def _namespaces(*, network: bool) -> list[str]:
@@ -175,6 +184,32 @@ class Bubblewrap:
         ]
         argv += ["--dir", SANDBOX_HOME]
         return argv
+
+
+def _run_as_a_run_would(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run `argv` from a fresh thread under the runs' filter, which bwrap's own set-up passes
+    through too: a bwrap that cannot work under it fails here, not on the first call."""
+    outcome: list[subprocess.CompletedProcess[bytes] | OSError | subprocess.TimeoutExpired] = []
+
+    def filtered_run() -> None:
+        try:
+            if seccomp_loads():
+                RunFilter().restrict_current_thread()
+            outcome.append(
+                subprocess.run(  # fixed argv, no shell
+                    argv, env={}, capture_output=True, timeout=_PROBE_TIMEOUT_SECONDS, check=False
+                )
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=filtered_run, name="oct-bubblewrap-probe", daemon=True)
+    thread.start()
+    thread.join()
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def _explain_failure(executable: str, stderr: str) -> str:

@@ -39,6 +39,7 @@ from oct_mcp.backends import (
 )
 from oct_mcp.backends.confined import kill_and_reap
 from oct_mcp.backends.rlimits import limit_prefix
+from oct_mcp.backends.seccomp import filter_program, load_filter
 from oct_mcp.errors import SandboxUnavailableError
 
 if TYPE_CHECKING:
@@ -60,37 +61,13 @@ _CACHES: Final = (
     ("PYTHONPYCACHEPREFIX", "pycache"),
 )
 _PR_SET_CHILD_SUBREAPER: Final = 36
-_PR_SET_SECCOMP: Final = 22
 _PR_CAPBSET_DROP: Final = 24
 _PR_SET_SECUREBITS: Final = 28
 _SECBIT_NOROOT: Final = 1 << 0
 _SECBIT_NOROOT_LOCKED: Final = 1 << 1
-_SECCOMP_MODE_FILTER: Final = 2
-_BPF_INSTRUCTION_BYTES: Final = 8
 _SWEEP_SECONDS: Final = 2.0
 _PROBE_PROGRAM: Final = "/usr/bin/true"
 _PROBE_TIMEOUT_SECONDS: Final = 10
-_AF_INET: Final = 2
-_AF_INET6: Final = 10
-_SOCK_STREAM: Final = 1
-_SOCK_TYPE_MASK: Final = 0xF
-_IPPROTO_TCP: Final = 6
-# io_uring performs socket() and connect() without those syscalls, so a filter on them needs it gone.
-_DENIED_SYSCALLS: Final = (
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "ptrace",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-)
-# x86-64 also takes x32 syscalls, numbered apart (bit 30): the filter must name those too.
-_X32_BIT: Final = 0x40000000
-_X32_DENIED: Final = (41, 425, 426, 427, 521, 321, 298, 323, 250, 248, 249)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +92,12 @@ class LandlockSupport:
             reasons[NO_NETWORK] = f"Landlock ABI {self.abi} cannot deny TCP (needs ABI 4, Linux 6.7)"
         elif not self.seccomp:
             reasons[NO_NETWORK] = "seccomp filters are unavailable: UDP and unix sockets stay open"
+        if not self.seccomp:
+            # Landlock has no right for a file's mode, owner, times or attributes: the filter refuses them.
+            reasons.setdefault(
+                WRITES_CONFINED,
+                "seccomp filters are unavailable: a run could change any file's mode, owner and times",
+            )
         return reasons
 
     @property
@@ -150,7 +133,7 @@ def _become_subreaper() -> None:
 
 
 class LandlockBackend:
-    """Confines each command with Landlock (files, TCP, scopes) and seccomp (other sockets).
+    """Confines each command with Landlock (files, TCP, scopes) and seccomp (sockets, file metadata).
 
     Reads: the system folders, `/etc` (only the files a tool needs for strict profiles), the
     interpreter and tool installs, the project, the run's scratch folder and a few devices.
@@ -276,7 +259,7 @@ class _Domain:
                 ruleset.restrict(no_new_privs=True)
                 enforced = ruleset.enforced
             if self.support.seccomp:
-                _load_socket_filter(network=request.network)
+                load_filter(filter_program(sockets=True, network=request.network, writes=request.writable))
         except (LandlockError, OSError, ValueError) as exc:
             raise SandboxUnavailableError(
                 f"the kernel refused the run's Landlock rules ({type(exc).__name__}); "
@@ -464,49 +447,3 @@ def _writable_entries(folder: Path, protected: frozenset[Path]) -> Iterable[tupl
             yield from _writable_entries(path, protected)
         elif is_dir or entry.is_file(follow_symlinks=False):
             yield path, is_dir
-
-
-def _load_socket_filter(*, network: bool) -> None:
-    """Install the run's seccomp filter on the calling thread (no_new_privs is already set)."""
-    program = _socket_filter_program(network=network)
-    # seccompy compiles in Python (0.6 ms, most of the confinement's cost) and loads only a Filter it
-    # compiled itself, once: the program is compiled once per kind and loaded here by hand.
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len=len(program) // _BPF_INSTRUCTION_BYTES, filter=ctypes.addressof(buffer))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp filter refused")
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-
-@cache
-def _socket_filter_program(*, network: bool) -> bytes:
-    """seccomp: no unix socket() (pathname or abstract; socketpair stays), and without network
-    only TCP sockets, which Landlock then keeps from binding or connecting."""
-    from seccompy import ArgCmp, CmpOp, Filter, syscalls
-
-    denied = errno.EPERM
-    socket_filter = Filter()
-    if network:
-        socket_filter.errno("socket", denied, args=[ArgCmp(0, CmpOp.EQ, 1)])  # AF_UNIX
-    else:
-        for family in (_AF_INET, _AF_INET6):
-            for protocol in (0, _IPPROTO_TCP):
-                socket_filter.allow(
-                    "socket",
-                    args=[
-                        ArgCmp(0, CmpOp.EQ, family),
-                        ArgCmp(1, CmpOp.MASKED_EQ, _SOCK_STREAM, mask=_SOCK_TYPE_MASK),
-                        ArgCmp(2, CmpOp.EQ, protocol),
-                    ],
-                )
-        socket_filter.errno("socket", denied)
-    for name in _DENIED_SYSCALLS:
-        socket_filter.errno(name, denied)
-    if syscalls.arch() == "x86_64":
-        for number in _X32_DENIED:
-            socket_filter.errno(_X32_BIT | number, denied)
-    return socket_filter.program
