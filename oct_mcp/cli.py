@@ -240,6 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from oct_mcp.server import serve_stdio
 
     _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
+    if sys.stderr.isatty():
+        # A person who started it by hand sees it waiting, not hanging; a host's stderr is no terminal.
+        print(
+            f"oct-mcp {__version__}: serving {app.workspace.root} (profile {app.profile.name}) over stdio, "
+            "for an MCP client on stdin and stdout; Ctrl-C stops it",
+            file=sys.stderr,
+        )
     anyio.run(serve_stdio, app)
     return EXIT_OK
 

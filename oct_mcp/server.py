@@ -173,8 +173,11 @@ class _StdinLines:
     whole with a parse error, so memory stays bounded.
     """
 
-    def __init__(self, fd: int) -> None:
-        os.set_blocking(fd, False)
+    def __init__(self, fd: int, *, terminal: bool = False) -> None:
+        if not terminal:
+            os.set_blocking(fd, False)
+        # A terminal stays blocking: the flag is the terminal's, shared with the shell that gets it
+        # back. In canonical mode it is readable only with a whole line (or an end) to read.
         self._fd = fd
         self._buffer = bytearray()
         self._eof = False
@@ -307,8 +310,13 @@ def _malformed(line: bytes) -> types.JSONRPCError | None:
 
 
 def _cancellable_stdin() -> _StdinLines | None:
-    """Our own stdin reader where stdin is a pipe or socket (what MCP clients give); else the SDK's."""
-    return _StdinLines(0) if _is_pipe_or_socket(0) else None
+    """Our own stdin reader where stdin is a pipe or socket (what MCP clients give) or a terminal (a
+    person trying the server, whose Ctrl-C must stop it); else the SDK's."""
+    if _is_pipe_or_socket(0):
+        return _StdinLines(0)
+    if os.isatty(0):
+        return _StdinLines(0, terminal=True)
+    return None
 
 
 def _is_pipe_or_socket(fd: int) -> bool:

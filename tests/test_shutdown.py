@@ -100,3 +100,43 @@ def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
     assert b"Traceback" not in diagnostics
     records = [json.loads(line) for line in audit_log.read_text().splitlines()]
     assert [(r["tool"], r["outcome"]) for r in records] == [("oct_test", "interrupted")]
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_server_started_at_a_terminal_says_so_answers_a_line_and_stops_on_ctrl_c(
+    tmp_path: Path, config_file: Path, stop: str
+) -> None:
+    import pty
+    import select
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    config_file.write_text(json.dumps({"audit_log_path": str(tmp_path / "audit.log")}))
+    controller, terminal = pty.openpty()
+    argv = [sys.executable, "-m", "oct_mcp", "--project-root", str(project), "--config", str(config_file)]
+    server = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+
+    def shown_until(marker: bytes) -> bytes:
+        seen = b""
+        while marker not in seen:
+            ready, _, _ = select.select([controller], [], [], 60)
+            assert ready, f"the terminal showed nothing more after {seen[-300:]!r}"
+            seen += os.read(controller, 65_536)
+        return seen
+
+    try:
+        started = shown_until(b"Ctrl-C stops it")
+        os.write(controller, b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        answered = shown_until(b'"id":1')
+        server.send_signal(getattr(signal, stop))
+        code = server.wait(timeout=15)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        os.close(controller)
+
+    assert f"serving {project.resolve()} (profile default) over stdio".encode() in started
+    assert b'"result":{}' in answered
+    assert code == 0
