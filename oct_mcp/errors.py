@@ -18,6 +18,7 @@ __all__ = [
     "ExecutionError",
     "FieldProblem",
     "FileTooLargeError",
+    "FolderUnlistedError",
     "GitConfigUnreadableError",
     "GitIdentityMissingError",
     "GitLayoutRefusedError",
@@ -38,6 +39,7 @@ __all__ = [
     "TargetChangedError",
     "ToolTimeoutError",
     "ToolUnavailableError",
+    "UncheckedFolderError",
     "UnknownToolError",
     "WorkspaceError",
 ]
@@ -174,6 +176,12 @@ class InvalidArgumentsError(RefusedError):
         super().__init__(f"invalid arguments for {tool}: {listed}")
 
 
+class FolderUnlistedError(RefusedError):
+    """Before a writable run, a folder of the project the check of protected paths cannot list."""
+
+    code = "folder_unlisted"
+
+
 class PathRefusedError(RefusedError):
     """A path argument would leave the project root or could be read as an option."""
 
@@ -190,6 +198,12 @@ class ProtectedPathCreatedError(ExecutionError):
     """A writable run created a protected path that did not exist before it (removed again where safe)."""
 
     code = "protected_path_created"
+
+
+class UncheckedFolderError(ExecutionError):
+    """After a writable run, a folder the check of protected paths cannot list: what it holds is unknown."""
+
+    code = "unchecked_folder"
 
 
 class ToolTimeoutError(ExecutionError):
