@@ -25,6 +25,7 @@ __all__ = [
     "InstallRefusedError",
     "InvalidArgumentsError",
     "LineRangeError",
+    "LinkedFileError",
     "NotFoundError",
     "OctError",
     "OutputLimitError",
@@ -145,6 +146,13 @@ class GitLayoutRefusedError(RefusedError):
     """The project's `.git` names git folders that are no real worktree or submodule of it."""
 
     code = "git_layout_refused"
+
+
+class LinkedFileError(RefusedError):
+    """A file a write may change in place has another name (a hard link), or its place is a link or
+    no regular file: the write would reach what that other name is too (a hook, a file outside)."""
+
+    code = "linked_file"
 
 
 class ConsentReplayedError(RefusedError):
