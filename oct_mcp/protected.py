@@ -214,6 +214,8 @@ class Fingerprint:
     mtime_ns: int = 0
     ctime_ns: int = 0
     link: str | None = None
+    links: int = field(default=1, compare=False)
+    """Hard links to a file: a protected file with another name can be written through that name."""
 
     @classmethod
     def at(cls, folder: int, name: str) -> Fingerprint | None:
@@ -239,7 +241,16 @@ class Fingerprint:
                 link = read_link()
             except OSError:
                 link = ""
-        return cls(kind, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, link)
+        return cls(
+            kind,
+            info.st_dev,
+            info.st_ino,
+            info.st_size,
+            info.st_mtime_ns,
+            info.st_ctime_ns,
+            link,
+            info.st_nlink,
+        )
 
     @property
     def identity(self) -> tuple[int, int]:
@@ -259,6 +270,16 @@ class ProtectedSnapshot:
     unknown, so a protected path may hide in them."""
     unlocked: tuple[str, ...] = ()
     """Folders the walk made readable again (owner rwx) to list them: only a walk asked to unlock."""
+
+    @property
+    def linked(self) -> tuple[str, ...]:
+        """Protected files with another name (a hard link), which a run could write them through:
+        a read-only bind keeps a path, not the file behind every name it has."""
+        return tuple(
+            sorted(
+                name for name, entry in self.entries.items() if entry.kind == stat.S_IFREG and entry.links > 1
+            )
+        )
 
     def bind_paths(self, root: Path) -> tuple[Path, ...]:
         """The roots a sandbox keeps read-only, symlinks (which lead elsewhere) left out.
@@ -390,6 +411,7 @@ class _Walk:
             except PermissionError as exc:
                 if attempt or not self._unlock_root(top):
                     self.unlisted["."] = exc.strerror or "permission denied"
+                    return None
             except OSError as exc:
                 self.unlisted["."] = exc.strerror or "cannot be opened"
                 return None
@@ -603,13 +625,15 @@ def settle_protected_paths(root: Path, before: ProtectedSnapshot) -> ProtectedCh
     created = {name: rule for name, rule in after.roots.items() if name not in before.roots}
     created.update((name, before.roots[name]) for name in replaced)
     hidden = tuple(after.unlisted)
-    # What sits in a folder the check could not list is unknown, not gone: named as unlisted.
+    # What sits in a folder the check could not list is unknown, not gone: named as unlisted (the
+    # whole project, when the root itself is one).
     changed = sorted(
         name
         for name in before.entries.keys() | after.entries.keys()
         if _inside(name, before.roots)
         and before.entries.get(name) != after.entries.get(name)
         and not _inside(name, hidden)
+        and "." not in after.unlisted
     )
     removed: list[str] = []
     left: list[str] = []

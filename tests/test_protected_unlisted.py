@@ -114,6 +114,7 @@ HIDE = {
     "0300": "os.chmod('pkg', 0o300)",
     "0000": "os.chmod('pkg', 0o000)",
     "0600-no-search": "os.chmod('pkg', 0o600)",
+    "root-0311": "os.chmod('.', 0o311)",
     # An access ACL (as setfacl -m u::---,g:<the run's group>:rwx writes it): the owner's entry empty.
     "acl": (
         "import struct; os.setxattr('pkg', 'system.posix_acl_access', struct.pack('<I', 2) + b''.join("
@@ -245,10 +246,11 @@ def test_as_its_own_user_the_server_fails_a_run_that_hides_its_plants_by_mode_an
     assert {key.split()[0] for key in ran} >= {"native"}
     for key, outcome in ran.items():
         assert outcome["code"] == "protected_path_created", (key, outcome)
+        hidden = "." if key.endswith("root-0311") else "pkg"
         assert outcome["text"] == (
             "the tool wrote protected paths, which no tool may write: pkg/.vscode, pkg/sub/.git (created; "
-            "removed again); pkg (made unreadable by the run, which hides what is inside from this check; "
-            "made readable again (chmod u+rwx) and checked); its other changes were kept"
+            f"removed again); {hidden} (made unreadable by the run, which hides what is inside from this "
+            "check; made readable again (chmod u+rwx) and checked); its other changes were kept"
         ), key
         assert (outcome["git"], outcome["vscode"]) == (False, False), key
 
@@ -362,3 +364,36 @@ async def test_a_run_that_leaves_a_folder_deeper_than_the_check_goes_fails_with_
         "hide inside: do not run git or open an editor there; make it readable (chmod u+rwx) and check it "
         "with oct_git_status, or remove it); the call's result is withheld and its other changes were kept"
     )
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock", "native"])
+async def test_oct_run_with_writes_refuses_files_hard_linked_to_a_hook_or_outside_and_runs_nothing(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    if backend != "native":
+        (bubblewrap if backend == "bubblewrap" else landlock)()
+    project = _package(tmp_path)
+    hook = project / ".git" / "hooks" / "pre-commit"
+    hook.parent.mkdir(parents=True)
+    hook.write_text("#!/bin/sh\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own\n")
+    os.link(hook, project / "pkg" / "hook.sh")
+    os.link(outside, project / "pkg" / "notes.txt")
+    config_file.write_text(json.dumps({"sandbox_backend": backend, "allow_unconfined_project_code": True}))
+    code = "for name in ('pkg/hook.sh', 'pkg/notes.txt'): open(name, 'a').write('touch pwned\\n')"
+    arguments = {"argv": ["python", "-c", code], "writes": True, "confirm": True}
+
+    with anyio.fail_after(120):
+        async with Client(oct_server(project, config_file)) as client:
+            result = await client.call_tool("oct_run", arguments)
+
+    assert result.is_error is True
+    assert only_text(result) == (
+        "[linked_file] 2 project file(s) have another name (a hard link), which may lie outside the project "
+        "or be protected, and a writable run that changes one in place changes the other too: pkg/hook.sh, "
+        "pkg/notes.txt; replace each with a copy of itself (cp F F.new && mv F.new F), or run without "
+        "writes; nothing ran"
+    )
+    assert hook.read_text() == "#!/bin/sh\n"
+    assert outside.read_text() == "the user's own\n"

@@ -42,6 +42,7 @@ from oct_mcp.diagnostics import get_logger
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
     FolderUnlistedError,
+    LinkedFileError,
     ProjectCodeRefusedError,
     ProtectedPathCreatedError,
     SandboxUnavailableError,
@@ -408,6 +409,7 @@ def _protected_before(project: Path) -> ProtectedSnapshot:
     Raises:
         SandboxUnavailableError: The project is too large to walk.
         FolderUnlistedError: A folder cannot be listed: the check could not tell what a run put there.
+        LinkedFileError: A protected file has another name, which a run could write it through.
     """
     try:
         snapshot = snapshot_protected(project)
@@ -422,6 +424,12 @@ def _protected_before(project: Path) -> ProtectedSnapshot:
             f"the check of protected paths around a writable run cannot list {_reasons(snapshot.unlisted)}, "
             "so it could not tell what a run put there; make each readable to the server's user "
             "(chmod u+rx), or move it out of the project, and call again; nothing ran"
+        )
+    if snapshot.linked:
+        raise LinkedFileError(
+            f"protected files have another name (a hard link) a writable run could change them through: "
+            f"{_listed(snapshot.linked)}; replace each with a copy of itself (cp F F.new && mv F.new F), "
+            "then call again; nothing ran"
         )
     return snapshot
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from oct_mcp.display import has_hidden_characters, quote_name
-from oct_mcp.errors import NotFoundError
+from oct_mcp.errors import LinkedFileError, NotFoundError
 from oct_mcp.spec import CallRisk, CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python
@@ -165,12 +166,16 @@ class _Listing:
     """The walk stopped at its limit."""
     unlisted: tuple[str, ...] = ()
     """What the walk could not list or look at: changes there are unknown, never taken as none."""
+    linked: tuple[str, ...] = ()
+    """Files with another name (a hard link), perhaps outside the project: a run that writes one in
+    place changes that other file too, where no sandbox rule sees it."""
 
 
 def _snapshot(root: Path) -> _Listing:
     """Each project file's (mtime, ctime, size, inode), skipping git and environment folders."""
     found: Snapshot = {}
     unlisted: list[str] = []
+    linked: list[str] = []
 
     def not_listed(error: OSError) -> None:
         unlisted.append(_relative(root, os.fsdecode(error.filename or root)))
@@ -179,7 +184,7 @@ def _snapshot(root: Path) -> _Listing:
         subfolders[:] = sorted(s for s in subfolders if s not in _UNLISTED_FOLDERS)
         for name in sorted(files):
             if len(found) >= _SNAPSHOT_LIMIT:
-                return _Listing(found, True, tuple(unlisted))
+                return _Listing(found, True, tuple(unlisted), tuple(linked))
             path = os.path.join(folder, name)
             try:
                 info = os.lstat(path)
@@ -189,7 +194,9 @@ def _snapshot(root: Path) -> _Listing:
                 unlisted.append(_relative(root, path))
                 continue
             found[_relative(root, path)] = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
-    return _Listing(found, False, tuple(unlisted))
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                linked.append(_relative(root, path))
+    return _Listing(found, False, tuple(unlisted), tuple(linked))
 
 
 def _relative(root: Path, path: str) -> str:
@@ -305,9 +312,19 @@ def _plan(params: RunParams, env: ToolEnv) -> CommandPlan:
         raise NotFoundError("cwd is not a folder of the project; name an existing folder, or leave it out")
     writes = params.writes and not env.dry_run
     notes = [interpreter] if interpreter is not None else []
+    before = _snapshot(root) if writes else None
+    if before is not None and before.linked:
+        shown = ", ".join(map(quote_name, before.linked[:_UNLISTED_SHOWN]))
+        more = len(before.linked) - _UNLISTED_SHOWN
+        raise LinkedFileError(
+            f"{len(before.linked)} project file(s) have another name (a hard link), which may lie outside "
+            f"the project or be protected, and a writable run that changes one in place changes the other "
+            f"too: {shown}{f' and {more} more' if more > 0 else ''}; replace each with a copy of itself "
+            "(cp F F.new && mv F.new F), or run without writes; nothing ran"
+        )
     return CommandPlan(
         argv=(str(program), *params.argv[1:]),
-        parse=_parse(root, _snapshot(root) if writes else None, notes),
+        parse=_parse(root, before, notes),
         writes_project=writes,
         needs_network=params.network,
         cwd=None if cwd == root else cwd,
