@@ -27,7 +27,10 @@ from clients import oct_server, only_text
 from mcp import Client
 from optional import bubblewrap, landlock, missing
 
+from oct_mcp.errors import PathRefusedError
+from oct_mcp.execution.changes import tree_state
 from oct_mcp.protected import SNAPSHOT_MAX_DEPTH, settle_protected_paths, snapshot_protected
+from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
 
@@ -397,3 +400,26 @@ async def test_oct_run_with_writes_refuses_files_hard_linked_to_a_hook_or_outsid
     )
     assert hook.read_text() == "#!/bin/sh\n"
     assert outside.read_text() == "the user's own\n"
+
+
+def test_a_folders_tree_a_human_approves_refuses_what_it_cannot_list_rather_than_leave_it_out(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path.resolve()
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir("build", dir_fd=fd)
+    for _ in range(LEVELS):
+        inner = os.open("build" if _ == 0 else LONG, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+        os.mkdir(LONG, dir_fd=fd)
+    os.close(fd)
+
+    with pytest.raises(PathRefusedError) as refused:
+        tree_state(Workspace(root), "build")
+
+    assert refused.value.code == "path_refused"
+    assert refused.value.message == (
+        "a folder inside cannot be listed (File name too long); make it readable to the server's user "
+        "(chmod u+rx) and not nested past the longest path the system takes, then call again"
+    )
