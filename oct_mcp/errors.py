@@ -18,12 +18,14 @@ __all__ = [
     "ExecutionError",
     "FieldProblem",
     "FileTooLargeError",
+    "FolderUnlistedError",
     "GitConfigUnreadableError",
     "GitIdentityMissingError",
     "GitLayoutRefusedError",
     "InstallRefusedError",
     "InvalidArgumentsError",
     "LineRangeError",
+    "LinkedFileError",
     "NotFoundError",
     "OctError",
     "OutputLimitError",
@@ -39,6 +41,7 @@ __all__ = [
     "TargetChangedError",
     "ToolTimeoutError",
     "ToolUnavailableError",
+    "UncheckedFolderError",
     "UnknownToolError",
     "WorkspaceError",
 ]
@@ -146,6 +149,13 @@ class GitLayoutRefusedError(RefusedError):
     code = "git_layout_refused"
 
 
+class LinkedFileError(RefusedError):
+    """A file a write may change in place has another name (a hard link), or its place is a link or
+    no regular file: the write would reach what that other name is too (a hook, a file outside)."""
+
+    code = "linked_file"
+
+
 class ConsentReplayedError(RefusedError):
     """A human's answer came back with a sealed consent state that was already used once."""
 
@@ -175,6 +185,12 @@ class InvalidArgumentsError(RefusedError):
         super().__init__(f"invalid arguments for {tool}: {listed}")
 
 
+class FolderUnlistedError(RefusedError):
+    """Before a writable run, a folder of the project the check of protected paths cannot list."""
+
+    code = "folder_unlisted"
+
+
 class PathRefusedError(RefusedError):
     """A path argument would leave the project root or could be read as an option."""
 
@@ -191,6 +207,12 @@ class ProtectedPathCreatedError(ExecutionError):
     """A writable run created a protected path that did not exist before it (removed again where safe)."""
 
     code = "protected_path_created"
+
+
+class UncheckedFolderError(ExecutionError):
+    """After a writable run, a folder the check of protected paths cannot list: what it holds is unknown."""
+
+    code = "unchecked_folder"
 
 
 class ToolTimeoutError(ExecutionError):

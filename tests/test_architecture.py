@@ -214,8 +214,8 @@ _WRITERS: dict[str, str] = {
     "left in its private git folder, installed back (to move to execution.commands, TODO(#28))",
     "oct_mcp/middleware/sandbox.py": "removes a command run's scratch folder (to move to execution.commands, "
     "TODO(#28))",
-    "oct_mcp/protected.py": "removes protected paths a writable command run created (the command run's "
-    "settle step, TODO(#28))",
+    "oct_mcp/protected.py": "removes protected paths a writable command run created, and gives a folder "
+    "the run hid from the check its owner's rights back (the command run's settle step, TODO(#28))",
     "oct_mcp/cli.py": "`oct-mcp token` writes the user's own config file",
 }
 _WRITING_CALLS = frozenset(

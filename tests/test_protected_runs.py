@@ -8,6 +8,7 @@ native (which confines nothing) must catch it after the run, and the call fails 
 from __future__ import annotations
 
 import json
+import os
 import stat
 import textwrap
 from dataclasses import replace
@@ -23,7 +24,7 @@ from optional import bubblewrap
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.errors import ProtectedPathCreatedError
+from oct_mcp.errors import LinkedFileError, ProtectedPathCreatedError
 from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
@@ -302,3 +303,26 @@ def test_repositories_come_first_among_the_paths_a_sandbox_keeps_read_only(proje
         project / ".vscode",
         project / ".github" / "workflows",
     )
+
+
+async def test_a_protected_file_with_another_name_in_the_project_refuses_a_writable_run_before_it_runs(
+    backend: Backend, project: Path
+) -> None:
+    hook = project / "vendor" / "lib" / ".git" / "hooks" / "pre-commit"
+    hook.parent.mkdir()
+    hook.write_text("#!/bin/sh\n")
+    # A read-only bind keeps the path, not the file: written through its other name, the hook changes.
+    os.link(hook, project / "src" / "hook.py")
+    _fake_ruff(project, "echo 'touch pwned' >> src/hook.py")
+
+    with pytest.raises(LinkedFileError) as refused:
+        await _format(backend, project)
+
+    assert refused.value.code == "linked_file"
+    assert refused.value.message == (
+        "protected files have another name (a hard link) a writable run could change them through: "
+        "vendor/lib/.git/hooks/pre-commit; replace each with a copy of itself (cp F F.new && mv F.new F), "
+        "then call again; nothing ran"
+    )
+    assert hook.read_text() == "#!/bin/sh\n"
+    assert (project / "src" / "app.py").read_text() == "y=2\n"

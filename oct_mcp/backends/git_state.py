@@ -12,6 +12,7 @@ lock file, and only over the content it copied.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -20,9 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from oct_mcp.errors import ExecutionError, TargetChangedError
+from oct_mcp.errors import ExecutionError, LinkedFileError, TargetChangedError
 
-__all__ = ["GIT_STATE_FILES", "InstalledState", "PrivateGitFolder", "install_git_state", "is_real_folder"]
+__all__ = [
+    "GIT_STATE_FILES",
+    "InstalledState",
+    "PrivateGitFolder",
+    "install_git_state",
+    "is_real_folder",
+    "refuse_linked_git_files",
+]
 
 GIT_STATE_FILES: Final = frozenset({"HEAD", "index", "logs/HEAD"})
 """The per-worktree files a run may work on as copies."""
@@ -30,6 +38,19 @@ _FILE_MAX_BYTES: Final = 512 * 1_048_576
 _HEAD: Final = re.compile(rb"ref: refs/heads/[^\0\n]+\n|[0-9a-f]{40}\n|[0-9a-f]{64}\n")
 _INDEX_MAGIC: Final = b"DIRC"
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# git appends to a reflog in place (O_APPEND), and a writable data folder lets a run's git open any
+# file in it: in these, a file with another name, or a link, would carry the write to that name.
+_IN_PLACE_FOLDERS: Final = frozenset({"refs", "logs"})
+# git never changes an object file in place (it writes a new one and links or renames it into
+# place), and a local clone hard-links them from the repository it cloned: only links that lead
+# elsewhere count there.
+_DATA_FOLDERS: Final = frozenset({"objects"})
+LINK_CHECK_MAX_ENTRIES: Final = 500_000
+"""Entries of the writable git folders the check looks at before it refuses the write."""
+_FIX: Final = (
+    "replace it with a copy of itself (cp F F.new && mv F.new F) or remove it if git can make it "
+    "anew, then call again"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +77,7 @@ class PrivateGitFolder:
         unknown = set(self.files) - GIT_STATE_FILES
         if unknown:
             raise ValueError(f"not a per-worktree git file: {', '.join(sorted(unknown))}")
+        refuse_linked_git_files(git_dir, self.files, folders)
         self.path.mkdir(mode=0o700)
         (self.path / "logs").mkdir(mode=0o700)
         self._originals: dict[str, bytes | None] = {}
@@ -67,6 +89,7 @@ class PrivateGitFolder:
         # Absolute: git resolves a relative commondir against this folder.
         (self.path / "commondir").write_text(f"{git_dir}\n")
         self.folders = tuple(git_dir / name for name in sorted(set(folders)) if is_real_folder(git_dir, name))
+        self._folder_names = tuple(sorted(set(folders)))
 
     def environment(self) -> tuple[tuple[str, str], ...]:
         return (("GIT_DIR", str(self.path)),)
@@ -76,7 +99,10 @@ class PrivateGitFolder:
 
         Raises:
             ExecutionError: A copy is no regular file, too large, or holds what git never writes there.
+            LinkedFileError: A file in the git folder got another name or became a link during the
+                run; nothing is installed.
         """
+        refuse_linked_git_files(self.git_dir, self.files, self._folder_names, after=True)
         found: list[InstalledState] = []
         for name in self.files:
             content = _read_in(self.path, name)
@@ -229,3 +255,135 @@ def is_real_folder(git_dir: Path, name: str) -> bool:
         return stat.S_ISDIR(os.lstat(git_dir / name).st_mode) and not os.path.islink(git_dir)
     except OSError:
         return False
+
+
+def refuse_linked_git_files(
+    git_dir: Path, files: Iterable[str], folders: Iterable[str], *, after: bool = False
+) -> None:
+    """Refuse a git write where a file it may change in place is not that file alone.
+
+    Checked: the per-worktree files the run works on as copies (`files`), and every entry of the
+    writable data folders (`folders`): in `refs` and `logs` a regular file with another hard link,
+    a symlink, or anything but a file or folder; in `objects` a symlink or a special file. Each
+    folder is opened from its parent's descriptor, never through a link.
+
+    Args:
+        after: The check after the run, before anything is installed (the message says so).
+
+    Raises:
+        LinkedFileError: One is found; it is named, with how to fix it.
+    """
+    when = "git ran, but nothing it changed was installed" if after else "nothing ran"
+    try:
+        top = os.open(git_dir, _FOLDER_FLAGS)
+    except OSError as exc:
+        raise ExecutionError(
+            f"the git folder is a link or cannot be opened ({exc.strerror}); {when}"
+        ) from exc
+    try:
+        for name in sorted(set(files)):
+            _check_file(top, name, git_dir.name, when)
+        seen = 0
+        for folder in sorted(set(folders)):
+            seen = _check_folder(
+                top, folder, git_dir.name, when, seen, hard_links=folder in _IN_PLACE_FOLDERS
+            )
+    finally:
+        os.close(top)
+
+
+def _check_file(top: int, name: str, shown: str, when: str) -> None:
+    folder_name, _, file_name = name.rpartition("/")
+    try:
+        folder = _open_folder_at(top, folder_name)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LinkedFileError(
+            f"the folder of git's {shown}/{name} is a link or cannot be opened ({exc.strerror}); {when}"
+        ) from exc
+    try:
+        info = os.stat(file_name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    finally:
+        os.close(folder)
+    _refuse_entry(info, f"{shown}/{name}", when, hard_links=True)
+
+
+def _check_folder(top: int, name: str, shown: str, when: str, seen: int, *, hard_links: bool) -> int:
+    """Every entry below the data folder `name`; returns the entries seen so far."""
+    try:
+        fd = os.open(name, _FOLDER_FLAGS, dir_fd=top)
+    except FileNotFoundError:
+        return seen
+    except OSError as exc:
+        # A link: the folder is left out of the writable set (is_real_folder), so git cannot write there.
+        if not os.path.islink(f"/proc/self/fd/{top}/{name}") and exc.errno != errno.ELOOP:
+            raise LinkedFileError(f"git's {shown}/{name} cannot be opened ({exc.strerror}); {when}") from exc
+        return seen
+    stack = [(fd, f"{shown}/{name}")]
+    try:
+        while stack:
+            folder, relative = stack.pop()
+            try:
+                with os.scandir(folder) as listing:
+                    names = [entry.name for entry in listing]
+            except OSError as exc:
+                os.close(folder)
+                raise LinkedFileError(f"git's {relative} cannot be listed ({exc.strerror}); {when}") from exc
+            seen += len(names)
+            if seen > LINK_CHECK_MAX_ENTRIES:
+                os.close(folder)
+                raise LinkedFileError(
+                    f"the repository's writable git folders hold more than {LINK_CHECK_MAX_ENTRIES} entries, "
+                    f"more than the check for linked files looks at; {when}: run `git gc` in a terminal "
+                    "to pack them, then call again"
+                )
+            try:
+                for child in names:
+                    path = f"{relative}/{child}"
+                    try:
+                        info = os.stat(child, dir_fd=folder, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append((os.open(child, _FOLDER_FLAGS, dir_fd=folder), path))
+                        continue
+                    _refuse_entry(info, path, when, hard_links=hard_links)
+            finally:
+                os.close(folder)
+    except OSError as exc:
+        raise LinkedFileError(
+            f"a folder in git's {shown}/{name} cannot be read ({exc.strerror}); {when}"
+        ) from exc
+    finally:
+        for folder, _ in stack:
+            os.close(folder)
+    return seen
+
+
+def _refuse_entry(info: os.stat_result, shown: str, when: str, *, hard_links: bool) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        raise LinkedFileError(
+            f"git's {shown} is a symbolic link, so a git write could change the file it leads to; "
+            f"{when}: {_FIX}"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise LinkedFileError(f"git's {shown} is no regular file; {when}: remove it, then call again")
+    if hard_links and info.st_nlink > 1:
+        raise LinkedFileError(
+            f"git's {shown} has another name (a hard link), so a git write that changes it in place "
+            f"would change that other file too; {when}: {_FIX}"
+        )
+
+
+def _open_folder_at(top: int, relative: str) -> int:
+    fd = os.dup(top)
+    for part in filter(None, relative.split("/")):
+        try:
+            inner = os.open(part, _FOLDER_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = inner
+    return fd

@@ -167,22 +167,39 @@ def tree_state(
     `folder`, anything else `special`.
 
     Raises:
-        PathRefusedError: The folder holds more than `TREE_MAX_ENTRIES` entries.
+        PathRefusedError: The folder holds more than `TREE_MAX_ENTRIES` entries, or a folder inside it
+            cannot be listed (what a human approves must be all of what is changed).
         ToolTimeoutError: The deadline passed.
     """
     top = os.path.join(workspace.root, folder)
     entries: list[tuple[str, str]] = []
-    for current, folders, files in os.walk(top, followlinks=False):
+    for current, folders, files in os.walk(top, followlinks=False, onerror=_refuse_unlisted):
         for name in (*folders, *files):
             if deadline is not None and not len(entries) % _CHECK_EVERY:
                 deadline.check()
             path = os.path.join(current, name)
-            entries.append((os.path.relpath(path, top), _state_at(path)))
+            try:
+                state = _state_at(path)
+            except OSError as exc:
+                _refuse_unlisted(exc)
+                continue
+            entries.append((os.path.relpath(path, top), state))
             if len(entries) > TREE_MAX_ENTRIES:
                 raise PathRefusedError(
                     f"the folder holds more than {TREE_MAX_ENTRIES} entries; move or delete less"
                 )
     return tuple(sorted(entries))
+
+
+def _refuse_unlisted(error: OSError) -> None:
+    """A folder `tree_state` cannot list, or an entry it cannot read, is refused, never left out of
+    the tree a human is shown."""
+    if isinstance(error, FileNotFoundError):
+        return  # gone: nothing in it to change
+    raise PathRefusedError(
+        f"a folder inside cannot be listed ({error.strerror}); make it readable to the server's user "
+        "(chmod u+rx) and not nested past the longest path the system takes, then call again"
+    ) from error
 
 
 def _state_at(path: str) -> str:

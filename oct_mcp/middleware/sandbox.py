@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -41,10 +41,13 @@ from oct_mcp.deadline import Deadline
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
+    FolderUnlistedError,
+    LinkedFileError,
     ProjectCodeRefusedError,
     ProtectedPathCreatedError,
     SandboxUnavailableError,
     ToolTimeoutError,
+    UncheckedFolderError,
 )
 from oct_mcp.execution.changes import ChangeApplier, ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
@@ -86,6 +89,7 @@ _CPU_BACKSTOP_SECONDS: Final = 5
 _MAX_TOOL_THREADS: Final = 4
 # Protected paths an error names; a run that planted thousands is described by the first ones.
 _NAMES_SHOWN: Final = 20
+_NAME_SHOWN_CHARS: Final = 200
 RUN_PROCESSES: Final = 256
 """Processes and threads one command run may have (pids.max) or add to the user's (RLIMIT_NPROC)."""
 _SYSTEM_PATH: Final = ("/usr/local/bin", "/usr/bin", "/bin")
@@ -400,14 +404,34 @@ def _timeout_message(limit: float, plan: CommandPlan) -> str:
 
 
 def _protected_before(project: Path) -> ProtectedSnapshot:
+    """The protected paths before a writable run.
+
+    Raises:
+        SandboxUnavailableError: The project is too large to walk.
+        FolderUnlistedError: A folder cannot be listed: the check could not tell what a run put there.
+        LinkedFileError: A protected file has another name, which a run could write it through.
+    """
     try:
-        return snapshot_protected(project)
+        snapshot = snapshot_protected(project)
     except ProjectTooLargeError:
         raise SandboxUnavailableError(
             f"the project holds more than {SNAPSHOT_MAX_ENTRIES} files and folders, more than the check "
             "of protected paths around a writable run walks; run the tool yourself, or remove what "
             "the project does not need (build output, caches)"
         ) from None
+    if snapshot.unlisted:
+        raise FolderUnlistedError(
+            f"the check of protected paths around a writable run cannot list {_reasons(snapshot.unlisted)}, "
+            "so it could not tell what a run put there; make each readable to the server's user "
+            "(chmod u+rx), or move it out of the project, and call again; nothing ran"
+        )
+    if snapshot.linked:
+        raise LinkedFileError(
+            f"protected files have another name (a hard link) a writable run could change them through: "
+            f"{_listed(snapshot.linked)}; replace each with a copy of itself (cp F F.new && mv F.new F), "
+            "then call again; nothing ran"
+        )
+    return snapshot
 
 
 def _settle(project: Path, before: ProtectedSnapshot) -> ProtectedChanges:
@@ -419,7 +443,8 @@ def _settle(project: Path, before: ProtectedSnapshot) -> ProtectedChanges:
 
 
 def _refuse_protected_changes(changes: ProtectedChanges) -> None:
-    """A writable run that touched protected paths fails, whatever else it did, saying what became of them."""
+    """A writable run that touched protected paths, or hid a folder from the check, fails, whatever else
+    it did, saying what became of them."""
     parts = []
     if changes.removed:
         parts.append(f"{_listed(changes.removed)} (created; removed again)")
@@ -438,14 +463,47 @@ def _refuse_protected_changes(changes: ProtectedChanges) -> None:
             f"none could be checked: the project grew past {SNAPSHOT_MAX_ENTRIES} files and folders "
             "during the run; check them with oct_git_status"
         )
-    raise ProtectedPathCreatedError(
-        f"the tool wrote protected paths, which no tool may write: {'; '.join(parts)}; "
-        "its other changes were kept"
+    hidden = []
+    if changes.unlocked:
+        hidden.append(
+            f"{_listed(changes.unlocked)} (made unreadable by the run, which hides what is inside from "
+            "this check; made readable again (chmod u+rwx) and checked)"
+        )
+    if changes.unlisted:
+        hidden.append(
+            f"{_reasons(dict(changes.unlisted))} (cannot be listed, so a .git or an IDE's config may hide "
+            "inside: do not run git or open an editor there; make it readable (chmod u+rwx) and check "
+            "it with oct_git_status, or remove it)"
+        )
+    if parts:
+        raise ProtectedPathCreatedError(
+            f"the tool wrote protected paths, which no tool may write: {'; '.join([*parts, *hidden])}; "
+            "its other changes were kept"
+        )
+    raise UncheckedFolderError(
+        f"the check of protected paths after the run could not see into every folder: {'; '.join(hidden)}; "
+        "the call's result is withheld and its other changes were kept"
     )
 
 
+def _reasons(unlisted: Mapping[str, str]) -> str:
+    """Folders the check could not list, each with why (the system's reason, never a value of the call)."""
+    names = sorted(unlisted)
+    shown = ", ".join(f"{_shown(name)} ({unlisted[name]})" for name in names[:_NAMES_SHOWN])
+    return shown if len(names) <= _NAMES_SHOWN else f"{shown} and {len(names) - _NAMES_SHOWN} more"
+
+
+def _shown(name: str) -> str:
+    """A project-relative name for a message: quoted where it hides characters, cut where it is long
+    (a run can make a path far longer than any message should carry)."""
+    if len(name) > _NAME_SHOWN_CHARS:
+        half = _NAME_SHOWN_CHARS // 2
+        return f"{quote_name(name[:half])}...{quote_name(name[-half:])}"
+    return quote_name(name)
+
+
 def _listed(names: tuple[str, ...]) -> str:
-    shown = ", ".join(map(quote_name, names[:_NAMES_SHOWN]))
+    shown = ", ".join(map(_shown, names[:_NAMES_SHOWN]))
     return shown if len(names) <= _NAMES_SHOWN else f"{shown} and {len(names) - _NAMES_SHOWN} more"
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from oct_mcp.display import has_hidden_characters, quote_name
-from oct_mcp.errors import NotFoundError
+from oct_mcp.errors import LinkedFileError, NotFoundError
 from oct_mcp.spec import CallRisk, CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python
@@ -32,6 +34,7 @@ INTERPRETER: Final = "python"
 _SNAPSHOT_LIMIT: Final = 20_000
 _UNLISTED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _CHANGED_BUDGET: Final = 8_000
+_UNLISTED_SHOWN: Final = 20
 _COMMAND_SHOWN_CHARS: Final = 2_000
 _PROGRESS_INTERVAL_SECONDS: Final = 0.5
 _PROGRAM_NAME: Final = r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$"
@@ -156,23 +159,48 @@ def _runs(params: RunParams) -> tuple[str, ...]:
 Snapshot = dict[str, tuple[int, int, int, int]]
 
 
-def _snapshot(root: Path) -> tuple[Snapshot, bool]:
-    """Each project file's (mtime, ctime, size, inode), skipping git and environment folders, and
-    whether the walk stopped at its limit."""
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    files: Snapshot
+    cut: bool
+    """The walk stopped at its limit."""
+    unlisted: tuple[str, ...] = ()
+    """What the walk could not list or look at: changes there are unknown, never taken as none."""
+    linked: tuple[str, ...] = ()
+    """Files with another name (a hard link), perhaps outside the project: a run that writes one in
+    place changes that other file too, where no sandbox rule sees it."""
+
+
+def _snapshot(root: Path) -> _Listing:
+    """Each project file's (mtime, ctime, size, inode), skipping git and environment folders."""
     found: Snapshot = {}
-    for folder, subfolders, files in os.walk(root):
+    unlisted: list[str] = []
+    linked: list[str] = []
+
+    def not_listed(error: OSError) -> None:
+        unlisted.append(_relative(root, os.fsdecode(error.filename or root)))
+
+    for folder, subfolders, files in os.walk(root, onerror=not_listed):
         subfolders[:] = sorted(s for s in subfolders if s not in _UNLISTED_FOLDERS)
         for name in sorted(files):
             if len(found) >= _SNAPSHOT_LIMIT:
-                return found, True
+                return _Listing(found, True, tuple(unlisted), tuple(linked))
             path = os.path.join(folder, name)
             try:
                 info = os.lstat(path)
+            except FileNotFoundError:
+                continue  # gone since the folder was listed: absent, as the comparison takes it
             except OSError:
+                unlisted.append(_relative(root, path))
                 continue
-            key = os.path.relpath(path, root).replace(os.sep, "/")
-            found[key] = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
-    return found, False
+            found[_relative(root, path)] = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                linked.append(_relative(root, path))
+    return _Listing(found, False, tuple(unlisted), tuple(linked))
+
+
+def _relative(root: Path, path: str) -> str:
+    return os.path.relpath(path, root).replace(os.sep, "/")
 
 
 def _changed(before: Snapshot, after: Snapshot) -> list[str]:
@@ -194,19 +222,26 @@ def _tail(text: str, room: int) -> tuple[str, bool]:
     return "", True
 
 
-def _parse(
-    root: Path, before: tuple[Snapshot, bool] | None, notes: list[str]
-) -> Callable[[RunResult], ToolResult]:
+def _parse(root: Path, before: _Listing | None, notes: list[str]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         notes_now = list(notes)
         changed: list[str] | None = None
         if before is not None:
             after = _snapshot(root)
-            every = _changed(before[0], after[0])
+            every = _changed(before.files, after.files)
             changed, cut = take_within(every, _CHANGED_BUDGET)
             if cut:
                 notes_now.append(f"{len(every)} files changed; the first {len(changed)} are listed")
-            if before[1] or after[1]:
+            unlisted = sorted(set(before.unlisted) | set(after.unlisted))
+            if unlisted:
+                shown = ", ".join(map(quote_name, unlisted[:_UNLISTED_SHOWN]))
+                more = (
+                    f" and {len(unlisted) - _UNLISTED_SHOWN} more" if len(unlisted) > _UNLISTED_SHOWN else ""
+                )
+                notes_now.append(
+                    f"these could not be listed, so what changed in them is unknown: {shown}{more}"
+                )
+            if before.cut or after.cut:
                 notes_now.append(
                     f"the project holds more than {_SNAPSHOT_LIMIT} files: changes past them are not listed"
                 )
@@ -277,9 +312,19 @@ def _plan(params: RunParams, env: ToolEnv) -> CommandPlan:
         raise NotFoundError("cwd is not a folder of the project; name an existing folder, or leave it out")
     writes = params.writes and not env.dry_run
     notes = [interpreter] if interpreter is not None else []
+    before = _snapshot(root) if writes else None
+    if before is not None and before.linked:
+        shown = ", ".join(map(quote_name, before.linked[:_UNLISTED_SHOWN]))
+        more = len(before.linked) - _UNLISTED_SHOWN
+        raise LinkedFileError(
+            f"{len(before.linked)} project file(s) have another name (a hard link), which may lie outside "
+            f"the project or be protected, and a writable run that changes one in place changes the other "
+            f"too: {shown}{f' and {more} more' if more > 0 else ''}; replace each with a copy of itself "
+            "(cp F F.new && mv F.new F), or run without writes; nothing ran"
+        )
     return CommandPlan(
         argv=(str(program), *params.argv[1:]),
-        parse=_parse(root, _snapshot(root) if writes else None, notes),
+        parse=_parse(root, before, notes),
         writes_project=writes,
         needs_network=params.network,
         cwd=None if cwd == root else cwd,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from oct_mcp.backends.git_state import PrivateGitFolder, install_git_state
-from oct_mcp.errors import ExecutionError, TargetChangedError
+from oct_mcp.errors import ExecutionError, LinkedFileError, TargetChangedError
 
 
 def _repository(tmp_path: Path) -> Path:
@@ -71,3 +72,34 @@ def test_every_changed_copy_is_installed(tmp_path: Path) -> None:
 
     assert (git_dir / "HEAD").read_bytes() == b"ref: refs/heads/other\n"
     assert (git_dir / "index").read_bytes() == index + b"changed"
+
+
+def test_a_reflog_hard_linked_during_the_run_installs_nothing(tmp_path: Path) -> None:
+    git_dir = _repository(tmp_path)
+    (git_dir / "logs" / "refs" / "heads").mkdir(parents=True)
+    (git_dir / "logs" / "refs" / "heads" / "main").write_text("")
+    private = PrivateGitFolder(_scratch(tmp_path), git_dir, ("HEAD", "index"), ("logs", "refs", "objects"))
+    (private.path / "index").write_bytes(b"DIRC changed")
+    os.link(git_dir / "logs" / "refs" / "heads" / "main", git_dir / "hooks" / "pre-commit")
+
+    with pytest.raises(LinkedFileError) as raised:
+        private.changed()
+
+    assert raised.value.code == "linked_file"
+    assert raised.value.message.startswith("git's .git/logs/refs/heads/main has another name (a hard link)")
+    assert "; git ran, but nothing it changed was installed: " in raised.value.message
+
+
+@pytest.mark.parametrize("where", ["refs/heads/fifo", "index"])
+def test_a_fifo_where_git_writes_is_refused_before_git_runs(tmp_path: Path, where: str) -> None:
+    git_dir = _repository(tmp_path)
+    (git_dir / where).unlink(missing_ok=True)
+    os.mkfifo(git_dir / where)
+
+    with pytest.raises(LinkedFileError) as raised:
+        PrivateGitFolder(_scratch(tmp_path), git_dir, ("HEAD", "index"), ("logs", "refs", "objects"))
+
+    assert (
+        raised.value.message
+        == f"git's .git/{where} is no regular file; nothing ran: remove it, then call again"
+    )
