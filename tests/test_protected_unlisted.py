@@ -250,10 +250,17 @@ def test_as_its_own_user_the_server_fails_a_run_that_hides_its_plants_by_mode_an
     for key, outcome in ran.items():
         assert outcome["code"] == "protected_path_created", (key, outcome)
         hidden = "." if key.endswith("root-0311") else "pkg"
+        unreadable = (
+            f"{hidden} (made unreadable by the run, which hides what is inside from this check; made "
+            "readable again (chmod u+rwx) and checked); "
+        )
+        if key.endswith(" acl") and not key.startswith("native"):
+            # The seccomp filter of bubblewrap and landlock runs refuses every extended attribute, an
+            # ACL included: the folder was never hidden, and the plants are found as they are.
+            unreadable = ""
         assert outcome["text"] == (
             "the tool wrote protected paths, which no tool may write: pkg/.vscode, pkg/sub/.git (created; "
-            f"removed again); {hidden} (made unreadable by the run, which hides what is inside from this "
-            "check; made readable again (chmod u+rwx) and checked); its other changes were kept"
+            f"removed again); {unreadable}its other changes were kept"
         ), key
         assert (outcome["git"], outcome["vscode"]) == (False, False), key
 
