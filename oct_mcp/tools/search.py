@@ -126,8 +126,8 @@ class SearchMatch(BaseModel):
 
 class FileCount(BaseModel):
     path: str
-    count: int
-    """Matching lines in the file."""
+    count: int | None = None
+    """Matching lines in the file; in count mode only (files mode gives the paths alone)."""
 
 
 class SearchOutput(BaseModel):
