@@ -89,6 +89,9 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("oct_git_diff", {"base": "HEAD~1", "target": "HEAD", "context_lines": 0}),
     ("oct_git_diff", {"base": "HEAD~1", "context_lines": 1}),
     ("oct_git_diff", {"base": "HEAD~1", "stat": True}),
+    ("oct_git_add", {"paths": ["deploy/keys.txt"], "dry_run": True}),
+    ("oct_git_commit", {"message": "Rotate more", "dry_run": True}),
+    ("oct_git_restore", {"paths": ["deploy/keys.txt"], "dry_run": True}),
 )
 
 
@@ -98,13 +101,19 @@ async def test_no_git_read_shows_a_line_of_a_committed_private_key(
 ) -> None:
     root, body = keyed_repo
     config_file.write_text(json.dumps({"sandbox_backend": backend, "allow_unconfined_project_code": True}))
+    # A home whose git config names someone: a commit's preview asks for a name.
+    home = root.parent / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n")
     results = []
     with anyio.fail_after(120):
-        async with Client(oct_server(root, config_file)) as client:
+        async with Client(oct_server(root, config_file, env={"HOME": str(home)})) as client:
             for name, arguments in CALLS:
                 results.append((name, arguments, await client.call_tool(name, arguments)))
 
-    assert [(name, arguments) for name, arguments, result in results if result.is_error] == []
+    # The previews of the changes git would make ask first: their question shows the diff.
+    answered = [(name, arguments) for name, arguments, result in results if not result.is_error]
+    assert answered == [(name, arguments) for name, arguments in CALLS if "dry_run" not in arguments]
     assert [(name, arguments) for name, arguments, result in results if _leaked(result, body)] == []
     blame = results[0][2].structured_content
     assert blame is not None
@@ -112,3 +121,4 @@ async def test_no_git_read_shows_a_line_of_a_committed_private_key(
     show = results[3][2].structured_content
     assert show is not None
     assert "[REDACTED:private_key]" in show["diff"]
+    assert all("[REDACTED:private_key]" in _shown(result) for _, _, result in results[-3:])
