@@ -18,7 +18,7 @@ from typing import Final
 
 from oct_mcp.redaction import LineMasks, mask_line, redact_lines
 
-__all__ = ["WHOLE_FILE", "masked_patch"]
+__all__ = ["WHOLE_FILE", "masked_hunks", "masked_patch"]
 
 WHOLE_FILE: Final = 2_147_483_647
 """The context lines git is asked for: more than any file it can print within the output cap."""
@@ -187,3 +187,65 @@ def _function_lines(old_lines: list[str], old_masks: list[LineMasks]) -> list[st
         else:
             found.append(found[-1])
     return found
+
+
+def masked_hunks(hunks: list[str], old_text: str) -> list[str] | None:
+    """A tool's hunks of one file (ruff's `--diff`), each line masked as the file shows it, before and after.
+
+    The old side is the file as it is (`old_text`); the new side is the file with the hunks applied,
+    made here from the hunks, which name their exact places.
+
+    Args:
+        hunks: The file's part of the diff from its first `@@` line on, one line a string, no line ends.
+        old_text: The file now.
+
+    Returns:
+        The lines masked; None when the hunks are not a patch of `old_text` (the file changed since
+        the tool read it), so their lines cannot be masked in context.
+    """
+    old_lines = old_text.split("\n")
+    # (tag, or '@' for a header; the text; its old line's index; its index in new_lines), -1 for none.
+    parsed: list[tuple[str, str, int, int]] = []
+    new_lines: list[str] = []
+    position = 0  # old lines before it are in new_lines already, or replaced
+    old_at = 0
+    for line in hunks:
+        found = _HUNK_HEADER.match(line)
+        if found is not None:
+            start, count = int(found[1]), 1 if found[2] is None else int(found[2])
+            first = start - 1 if count else start  # the index of the hunk's first old line
+            if first < position:
+                return None
+            new_lines.extend(old_lines[position:first])
+            position = old_at = first
+            parsed.append(("@", found[0], -1, -1))
+            continue
+        tag, text = line[:1], line[1:]
+        if not parsed:
+            return None
+        if tag == "\\":
+            parsed.append(("\\", line, -1, -1))
+            continue
+        if tag in (" ", "-"):
+            if old_at >= len(old_lines) or old_lines[old_at].rstrip("\r") != text.rstrip("\r"):
+                return None
+            old_at += 1
+            position = old_at
+        if tag in (" ", "+"):
+            new_lines.append(text)
+        elif tag != "-":
+            return None
+        parsed.append((tag, text, old_at - 1 if tag != "+" else -1, len(new_lines) - 1 if tag != "-" else -1))
+    new_lines.extend(old_lines[position:])
+    old_masks = redact_lines(old_text)
+    new_masks = redact_lines("\n".join(new_lines))
+    out: list[str] = []
+    for tag, text, old_index, new_index in parsed:
+        if tag in ("@", "\\"):
+            out.append(text)
+            continue
+        masks = [old_masks[old_index]] if old_index >= 0 else []
+        if new_index >= 0:
+            masks.append(new_masks[new_index])
+        out.append(tag + mask_line(text, *masks)[0])
+    return out

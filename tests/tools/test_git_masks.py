@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from git_repos import git, git_output, new_repo
 
-from oct_mcp.tools.git_masks import WHOLE_FILE, masked_patch
+from oct_mcp.tools.diffs import unified_diff
+from oct_mcp.tools.git_masks import WHOLE_FILE, masked_hunks, masked_patch
 
 OLD = "".join(
     f"def function_{n}():\n    return {n}\n" if n % 7 == 0 else f"    line {n}\n" for n in range(1, 120)
@@ -60,3 +61,17 @@ def test_a_patch_cut_inside_a_file_leaves_that_file_out(edited_repo: Path) -> No
     assert left_out is True
     assert "code.py" not in patch
     assert "def inserted" not in patch
+
+
+def test_a_tools_hunks_without_a_secret_come_back_as_they_were() -> None:
+    new = _edited(OLD)
+    hunks = unified_diff(OLD, new, "a/code.py", "b/code.py").text.splitlines()[2:]
+
+    assert masked_hunks(hunks, OLD) == hunks
+
+
+def test_a_tools_hunks_that_do_not_fit_the_file_as_it_is_are_not_masked_but_refused() -> None:
+    hunks = unified_diff(OLD, _edited(OLD), "a/code.py", "b/code.py").text.splitlines()[2:]
+    changed_since = OLD.replace("    line 40\n", "    line forty\n")
+
+    assert masked_hunks(hunks, changed_since) is None
