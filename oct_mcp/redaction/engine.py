@@ -23,9 +23,12 @@ from oct_mcp.redaction.screen import Screen, screen
 
 __all__ = [
     "Finding",
+    "LineMasks",
     "ValueStrings",
+    "mask_line",
     "redact",
     "redact_excerpts",
+    "redact_lines",
     "redact_value",
     "secret_field_name",
     "value_strings",
@@ -361,6 +364,72 @@ def redact_excerpts(text: str, excerpts: Sequence[tuple[int, int]]) -> tuple[lis
         parts.append(text[position:end])
         pieces.append("".join(parts))
     return pieces, masked
+
+
+LineMasks = tuple[tuple[int, int, str], ...]
+"""The masked spans of one line, in the line's own offsets: (start, end, kind), sorted, disjoint."""
+
+
+def redact_lines(text: str) -> list[LineMasks]:
+    """Where the secrets of `text` are, line by line, found with the whole text as context.
+
+    A line alone may not show that it holds a secret (a private key's body without its BEGIN
+    line); each line keeps the part of every mask that falls in it, as `redact_excerpts` does.
+
+    Args:
+        text: The whole text (a file); lines end at "\n", which is no part of a line.
+
+    Returns:
+        For each line of `text.split("\n")`, its masked spans (empty for most).
+    """
+    found = _spans(text) if text else []
+    spans = _merge(found, text) if found else []
+    starts = list(itertools.accumulate((len(line) + 1 for line in text.split("\n")), initial=0))
+    lines: list[list[tuple[int, int, str]]] = [[] for _ in range(len(starts) - 1)]
+    for start, end, kind, _priority in spans:
+        first = bisect.bisect_right(starts, start) - 1
+        last = bisect.bisect_right(starts, max(start, end - 1)) - 1
+        for number in range(first, min(last, len(lines) - 1) + 1):
+            line_start, line_end = starts[number], starts[number + 1] - 1
+            low, high = max(start, line_start) - line_start, min(end, line_end) - line_start
+            if low < high:
+                lines[number].append((low, high, kind))
+    return [tuple(spans_of_line) for spans_of_line in lines]
+
+
+def mask_line(line: str, *masks: LineMasks) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """`line` with each span of `masks` (one set or several, joined) masked, and where each mask is in it.
+
+    Args:
+        line: One line, as `redact_lines` cut it.
+        masks: Its masked spans: several sets (the same line as two texts show it) are joined,
+            overlapping spans masked once.
+
+    Returns:
+        The masked line, and the (start, end) of each mask in it.
+    """
+    spans = sorted(span for spans in masks for span in spans)
+    if not spans:
+        return line, ()
+    joined: list[list[Any]] = []
+    for start, end, kind in spans:
+        if joined and start <= joined[-1][1]:
+            joined[-1][1] = max(joined[-1][1], end)
+        else:
+            joined.append([start, end, kind])
+    pieces: list[str] = []
+    places: list[tuple[int, int]] = []
+    position = length = 0
+    for start, end, kind in joined:
+        pieces.append(line[position:start])
+        length += start - position
+        text = mask(kind)
+        pieces.append(text)
+        places.append((length, length + len(text)))
+        length += len(text)
+        position = end
+    pieces.append(line[position:])
+    return "".join(pieces), tuple(places)
 
 
 def secret_field_name(name: str) -> bool:

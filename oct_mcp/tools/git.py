@@ -36,6 +36,7 @@ from oct_mcp.spec import (
     ToolSpec,
 )
 from oct_mcp.tools.diffs import DIFF_MAX_CHARS
+from oct_mcp.tools.git_masks import WHOLE_FILE, masked_patch
 from oct_mcp.tools.git_refs import GitRef, verify_chain
 from oct_mcp.tools.ignores import user_excludes_file
 from oct_mcp.tools.programs import find_server_program
@@ -350,6 +351,7 @@ def git_plan(
     *,
     user_excludes: bool = False,
     refs: Sequence[tuple[str, str]] = (),
+    before: tuple[Callable[[Mapping[str, str]], tuple[str, ...]], Callable[[RunResult], None]] | None = None,
 ) -> CommandPlan:
     """git run in steps in the same sandbox: it lists its config's names, resolves each ref, then runs
     with each filter off.
@@ -361,9 +363,11 @@ def git_plan(
     With `refs` ((argument name, ref) pairs, checked as `GitRef`), each ref is resolved to the
     commit it names before the real call (`verify_chain`), and `arguments` is given the verified
     commit ids by argument name: the real call never sees a ref's text.
+    With `before` (arguments given the commit ids, and what takes its output), one more git command
+    runs just before the real call, in the same sandbox: what the real call shows, read whole.
     """
-    if len(refs) > COMMAND_STEPS_MAX - 2:
-        raise ValueError(f"a git plan resolves at most {COMMAND_STEPS_MAX - 2} refs")
+    if len(refs) > COMMAND_STEPS_MAX - 2 - (before is not None):
+        raise ValueError(f"a git plan runs at most {COMMAND_STEPS_MAX} commands, its config listing included")
     root = env.workspace.root
     layout = git_layout(root)
     program = find_server_program(root, "git")
@@ -373,11 +377,25 @@ def git_plan(
 
     def after_config(run: RunResult) -> tuple[str, ...] | NextCommand:
         names = listed_filter_names(run)
-        return verify_chain(
-            refs,
-            lambda step: _argv(program, layout, root, names, step),
-            lambda commits: (*options, *real(commits)),
-        )
+
+        def git(step: tuple[str, ...]) -> tuple[str, ...]:
+            return _argv(program, layout, root, names, step)
+
+        def real_argv(commits: Mapping[str, str]) -> tuple[str, ...]:
+            return git((*options, *real(commits)))
+
+        if before is None:
+            return verify_chain(refs, git, lambda commits: (*options, *real(commits)))
+        prelude, take = before
+
+        def first_before(commits: Mapping[str, str]) -> NextCommand:
+            def then(prelude_run: RunResult) -> tuple[str, ...]:
+                take(prelude_run)
+                return real_argv(commits)
+
+            return NextCommand(argv=git(prelude(commits)), then=then)
+
+        return verify_chain(refs, git, lambda commits: (*options, *real(commits)), finish=first_before)
 
     return CommandPlan(
         argv=_argv(program, layout, root, frozenset(), CONFIG_NAMES_LISTING),
@@ -652,8 +670,12 @@ class DiffOutput(BaseModel):
     """Changed files past the budget, not listed: narrow with path."""
 
 
-def parse_diff(stdout: bytes, *, staged: bool, truncated: bool) -> DiffOutput:
-    """`git diff --numstat -p -z` as a DiffOutput: the NUL-separated counts first, then the patch."""
+def parse_diff(stdout: bytes, *, staged: bool, truncated: bool, context: int | None = None) -> DiffOutput:
+    """`git diff --numstat -p -z` as a DiffOutput: the NUL-separated counts first, then the patch.
+
+    With `context`, the patch is a whole-file one (`--unified=WHOLE_FILE`), masked and cut to
+    hunks of that many context lines here (`masked_patch`); a file it had to leave out cuts the diff.
+    """
     files: list[DiffFile] = []
     position = 0
     while position < len(stdout):
@@ -684,7 +706,10 @@ def parse_diff(stdout: bytes, *, staged: bool, truncated: bool) -> DiffOutput:
             )
         )
     patch = _decode(stdout[position:])
-    cut = truncated or len(patch) > DIFF_MAX_CHARS
+    left_out = False
+    if context is not None:
+        patch, left_out = masked_patch(patch, context)
+    cut = truncated or left_out or len(patch) > DIFF_MAX_CHARS
     return DiffOutput(
         staged=staged,
         files=files,
@@ -784,7 +809,12 @@ def _diff_parser(params: GitDiffParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return git_failed(run)
-        output = parse_diff(run.stdout, staged=params.staged, truncated=run.truncated)
+        output = parse_diff(
+            run.stdout,
+            staged=params.staged,
+            truncated=run.truncated,
+            context=None if params.stat else params.context_lines,
+        )
         refs = dict(params.refs())
         output = output.model_copy(
             update={"base": refs.get("base"), "target": refs.get("target"), "merge_base": params.merge_base}
@@ -816,7 +846,8 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         "--ignore-submodules=dirty",
         "--src-prefix=a/",
         "--dst-prefix=b/",
-        f"--unified={params.context_lines}",
+        # Each file whole, to be masked with the whole file as context and cut to hunks here.
+        f"--unified={0 if params.stat else WHOLE_FILE}",
     )
     paths = pathspec(env.workspace, params.path) or ["--"]
 

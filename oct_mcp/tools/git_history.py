@@ -7,15 +7,19 @@ safety option and filter override), each ref resolved to a commit first; show an
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oct_mcp.errors import LineRangeError
+from oct_mcp.errors import ExecutionError, FileTooLargeError, LineRangeError, NotFoundError
+from oct_mcp.redaction import mask_line, redact_lines
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git import (
     DEFANGED,
     DIFF_CONTEXT_MAX,
@@ -28,9 +32,11 @@ from oct_mcp.tools.git import (
     parse_diff,
     pathspec,
 )
+from oct_mcp.tools.git_masks import WHOLE_FILE
 from oct_mcp.tools.git_refs import GitRef
 from oct_mcp.tools.results import BudgetField, json_size, take_within
 from oct_mcp.types import ToolResult
+from oct_mcp.workspace import read_at_most
 
 __all__ = [
     "BLAME_MAX_LINES",
@@ -103,7 +109,7 @@ class ShowOutput(BaseModel):
     """Changed files past the budget, not listed: narrow with path."""
 
 
-def parse_show(stdout: bytes, *, truncated: bool) -> ShowOutput:
+def parse_show(stdout: bytes, *, truncated: bool, context: int | None = None) -> ShowOutput:
     """`git show -z --numstat --patch` with `_SHOW_FORMAT`: the header's fields, then the counts and patch.
 
     Raises:
@@ -116,7 +122,7 @@ def parse_show(stdout: bytes, *, truncated: bool) -> ShowOutput:
     # The message ends at the NUL git puts after the format, then a line break before the counts.
     message_raw, _, changes = fields[-1].partition(b"\0")
     message = _decode(message_raw).rstrip("\n")
-    diff = parse_diff(changes.removeprefix(b"\n"), staged=False, truncated=truncated)
+    diff = parse_diff(changes.removeprefix(b"\n"), staged=False, truncated=truncated, context=context)
     commit, parents, author, email, date, committer, committer_email = header
     return ShowOutput(
         commit=commit,
@@ -160,7 +166,9 @@ def _show_parser(params: GitShowParams) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return git_failed(run)
-        whole = parse_show(run.stdout, truncated=run.truncated)
+        whole = parse_show(
+            run.stdout, truncated=run.truncated, context=None if params.stat else params.context_lines
+        )
         header = whole.model_dump(exclude={"files", "diff"})
         page = page_diff(
             whole.files,
@@ -198,7 +206,8 @@ def _plan_show(params: GitShowParams, env: ToolEnv) -> CommandPlan:
             "--submodule=short",
             "--src-prefix=a/",
             "--dst-prefix=b/",
-            f"--unified={params.context_lines}",
+            # Each file whole, to be masked with the whole file as context and cut to hunks here.
+            f"--unified={0 if params.stat else WHOLE_FILE}",
             "--end-of-options",
             commits["commit"],
             *paths,
@@ -314,7 +323,29 @@ def parse_blame(stdout: bytes) -> list[BlameLine]:
     return lines
 
 
-def _blame_parser(params: GitBlameParams) -> Callable[[RunResult], ToolResult]:
+def _masked_blame(lines: list[BlameLine], whole: bytes) -> list[BlameLine]:
+    """The blamed lines with their secrets masked as the whole file (`whole`, as blamed) shows them.
+
+    Raises:
+        ExecutionError: A line is not the file's line of that number: the file changed between
+            the two reads, so the masks would be placed on another text.
+    """
+    text = _decode(whole)
+    masks = redact_lines(text)
+    file_lines = text.split("\n")
+    masked: list[BlameLine] = []
+    for line in lines:
+        if not 0 < line.line <= len(file_lines) or file_lines[line.line - 1] != line.text:
+            raise ExecutionError(
+                "the file changed while it was blamed, so its secrets could not be masked in context; "
+                "call again (blame a commit to see a version that does not change)"
+            )
+        shown, _ = mask_line(line.text, masks[line.line - 1])
+        masked.append(line if shown == line.text else line.model_copy(update={"text": shown}))
+    return masked
+
+
+def _blame_parser(params: GitBlameParams, whole: Callable[[], bytes]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             past = _FILE_HAS_ONLY.search(run.stderr)
@@ -322,7 +353,9 @@ def _blame_parser(params: GitBlameParams) -> Callable[[RunResult], ToolResult]:
                 raise LineRangeError(f"start_line is past the end: the file has {int(past[1])} lines")
             return git_failed(run)
         # One line past the range was asked for when end_line was not given: it tells whether more follow.
-        every = parse_blame(run.stdout)
+        # A range alone may hold a private key's body without its BEGIN line: the masks are placed
+        # as the whole file shows them, as a read of a range places them.
+        every = _masked_blame(parse_blame(run.stdout), whole())
         wanted = every[: params.last_line - params.start_line + 1]
         lines, cut = take_within(wanted, params.max_chars)
         more = cut or len(every) > len(wanted)
@@ -359,8 +392,52 @@ def _plan_blame(params: GitBlameParams, env: ToolEnv) -> CommandPlan:
             *paths,
         )
 
-    refs = () if params.commit is None else (("commit", params.commit),)
-    return git_plan(env, arguments, _blame_parser(params), refs=refs)
+    if params.commit is None:
+        # The work tree's file, as a read takes it; a change since the blame is caught line by line.
+        return git_plan(env, arguments, _blame_parser(params, partial(_work_tree_file, env, params.path)))
+    blob: list[bytes] = []
+
+    def read_blob(commits: Mapping[str, str]) -> tuple[str, ...]:
+        # The file as of the commit, whole, from git in the same sandbox: the blame shows its lines.
+        return ("cat-file", "blob", f"{commits['commit']}:{paths[-1]}")
+
+    def take_blob(run: RunResult) -> None:
+        if run.exit_code != 0:
+            raise NotFoundError("the file is not in that commit; oct_git_log with path lists its commits")
+        if run.truncated:
+            raise FileTooLargeError(
+                "the file is larger than the output limit, so its secrets cannot be masked in context; "
+                "it was not blamed (max_output_bytes raises the limit)"
+            )
+        blob.append(run.stdout)
+
+    return git_plan(
+        env,
+        arguments,
+        _blame_parser(params, lambda: blob[0]),
+        refs=(("commit", params.commit),),
+        before=(read_blob, take_blob),
+    )
+
+
+def _work_tree_file(env: ToolEnv, path: str) -> bytes:
+    """The work tree's file, read as oct_read_file reads it (contained, regular, bounded).
+
+    Raises:
+        FileTooLargeError: Over the limit a read of a range scans.
+    """
+    fd, _resolved = env.workspace.open_contained_file(path)
+    try:
+        size = os.fstat(fd).st_size
+        data = read_at_most(fd, LINE_RANGE_SCAN_LIMIT, size)
+    finally:
+        os.close(fd)
+    if len(data) > LINE_RANGE_SCAN_LIMIT:
+        raise FileTooLargeError(
+            f"the file is over {LINE_RANGE_SCAN_LIMIT} bytes, so its secrets cannot be masked in context; "
+            "it was not blamed"
+        )
+    return data
 
 
 GIT_SHOW: Final = ToolSpec(

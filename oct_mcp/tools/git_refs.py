@@ -113,6 +113,7 @@ def verify_chain(
     git: Callable[[tuple[str, ...]], tuple[str, ...]],
     arguments: Callable[[Mapping[str, str]], tuple[str, ...]],
     resolved: Mapping[str, str] | None = None,
+    finish: Callable[[Mapping[str, str]], tuple[str, ...] | NextCommand] | None = None,
 ) -> tuple[str, ...] | NextCommand:
     """The steps that resolve each (argument, ref) in turn, then the argv of the real command.
 
@@ -121,16 +122,19 @@ def verify_chain(
         git: git's full argv for a subcommand's arguments (safety options first).
         arguments: The real command's arguments, given each argument's verified commit id.
         resolved: The commit ids verified so far, by argument name.
+        finish: What follows once every ref is resolved, given the commit ids; None: the real
+            command's argv (a step may come between, such as reading the file a command shows).
 
     Returns:
         The real command's argv when every ref is resolved, else the step that resolves the next.
     """
     done = dict(resolved or {})
     if not refs:
-        return git(arguments(done))
+        return git(arguments(done)) if finish is None else finish(done)
     (argument, ref), rest = refs[0], refs[1:]
 
     def resolve(run: RunResult) -> tuple[str, ...] | NextCommand:
-        return verify_chain(rest, git, arguments, {**done, argument: verified_commit(run, argument)})
+        commits = {**done, argument: verified_commit(run, argument)}
+        return verify_chain(rest, git, arguments, commits, finish)
 
     return NextCommand(argv=git(verify_arguments(ref)), then=resolve)

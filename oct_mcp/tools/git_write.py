@@ -62,6 +62,7 @@ from oct_mcp.tools.git import (
     parse_diff,
     parse_status,
 )
+from oct_mcp.tools.git_masks import WHOLE_FILE
 from oct_mcp.tools.git_refs import GitRef, verified_commit, verify_arguments
 from oct_mcp.tools.programs import find_server_program
 from oct_mcp.types import ToolResult
@@ -79,6 +80,8 @@ __all__ = [
 ]
 
 PATHS_MAX: Final = 100
+# Context lines of a preview's hunks, as git's own default.
+PREVIEW_CONTEXT: Final = 3
 STAGED_FILES_MAX: Final = 1_000
 MESSAGE_MAX: Final = 10_000
 IDENTITY_MAX: Final = 256
@@ -471,6 +474,8 @@ def _diff_arguments(*revisions: str, cached: bool = False, paths: Sequence[str] 
         _SUBMODULES,
         "--src-prefix=a/",
         "--dst-prefix=b/",
+        # Each file whole: the preview's hunks are masked with the whole file as context (`parse_diff`).
+        f"--unified={WHOLE_FILE}",
         *revisions,
         "--",
         *paths,
@@ -494,7 +499,11 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
             return git_failed(run)
         files = found["files"]
         tracked = any(f.action != "create" for f in files)
-        diff = parse_diff(run.stdout, staged=False, truncated=run.truncated) if tracked else None
+        diff = (
+            parse_diff(run.stdout, staged=False, truncated=run.truncated, context=PREVIEW_CONTEXT)
+            if tracked
+            else None
+        )
         counts = {f.path: (f.added or 0, f.removed or 0) for f in (diff.files if diff else [])}
         changes = tuple(
             FileChange(path=f.path, action=f"stage ({f.action})", added=counts.get(f.path, (0, 0))[0],
@@ -668,7 +677,7 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return git_failed(run)
-        staged = parse_diff(run.stdout, staged=True, truncated=run.truncated)
+        staged = parse_diff(run.stdout, staged=True, truncated=run.truncated, context=PREVIEW_CONTEXT)
         changes = []
         for f in staged.files:
             rule = _protected_rule(workspace, f.path)
@@ -936,7 +945,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return git_failed(run)
-        diff = parse_diff(run.stdout, staged=False, truncated=run.truncated)
+        diff = parse_diff(run.stdout, staged=False, truncated=run.truncated, context=PREVIEW_CONTEXT)
         changed = [_git_path(f.path) for f in diff.files]
         lost = sorted(set(changed) & set(local))
         if lost:
@@ -1169,7 +1178,7 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code != 0:
             return git_failed(run)
-        lost = parse_diff(run.stdout, staged=False, truncated=run.truncated)
+        lost = parse_diff(run.stdout, staged=False, truncated=run.truncated, context=PREVIEW_CONTEXT)
         files = found["files"]
         counts = {f.path: f for f in lost.files}
         changes = tuple(

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
-from oct_mcp.errors import ToolUnavailableError
+from oct_mcp.errors import OctError, ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
     CallRisk,
@@ -30,6 +30,8 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
+from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
+from oct_mcp.tools.git_masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 from oct_mcp.tools.results import (
@@ -42,7 +44,7 @@ from oct_mcp.tools.results import (
     take_within,
 )
 from oct_mcp.types import ToolResult
-from oct_mcp.workspace import Workspace
+from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]
 
@@ -296,11 +298,53 @@ def _diff_files(diff: str) -> list[str]:
     return sorted({line[4:].strip() for line in diff.splitlines() if line.startswith("+++ ")})
 
 
-def _preview(tool: str, diff_ok: tuple[int, ...]) -> Callable[[RunResult], ToolResult]:
+_HUNK_LINE: Final = ("@@ ", " ", "+", "-", "\\")
+
+
+def _masked_diff(diff: str, workspace: Workspace) -> str:
+    """ruff's diff with each file's lines masked as the whole file shows them, before and after.
+
+    A hunk alone may hold a private key's body without its BEGIN line. A file whose hunks cannot be
+    placed in it as it is now (it changed since ruff read it) shows its names only, and says so.
+    """
+    every = diff.splitlines(keepends=True)
+    first = next(
+        (i for i in range(len(every) - 1) if every[i].startswith("--- ") and every[i + 1].startswith("+++ ")),
+        None,
+    )
+    if first is None:
+        return diff
+    pieces = ["".join(every[:first])]
+    for name, chunk in _file_diffs(diff):
+        lines = chunk.split("\n")
+        # The hunks end at ruff's blank line after them; its summary ("Would fix 1 error.") may follow.
+        end = next((i for i in range(2, len(lines)) if not lines[i].startswith(_HUNK_LINE)), len(lines))
+        lines, after = lines[:end], lines[end:]
+        masked = None
+        relative = _relative(workspace.root, name)
+        if relative is not None:
+            try:
+                fd, _resolved = workspace.open_contained_file(relative)
+            except OctError:
+                fd = None
+            if fd is not None:
+                try:
+                    data = read_at_most(fd, LINE_RANGE_SCAN_LIMIT, os.fstat(fd).st_size)
+                finally:
+                    os.close(fd)
+                if len(data) <= LINE_RANGE_SCAN_LIMIT:
+                    masked = masked_hunks(lines[2:], data.decode("utf-8", errors="replace"))
+        if masked is None:
+            masked = ["[oct-mcp: this file's diff is not shown: the file changed since ruff read it]"]
+        pieces.append("\n".join([*lines[:2], *masked, *after]))
+    return "".join(pieces)
+
+
+def _preview(tool: str, diff_ok: tuple[int, ...], workspace: Workspace) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code not in diff_ok:
             return _tool_failed(tool, run)
-        diff = run.stdout.decode(errors="replace")
+        diff = _masked_diff(run.stdout.decode(errors="replace"), workspace)
         files = _diff_files(diff)
         output = ChangeOutput(tool=tool, applied=False, changed_files=files, diff=diff)
         text = diff if diff else "nothing to change"
@@ -356,7 +400,7 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
     if dry_run:
         # --diff implies --fix-only and writes nothing; exit 1 means "there is a diff".
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
-        return CommandPlan(argv=argv, parse=_preview("ruff check --fix", (0, 1)))
+        return CommandPlan(argv=argv, parse=_preview("ruff check --fix", (0, 1), env.workspace))
     paths = _approved_paths(params.paths, env)
     if env.approved_targets is not None and not paths:
         return _nothing_approved("ruff check --fix")
@@ -383,7 +427,7 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     # The gate decides dry_run from `apply` by this spec's own rule (`_format_risk`).
     if env.dry_run:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
-        return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1)))
+        return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1), env.workspace))
     paths = _approved_paths(params.paths, env)
     if env.approved_targets is not None and not paths:
         return _nothing_approved("ruff format")
@@ -414,13 +458,14 @@ def _previewed(
     tool: str, action: str, workspace: Workspace, diff_ok: tuple[int, ...]
 ) -> Callable[[RunResult], ToolResult]:
     """The dry run's answer with its `Preview`: each file ruff would change, its counts, its content now."""
-    shown = _preview(tool, diff_ok)
+    shown = _preview(tool, diff_ok, workspace)
 
     def parse(run: RunResult) -> ToolResult:
         result = shown(run)
         if result.is_error:
             return result
-        diff = run.stdout.decode(errors="replace")
+        # The diff as the answer shows it: masked in context.
+        diff = ChangeOutput.model_validate(result.structured).diff
         files: list[FileChange] = []
         targets: list[TargetState] = []
         for name, chunk in _file_diffs(diff):

@@ -36,7 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.file_screen import MATCH, SKIPPED, ScreenQuery, compile_pattern, screen_descriptor
-from oct_mcp.redaction import redact_excerpts
+from oct_mcp.redaction import mask_line, redact_lines
+from oct_mcp.redaction.checks import MASK_PREFIX
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
 from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
@@ -125,8 +126,8 @@ class SearchMatch(BaseModel):
 
 class FileCount(BaseModel):
     path: str
-    count: int
-    """Matching lines in the file."""
+    count: int | None = None
+    """Matching lines in the file; in count mode only (files mode gives the paths alone)."""
 
 
 class SearchOutput(BaseModel):
@@ -180,11 +181,24 @@ class _Search:
         return self.truncated
 
     def file(self, screened: Screened) -> None:
-        """Take the matches of a file the pattern matches in (counted already)."""
+        """Take the matches of a file the pattern matches in (counted already).
+
+        In a file that holds a secret, the pattern is matched against the file as the model is
+        shown it (each secret masked, line by line), and a match that overlaps or touches a mask
+        is no match: no answer, in any mode, depends on a masked value. Matching the real bytes
+        and masking only what is shown made every mode an oracle (a count that halves a character
+        class rebuilds a password). Only a match clear of every mask counts, because only such a
+        match is in the real bytes too, which the screen found (a match on a mask's own text
+        would need every file read to be found).
+        """
         relative, data = screened.path, screened.data
+        view = _masked_view(data)
+        masks: dict[int, list[tuple[int, int]]] | None = None
+        if view is not None:
+            data, masks = view
         resumed_in = self.resume is not None and relative == self.resume.path
         if self.params.mode != "lines":
-            lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files")
+            lines = _matching_lines(self.pattern, data, first_only=self.params.mode == "files", masks=masks)
             count = sum(1 for _ in lines)
             if not count:
                 return
@@ -197,42 +211,27 @@ class _Search:
                 self.files.append(entry)
             return
         seen = self.passed + len(self.matches)
-        excerpts = self._scan(relative, data, self.resume.line if resumed_in and self.resume else 0)
+        excerpts = self._scan(relative, data, self.resume.line if resumed_in and self.resume else 0, masks)
         if self.passed + len(self.matches) > seen or self.truncated:
             self.files_with_matches += 1
-        if excerpts:
-            self._redact_in_context(data, excerpts)
+        if view is not None:
+            self._count_masks(excerpts)
 
-    def _redact_in_context(self, data: bytes, excerpts: list[_Excerpt]) -> None:
-        """Mask the secrets in this file's matches and context as the whole file shows them.
-
-        A line alone may not show its secret: a line of a private key's body, without the BEGIN
-        line above it.
-        """
-        text = data.decode("utf-8", errors="replace")
-        excerpts.sort(key=lambda excerpt: (excerpt.line, excerpt.start))
-        offsets: list[tuple[int, int]] = []
-        line, position = 1, 0
+    def _count_masks(self, excerpts: list[_Excerpt]) -> None:
+        """Count the masks in this file's matches and context: they were placed in the file's view,
+        as the whole file shows them (a line of a private key's body alone shows none)."""
         for excerpt in excerpts:
-            while line < excerpt.line:
-                position = text.index("\n", position) + 1
-                line += 1
-            offsets.append((position + excerpt.start, position + excerpt.end))
-        pieces, masked = redact_excerpts(text, offsets)
-        for excerpt, piece in zip(excerpts, pieces, strict=True):
             match = self.matches[excerpt.match]
-            if excerpt.slot is None:
-                if piece != match.text:
-                    self.matches[excerpt.match] = match.model_copy(update={"text": piece})
-            else:
-                getattr(match, excerpt.slot[0])[excerpt.slot[1]] = piece
-        self.redactions += masked
+            piece = match.text if excerpt.slot is None else getattr(match, excerpt.slot[0])[excerpt.slot[1]]
+            self.redactions += piece.count(MASK_PREFIX)
 
-    def _scan(self, relative: str, data: bytes, shown_to: int) -> list[_Excerpt]:
+    def _scan(
+        self, relative: str, data: bytes, shown_to: int, masks: dict[int, list[tuple[int, int]]] | None
+    ) -> list[_Excerpt]:
         """Append the file's matching lines after line `shown_to` on this page; returns where each
         piece of text came from."""
         excerpts: list[_Excerpt] = []
-        for line, line_start, line_end, start in _matching_lines(self.pattern, data):
+        for line, line_start, line_end, start in _matching_lines(self.pattern, data, masks=masks):
             if line <= shown_to:
                 continue
             if self.passed < self.to_skip:
@@ -267,10 +266,64 @@ class _Excerpt:
     """None for the matching line; ("before" or "after", index) for a line of context."""
 
 
+def _masked_view(data: bytes) -> tuple[bytes, dict[int, list[tuple[int, int]]]] | None:
+    """The file as the model is shown it, and where the masks are: None when it holds no secret.
+
+    The lines stay where they are (a key's body is a mask a line); bytes outside the masks stay
+    byte for byte (undecodable ones too), so a match clear of the masks is one in the file itself.
+
+    Returns:
+        The masked bytes, and for each line number with a mask its masks' (start, end) in the line.
+    """
+    text = data.decode("utf-8", errors="surrogateescape")
+    found = redact_lines(text)
+    if not any(found):
+        return None
+    lines = text.split("\n")
+    masks: dict[int, list[tuple[int, int]]] = {}
+    shown: list[bytes] = []
+    for number, (line, spans) in enumerate(zip(lines, found, strict=True), 1):
+        if not spans:
+            shown.append(line.encode("utf-8", errors="surrogateescape"))
+            continue
+        masked, places = mask_line(line, spans)
+        in_bytes = []
+        for start, end in places:
+            begin = len(masked[:start].encode("utf-8", errors="surrogateescape"))
+            in_bytes.append((begin, begin + end - start))  # a mask is ASCII: a byte a character
+        masks[number] = in_bytes
+        shown.append(masked.encode("utf-8", errors="surrogateescape"))
+    return b"\n".join(shown), masks
+
+
+def _clear_of_masks(
+    pattern: Any, data: bytes, line_start: int, line_end: int, masks: list[tuple[int, int]]
+) -> int | None:
+    """Where the first match on the line starts that neither overlaps nor touches a mask; None: none does.
+
+    Each stretch between masks, a character away from each, is searched on its own, in the line's
+    context (RE2 reads the text around `pos` and `endpos` for `^`, `$` and `\b`).
+    """
+    low = line_start
+    for start, end in [*masks, (line_end - line_start + 1, line_end - line_start + 1)]:
+        high = min(line_end, line_start + start - 1)
+        if low <= high:
+            found = pattern.search(data, low, high)
+            if found is not None:
+                return int(found.start())
+        low = line_start + end + 1
+    return None
+
+
 def _matching_lines(
-    pattern: Any, data: bytes, *, first_only: bool = False
+    pattern: Any,
+    data: bytes,
+    *,
+    first_only: bool = False,
+    masks: dict[int, list[tuple[int, int]]] | None = None,
 ) -> Iterator[tuple[int, int, int, int]]:
-    """(line number, line start, line end, match start) of each line with a match, one per line."""
+    """(line number, line start, line end, match start) of each line with a match, one per line; on a
+    line with `masks`, only a match clear of them."""
     position, line, counted_to = 0, 1, 0
     while True:
         found = pattern.search(data, position)
@@ -283,7 +336,15 @@ def _matching_lines(
         line_end = len(data) if line_end == -1 else line_end
         line += data.count(b"\n", counted_to, line_start)
         counted_to = line_start
-        yield line, line_start, line_end, start
+        clear = start if masks is None or line not in masks else None
+        if clear is None and masks is not None and line in masks:
+            clear = _clear_of_masks(pattern, data, line_start, line_end, masks[line])
+        if clear is None:
+            position = line_end + 1
+            if position > len(data):
+                return
+            continue
+        yield line, line_start, line_end, clear
         # One result per line, as grep gives: go on after this line.
         position = line_end + 1
         if first_only or position > len(data):
