@@ -9,6 +9,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from oct_mcp.code_config import configures_code
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import (
     CONFIRM_FIELD,
@@ -30,25 +31,11 @@ __all__ = [
     "SafetyDecision",
     "SafetyGate",
     "SafetySettings",
+    "configures_code",
     "format_question",
     "shown_diff",
 ]
 
-# Files whose change alters what runs later: pytest's and the build's config, the interpreter's.
-_CODE_CONFIG_FILES: Final = frozenset(
-    {
-        "conftest.py",
-        "pyproject.toml",
-        "setup.cfg",
-        "setup.py",
-        "tox.ini",
-        "noxfile.py",
-        "pytest.ini",
-        "sitecustomize.py",
-        "usercustomize.py",
-    }
-)
-_VENV_FOLDERS: Final = frozenset({".venv", "venv"})
 _CONFIGURES_CODE: Final = "configures code that runs later: check it"
 
 
@@ -503,17 +490,6 @@ def _shown_path(path: str, workspace: Workspace | None) -> str:
     if configures_code(relative):
         shown += f" ({_CONFIGURES_CODE})"
     return shown
-
-
-def configures_code(relative: str) -> bool:
-    """A project file that configures code which runs later: tests, builds, the interpreter itself."""
-    parts = relative.split("/")
-    name = parts[-1].casefold()
-    return (
-        name in _CODE_CONFIG_FILES
-        or name.endswith(".pth")
-        or any(part.casefold() in _VENV_FOLDERS for part in parts[:-1])
-    )
 
 
 def _targets(spec: ToolSpec, args: Mapping[str, Any]) -> Sequence[object]:

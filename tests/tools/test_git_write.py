@@ -304,7 +304,10 @@ async def test_a_staged_protected_path_is_committed_only_when_a_human_saw_it(
     assert only_text(confirmed).startswith("[policy]")
     assert only_text(add_folder).startswith("[policy]")
     (question,) = human.questions
-    assert "  .github/workflows/ci.yml: commit a protected path (rule ci), +1 -0\n" in question
+    assert (
+        "  .github/workflows/ci.yml (configures code that runs later: check it): commit a protected "
+        "path (rule ci), +1 -0\n"
+    ) in question
     assert shown.is_error is False, only_text(shown)
     assert git(repo, "log", "-1", "--format=%s") == "CI"
 

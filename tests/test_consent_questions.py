@@ -1,0 +1,119 @@
+"""The consent question through the real chain and tools: a session grant never covers a file
+that configures code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from oct_mcp.app import App, CallFailure, build_app, run_call
+from oct_mcp.code_config import (
+    CODE_CONFIG_FOLDERS,
+    CODE_CONFIG_NAMES,
+    CODE_CONFIG_STEMS,
+    CODE_CONFIG_SUFFIXES,
+    configures_code,
+)
+from oct_mcp.consent import SessionGrants
+from oct_mcp.protected import PROTECTED_RULES
+from oct_mcp.types import ClientInfo, ConsentRequest, ToolResult
+
+pytestmark = pytest.mark.anyio
+
+ASKING_CLIENT = ClientInfo(client_id="asking", transport="memory", can_elicit=True)
+
+
+@pytest.fixture
+def app(project: Path, tmp_path: Path) -> App:
+    config = tmp_path / "config.json"
+    # One call per entry of the table: more than a minute's default rate.
+    config.write_text(
+        json.dumps({"audit_log_path": str(tmp_path / "audit.log"), "rate_limit_per_minute": 10_000})
+    )
+    built = build_app(project, config_path=config, environ={})
+    yield built  # type: ignore[misc]
+    built.close()
+
+
+def _table_paths() -> list[str]:
+    """One project path for every entry of the table, and for every protected rule's names."""
+    paths = sorted(CODE_CONFIG_NAMES)
+    paths += [f"{stem}.js" for stem in sorted(CODE_CONFIG_STEMS)]
+    paths += [f"tool{suffix}" for suffix in CODE_CONFIG_SUFFIXES]
+    paths += [f"{folder}/x.txt" for folder in sorted(CODE_CONFIG_FOLDERS)]
+    paths += [
+        "requirements-dev.txt",
+        "constraints.in",
+        "Dockerfile.dev",
+        ".env.local",
+        "src/sub/package.json",
+    ]
+    for rule in PROTECTED_RULES:
+        paths += [f"{name}/x" if "." not in name else name for name in sorted(rule.components)]
+        paths += ["/".join((*prefix, "x.yml")) for prefix in rule.prefixes]
+    paths += [".git/hooks/pre-commit", ".git/config", ".git/info/attributes", "vendor/lib/.git/config"]
+    return paths
+
+
+def test_the_table_names_the_files_the_red_team_wrote_under_a_grant_in_every_case() -> None:
+    written = [
+        "package.json",
+        "Makefile",
+        "eslint.config.js",
+        ".yarnrc.yml",
+        "Cargo.toml",
+        "build.rs",
+        ".npmrc",
+    ]
+    more = ["go.mod", "pom.xml", "build.gradle.kts", "Gemfile", ".gitattributes", ".envrc", "Dockerfile"]
+    others = [".pre-commit-config.yaml", "compose.yaml", ".gitlab-ci.yml", "x.gemspec", "BUILD.bazel"]
+
+    assert [p for p in [*written, *more, *others] if not configures_code(p)] == []
+    assert [
+        p
+        for p in ["README.md", "src/app.py", "docs/venv.md", "notes.txt", "build/out.txt"]
+        if configures_code(p)
+    ] == []
+
+
+async def test_a_session_grant_for_the_root_never_covers_a_file_that_configures_code(
+    app: App, project: Path
+) -> None:
+    grants = SessionGrants()
+    readme = {"path": "README.md", "content": "# Demo, typo fixed\n", "dry_run": False}
+    paths = _table_paths()
+    grants.grant("oct_write_file", tuple({"."} | {p.rsplit("/", 1)[0] for p in paths if "/" in p}))
+
+    with anyio.fail_after(120):
+        covered = await run_call(app, "oct_write_file", readme, ASKING_CLIENT, session_grants=grants)
+        outcomes = {
+            path: await run_call(
+                app,
+                "oct_write_file",
+                {"path": path, "content": "x = 1\n", "dry_run": False},
+                ASKING_CLIENT,
+                session_grants=grants,
+            )
+            for path in paths
+        }
+
+    # The grant works for the file it was given for, so what follows is the table's doing.
+    assert isinstance(covered, ToolResult)
+    assert covered.consent is not None
+    assert covered.consent.given_by == "session_grant"
+    ran = {path: outcome for path, outcome in outcomes.items() if isinstance(outcome, ToolResult)}
+    assert ran == {}
+    asked = {p: o for p, o in outcomes.items() if isinstance(o, ConsentRequest)}
+    refused = {p: o.code for p, o in outcomes.items() if isinstance(o, CallFailure)}
+    assert set(asked) | set(refused) == set(paths)
+    # Asked, each flagged where the question lists it, and no grant offered for it.
+    assert [
+        p for p, o in asked.items() if o.grant_folders or "configures code" not in (o.question or "")
+    ] == []
+    # Refused only by the policy's protected paths, before anyone is asked, or as a folder the
+    # project has (its `build/`).
+    assert {p: c for p, c in refused.items() if c != "policy" and not (project / p).is_dir()} == {}
+    assert [p for p in paths if (project / p).is_file()] == []
