@@ -317,9 +317,13 @@ async def test_a_long_diff_is_cut_for_the_question_and_says_how_much(
     )
 
     (question,) = human.questions
-    assert "+line 196\n" in question
-    assert "+line 197\n" not in question
-    assert "the diff is cut here: 303 more of its 503 lines are not shown." in question
+    # The file's header pair is one line: 197 lines of the file fit under it and the hunk's.
+    assert "+line 197\n" in question
+    assert "+line 198\n" not in question
+    assert (
+        "the diff is cut here: 302 more of its 502 lines are not shown: +302 -0 in long.txt (created)."
+        in question
+    )
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -410,6 +414,35 @@ async def test_a_folder_deleted_is_asked_about_with_every_file_in_it(
     assert "  src/pkg/core.py: delete, +0 -2\n" in question
     assert "-    return 42\n" in question
     assert not (project / "src").exists()
+
+
+BACKDOOR = '\x0c\tprint("BACKDOOR: runs whenever app.py is imported")\n'
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_line_behind_a_form_feed_is_asked_about_as_the_added_line_it_is(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    (project / "app.py").write_text('def main():\n\tprint("hello")\n')
+    content = f'def main():\n\tprint("hello")\n{BACKDOOR}'
+    human = Human()
+    arguments = {"path": "app.py", "content": content, "dry_run": False}
+
+    # A client that cannot ask gets the sentinel text; one that can asks its human.
+    (sentinel,) = await _calls(project, config_file, mode, [("oct_write_file", arguments)])
+    (asked,) = await _calls(project, config_file, mode, [("oct_write_file", arguments)], human)
+
+    assert asked.is_error is False, only_text(asked)
+    (question,) = human.questions
+    assert only_text(sentinel).startswith(CONFIRMATION_PREFIX)
+    for shown in (question, only_text(sentinel)):
+        # The human sees one added line with the form feed written out: no blank `+` line and no
+        # line that passes for unchanged context.
+        assert [line for line in shown.split("\n") if "BACKDOOR" in line] == [
+            '+\\u000c\tprint("BACKDOOR: runs whenever app.py is imported")'
+        ]
+        assert "+\n" not in shown
+    assert (project / "app.py").read_text() == content
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -1,13 +1,15 @@
-"""The consent question through the real chain and tools: a session grant never covers a file
-that configures code."""
+"""The consent question through the real chain and tools: what it shows is what is applied, and what
+a session grant covers never includes a file that configures code."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from git_repos import git, new_repo
 
 from oct_mcp.app import App, CallFailure, build_app, run_call
 from oct_mcp.code_config import (
@@ -19,23 +21,75 @@ from oct_mcp.code_config import (
 )
 from oct_mcp.consent import SessionGrants
 from oct_mcp.protected import PROTECTED_RULES
+from oct_mcp.testing import TEST_CLIENT
 from oct_mcp.types import ClientInfo, ConsentRequest, ToolResult
 
 pytestmark = pytest.mark.anyio
 
 ASKING_CLIENT = ClientInfo(client_id="asking", transport="memory", can_elicit=True)
+HELLO = 'def main():\n\tprint("hello")\n'
+SPLITTERS = ["\x0c", "\r", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 
 
 @pytest.fixture
-def app(project: Path, tmp_path: Path) -> App:
+def app(project: Path, tmp_path: Path) -> Iterator[App]:
     config = tmp_path / "config.json"
     # One call per entry of the table: more than a minute's default rate.
     config.write_text(
         json.dumps({"audit_log_path": str(tmp_path / "audit.log"), "rate_limit_per_minute": 10_000})
     )
     built = build_app(project, config_path=config, environ={})
-    yield built  # type: ignore[misc]
+    yield built
     built.close()
+
+
+def _question_lines(request: ConsentRequest) -> list[list[str]]:
+    """Both texts a human may be shown: the sentinel's, and the one a form or InputRequired carries."""
+    return [request.message.split("\n"), (request.question or "").split("\n")]
+
+
+@pytest.mark.parametrize("splitter", SPLITTERS, ids=lambda c: f"U+{ord(c):04X}")
+async def test_a_line_hidden_behind_a_line_splitter_is_shown_as_the_added_line_it_is(
+    app: App, project: Path, splitter: str
+) -> None:
+    (project / "app.py").write_text(HELLO)
+    content = f'{HELLO}{splitter}\tprint("BACKDOOR: runs on import")\n'
+    arguments = {"path": "app.py", "content": content, "dry_run": False}
+
+    with anyio.fail_after(30):
+        asked = await run_call(app, "oct_write_file", arguments, TEST_CLIENT)
+        confirmed = await run_call(app, "oct_write_file", {**arguments, "confirm": True}, TEST_CLIENT)
+
+    assert isinstance(asked, ConsentRequest)
+    escaped = f"\\u{ord(splitter):04x}"
+    for lines in _question_lines(asked):
+        # One line, added, its splitter visible: nothing reads as unchanged context.
+        assert [line for line in lines if "BACKDOOR" in line] == [
+            f'+{escaped}\tprint("BACKDOOR: runs on import")'
+        ]
+        assert "  app.py: replace, +1 -0" in lines
+    assert isinstance(confirmed, ToolResult), confirmed
+    assert (project / "app.py").read_bytes() == content.encode()
+
+
+async def test_a_git_preview_shows_a_staged_line_behind_a_form_feed_as_added(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path)
+    (repo / "app.py").write_text(HELLO)
+    git(repo, "add", "app.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "one")
+    (repo / "app.py").write_text(f'{HELLO}\x0c\tprint("BACKDOOR")\n')
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"audit_log_path": str(tmp_path / "audit.log")}))
+    built = build_app(repo, config_path=config, environ={})
+    try:
+        with anyio.fail_after(60):
+            asked = await run_call(built, "oct_git_add", {"paths": ["app.py"]}, TEST_CLIENT)
+    finally:
+        built.close()
+
+    assert isinstance(asked, ConsentRequest), asked
+    for lines in _question_lines(asked):
+        assert [line for line in lines if "BACKDOOR" in line] == ['+\\u000c\tprint("BACKDOOR")']
 
 
 def _table_paths() -> list[str]:

@@ -18,7 +18,8 @@ from oct_mcp.consent import (
     ConsentFacts,
     argument_digest,
 )
-from oct_mcp.display import is_hidden_character, quote_name
+from oct_mcp.diff_view import DIFF_SHOWN_LINES, shown_diff
+from oct_mcp.display import quote_name
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
 from oct_mcp.preview import Preview
 from oct_mcp.spec import CallRisk, Risk, ToolSpec
@@ -27,6 +28,7 @@ from oct_mcp.workspace import Workspace
 
 __all__ = [
     "CONFIRMATION_PREFIX",
+    "DIFF_SHOWN_LINES",
     "LAYER",
     "SafetyDecision",
     "SafetyGate",
@@ -406,42 +408,6 @@ def format_question(
         lines.append("It is a dry run: nothing will change." if changes_nothing else "The changes are made.")
     lines.append("Accept: the call runs exactly as described. Decline or cancel: nothing runs.")
     return "\n".join(lines)
-
-
-DIFF_SHOWN_LINES: Final = 200
-"""The most diff lines a question shows: what a consent dialog can hold."""
-_LINE_SHOWN_CHARS: Final = 300
-
-
-def shown_diff(diff: str) -> list[str]:
-    """A diff as a question shows it: at most 200 lines, each cut long, characters no one sees
-    escaped (a bidi override must not hide what a line does), and how much was left out."""
-    lines = diff.splitlines()
-    shown = []
-    for line in lines[:DIFF_SHOWN_LINES]:
-        visible = _visible(line)
-        if len(visible) > _LINE_SHOWN_CHARS:
-            visible = f"{visible[:_LINE_SHOWN_CHARS]}... ({len(visible) - _LINE_SHOWN_CHARS} more characters)"
-        shown.append(visible)
-    if len(lines) > DIFF_SHOWN_LINES:
-        left = len(lines) - DIFF_SHOWN_LINES
-        shown.append(f"... the diff is cut here: {left} more of its {len(lines)} lines are not shown.")
-    if not lines:
-        shown.append("(no line of text changes)")
-    return shown
-
-
-def _visible(line: str) -> str:
-    if line.isascii() and line.isprintable():
-        return line
-    out = []
-    for char in line:
-        if char != "\t" and is_hidden_character(char):
-            point = ord(char)
-            out.append(f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def _warning(shown: list[str]) -> list[str]:
