@@ -17,6 +17,7 @@ from oct_mcp.consent import (
     DECLINED_PREFIX,
     ConsentFacts,
     argument_digest,
+    shown_folders,
 )
 from oct_mcp.diff_view import DIFF_SHOWN_LINES, shown_diff
 from oct_mcp.display import quote_name
@@ -381,7 +382,7 @@ def format_question(
             "Decline or cancel: nothing changes.",
         ]
         if grant_folders:
-            where = ", ".join("the project root" if f == "." else f"{f}/" for f in grant_folders)
+            where = shown_folders(grant_folders)
             lines.append(
                 f"You may also allow {tool_name} to write in {where} (not the subfolders) for the rest of "
                 "this session without asking; each such write is recorded in the audit log."
