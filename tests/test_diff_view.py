@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oct_mcp.diff_view import DIFF_SHOWN_LINES, diff_counts, shown_diff
+from oct_mcp.display import is_hidden_character
 from oct_mcp.tools.diffs import unified_diff
 
 HELLO = 'def main():\n\tprint("hello")\n'
@@ -143,3 +146,23 @@ def test_a_long_line_is_cut_saying_how_much_more_it_holds() -> None:
     shown = _shown(None, "x" * 1000 + "\n", "long.txt")
 
     assert shown[-1] == "+" + "x" * 299 + "... (701 more characters)"
+
+
+# Text made of what forges a diff: line splitters, bidi and zero-width characters, and the
+# characters a diff's own lines start with.
+forging_text = st.text(
+    alphabet=st.sampled_from([*"ab \t\n\r-+@\\", *SPLITTERS, "\u202e", "\u200b"]), max_size=60
+)
+
+
+@given(old=forging_text, new=forging_text)
+def test_for_any_change_the_shown_lines_are_the_diffs_lines_and_hide_nothing(old: str, new: str) -> None:
+    diff = unified_diff(old, new, "a/f.py", "b/f.py")
+
+    shown = shown_diff(diff.text, max_lines=10_000)
+
+    # Headers are `File:` and `@@` lines: every `+` and `-` line is one line of the change.
+    assert sum(line.startswith("+") for line in shown) == diff.added
+    assert sum(line.startswith("-") for line in shown) == diff.removed
+    assert diff_counts(diff.text) == (diff.added, diff.removed)
+    assert [line for line in shown if any(c != "\t" and is_hidden_character(c) for c in line)] == []
