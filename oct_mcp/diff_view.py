@@ -17,7 +17,15 @@ from typing import Final, Literal
 
 from oct_mcp.display import is_hidden_character
 
-__all__ = ["DIFF_SHOWN_LINES", "LINE_SHOWN_CHARS", "diff_counts", "shown_diff", "visible_text"]
+__all__ = [
+    "DIFF_SHOWN_LINES",
+    "LINE_SHOWN_CHARS",
+    "DiffFile",
+    "diff_counts",
+    "diff_files",
+    "shown_diff",
+    "visible_text",
+]
 
 DIFF_SHOWN_LINES: Final = 200
 """The most diff lines a question shows: what a consent dialog can hold."""
@@ -37,6 +45,10 @@ class _Section:
     """One file of a diff: its name as shown, and whether all its content lines end in CRLF."""
 
     name: str
+    new_name: str
+    """The new side's name as the `+++` line gives it (`/dev/null` for a deletion)."""
+    start: int
+    """The index of its `---` line among the diff's lines."""
     added: int = 0
     removed: int = 0
     ended: int = 0
@@ -64,6 +76,20 @@ class _Line:
 class _Parsed:
     lines: list[_Line] = field(default_factory=list)
     sections: list[_Section] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+    """The diff's lines, cut at `\n`, without it."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiffFile:
+    """One file of a unified diff, found by its headers where no hunk's line can be taken for one."""
+
+    name: str
+    """The new side's name as its `+++` line gives it (`/dev/null` for a deletion)."""
+    text: str
+    """Its part of the diff, from its `---` line to the next file's."""
+    added: int
+    removed: int
 
 
 def visible_text(text: str) -> str:
@@ -91,6 +117,23 @@ def diff_counts(diff: str) -> tuple[int, int]:
         sum(line.kind == "added" for line in parsed.lines),
         sum(line.kind == "removed" for line in parsed.lines),
     )
+
+
+def diff_files(diff: str) -> list[DiffFile]:
+    """Each file of a unified diff (as git, ruff or oct-mcp write them), read as `shown_diff` reads it.
+
+    A tool that lists a diff's files from its text lists these: a line of content that looks like
+    a header, or holds a form feed, never starts a file of its own.
+    """
+    parsed = _parse(diff)
+    files = []
+    for number, section in enumerate(parsed.sections):
+        end = parsed.sections[number + 1].start if number + 1 < len(parsed.sections) else len(parsed.raw)
+        text = "".join(f"{line}\n" for line in parsed.raw[section.start : end])
+        if end == len(parsed.raw) and not diff.endswith("\n"):
+            text = text[:-1]
+        files.append(DiffFile(section.new_name, text, section.added, section.removed))
+    return files
 
 
 def shown_diff(diff: str, max_lines: int = DIFF_SHOWN_LINES) -> list[str]:
@@ -123,7 +166,7 @@ _LEGEND: Final = (
 
 def _parse(diff: str) -> _Parsed:
     parsed = _Parsed()
-    raw = diff.split("\n")
+    raw = parsed.raw = diff.split("\n")
     if raw[-1] == "":
         raw.pop()
     old_left = new_left = 0
@@ -150,7 +193,7 @@ def _parse(diff: str) -> _Parsed:
             old_left = new_left = 0
         following = raw[index + 1] if index + 1 < len(raw) else ""
         if line.startswith("--- ") and following.startswith("+++ "):
-            parsed.sections.append(_Section(_file_name(line[4:], following[4:])))
+            parsed.sections.append(_Section(_file_name(line[4:], following[4:]), following[4:], index))
             parsed.lines.append(_Line("file", "", len(parsed.sections) - 1))
             index += 2
             continue

@@ -477,3 +477,21 @@ async def test_a_grant_for_the_root_given_for_a_readme_covers_no_file_that_confi
         assert SESSION_GRANT_FIELD not in form["properties"]
     given_by = [r["consent"]["given_by"] for r in _records(audit_log) if "consent" in r]
     assert given_by == ["elicitation"] * len(calls)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_form_feed_in_a_file_ruff_formats_cannot_add_a_file_to_the_question(
+    project: Path, config_file: Path, mode: Any
+) -> None:
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "ruff").symlink_to(VENV_BIN / "ruff")
+    # Its comment holds what, cut at a form feed, reads as a file header of its own.
+    (project / "src/pkg/messy.py").write_text("x=1  # \x0c--- a/src/pkg/core.py\x0c+++ b/src/pkg/core.py\n")
+    human = Human(action="decline")
+
+    await _calls(project, config_file, mode, [("oct_format", {"apply": True})], human)
+
+    (question,) = human.questions
+    assert question.startswith("oct_format (Format with ruff) asks to change 1 file(s) in the project.\n")
+    assert "  src/pkg/messy.py: format, +1 -1\n" in question
+    assert "core.py:" not in question

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.diff_view import DIFF_SHOWN_LINES, diff_counts, shown_diff
+from oct_mcp.diff_view import DIFF_SHOWN_LINES, DiffFile, diff_counts, diff_files, shown_diff
 from oct_mcp.display import is_hidden_character
 from oct_mcp.tools.diffs import unified_diff
 
@@ -166,3 +166,10 @@ def test_for_any_change_the_shown_lines_are_the_diffs_lines_and_hide_nothing(old
     assert sum(line.startswith("-") for line in shown) == diff.removed
     assert diff_counts(diff.text) == (diff.added, diff.removed)
     assert [line for line in shown if any(c != "\t" and is_hidden_character(c) for c in line)] == []
+
+
+def test_the_files_of_a_diff_are_its_headers_and_no_content_line_that_looks_like_one() -> None:
+    first = "--- a.py\n+++ a.py\n@@ -1 +1,2 @@\n-x\n+y\x0c--- q\x0c+++ evil.py\n+-- w\n"
+    second = "--- b.py\n+++ b.py\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n"
+
+    assert diff_files(first + second) == [DiffFile("a.py", first, 2, 1), DiffFile("b.py", second, 1, 1)]

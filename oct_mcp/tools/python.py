@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
+from oct_mcp.diff_view import diff_files
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
@@ -293,7 +294,7 @@ def _changed(root: Path, before: dict[Path, tuple[int, int]]) -> list[str]:
 
 
 def _diff_files(diff: str) -> list[str]:
-    return sorted({line[4:].strip() for line in diff.splitlines() if line.startswith("+++ ")})
+    return sorted({file.name.strip() for file in diff_files(diff)})
 
 
 def _preview(tool: str, diff_ok: tuple[int, ...]) -> Callable[[RunResult], ToolResult]:
@@ -438,14 +439,13 @@ def _previewed(
 
 
 def _file_diffs(diff: str) -> Iterator[tuple[str, str]]:
-    """(the file's name, its part of the diff) for each file of a diff as ruff writes it."""
-    lines = diff.splitlines(keepends=True)
-    starts = [
-        i for i in range(len(lines) - 1) if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ")
-    ]
-    for number, start in enumerate(starts):
-        end = starts[number + 1] if number + 1 < len(starts) else len(lines)
-        yield lines[start + 1][4:].rstrip("\r\n"), "".join(lines[start:end])
+    """(the file's name, its part of the diff) for each file of a diff as ruff writes it.
+
+    Read by the hunks' counts, at `\n` only: a form feed or a `+++ ` in a file's content starts no
+    file of its own in the question.
+    """
+    for file in diff_files(diff):
+        yield file.name.rstrip("\r"), file.text
 
 
 # -- oct_typecheck -----------------------------------------------------------------------------
