@@ -23,6 +23,7 @@ __all__ = [
     "DiffFile",
     "diff_counts",
     "diff_files",
+    "readable_diff",
     "shown_diff",
     "visible_text",
 ]
@@ -35,6 +36,9 @@ _CUT_FILES_NAMED: Final = 10
 
 _HUNK: Final = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 _DEV_NULL: Final = "/dev/null"
+# ASCII a reader cannot see: controls but a tab, a newline and a carriage return that ends a line
+# (CRLF), and DEL.
+_ASCII_HIDDEN: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
 
 _Kind = Literal["file", "hunk", "added", "removed", "context", "mark", "text"]
 _PREFIX: Final[dict[str, str]] = {"added": "+", "removed": "-", "context": " "}
@@ -116,6 +120,19 @@ def diff_counts(diff: str) -> tuple[int, int]:
     return (
         sum(line.kind == "added" for line in parsed.lines),
         sum(line.kind == "removed" for line in parsed.lines),
+    )
+
+
+def readable_diff(diff: str) -> str:
+    """A diff for a result's text, which hosts show people: its own lines, as they are, but every
+    hidden character escaped as the question escapes it (a tab, and the `\r` that ends a CRLF line,
+    kept). The result's structured content keeps the diff byte for byte, for the model.
+    """
+    if diff.isascii() and _ASCII_HIDDEN.search(diff) is None:
+        return diff
+    lines = diff.split("\n")
+    return "\n".join(
+        f"{visible_text(line[:-1])}\r" if line.endswith("\r") else visible_text(line) for line in lines
     )
 
 

@@ -171,3 +171,45 @@ async def test_a_session_grant_for_the_root_never_covers_a_file_that_configures_
     # project has (its `build/`).
     assert {p: c for p, c in refused.items() if c != "policy" and not (project / p).is_dir()} == {}
     assert [p for p in paths if (project / p).is_file()] == []
+
+
+@pytest.mark.parametrize("splitter", SPLITTERS, ids=lambda c: f"U+{ord(c):04X}")
+async def test_a_dry_run_shows_people_the_line_behind_a_splitter_and_the_model_its_bytes(
+    app: App, project: Path, splitter: str
+) -> None:
+    (project / "app.py").write_text(HELLO)
+    content = f'{HELLO}{splitter}\tprint("BACKDOOR")\n'
+    arguments = {"path": "app.py", "content": content, "dry_run": True, "confirm": True}
+
+    with anyio.fail_after(30):
+        result = await run_call(app, "oct_write_file", arguments, TEST_CLIENT)
+
+    assert isinstance(result, ToolResult), result
+    assert result.structured is not None
+    shown = result.text.split("\n")
+    assert [line for line in shown if "BACKDOOR" in line] == [f'+\\u{ord(splitter):04x}\tprint("BACKDOOR")']
+    assert f'+{splitter}\tprint("BACKDOOR")\n' in result.structured["diff"]
+    assert (project / "app.py").read_text() == HELLO
+
+
+async def test_git_diff_shows_people_the_line_behind_a_form_feed_and_the_model_its_bytes(
+    tmp_path: Path,
+) -> None:
+    repo = new_repo(tmp_path)
+    (repo / "app.py").write_text(HELLO)
+    git(repo, "add", "app.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "one")
+    (repo / "app.py").write_text(f'{HELLO}\x0c\tprint("BACKDOOR")\n')
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"audit_log_path": str(tmp_path / "audit.log")}))
+    built = build_app(repo, config_path=config, environ={})
+    try:
+        with anyio.fail_after(60):
+            result = await run_call(built, "oct_git_diff", {}, TEST_CLIENT)
+    finally:
+        built.close()
+
+    assert isinstance(result, ToolResult), result
+    assert result.structured is not None
+    assert [line for line in result.text.split("\n") if "BACKDOOR" in line] == ['+\\u000c\tprint("BACKDOOR")']
+    assert '+\x0c\tprint("BACKDOOR")\n' in result.structured["diff"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oct_mcp.diff_view import DIFF_SHOWN_LINES, DiffFile, diff_counts, diff_files, shown_diff
+from oct_mcp.diff_view import DIFF_SHOWN_LINES, DiffFile, diff_counts, diff_files, readable_diff, shown_diff
 from oct_mcp.display import is_hidden_character
 from oct_mcp.tools.diffs import unified_diff
 
@@ -173,3 +173,16 @@ def test_the_files_of_a_diff_are_its_headers_and_no_content_line_that_looks_like
     second = "--- b.py\n+++ b.py\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n"
 
     assert diff_files(first + second) == [DiffFile("a.py", first, 2, 1), DiffFile("b.py", second, 1, 1)]
+
+
+@given(old=forging_text, new=forging_text)
+def test_a_result_s_diff_keeps_its_lines_and_hides_nothing_but_a_crlf_ending(old: str, new: str) -> None:
+    diff = unified_diff(old, new, "a/f.py", "b/f.py").text
+
+    readable = readable_diff(diff)
+
+    lines = readable.split("\n")
+    assert len(lines) == len(diff.split("\n"))
+    hidden = [line for line in lines if any(c not in "\t\r" and is_hidden_character(c) for c in line)]
+    assert hidden == []
+    assert [line for line in lines if "\r" in line[:-1]] == []

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
-from oct_mcp.diff_view import diff_files
+from oct_mcp.diff_view import diff_files, readable_diff
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
@@ -304,7 +304,7 @@ def _preview(tool: str, diff_ok: tuple[int, ...]) -> Callable[[RunResult], ToolR
         diff = run.stdout.decode(errors="replace")
         files = _diff_files(diff)
         output = ChangeOutput(tool=tool, applied=False, changed_files=files, diff=diff)
-        text = diff if diff else "nothing to change"
+        text = readable_diff(diff) if diff else "nothing to change"
         return ToolResult(
             text=f"dry run, nothing changed; would change {len(files)} file(s):\n{text}",
             structured=output.model_dump(),
