@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from oct_mcp.display import is_hidden_character
+from oct_mcp.display import is_hidden_character, quote_name
 from oct_mcp.preview import TargetState
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "UsedConsents",
     "argument_digest",
     "consent_form_schema",
+    "shown_folders",
     "unmistakable_output",
     "with_confirm_argument",
     "without_confirm",
@@ -84,7 +85,7 @@ def consent_form_schema(tool: str, grant_folders: tuple[str, ...]) -> dict[str, 
     """The form a human answers: approve this change; and, where offered, the session grant."""
     if not grant_folders:
         return CONSENT_FORM_SCHEMA
-    where = ", ".join("the project root" if folder == "." else f"{folder}/" for folder in grant_folders)
+    where = shown_folders(grant_folders)
     grant = {
         "type": "boolean",
         "title": f"Also allow {tool} to write in {where} for the rest of this session",
@@ -96,6 +97,11 @@ def consent_form_schema(tool: str, grant_folders: tuple[str, ...]) -> dict[str, 
     }
     properties = {**CONSENT_FORM_SCHEMA["properties"], SESSION_GRANT_FIELD: grant}
     return {**CONSENT_FORM_SCHEMA, "properties": properties}
+
+
+def shown_folders(folders: tuple[str, ...]) -> str:
+    """The folders a session grant opens, as the question and the form both name them, quoted if need be."""
+    return ", ".join("the project root" if folder == "." else quote_name(f"{folder}/") for folder in folders)
 
 
 def argument_digest(arguments: Mapping[str, Any]) -> str:

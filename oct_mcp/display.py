@@ -14,6 +14,12 @@ _HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
 # What reorders or breaks text without showing itself: U+202A-U+202E, U+2066-U+2069, zero-width
 # characters and the like (Cf), U+2028 (Zl) and U+2029 (Zp).
 _FORMAT_CATEGORIES: Final = frozenset({"Cf", "Zl", "Zp"})
+# Letters and marks that fonts draw blank (Hangul fillers, the braille blank, Khmer inherent vowels,
+# the combining grapheme joiner) and variation selectors: none shows itself, and each has hidden
+# code in plain sight ("invisible" identifiers).
+_BLANK_LOOKING: Final = frozenset(
+    {"\u034f", "\u115f", "\u1160", "\u17b4", "\u17b5", "\u2800", "\u3164", "\uffa0"}
+)
 _SHORT_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
 
 
@@ -21,6 +27,8 @@ def is_hidden_character(char: str) -> bool:
     """A character that changes how text around it is shown, or is not shown at all."""
     if char == " ":
         return False
+    if char in _BLANK_LOOKING or "\ufe00" <= char <= "\ufe0f" or "\U000e0100" <= char <= "\U000e01ef":
+        return True
     category = unicodedata.category(char)
     return category in _HIDDEN_CATEGORIES or (category == "Zs" and char != " ")
 

@@ -17,6 +17,7 @@ from typing import Final
 
 import orjson
 
+from oct_mcp.diff_view import diff_counts
 from oct_mcp.errors import NotFoundError, OctError, TargetChangedError
 from oct_mcp.workspace import Workspace
 
@@ -115,17 +116,6 @@ class Preview:
                 if folder not in found:
                     found.append(folder)
         return tuple(found)
-
-
-def diff_counts(diff: str) -> tuple[int, int]:
-    """(+lines, -lines) of a unified diff, its `---`/`+++` headers left out."""
-    added = removed = 0
-    for line in diff.splitlines():
-        if line.startswith("+") and not line.startswith("+++ "):
-            added += 1
-        elif line.startswith("-") and not line.startswith("--- "):
-            removed += 1
-    return added, removed
 
 
 def content_digest(workspace: Workspace, path: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from oct_mcp.code_config import configures_code
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import (
     CONFIRM_FIELD,
@@ -16,8 +17,10 @@ from oct_mcp.consent import (
     DECLINED_PREFIX,
     ConsentFacts,
     argument_digest,
+    shown_folders,
 )
-from oct_mcp.display import is_hidden_character, quote_name
+from oct_mcp.diff_view import DIFF_SHOWN_LINES, shown_diff
+from oct_mcp.display import quote_name
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, OctError
 from oct_mcp.preview import Preview
 from oct_mcp.spec import CallRisk, Risk, ToolSpec
@@ -26,29 +29,16 @@ from oct_mcp.workspace import Workspace
 
 __all__ = [
     "CONFIRMATION_PREFIX",
+    "DIFF_SHOWN_LINES",
     "LAYER",
     "SafetyDecision",
     "SafetyGate",
     "SafetySettings",
+    "configures_code",
     "format_question",
     "shown_diff",
 ]
 
-# Files whose change alters what runs later: pytest's and the build's config, the interpreter's.
-_CODE_CONFIG_FILES: Final = frozenset(
-    {
-        "conftest.py",
-        "pyproject.toml",
-        "setup.cfg",
-        "setup.py",
-        "tox.ini",
-        "noxfile.py",
-        "pytest.ini",
-        "sitecustomize.py",
-        "usercustomize.py",
-    }
-)
-_VENV_FOLDERS: Final = frozenset({".venv", "venv"})
 _CONFIGURES_CODE: Final = "configures code that runs later: check it"
 
 
@@ -392,7 +382,7 @@ def format_question(
             "Decline or cancel: nothing changes.",
         ]
         if grant_folders:
-            where = ", ".join("the project root" if f == "." else f"{f}/" for f in grant_folders)
+            where = shown_folders(grant_folders)
             lines.append(
                 f"You may also allow {tool_name} to write in {where} (not the subfolders) for the rest of "
                 "this session without asking; each such write is recorded in the audit log."
@@ -419,42 +409,6 @@ def format_question(
         lines.append("It is a dry run: nothing will change." if changes_nothing else "The changes are made.")
     lines.append("Accept: the call runs exactly as described. Decline or cancel: nothing runs.")
     return "\n".join(lines)
-
-
-DIFF_SHOWN_LINES: Final = 200
-"""The most diff lines a question shows: what a consent dialog can hold."""
-_LINE_SHOWN_CHARS: Final = 300
-
-
-def shown_diff(diff: str) -> list[str]:
-    """A diff as a question shows it: at most 200 lines, each cut long, characters no one sees
-    escaped (a bidi override must not hide what a line does), and how much was left out."""
-    lines = diff.splitlines()
-    shown = []
-    for line in lines[:DIFF_SHOWN_LINES]:
-        visible = _visible(line)
-        if len(visible) > _LINE_SHOWN_CHARS:
-            visible = f"{visible[:_LINE_SHOWN_CHARS]}... ({len(visible) - _LINE_SHOWN_CHARS} more characters)"
-        shown.append(visible)
-    if len(lines) > DIFF_SHOWN_LINES:
-        left = len(lines) - DIFF_SHOWN_LINES
-        shown.append(f"... the diff is cut here: {left} more of its {len(lines)} lines are not shown.")
-    if not lines:
-        shown.append("(no line of text changes)")
-    return shown
-
-
-def _visible(line: str) -> str:
-    if line.isascii() and line.isprintable():
-        return line
-    out = []
-    for char in line:
-        if char != "\t" and is_hidden_character(char):
-            point = ord(char)
-            out.append(f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def _warning(shown: list[str]) -> list[str]:
@@ -503,17 +457,6 @@ def _shown_path(path: str, workspace: Workspace | None) -> str:
     if configures_code(relative):
         shown += f" ({_CONFIGURES_CODE})"
     return shown
-
-
-def configures_code(relative: str) -> bool:
-    """A project file that configures code which runs later: tests, builds, the interpreter itself."""
-    parts = relative.split("/")
-    name = parts[-1].casefold()
-    return (
-        name in _CODE_CONFIG_FILES
-        or name.endswith(".pth")
-        or any(part.casefold() in _VENV_FOLDERS for part in parts[:-1])
-    )
 
 
 def _targets(spec: ToolSpec, args: Mapping[str, Any]) -> Sequence[object]:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.deadline import Deadline
+from oct_mcp.diff_view import readable_diff
 from oct_mcp.errors import PathRefusedError, SecretUnmaskedError
 from oct_mcp.execution.changes import PathChange, Proposal
 from oct_mcp.preview import ABSENT, FileChange
@@ -292,7 +293,8 @@ def propose_patch(
             if applied
             else f"dry run, nothing changed; the patch applies cleanly to {len(files)} file(s):"
         )
-        return ToolResult(text=f"{head}\n{listing}\n\n{diff}".rstrip("\n"), structured=output.model_dump())
+        text = f"{head}\n{listing}\n\n{readable_diff(diff)}".rstrip("\n")
+        return ToolResult(text=text, structured=output.model_dump())
 
     summary = tuple(
         FileChange(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from oct_mcp.deadline import CheckedMatcher, Deadline
+from oct_mcp.display import has_hidden_characters, quote_name
 from oct_mcp.tools.files import split_lines
 
 __all__ = [
@@ -48,6 +49,9 @@ def unified_diff(
     Raises:
         ToolTimeoutError: The deadline passed.
     """
+    # A name with a character that breaks or hides a line (a file on disk may hold `\n` in its
+    # name) is quoted as git quotes such names: it cannot forge the diff's own header lines.
+    old_name, new_name = _header_name(old_name), _header_name(new_name)
     lines: list[str] = []
     added = removed = 0
     produced = unified_lines(
@@ -93,6 +97,10 @@ def unified_lines(
                 yield from ("-" + line for line in a[i1:i2])
             if tag in ("replace", "insert"):
                 yield from ("+" + line for line in b[j1:j2])
+
+
+def _header_name(name: str) -> str:
+    return quote_name(name) if has_hidden_characters(name) else name
 
 
 def _unified_range(start: int, stop: int) -> str:

@@ -20,6 +20,7 @@ from typing import Annotated, Final
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from oct_mcp.deadline import Deadline
+from oct_mcp.diff_view import readable_diff
 from oct_mcp.execution.changes import PathChange, Proposal
 from oct_mcp.preview import FileChange
 from oct_mcp.spec import ProjectPath, Risk, ToolSpec
@@ -315,9 +316,8 @@ def propose_edit(
             head = f"dry run, nothing changed: would edit {relative} {counted}"
         else:
             head = f"edited {relative} {counted}"
-        return ToolResult(
-            text=f"{head}{kept_note(kept)}\n{shown}".rstrip("\n"), structured=output.model_dump()
-        )
+        text = f"{head}{kept_note(kept)}\n{readable_diff(shown)}".rstrip("\n")
+        return ToolResult(text=text, structured=output.model_dump())
 
     if not changed:
         return Proposal(changes=(), files=(), diff=diff.text, answer=answer)

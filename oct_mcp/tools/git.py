@@ -24,6 +24,8 @@ from typing import Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from oct_mcp.diff_view import readable_diff
+from oct_mcp.display import quote_name
 from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import (
     COMMAND_STEPS_MAX,
@@ -758,13 +760,15 @@ def diff_page_lines(page: PagedDiff) -> list[str]:
     lines: list[str] = []
     for f in page.files:
         counts = "binary" if f.binary else f"+{f.added} -{f.removed}"
-        moved = f"{f.original_path} -> " if f.original_path is not None else ""
-        lines.append(f"  {moved}{f.path} ({counts})")
+        moved = f"{quote_name(f.original_path)} -> " if f.original_path is not None else ""
+        lines.append(f"  {moved}{quote_name(f.path)} ({counts})")
     if page.files_omitted:
         lines.append(f"  [oct-mcp: {page.files_omitted} more file(s); narrow with path]")
     if page.diff:
         lines.append("")
-        lines.append(page.diff)
+        # People read the text: a form feed or a bidi control in a line is written out there; the
+        # structured content keeps the patch byte for byte.
+        lines.append(readable_diff(page.diff))
     if page.next_offset is not None:
         lines.append(f"[oct-mcp: the diff goes on; the rest with offset={page.next_offset}]")
     elif page.diff_cut:

@@ -18,6 +18,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, Field
 
 from oct_mcp.deadline import Deadline
+from oct_mcp.diff_view import readable_diff
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import FOLDER, PathChange, Proposal, tree_state
 from oct_mcp.preview import ABSENT, FileChange, content_digest, diff_counts
@@ -240,7 +241,7 @@ def propose_delete(
             diff_cut=cut,
         )
         head = f"deleted {what}" if applied else f"dry run, nothing changed: would delete {what}"
-        return ToolResult(text=f"{head}\n{shown}".rstrip("\n"), structured=output.model_dump())
+        return ToolResult(text=f"{head}\n{readable_diff(shown)}".rstrip("\n"), structured=output.model_dump())
 
     return Proposal(changes=(change,), files=tuple(summary), diff="".join(diffs), answer=answer)
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
+from oct_mcp.diff_view import diff_files, readable_diff
 from oct_mcp.errors import OctError, ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
@@ -295,7 +296,7 @@ def _changed(root: Path, before: dict[Path, tuple[int, int]]) -> list[str]:
 
 
 def _diff_files(diff: str) -> list[str]:
-    return sorted({line[4:].strip() for line in diff.splitlines() if line.startswith("+++ ")})
+    return sorted({file.name.strip() for file in diff_files(diff)})
 
 
 _HUNK_LINE: Final = ("@@ ", " ", "+", "-", "\\")
@@ -307,14 +308,15 @@ def _masked_diff(diff: str, workspace: Workspace) -> str:
     A hunk alone may hold a private key's body without its BEGIN line. A file whose hunks cannot be
     placed in it as it is now (it changed since ruff read it) shows its names only, and says so.
     """
-    every = diff.splitlines(keepends=True)
+    # Lines end at \n only, as ruff wrote them: a form feed in a file's content splits nothing.
+    every = diff.split("\n")
     first = next(
         (i for i in range(len(every) - 1) if every[i].startswith("--- ") and every[i + 1].startswith("+++ ")),
         None,
     )
     if first is None:
         return diff
-    pieces = ["".join(every[:first])]
+    pieces = ["".join(line + "\n" for line in every[:first])]
     for name, chunk in _file_diffs(diff):
         lines = chunk.split("\n")
         # The hunks end at ruff's blank line after them; its summary ("Would fix 1 error.") may follow.
@@ -347,7 +349,7 @@ def _preview(tool: str, diff_ok: tuple[int, ...], workspace: Workspace) -> Calla
         diff = _masked_diff(run.stdout.decode(errors="replace"), workspace)
         files = _diff_files(diff)
         output = ChangeOutput(tool=tool, applied=False, changed_files=files, diff=diff)
-        text = diff if diff else "nothing to change"
+        text = readable_diff(diff) if diff else "nothing to change"
         return ToolResult(
             text=f"dry run, nothing changed; would change {len(files)} file(s):\n{text}",
             structured=output.model_dump(),
@@ -483,14 +485,13 @@ def _previewed(
 
 
 def _file_diffs(diff: str) -> Iterator[tuple[str, str]]:
-    """(the file's name, its part of the diff) for each file of a diff as ruff writes it."""
-    lines = diff.splitlines(keepends=True)
-    starts = [
-        i for i in range(len(lines) - 1) if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ")
-    ]
-    for number, start in enumerate(starts):
-        end = starts[number + 1] if number + 1 < len(starts) else len(lines)
-        yield lines[start + 1][4:].rstrip("\r\n"), "".join(lines[start:end])
+    """(the file's name, its part of the diff) for each file of a diff as ruff writes it.
+
+    Read by the hunks' counts, at `\n` only: a form feed or a `+++ ` in a file's content starts no
+    file of its own in the question.
+    """
+    for file in diff_files(diff):
+        yield file.name.rstrip("\r"), file.text
 
 
 # -- oct_typecheck -----------------------------------------------------------------------------

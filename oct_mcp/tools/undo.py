@@ -19,6 +19,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.deadline import Deadline
+from oct_mcp.diff_view import readable_diff
 from oct_mcp.display import quote_name
 from oct_mcp.execution.changes import ChangePlan, PathChange, Proposal, state_of, tree_state
 from oct_mcp.execution.checkpoints import Checkpoint, CheckpointStore, PathState, state_at
@@ -263,7 +264,7 @@ def propose_undo(
         else:
             count = len(restores)
             head = f"dry run, nothing changed: undoing checkpoint(s) {named} would put back {count} path(s)"
-        return ToolResult(text=f"{head}\n{shown}".rstrip("\n"), structured=output.model_dump())
+        return ToolResult(text=f"{head}\n{readable_diff(shown)}".rstrip("\n"), structured=output.model_dump())
 
     return Proposal(changes=changes, files=tuple(summary), diff=whole, answer=answer)
 

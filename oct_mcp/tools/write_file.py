@@ -8,6 +8,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from oct_mcp.deadline import Deadline
+from oct_mcp.diff_view import readable_diff
 from oct_mcp.execution.changes import PathChange, Proposal
 from oct_mcp.preview import FileChange
 from oct_mcp.redaction import redact
@@ -108,9 +109,8 @@ def propose_write(
         else:
             done = "created" if action == "create" else "replaced"
             head = f"{done} {relative} ({len(new)} bytes, +{diff.added} -{diff.removed})"
-        return ToolResult(
-            text=f"{head}{kept_note(kept)}\n{text}".rstrip("\n"), structured=output.model_dump()
-        )
+        rendered = f"{head}{kept_note(kept)}\n{readable_diff(text)}".rstrip("\n")
+        return ToolResult(text=rendered, structured=output.model_dump())
 
     if action == "unchanged":
         return Proposal(changes=(), files=(), diff=diff.text, answer=answer)

@@ -481,20 +481,23 @@ def test_for_any_arguments_check_keeps_the_seeds_five_rules(
 
 
 def test_a_question_shows_at_most_two_hundred_diff_lines_and_says_how_many_were_cut() -> None:
-    diff = "".join(f"+line {number}\n" for number in range(250))
+    diff = "--- /dev/null\n+++ b/long.txt\n@@ -0,0 +1,250 @@\n" + "".join(
+        f"+line {number}\n" for number in range(250)
+    )
 
     shown = shown_diff(diff)
 
-    assert shown[:2] == ["+line 0", "+line 1"]
-    assert shown[199] == "+line 199"
-    assert shown[200:] == ["... the diff is cut here: 50 more of its 250 lines are not shown."]
+    assert shown[:3] == ["File: long.txt (created)", "@@ -0,0 +1,250 @@", "+line 0"]
+    assert shown[199] == "+line 197"
+    assert shown[200:] == [
+        "... the diff is cut here: 52 more of its 252 lines are not shown: +52 -0 in long.txt (created)."
+    ]
 
 
 def test_a_question_escapes_in_the_diff_what_a_reader_cannot_see() -> None:
-    assert shown_diff('+if user == "admin\u202e":\n+\x1b[2J\tx\n') == [
-        '+if user == "admin\\u202e":',
-        "+\\u001b[2J\tx",
-    ]
+    diff = '--- a/x.py\n+++ b/x.py\n@@ -0,0 +1,2 @@\n+if user == "admin\u202e":\n+\x1b[2J\tx\n'
+
+    assert shown_diff(diff)[-2:] == ['+if user == "admin\\u202e":', "+\\u001b[2J\tx"]
 
 
 def _previewing(project: Path) -> CallContext:

@@ -304,7 +304,10 @@ async def test_a_staged_protected_path_is_committed_only_when_a_human_saw_it(
     assert only_text(confirmed).startswith("[policy]")
     assert only_text(add_folder).startswith("[policy]")
     (question,) = human.questions
-    assert "  .github/workflows/ci.yml: commit a protected path (rule ci), +1 -0\n" in question
+    assert (
+        "  .github/workflows/ci.yml (configures code that runs later: check it): commit a protected "
+        "path (rule ci), +1 -0\n"
+    ) in question
     assert shown.is_error is False, only_text(shown)
     assert git(repo, "log", "-1", "--format=%s") == "CI"
 
@@ -897,3 +900,35 @@ async def test_a_switch_in_a_repository_without_reflogs_switches_whole(
     assert git(repo, "branch", "--show-current") == "feature"
     assert (repo / "src" / "pkg" / "core.py").read_text() == CORE.replace("42", "43")
     assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_line_behind_a_form_feed_is_asked_about_as_added_when_staged_and_committed(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    usable_backend(backend)
+    backdoor = '\x0c\tprint("BACKDOOR")\n'
+    (repo / "src" / "pkg" / "core.py").write_text(CORE + backdoor)
+    human = Human()
+
+    added, committed = await _calls(
+        repo,
+        _config(tmp_path, backend),
+        home,
+        [
+            ("oct_git_add", {"paths": ["src"], "dry_run": False}),
+            ("oct_git_commit", {"message": "Tidy\n+ looks like a diff line", "dry_run": False}),
+        ],
+        human,
+    )
+
+    assert (added.is_error, committed.is_error) == (False, False), only_text(committed)
+    add_question, commit_question = human.questions
+    for question in (add_question, commit_question):
+        assert [line for line in question.split("\n") if "BACKDOOR" in line] == [
+            '+\\u000c\tprint("BACKDOOR")'
+        ]
+    # The message is shown indented (its model refuses control characters): no line of it passes
+    # for a line of the diff.
+    assert "\n  Tidy\n  + looks like a diff line\n" in commit_question
+    assert git(repo, "show", "HEAD:src/pkg/core.py") + "\n" == CORE + backdoor.rstrip("\n") + "\n"
