@@ -474,3 +474,29 @@ def test_checkpoints_undo_at_a_terminal_shows_the_diff_and_asks(
     assert (project / "README.md").read_text() == ("# Demo\n\nline 3\nline 4\n" if undone else "changed\n")
     assert (undo.returncode == EXIT_OK) is undone
     assert (b"undid checkpoint(s) 1" in out) is undone
+
+
+@pytest.mark.parametrize(
+    ("dry_run", "said"), [(True, "Dry run: yes, nothing will change."), (False, "Dry run: no")]
+)
+def test_a_client_that_cannot_ask_is_told_truly_whether_the_call_changes_anything(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str], dry_run: bool, said: str
+) -> None:
+    write = json.dumps({"path": "README.md", "content": "changed\n", "dry_run": dry_run})
+
+    code, _out, err = _run(
+        capsys,
+        "call",
+        "oct_write_file",
+        "--project-root",
+        str(project),
+        "--config",
+        str(config_file),
+        "--json",
+        write,
+    )
+
+    assert code == EXIT_CALL_FAILED
+    assert err.startswith("[oct-mcp requires_confirmation] oct_write_file")
+    assert said in err
+    assert (project / "README.md").read_text() == "# Demo\n\nline 3\nline 4\n"

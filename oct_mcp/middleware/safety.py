@@ -242,7 +242,7 @@ class SafetyGate:
                 spec,
                 args,
                 digest,
-                dry_run=dry_run,
+                changes_nothing=changes_nothing,
                 workspace=ctx.workspace,
                 preview=preview,
             ),
@@ -308,7 +308,7 @@ def _format_confirmation_request(
     args: Mapping[str, Any],
     digest: str,
     *,
-    dry_run: bool,
+    changes_nothing: bool,
     workspace: Workspace | None = None,
     preview: Preview | None = None,
 ) -> str:
@@ -343,7 +343,8 @@ def _format_confirmation_request(
         *([f"It needs consent because {call.consent}."] if call.consent is not None else []),
         *_warning(shown),
         *files,
-        f"Dry run: {'yes, nothing will change' if dry_run else 'no, the changes are made'}.",
+        # What the confirmed call does: a tool's own dry_run=true changes nothing, whatever the default.
+        f"Dry run: {'yes, nothing will change' if changes_nothing else 'no, the changes are made'}.",
         f"Arguments digest: {digest}",
         "To confirm, re-submit the identical call with confirm=true. "
         "A consent covers these exact arguments only.",

@@ -151,7 +151,9 @@ def test_execute_tools_need_confirmation_where_the_profile_says_so() -> None:
 def test_the_confirmation_request_always_starts_with_the_sentinel(
     tool: str, args: dict[str, Any], dry_run: bool
 ) -> None:
-    text = _format_confirmation_request(tool, WRITE_TOOL, args, argument_digest(args), dry_run=dry_run)
+    text = _format_confirmation_request(
+        tool, WRITE_TOOL, args, argument_digest(args), changes_nothing=dry_run
+    )
 
     assert text.startswith(CONFIRMATION_PREFIX)
     assert argument_digest(args) in text
@@ -180,7 +182,7 @@ new file mode 100644
 def test_the_question_for_a_patch_names_the_files_it_changes() -> None:
     spec = default_catalog()["oct_apply_patch"]
 
-    text = _format_confirmation_request(spec.name, spec, {"patch": PATCH}, "sha256:00", dry_run=False)
+    text = _format_confirmation_request(spec.name, spec, {"patch": PATCH}, "sha256:00", changes_nothing=False)
 
     assert "Files (4):\n  src/app.py\n  docs/old.md\n  docs/new.md\n  notes/added.txt\n" in text
 
@@ -189,7 +191,7 @@ def test_the_question_for_a_patch_names_the_files_it_changes() -> None:
 def test_the_question_for_a_patch_it_cannot_read_names_no_paths(patch: object) -> None:
     spec = default_catalog()["oct_apply_patch"]
 
-    text = _format_confirmation_request(spec.name, spec, {"patch": patch}, "sha256:00", dry_run=True)
+    text = _format_confirmation_request(spec.name, spec, {"patch": patch}, "sha256:00", changes_nothing=True)
 
     assert text.startswith(CONFIRMATION_PREFIX)
     assert "Files: none named." in text
@@ -201,7 +203,9 @@ def test_a_targets_function_that_raises_still_gets_the_question_asked() -> None:
 
     spec = replace(WRITE_TOOL, targets=broken)
 
-    text = _format_confirmation_request(spec.name, spec, {"path": "notes.txt"}, "sha256:00", dry_run=False)
+    text = _format_confirmation_request(
+        spec.name, spec, {"path": "notes.txt"}, "sha256:00", changes_nothing=False
+    )
 
     assert "Files (1):\n  notes.txt\n" in text
 
@@ -409,7 +413,12 @@ def test_the_question_shows_each_file_where_it_lands_and_flags_code_configuratio
     hidden = "docs/release-notes-" + "n" * 200 + "/../../conftest.py"
 
     text = _format_confirmation_request(
-        "oct_write_file", WRITE_TOOL, {"path": hidden}, "sha256:00", dry_run=False, workspace=workspace
+        "oct_write_file",
+        WRITE_TOOL,
+        {"path": hidden},
+        "sha256:00",
+        changes_nothing=False,
+        workspace=workspace,
     )
 
     assert "Files (1):\n  conftest.py (configures code that runs later: check it)\n" in text
@@ -427,7 +436,7 @@ def test_the_question_shows_each_file_where_it_lands_and_flags_code_configuratio
 )
 def test_the_question_escapes_what_a_reader_cannot_see(path: str, shown: str) -> None:
     text = _format_confirmation_request(
-        "oct_write_file", WRITE_TOOL, {"path": path}, "sha256:00", dry_run=True
+        "oct_write_file", WRITE_TOOL, {"path": path}, "sha256:00", changes_nothing=True
     )
 
     assert f"Files (1):\n  {shown}\n" in text
