@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
+import orjson
 from limits import RateLimitItemPerMinute
 from limits.aio.storage import RedisStorage
 from limits.aio.storage.redis.redispy import RedispyBridge
@@ -24,10 +27,18 @@ from oct_mcp.errors import (
     SafeModeError,
     WorkspaceError,
 )
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
-__all__ = ["LAYER", "Gateway", "GatewaySettings", "Limiter", "SharedWindowLimiter", "SlidingWindowLimiter"]
+__all__ = [
+    "LAYER",
+    "Gateway",
+    "GatewaySettings",
+    "Limiter",
+    "PageContinuations",
+    "SharedWindowLimiter",
+    "SlidingWindowLimiter",
+]
 
 WINDOW_SECONDS: Final = 60.0
 SHARED_STORE_SECONDS: Final = 2.0
@@ -35,6 +46,13 @@ SHARED_STORE_SECONDS: Final = 2.0
 SHARED_KEY_PREFIX: Final = "oct-mcp"
 # Clients idle for a whole window hold no calls in it; past this many, they are dropped.
 _MAX_IDLE_CLIENTS: Final = 1_024
+
+CONTINUATION_SECONDS: Final = 600.0
+"""How long a page's `next_offset` or `next_cursor` stays a free continuation of its operation."""
+_CONTINUED_OPERATIONS_MAX: Final = 4_096
+# The arguments that say where a page starts; the rest name the operation being paged.
+_PAGE_FIELDS: Final = frozenset({"offset", "cursor"})
+_NOT_OPERATION: Final = _PAGE_FIELDS | {"confirm"}
 
 SAFE_MODE_MESSAGE: Final = (
     "oct-mcp is in safe mode: every tool call is refused. To leave it, unset OCT_MCP_SAFE_MODE "
@@ -171,26 +189,97 @@ def _unavailable() -> RateLimitUnavailableError:
     )
 
 
+class PageContinuations:
+    """The next pages each client was offered: a call that goes on exactly where a result of the same
+    operation ended (its `next_offset` or `next_cursor`) is part of that operation's first call.
+
+    Paging a listing or a search to its end cost a call a page, so the seed's 30 a minute ran out
+    within one search of a mid-size project. Only a continuation the server offered is free, once,
+    and each page must move on: no argument a caller makes up is a free call, and an operation's
+    free pages are bounded by its own result. In memory, per server (each replica keeps its own).
+    """
+
+    def __init__(
+        self, *, seconds: float = CONTINUATION_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._seconds = seconds
+        self._clock = clock
+        self._offered: OrderedDict[tuple[str, str], tuple[float, Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()  # held for a dict operation only, never across an await
+
+    def claim(self, client_id: str, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether this call is an offered continuation (each offer is used once)."""
+        operation = _operation(tool, arguments)
+        if operation is None:
+            return False
+        offset, cursor = arguments.get("offset"), arguments.get("cursor")
+        with self._lock:
+            offered = self._offered.pop((client_id, operation), None)
+        if offered is None:
+            return False
+        at, next_offset, next_cursor = offered
+        if self._clock() - at > self._seconds:
+            return False
+        if cursor is not None:
+            return isinstance(cursor, str) and cursor == next_cursor
+        return type(offset) is int and offset > 0 and offset == next_offset
+
+    def offer(self, client_id: str, tool: str, arguments: Mapping[str, Any], outcome: Outcome) -> None:
+        """Remember where `outcome` says its next page starts, if it says so."""
+        if not isinstance(outcome, ToolResult) or outcome.is_error or not outcome.structured:
+            return
+        next_offset, next_cursor = (
+            outcome.structured.get("next_offset"),
+            outcome.structured.get("next_cursor"),
+        )
+        if next_offset is None and next_cursor is None:
+            return
+        operation = _operation(tool, arguments)
+        if operation is None:
+            return
+        with self._lock:
+            self._offered[(client_id, operation)] = (self._clock(), next_offset, next_cursor)
+            self._offered.move_to_end((client_id, operation))
+            while len(self._offered) > _CONTINUED_OPERATIONS_MAX:
+                self._offered.popitem(last=False)
+
+
+def _operation(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    """What a paged call asks for, without where its page starts; None for arguments no JSON holds."""
+    rest = {name: value for name, value in arguments.items() if name not in _NOT_OPERATION}
+    try:
+        encoded = orjson.dumps([tool, rest], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    return hashlib.sha256(encoded).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Gateway:
     """Refuse everything in safe mode, limit each client's rate, bind the call to the workspace.
 
     Reads `ctx.client`. Writes `ctx.workspace`. Raises `SafeModeError`,
-    `RateLimitedError`, `WorkspaceError`. Never answers.
+    `RateLimitedError`, `WorkspaceError`. Never answers. A page that goes on where the last
+    page of the same operation ended is not counted again (`PageContinuations`).
     """
 
     workspace: Workspace
     safe_mode: bool
     limiter: Limiter
+    pages: PageContinuations = field(default_factory=PageContinuations)
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         if self.safe_mode:
             raise SafeModeError(SAFE_MODE_MESSAGE)
-        await self.limiter.admit(ctx.client.client_id)
+        client = ctx.client.client_id
+        if not self.pages.claim(client, ctx.tool, ctx.arguments):
+            await self.limiter.admit(client)
         # One stat per call: a project root deleted or replaced while serving must not be used.
         if not self.workspace.root_is_present():
             raise WorkspaceError("the project root is no longer an existing directory; restart the server")
-        return await call_next(replace(ctx, workspace=self.workspace))
+        outcome = await call_next(replace(ctx, workspace=self.workspace))
+        self.pages.offer(client, ctx.tool, ctx.arguments, outcome)
+        return outcome
 
 
 def _build(settings: GatewaySettings, runtime: LayerRuntime) -> Gateway:

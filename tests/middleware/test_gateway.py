@@ -10,8 +10,12 @@ import pytest
 from fakes import RecordingNext, make_context
 
 from oct_mcp.errors import RateLimitedError, SafeModeError, WorkspaceError
-from oct_mcp.middleware.gateway import Gateway, SlidingWindowLimiter
-from oct_mcp.types import CallContext, ClientInfo
+from oct_mcp.middleware.gateway import (
+    Gateway,
+    PageContinuations,
+    SlidingWindowLimiter,
+)
+from oct_mcp.types import CallContext, ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
@@ -145,3 +149,73 @@ async def test_a_project_root_deleted_while_serving_is_refused(project: Path) ->
         await gateway(make_context(), call_next)
 
     assert call_next.seen == []
+
+
+class Pages:
+    """The rest of the chain as a paged listing: each page offers the next, until `last`."""
+
+    def __init__(self, size: int, last: int) -> None:
+        self.size, self.last = size, last
+
+    async def __call__(self, ctx: CallContext, /) -> ToolResult:
+        offset = ctx.arguments.get("offset", 0)
+        assert isinstance(offset, int)
+        ahead = offset + self.size
+        return ToolResult(text="page", structured={"next_offset": ahead if ahead < self.last else None})
+
+
+async def test_paging_an_operation_to_its_end_counts_as_its_first_call(project: Path) -> None:
+    gateway = _gateway(project, limit=2)
+    pages = Pages(size=10, last=1_000)
+
+    offset: int | None = 0
+    while offset is not None:
+        outcome = await gateway(make_context("oct_list_files", offset=offset, glob="*.py"), pages)
+        assert isinstance(outcome, ToolResult)
+        assert outcome.structured is not None
+        offset = outcome.structured["next_offset"]
+    await gateway(make_context("oct_list_files", glob="*.md"), pages)
+
+    with pytest.raises(RateLimitedError):
+        await gateway(make_context("oct_list_files", glob="*.txt"), pages)
+
+
+@pytest.mark.parametrize(
+    "continuation",
+    [
+        {"offset": 20, "glob": "*.py"},  # a page past the one offered
+        {"offset": 10, "glob": "*.md"},  # the offered offset, another operation
+        {"offset": 10, "glob": "*.py", "max_chars": 100},  # another page size: another operation
+        {"cursor": "made-up", "glob": "*.py"},
+    ],
+)
+async def test_only_the_page_the_server_offered_is_free(
+    project: Path, continuation: dict[str, object]
+) -> None:
+    gateway = _gateway(project, limit=2)
+    pages = Pages(size=10, last=1_000)
+    await gateway(make_context("oct_list_files", glob="*.py"), pages)
+    await gateway(make_context("oct_list_files", **continuation), pages)
+
+    with pytest.raises(RateLimitedError):
+        await gateway(make_context("oct_list_files", glob="*.rs"), pages)
+
+
+async def test_an_offered_page_is_free_once_and_not_after_its_time(project: Path) -> None:
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(limit=3, clock=clock)
+    gateway = Gateway(
+        workspace=Workspace(project),
+        safe_mode=False,
+        limiter=limiter,
+        pages=PageContinuations(seconds=30, clock=clock),
+    )
+    pages = Pages(size=10, last=1_000)
+    await gateway(make_context("oct_search", pattern="x"), pages)  # 1 counted
+    await gateway(make_context("oct_search", pattern="x", offset=10), pages)  # offered: free
+    await gateway(make_context("oct_search", pattern="x", offset=10), pages)  # again: 2 counted
+    clock.now += 31  # past the offer, while the counted calls stay in the window
+    await gateway(make_context("oct_search", pattern="x", offset=20), pages)  # 3 counted
+
+    with pytest.raises(RateLimitedError):
+        await gateway(make_context("oct_search", pattern="y"), pages)
