@@ -79,6 +79,8 @@ class ToolEnv:
 
     checkpoints: CheckpointStore | None = None
     """This project's checkpoints (what `oct_checkpoints` lists and `oct_undo` restores); None: kept none."""
+    call_id: str = ""
+    """The call's id, which a checkpoint the plan records carries (as the audit record does)."""
 
     def dry_run_for(self, own: bool | None) -> bool:
         """Whether the call only says what it would change: its own dry_run if given, else the gate's."""

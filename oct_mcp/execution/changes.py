@@ -38,6 +38,7 @@ from oct_mcp.execution.checkpoints import (
     CheckpointStore,
     Entry,
     PathState,
+    record_or_refuse,
     state_at,
 )
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
@@ -292,18 +293,9 @@ class ChangeApplier:
             deadline.begin_writing()
         checkpoint = None
         if self.checkpoints is not None:
-            try:
-                checkpoint = self.checkpoints.record(
-                    tool=tool, call_id=call_id, capture=partial(_entries, workspace, changes)
-                )
-            except OSError as exc:
-                # Fail closed: a change that could not be undone is not made unasked.
-                reason = exc.strerror or type(exc).__name__
-                raise ExecutionError(
-                    f"the checkpoint of this change could not be written ({reason}), so nothing was "
-                    "changed; fix the checkpoint_dir folder, or set checkpoint_max_count to 0 to change "
-                    "files without undo"
-                ) from exc
+            checkpoint = record_or_refuse(
+                self.checkpoints, tool=tool, call_id=call_id, capture=partial(_entries, workspace, changes)
+            )
         _apply(workspace, changes)
         answer = proposal.answer(True)
         if checkpoint is None:

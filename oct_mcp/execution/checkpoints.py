@@ -23,11 +23,13 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 import orjson
+
+from oct_mcp.errors import ExecutionError
 
 if TYPE_CHECKING:
     from oct_mcp.config import McpConfig
@@ -35,12 +37,15 @@ if TYPE_CHECKING:
 __all__ = [
     "ABSENT_STATE",
     "FOLDER_STATE",
+    "PENDING_STATE",
     "Checkpoint",
     "CheckpointStore",
     "Entry",
     "PathState",
     "StoreUsage",
     "project_key",
+    "record_or_refuse",
+    "record_paths_before",
     "state_at",
 ]
 
@@ -49,7 +54,7 @@ _MIB: Final = 1_048_576
 _DOCUMENT_SUFFIX: Final = ".json"
 _ID_WIDTH: Final = 8
 
-Kind = Literal["absent", "file", "symlink", "folder", "other", "unrecorded"]
+Kind = Literal["absent", "file", "symlink", "folder", "other", "unrecorded", "pending"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +72,9 @@ class PathState:
 
 
 ABSENT_STATE: Final = PathState(kind="absent")
+PENDING_STATE: Final = PathState(kind="pending")
+"""The state after a command's change, until the command has run and the checkpoint is settled: it
+matches nothing, so a checkpoint a crash left unsettled undoes only with overwrite."""
 FOLDER_STATE: Final = PathState(kind="folder")
 
 
@@ -225,6 +233,30 @@ class CheckpointStore:
             self._prune()
         return checkpoint
 
+    def settle(self, checkpoint: Checkpoint, root: Path) -> Checkpoint | None:
+        """Write what a command left at each path of `checkpoint` (recorded before it ran, its states
+        after `PENDING_STATE`): the states now, so a later change to them shows as one.
+
+        Returns:
+            The settled checkpoint; None where the command changed none of its paths (it failed,
+            or found them as they were): then there is nothing to undo, and it is dropped.
+        """
+        entries = tuple(
+            replace(entry, after=state_at(os.path.join(root, entry.path))) for entry in checkpoint.entries
+        )
+        changed = any(not entry.after.same_as(entry.before) for entry in entries)
+        settled = replace(checkpoint, entries=entries)
+        with self._lock:
+            path = self._documents / f"{int(checkpoint.id):0{_ID_WIDTH}d}{_DOCUMENT_SUFFIX}"
+            if not path.exists():  # dropped meanwhile by newer ones past the limits
+                return None
+            if not changed:
+                self._drop(checkpoint.id)
+                self._collect()
+                return None
+            _write_private(path, _encode(settled))
+        return settled
+
     def list(self) -> list[Checkpoint]:
         """Every checkpoint kept, newest first."""
         found = []
@@ -284,6 +316,54 @@ class CheckpointStore:
                     path.unlink()
 
 
+def record_or_refuse(
+    store: CheckpointStore, *, tool: str, call_id: str, capture: Callable[[CheckpointStore], Sequence[Entry]]
+) -> Checkpoint:
+    """`store.record`, or a refusal of the change when the checkpoint cannot be written.
+
+    Raises:
+        ExecutionError: The store could not be written; nothing was changed (a change that could
+            not be undone is not made unasked).
+    """
+    try:
+        return store.record(tool=tool, call_id=call_id, capture=capture)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ExecutionError(
+            f"the checkpoint of this change could not be written ({reason}), so nothing was "
+            "changed; fix the checkpoint_dir folder, or set checkpoint_max_count to 0 to change "
+            "files without undo"
+        ) from exc
+
+
+def record_paths_before(
+    store: CheckpointStore, root: Path, paths: Sequence[str], *, tool: str, call_id: str
+) -> Checkpoint:
+    """A checkpoint of `paths` (relative to `root`) as they are before a command changes them; its
+    states after are pending until `settle`. A path reached through a link is kept as not undoable.
+
+    Raises:
+        ExecutionError: The store could not be written.
+    """
+
+    def capture(kept: CheckpointStore) -> list[Entry]:
+        entries = []
+        for path in paths:
+            full = os.path.join(root, path)
+            parent = os.path.dirname(full)
+            # The command's git or tool never writes through a linked folder; the store never reads
+            # through one either (it could lead out of the project).
+            before = (
+                state_at(full, keep=kept)
+                if os.path.realpath(parent) == os.path.normpath(parent)
+                else PathState(kind="unrecorded")
+            )
+            entries.append(Entry(path=path, before=before, after=PENDING_STATE))
+        return entries
+
+    return record_or_refuse(store, tool=tool, call_id=call_id, capture=capture)
+
+
 def _files(folder: Path) -> Iterable[Path]:
     try:
         return list(folder.iterdir())
@@ -328,7 +408,7 @@ def _encode(checkpoint: Checkpoint) -> bytes:
 
 def _state(document: dict[str, object]) -> PathState:
     kind = document["kind"]
-    if kind not in ("absent", "file", "symlink", "folder", "other", "unrecorded"):
+    if kind not in ("absent", "file", "symlink", "folder", "other", "unrecorded", "pending"):
         raise ValueError("an unknown state")
     mode = document.get("mode")
     return PathState(

@@ -178,6 +178,7 @@ class ExecutionSandbox:
             approved_targets=ctx.approved_targets,
             entry_rights=self.backend.entry_rights,
             checkpoints=self.applier.checkpoints,
+            call_id=ctx.call_id,
         )
         if ctx.previewing:
             if ctx.spec.preview is None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Final
 
@@ -40,6 +40,7 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     TargetChangedError,
 )
+from oct_mcp.execution.checkpoints import Checkpoint, record_paths_before
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, commit_target, content_digest
 from oct_mcp.protected import (
     GIT_DIRECTORY_RULE,
@@ -366,6 +367,36 @@ def _git_path(relative: str) -> str:
 
 def _file_targets(workspace: Workspace, paths: Sequence[str], *extra: str) -> tuple[TargetState, ...]:
     return tuple(TargetState(path=path, digest=content_digest(workspace, path)) for path in (*paths, *extra))
+
+
+class _CommandCheckpoint:
+    """The checkpoint of the files a git command is about to change in the work tree: recorded
+    before git runs (what the files were), settled after it (what git left), so oct_undo can put
+    back what a switch or a restore replaced. git's own state (HEAD, the index) is not in it."""
+
+    def __init__(self, env: ToolEnv, tool: str) -> None:
+        self._env, self._tool = env, tool
+        self._recorded: Checkpoint | None = None
+        self._settled: Checkpoint | None = None
+
+    def before(self, paths: Sequence[str]) -> None:
+        """Raises: ExecutionError: the checkpoint could not be written; git has not run."""
+        store = self._env.checkpoints
+        if store is not None and paths:
+            self._recorded = record_paths_before(
+                store, self._env.workspace.root, paths, tool=self._tool, call_id=self._env.call_id
+            )
+
+    def settle(self) -> None:
+        store, recorded = self._env.checkpoints, self._recorded
+        if store is not None and recorded is not None:
+            self._settled = store.settle(recorded, self._env.workspace.root)
+
+    def noted(self, result: ToolResult) -> ToolResult:
+        if self._settled is None:
+            return result
+        note = f"\n(checkpoint {self._settled.id}: oct_undo can put these files back)"
+        return replace(result, text=result.text + note, checkpoint=self._settled.id)
 
 
 # -- oct_git_add ---------------------------------------------------------------------------------
@@ -1012,9 +1043,11 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             "the branch changed after the preview the user approved, so nothing was switched; "
             "call the tool again to preview the switch as it is now",
         )
+        checkpoint.before(changed)
         return ("switch", "--no-guess", "--no-recurse-submodules", "--quiet", params.branch)
 
     def parse(run: RunResult) -> ToolResult:
+        checkpoint.settle()
         if run.exit_code != 0:
             lost = _lost_files(run.stderr)
             if lost:
@@ -1024,10 +1057,13 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         if run.exit_code != 0:
             return git_failed(run)
         output = GitSwitchOutput(branch=params.branch, commit=found["commit"], files=[], applied=True)
-        return ToolResult(
-            text=f"switched to {params.branch} ({found['commit'][:12]})", structured=output.model_dump()
+        return checkpoint.noted(
+            ToolResult(
+                text=f"switched to {params.branch} ({found['commit'][:12]})", structured=output.model_dump()
+            )
         )
 
+    checkpoint = _CommandCheckpoint(env, "oct_git_switch")
     steps: list[Step] = [_fixed(*verify_arguments(f"refs/heads/{params.branch}")), changed_files, switch]
     return _plan(git, steps, parse, writes_project=True)
 
@@ -1220,16 +1256,22 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
         )
         _refuse_fixed_entries(env, files, "restored")
         found["files"] = files
+        checkpoint.before(files)
         return ("checkout-index", "--force", "--", *files)
 
     def parse(run: RunResult) -> ToolResult:
+        checkpoint.settle()
         _refuse_unreplaceable(run, "restored")
         if run.exit_code != 0:
             return git_failed(run)
         output = GitRestoreOutput(files=found["files"], applied=True)
-        return ToolResult(
-            text=f"discarded the changes to {len(output.files)} file(s)", structured=output.model_dump()
+        return checkpoint.noted(
+            ToolResult(
+                text=f"discarded the changes to {len(output.files)} file(s)", structured=output.model_dump()
+            )
         )
+
+    checkpoint = _CommandCheckpoint(env, "oct_git_restore")
 
     return _plan(
         git, [_fixed(*_status_arguments(specs, untracked=False)), restore], parse, writes_project=True

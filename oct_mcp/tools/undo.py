@@ -363,8 +363,8 @@ CHECKPOINTS: Final = ToolSpec(
     title="List checkpoints",
     description=(
         "List the checkpoints of this project, newest first: each change oct-mcp made (edits, writes, "
-        "patches, moves, deletes, undos) with its id, time, tool, the files it touched, whether it can be "
-        "undone, and the files changed since. oct_undo takes one back."
+        "patches, moves, deletes, git switches and restores, undos) with its id, time, tool, the files it "
+        "touched, whether it can be undone, and the files changed since. oct_undo takes one back."
     ),
     params=CheckpointsParams,
     output=CheckpointsOutput,

@@ -420,7 +420,10 @@ async def test_a_staged_submodule_pointer_is_shown_in_the_question_and_protected
     (question,) = human.questions
     assert "  vendor/lib: commit, +1 -0\n" in question
     assert f"+Subproject commit {pointer}" in question
-    assert "  .github/workflows: commit a protected path (rule ci), +1 -0\n" in question
+    assert (
+        "  .github/workflows (configures code that runs later: check it): commit a protected path (rule ci), "
+        "+1 -0\n"
+    ) in question
     assert committed.is_error is False, only_text(committed)
     assert git(repo, "ls-tree", "HEAD", "vendor/lib").split()[:3] == ["160000", "commit", pointer]
 
@@ -932,3 +935,55 @@ async def test_a_line_behind_a_form_feed_is_asked_about_as_added_when_staged_and
     # for a line of the diff.
     assert "\n  Tidy\n  + looks like a diff line\n" in commit_question
     assert git(repo, "show", "HEAD:src/pkg/core.py") + "\n" == CORE + backdoor.rstrip("\n") + "\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_switch_and_a_restore_are_checkpoints_oct_undo_takes_back(
+    repo: Path, home: Path, tmp_path: Path, backend: str
+) -> None:
+    edited = CORE.replace("42", "7  # work the restore discards")
+    (repo / "README.md").write_text("# Demo, an uncommitted edit\n")
+    human = Human()
+    config = _config(tmp_path, backend)
+
+    switched, listed, undone = await _calls(
+        repo,
+        config,
+        home,
+        [
+            ("oct_git_switch", {"branch": "feature", "dry_run": False}),
+            ("oct_checkpoints", {}),
+            ("oct_undo", {"id": "1", "dry_run": False}),
+        ],
+        human,
+    )
+    after_switch_undo = (repo / "src" / "pkg" / "core.py").read_text()
+    (repo / "src" / "pkg" / "core.py").write_text(edited)
+    restored, undone_restore = await _calls(
+        repo,
+        config,
+        home,
+        [
+            ("oct_git_restore", {"paths": ["src"], "dry_run": False}),
+            ("oct_undo", {"id": "3", "dry_run": False}),
+        ],
+        human,
+    )
+
+    assert switched.is_error is False, only_text(switched)
+    assert "(checkpoint 1: oct_undo can put these files back)" in only_text(switched)
+    assert listed.structured_content is not None
+    (entry,) = listed.structured_content["checkpoints"]
+    assert (entry["tool"], entry["files"]) == (
+        "oct_git_switch",
+        [{"path": "src/pkg/core.py", "change": "modified"}],
+    )
+    assert undone.is_error is False, only_text(undone)
+    # The files come back; git's HEAD stays where the switch left it.
+    assert after_switch_undo == CORE
+    assert git(repo, "branch", "--show-current") == "feature"
+    assert restored.is_error is False, only_text(restored)
+    assert "(checkpoint 3: oct_undo can put these files back)" in only_text(restored)
+    assert undone_restore.is_error is False, only_text(undone_restore)
+    assert (repo / "src" / "pkg" / "core.py").read_text() == edited
+    assert (repo / "README.md").read_text() == "# Demo, an uncommitted edit\n"
