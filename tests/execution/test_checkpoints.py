@@ -191,3 +191,33 @@ def test_a_checkpoint_id_is_digits_only(tmp_path: Path, checkpoint_id: str) -> N
 
     assert isinstance(outcome, CallFailure)
     assert outcome.code == "invalid_arguments"
+
+
+def test_a_command_checkpoint_keeps_the_files_before_and_is_settled_or_dropped_after(tmp_path: Path) -> None:
+    from oct_mcp.execution.checkpoints import PENDING_STATE, CheckpointStore, record_paths_before
+
+    root = (tmp_path / "project").resolve()
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("before\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret.txt").write_text("not the project's\n")
+    (root / "linked").symlink_to(tmp_path / "elsewhere")
+    store = CheckpointStore(tmp_path / "store")
+
+    changed = record_paths_before(
+        store, root, ["src/a.py", "linked/secret.txt"], tool="oct_git_switch", call_id="c1"
+    )
+    (root / "src" / "a.py").write_text("after\n")
+    settled = store.settle(changed, root)
+    untouched = record_paths_before(store, root, ["src/a.py"], tool="oct_git_restore", call_id="c2")
+    dropped = store.settle(untouched, root)
+
+    assert [e.after for e in changed.entries] == [PENDING_STATE, PENDING_STATE]
+    # Never read through a linked folder: kept as not undoable.
+    assert [e.before.kind for e in changed.entries] == ["file", "unrecorded"]
+    assert store.blob(changed.entries[0].before.digest) == b"before\n"
+    assert settled is not None
+    assert settled.entries[0].after.kind == "file"
+    assert store.get(changed.id) == settled
+    assert dropped is None
+    assert [c.id for c in store.list()] == [changed.id]
