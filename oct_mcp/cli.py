@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -495,6 +496,10 @@ def run_limits_status(memory_limit_mb: int) -> str:
 
 
 def _availability(app: App, spec: ToolSpec) -> str:
+    if spec.name.startswith("oct_git_"):
+        # The git tools run the server's own git, never the project's, under the sandbox.
+        git = shutil.which("git")
+        return f"runs {git} under the sandbox" if git else "unavailable: git is not on the server's PATH"
     if spec.program is None:
         return "available (runs in-process)"
     try:

@@ -500,3 +500,14 @@ def test_a_client_that_cannot_ask_is_told_truly_whether_the_call_changes_anythin
     assert err.startswith("[oct-mcp requires_confirmation] oct_write_file")
     assert said in err
     assert (project / "README.md").read_text() == "# Demo\n\nline 3\nline 4\n"
+
+
+def test_doctor_says_the_git_tools_run_the_servers_git_under_the_sandbox(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    git_rows = [line for line in out.splitlines() if line.strip().startswith("oct_git_")]
+    assert code == EXIT_OK
+    assert len(git_rows) == 10
+    assert all("under the sandbox" in row and "in-process" not in row for row in git_rows)

@@ -61,8 +61,9 @@ class PolicyEngine:
             allowed = ", ".join(sorted(" ".join(words) for words in self.programs)) or "none"
             raise PolicyError(
                 f"the program is not allowed in profile {self.profile!r} (rule: programs; allowed: "
-                f"{allowed}); to allow it, add its name, or its name and first argument, to `programs` "
-                "in [settings.policy] of your own profile in the config file"
+                f"{allowed}); to allow it, add its name, or its name and first argument, to the "
+                'programs of your own profile in the config file: "profiles": {"mine": {"settings": '
+                '{"policy": {"programs": [...]}}}}'
             )
         call = CallRisk(risk=spec.risk) if spec.call_risk is None else spec.risk_of(params.model_dump())
         if call.network and not self.network_allowed:

@@ -150,7 +150,8 @@ async def test_a_program_the_profile_does_not_list_is_refused_with_how_to_allow_
         text = only_text(result)
         assert text.startswith("[policy] the program is not allowed in profile 'default' (rule: programs; ")
         assert "allowed: hatch, make, nox, npm run, pytest, python, tox, uv run)" in text
-        assert "add its name, or its name and first argument, to `programs` in [settings.policy]" in text
+        assert "add its name, or its name and first argument, to the programs of your own profile" in text
+        assert '"settings": {"policy": {"programs": [...]}}' in text
     assert not planted.exists()
 
 
