@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import anyio
 
@@ -34,7 +34,7 @@ EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_BROAD_ROOT: Final = 3
 """The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
-COMMANDS: Final = ("serve", "doctor", "call", "checkpoints", "audit", "token")
+COMMANDS: Final = ("serve", "doctor", "call", "tools", "checkpoints", "audit", "token")
 TAIL_DEFAULT: Final = 20
 
 _log = get_logger(__name__)
@@ -83,6 +83,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
         ),
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
+        "tools": "List the tools this profile offers, or show one tool's arguments.",
         "checkpoints": (
             "The changes oct-mcp made to this project, and their undo, through the same chain as the "
             "server (its audit log, its masks; an undo shows its diff and asks you first)."
@@ -107,6 +108,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
         _checkpoint_actions(parser)
     else:
         _common_options(parser)
+    if command == "tools":
+        parser.add_argument("tool", nargs="?", help="a tool's name: show its description and arguments")
     if command == "call":
         parser.add_argument("tool", help="tool name, as tools/list shows it")
         parser.add_argument(
@@ -236,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _call(app, args.tool, args.arguments)
     if command == "checkpoints":
         return _checkpoints(app, args)
+    if command == "tools":
+        return _tools(app, args.tool, sys.stdout)
     if args.transport == "http":
         return _serve_http(app, args.host, args.port)
     from oct_mcp.server import serve_stdio
@@ -408,6 +413,51 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
     if outcome.structured is not None:
         print(json.dumps(dict(outcome.structured), indent=2), file=sys.stderr)
     return EXIT_CALL_FAILED if outcome.is_error else EXIT_OK
+
+
+def _tools(app: App, name: str | None, out: TextIO) -> int:
+    """`tools`: every tool the profile offers, a line each; `tools NAME`: its description and arguments."""
+    visible = {spec.name: spec for spec in app.visible_tools()}
+    if name is None:
+        width = max(map(len, visible), default=0)
+        for listed in visible.values():
+            out.write(f"{listed.name:<{width}}  {listed.risk.value:<7}  {listed.title}\n")
+        out.write(f"\n{len(visible)} tools in profile {app.profile.name}; oct-mcp tools NAME shows one\n")
+        return EXIT_OK
+    spec = visible.get(name)
+    if spec is None:
+        print(
+            f"oct-mcp tools: no tool {name!r} in profile {app.profile.name}; oct-mcp tools lists them",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    out.write(f"{spec.name} ({spec.risk.value}): {spec.title}\n\n{spec.description}\n\narguments:\n")
+    schema = spec.params.model_json_schema()
+    required = set(schema.get("required", ()))
+    for argument, field in schema.get("properties", {}).items():
+        kind = _schema_type(field)
+        default = "required" if argument in required else f"default {json.dumps(field.get('default'))}"
+        described = f": {field['description']}" if field.get("description") else ""
+        out.write(f"  {argument} ({kind}, {default}){described}\n")
+    example = dict.fromkeys(sorted(required), "...")
+    out.write(f"\ntry: oct-mcp call {spec.name} --json '{json.dumps(example)}'\n")
+    return EXIT_OK
+
+
+def _schema_type(field: dict[str, Any]) -> str:
+    """A JSON schema's type in a word or two: `string`, `integer`, `array of string`, `string or null`."""
+    if "anyOf" in field:
+        return " or ".join(_schema_type(option) for option in field["anyOf"])
+    if "enum" in field:
+        return "one of " + ", ".join(json.dumps(value) for value in field["enum"])
+    if "const" in field:
+        return json.dumps(field["const"])
+    if "$ref" in field:
+        return f"object ({str(field['$ref']).rsplit('/', 1)[-1]})"
+    kind = str(field.get("type", "value"))
+    if kind == "array" and isinstance(field.get("items"), dict):
+        return f"array of {_schema_type(field['items'])}"
+    return kind
 
 
 def _checkpoint_status(app: App) -> str:

@@ -511,3 +511,26 @@ def test_doctor_says_the_git_tools_run_the_servers_git_under_the_sandbox(
     assert code == EXIT_OK
     assert len(git_rows) == 10
     assert all("under the sandbox" in row and "in-process" not in row for row in git_rows)
+
+
+def test_tools_lists_the_profiles_tools_and_shows_one_tools_arguments(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ("--project-root", str(project), "--config", str(config_file))
+
+    listed = _run(capsys, "tools", *where)
+    strict = _run(capsys, "tools", *where, "--profile", "strict")
+    shown = _run(capsys, "tools", "oct_read_file", *where)
+    unknown = _run(capsys, "tools", "oct_shell", *where)
+
+    assert listed[0] == EXIT_OK
+    rows = listed[1].splitlines()
+    assert rows[0].split()[:2] == ["oct_read_file", "read"]
+    assert rows[-1] == "28 tools in profile default; oct-mcp tools NAME shows one"
+    assert strict[1].splitlines()[-1].endswith("tools in profile strict; oct-mcp tools NAME shows one")
+    assert shown[0] == EXIT_OK
+    assert "  path (string, required): " in shown[1]
+    assert "  start_line (integer or null, default null): " in shown[1]
+    assert shown[1].endswith("""try: oct-mcp call oct_read_file --json '{"path": "..."}'\n""")
+    assert unknown[0] == EXIT_USAGE
+    assert "no tool 'oct_shell' in profile default" in unknown[2]
