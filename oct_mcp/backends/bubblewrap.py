@@ -19,6 +19,7 @@ from oct_mcp.backends import (
     EntryRights,
     Prepared,
     SandboxRequest,
+    SecretFileView,
 )
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import RunFilter, seccomp_loads
@@ -45,6 +46,7 @@ class Bubblewrap:
 
     name = "bubblewrap"
     entry_rights = EntryRights.WRITABLE_FOLDERS
+    secret_files = SecretFileView.MASKED
 
     @cached_property
     def executable(self) -> str | None:
@@ -116,6 +118,12 @@ class Bubblewrap:
         # Last, so they cover the read-only project or protected git folder around them.
         for path in request.writable_inside:
             argv += ["--bind", str(path), str(path)]
+        # Last of all, so nothing bound later uncovers them: each file a read shows masked is
+        # replaced by its masked copy, read-only (a writable run cannot write, move or remove it).
+        # Without a copy, an empty device stands in: the run reads nothing of the file.
+        for secret in request.secret_files:
+            source = "/dev/null" if secret.masked is None else str(secret.masked)
+            argv += ["--ro-bind", source, str(secret.path)]
         argv += ["--chdir", str(request.start_folder), "--clearenv"]
         for name, value in request.env.items():
             argv += ["--setenv", name, value]
