@@ -509,18 +509,27 @@ def secret_files_status(app: App) -> str:
     settings = SandboxSettings.model_validate(app.profile.settings.get("sandbox", {}))
     if settings.show_secrets_to_runs:
         return (
-            "runs read them as they are (show_secrets_to_runs = true): code a tool runs can print a "
-            "secret in a form the redactor does not know"
+            "runs read the project files a read shows masked as they are (show_secrets_to_runs = true): "
+            "code a tool runs can print their secrets in a form the redactor does not know"
         )
     try:
         backend = select_backend(app.loaded.config.sandbox_backend)[0]
     except ConfigError:
         return "unknown: no sandbox backend works here"
     if backend.secret_files is SecretFileView.MASKED:
-        return f"runs read a masked, read-only copy of each ({backend.name}; show_secrets_to_runs = false)"
+        return (
+            "runs read a masked, read-only copy of each project file a read shows masked "
+            f"({backend.name}; show_secrets_to_runs = false)"
+        )
     if backend.secret_files is SecretFileView.HIDDEN:
-        return f"runs cannot read them: permission denied ({backend.name}; show_secrets_to_runs = false)"
-    return f"runs read them as they are: the {backend.name} backend confines no reads"
+        return (
+            "runs cannot read the project files a read shows masked: permission denied "
+            f"({backend.name}; show_secrets_to_runs = false)"
+        )
+    return (
+        f"runs read the project files a read shows masked as they are: the {backend.name} backend "
+        "confines no reads"
+    )
 
 
 def landlock_guarantee_status() -> list[tuple[str, str]]:

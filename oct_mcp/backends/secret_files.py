@@ -155,11 +155,12 @@ def masked_copies(files: tuple[Path, ...], folder: Path) -> tuple[SecretFile, ..
             copy = copies.get(inode)
             if copy is None:
                 data = read_at_most(fd, SCAN_MAX_BYTES, info.st_size)
-                view, _ = redact(data.decode("utf-8", errors="surrogateescape"))
+                text, encoding = _decoded(data)
+                view, _ = redact(text)
                 copy = copies[inode] = target / str(len(copies))
                 out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
                 with os.fdopen(out, "wb") as written:
-                    written.write(view.encode("utf-8", errors="surrogateescape"))
+                    written.write(view.encode(encoding))
         finally:
             os.close(fd)
         shown.append(SecretFile(path=path, masked=copy))
@@ -169,8 +170,7 @@ def masked_copies(files: tuple[Path, ...], folder: Path) -> tuple[SecretFile, ..
 def _shows_a_mask(path: Path, key: Key, max_bytes: int) -> bool:
     """Whether a whole read of the file would show a mask: text (no NUL where git looks), within the cap.
 
-    Text that is not UTF-8 is decoded as far as it goes: a read refuses it, but the run would read
-    it all, so a secret in a Latin-1 `.env` counts too.
+    Text that is not UTF-8 counts too (see `_decoded`).
     """
     if key[2] > max_bytes:
         return False
@@ -186,8 +186,21 @@ def _shows_a_mask(path: Path, key: Key, max_bytes: int) -> bool:
         os.close(fd)
     if len(data) > max_bytes or b"\x00" in data[:BINARY_SNIFF_BYTES]:
         return False
-    _, findings = redact(data.decode("utf-8", errors="surrogateescape"))
+    _, findings = redact(_decoded(data)[0])
     return bool(findings)
+
+
+def _decoded(data: bytes) -> tuple[str, str]:
+    """The text as a read shows it (UTF-8), or else byte for byte (Latin-1), and its encoding.
+
+    A read refuses text that is not UTF-8, but a run reads every byte: a secret in a Latin-1
+    `.env` must count too. Latin-1 maps each byte to one character, so the copy keeps every byte
+    that no mask replaced.
+    """
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
 
 
 def _walk(project: Path, *, everything: bool = False) -> Iterator[tuple[Path, os.stat_result, bool]]:

@@ -142,9 +142,8 @@ async def test_oct_run_prints_no_form_of_a_secret_a_read_shows_masked(
         project, config_file, [("oct_run", {"argv": ["python", "-c", code]}) for code in PROBES.values()]
     )
 
-    assert {probe: leaked_forms(view) for probe, view in zip(PROBES, views, strict=True)} == dict.fromkeys(
-        PROBES, []
-    )
+    leaks = {probe: leaked_forms(view) for probe, view in zip(PROBES, views, strict=True)}
+    assert leaks == {probe: [] for probe in PROBES}
     # The result says why the run did not get the file, naming it.
     how = "shown to the run masked" if backend == "bubblewrap" else "kept from the run"
     assert all(f"1 file(s) holding secrets were {how}" in view and "(.env)" in view for view in views)
@@ -203,7 +202,9 @@ async def test_show_secrets_to_runs_gives_the_run_the_real_file(
     project = _project(tmp_path, with_venv=True)
     _config(config_file, backend, show_secrets=True)
 
-    (view,) = await _calls(project, config_file, [("oct_run", {"argv": ["python", "-c", PROBES["reversed"]]})])
+    (view,) = await _calls(
+        project, config_file, [("oct_run", {"argv": ["python", "-c", PROBES["reversed"]]})]
+    )
 
     # What the setting gives up: the redactor knows no reversed secret.
     assert leaked_forms(view) == ["reversed"]
