@@ -75,6 +75,10 @@ class FoundSecrets:
     """Absolute, sorted; hard links of one file are each named."""
     scanned: int
     """Files read for this answer (not known to the cache)."""
+    compiled: tuple[Path, ...] = ()
+    """Bytecode compiled from those of them that are Python (`__pycache__/<name>.*.pyc`, a
+    `<name>.pyc` beside it), left by a run outside the sandbox: its constants are the secret's
+    bytes, which no read shows (binary) and a run could unmarshal."""
 
 
 class SecretFileCache:
@@ -126,22 +130,32 @@ class SecretFileCache:
         with self._lock:
             self._verdicts = verdicts
         files = sorted(path for names in found.values() for path in names)
-        return FoundSecrets(files=tuple(files), scanned=scanned)
+        compiled = sorted(_bytecode_of(files))
+        return FoundSecrets(files=tuple(files), scanned=scanned, compiled=tuple(compiled))
 
 
-def masked_copies(files: tuple[Path, ...], folder: Path) -> tuple[SecretFile, ...]:
+def masked_copies(found: FoundSecrets, folder: Path) -> tuple[SecretFile, ...]:
     """Write each file as a read shows it, owner-only and read-only, into a new folder in `folder`.
 
     A file read again here may have changed since it was found; it is masked as it is now. A file
-    gone or no longer a regular file is left out: there is nothing of it to show.
+    gone or no longer a regular file is left out: there is nothing of it to show. Bytecode is
+    shown empty: Python finds no valid header in it and compiles the masked source instead.
 
     Returns:
         Each file with its masked copy; hard links of one file share one copy.
     """
     target = folder / _COPIES
     target.mkdir(mode=0o700)
+    shown = list(_masked_files(found.files, target))
+    if found.compiled:
+        empty = target / "empty"
+        os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400))
+        shown += [SecretFile(path=path, masked=empty) for path in found.compiled]
+    return tuple(shown)
+
+
+def _masked_files(files: tuple[Path, ...], target: Path) -> Iterator[SecretFile]:
     copies: dict[tuple[int, int], Path] = {}
-    shown: list[SecretFile] = []
     for path in files:
         try:
             fd = os.open(path, _FILE_FLAGS)
@@ -163,8 +177,26 @@ def masked_copies(files: tuple[Path, ...], folder: Path) -> tuple[SecretFile, ..
                     written.write(view.encode(encoding))
         finally:
             os.close(fd)
-        shown.append(SecretFile(path=path, masked=copy))
-    return tuple(shown)
+        yield SecretFile(path=path, masked=copy)
+
+
+def _bytecode_of(files: list[Path]) -> Iterator[Path]:
+    """The bytecode files Python compiled from the Python files among `files`, where they lie."""
+    for path in files:
+        if path.suffix != ".py":
+            continue
+        beside = path.with_suffix(".pyc")
+        if beside.is_file() and not beside.is_symlink():
+            yield beside
+        try:
+            with os.scandir(path.parent / "__pycache__") as entries:
+                for entry in entries:
+                    name = entry.name
+                    ours = name.startswith(f"{path.stem}.") and name.endswith(".pyc")
+                    if ours and entry.is_file(follow_symlinks=False):
+                        yield Path(entry.path)
+        except OSError:
+            continue
 
 
 def _shows_a_mask(path: Path, key: Key, max_bytes: int) -> bool:

@@ -390,8 +390,8 @@ class ExecutionSandbox:
             return ()
         found = self.secret_files.find(project)
         if view is SecretFileView.MASKED:
-            return masked_copies(found.files, scratch)
-        return tuple(SecretFile(path) for path in found.files)
+            return masked_copies(found, scratch)
+        return tuple(SecretFile(path) for path in (*found.files, *found.compiled))
 
 
 def _secrets_note(view: SecretFileView, secrets: tuple[SecretFile, ...], project: Path) -> str:

@@ -3,7 +3,9 @@ the code a command runs by every name and move, on each backend that confines re
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import py_compile
 import stat
 import sys
 from dataclasses import replace
@@ -122,7 +124,7 @@ def test_text_that_is_not_utf8_counts_and_its_copy_keeps_every_byte_but_the_secr
     (project / "latin1.env").write_bytes("# café\n".encode("latin-1") + ENV.encode())
     found = SecretFileCache().find(project)
 
-    (copy,) = masked_copies(found.files, tmp_path)
+    (copy,) = masked_copies(found, tmp_path)
 
     assert copy.path == project / "latin1.env"
     assert copy.masked is not None
@@ -133,7 +135,7 @@ def test_masked_copies_hold_what_a_read_shows_owner_only_one_per_inode(project: 
     os.link(project / ".env", project / "src" / "copy.txt")
     found = SecretFileCache().find(project)
 
-    copies = masked_copies(found.files, tmp_path)
+    copies = masked_copies(found, tmp_path)
 
     assert [c.path for c in copies] == [project / ".env", project / "src" / "copy.txt"]
     assert copies[0].masked == copies[1].masked
@@ -211,7 +213,7 @@ import os
 def attempt(name, action):
     try:
         print(f"{name}: {repr(action())[:60]}")
-    except OSError as exc:
+    except (OSError, EOFError, ValueError) as exc:
         print(f"{name}: refused {type(exc).__name__}")
 """
 
@@ -286,3 +288,33 @@ async def test_bubblewrap_shows_the_masked_copy_which_a_writable_run_cannot_chan
     ]
     assert (project / ".env").read_text() == ENV
     assert "1 file(s) holding secrets were shown to the run masked" in result.text
+
+
+@pytest.mark.parametrize("name", ["bubblewrap", "landlock"])
+async def test_bytecode_a_terminal_run_left_of_a_secret_source_is_kept_from_the_run(
+    project: Path, name: str
+) -> None:
+    backend = bubblewrap() if name == "bubblewrap" else landlock()
+    source = project / "settings.py"
+    source.write_text(f'DB_PASSWORD = "{SECRET}"\n')
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
+    code = ATTEMPTS + (
+        "import glob, marshal\n"
+        "pyc = glob.glob('__pycache__/settings.*.pyc')[0]\n"
+        "constants = lambda: marshal.loads(open(pyc, 'rb').read()[16:]).co_consts\n"
+        "attempt('bytecode', lambda: [c[::-1] for c in constants()])\n"
+        "attempt('import', lambda: __import__('settings').DB_PASSWORD)\n"
+    )
+
+    result = await _run(backend, project, code)
+
+    assert SECRET not in result.text
+    assert SECRET[::-1] not in result.text
+    lines = dict(line.split(": ", 1) for line in result.text.splitlines() if ": " in line)
+    if name == "bubblewrap":
+        # Shown empty: no constants; an import compiles the masked source.
+        assert lines["bytecode"] == "refused EOFError"
+        assert lines["import"] == "'[REDACTED:password]'"
+    else:
+        assert lines["bytecode"] == "refused PermissionError"
+        assert lines["import"] == "refused PermissionError"
