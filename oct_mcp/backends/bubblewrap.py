@@ -120,10 +120,16 @@ class Bubblewrap:
             argv += ["--bind", str(path), str(path)]
         # Last of all, so nothing bound later uncovers them: each file a read shows masked is
         # replaced by its masked copy, read-only (a writable run cannot write, move or remove it).
-        # Without a copy, an empty device stands in: the run reads nothing of the file.
+        # Without a copy, an empty device stands in for a file, an empty read-only folder for a
+        # folder (git's objects holding a secret): the run reads nothing of either.
         for secret in request.secret_files:
-            source = "/dev/null" if secret.masked is None else str(secret.masked)
-            argv += ["--ro-bind", source, str(secret.path)]
+            target = str(secret.path)
+            if secret.masked is not None:
+                argv += ["--ro-bind", str(secret.masked), target]
+            elif secret.path.is_dir() and not secret.path.is_symlink():
+                argv += ["--tmpfs", target, "--remount-ro", target]
+            else:
+                argv += ["--ro-bind", "/dev/null", target]
         argv += ["--chdir", str(request.start_folder), "--clearenv"]
         for name, value in request.env.items():
             argv += ["--setenv", name, value]

@@ -69,9 +69,9 @@ def seatbelt_profile(
         rules.append(f'(allow file-write* (require-all (subpath (param "PROJECT")) {carve_outs}))')
     if network:
         rules.append("(allow network*)")
-    # Last: a later rule wins over the allows above. The files a read shows masked cannot be read
-    # (their metadata can: listing a folder must still work).
-    rules += [f'(deny file-read-data (literal (param "SECRET_{index}")))' for index in range(secrets)]
+    # Last: a later rule wins over the allows above. The files a read shows masked cannot be read,
+    # nor what lies below a folder kept whole (git's objects); their metadata can (a listing works).
+    rules += [f'(deny file-read-data (subpath (param "SECRET_{index}")))' for index in range(secrets)]
     return "\n".join(rules)
 
 

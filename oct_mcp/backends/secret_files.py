@@ -12,8 +12,10 @@ ctime) the cache has not seen is read again: a warm run costs a walk of the proj
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,6 +67,11 @@ _SKIP: Final = 2
 
 Key = tuple[int, int, int, int, int]
 """(device, inode, size, mtime_ns, ctime_ns): a file whose key is unchanged is not read again."""
+Verdict = tuple[str, ...]
+"""Empty: no read of the file shows a mask. Else the ids a git blob of its content has (SHA-1,
+SHA-256): where the project's git objects hold one, its history holds the secret."""
+_PACK_INDEX_MAGIC: Final = b"\xfftOc"
+_PACK_INDEX_HEADER: Final = struct.Struct(">4sI256I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,10 @@ class FoundSecrets:
     """Bytecode compiled from those of them that are Python (`__pycache__/<name>.*.pyc`, a
     `<name>.pyc` beside it), left by a run outside the sandbox: its constants are the secret's
     bytes, which no read shows (binary) and a run could unmarshal."""
+    history: Path | None = None
+    """The project's git object folder when it holds one of those files as it is now (committed,
+    staged, stashed): `git show HEAD:.env` would print it. None when it holds none of them (an
+    older value of a secret, or a deleted file's, is not looked for: see the README)."""
 
 
 class SecretFileCache:
@@ -90,7 +101,7 @@ class SecretFileCache:
 
     def __init__(self, max_bytes: int = SCAN_MAX_BYTES) -> None:
         self._max_bytes = max_bytes
-        self._verdicts: dict[Key, bool] = {}
+        self._verdicts: dict[Key, Verdict] = {}
         self._lock = threading.Lock()
 
     def find(self, project: Path) -> FoundSecrets:
@@ -101,8 +112,9 @@ class SecretFileCache:
         """
         with self._lock:
             known = self._verdicts
-        verdicts: dict[Key, bool] = {}
+        verdicts: dict[Key, Verdict] = {}
         found: dict[tuple[int, int], list[str]] = {}
+        blobs: set[str] = set()
         links: dict[tuple[int, int], int] = {}
         scanned = 0
         for path, info, look_inside in _walk(project):
@@ -119,6 +131,7 @@ class SecretFileCache:
             if verdict:
                 found.setdefault((info.st_dev, info.st_ino), []).append(path)
                 links[(info.st_dev, info.st_ino)] = info.st_nlink
+                blobs.update(verdict)
         missing = {inode for inode, names in found.items() if links[inode] > len(names)}
         if missing:
             # Another name of a secret file in a folder whose files are not read (a hard link in
@@ -131,7 +144,9 @@ class SecretFileCache:
             self._verdicts = verdicts
         files = sorted(Path(path) for names in found.values() for path in names)
         compiled = sorted(_bytecode_of(files))
-        return FoundSecrets(files=tuple(files), scanned=scanned, compiled=tuple(compiled))
+        objects = project / GIT_FOLDER / _GIT_OBJECTS
+        history = objects if blobs and _holds_any(objects, blobs) else None
+        return FoundSecrets(files=tuple(files), scanned=scanned, compiled=tuple(compiled), history=history)
 
 
 def masked_copies(found: FoundSecrets, folder: Path) -> tuple[SecretFile, ...]:
@@ -199,27 +214,77 @@ def _bytecode_of(files: list[Path]) -> Iterator[Path]:
             continue
 
 
-def _shows_a_mask(path: str, key: Key, max_bytes: int) -> bool:
+def _shows_a_mask(path: str, key: Key, max_bytes: int) -> Verdict:
     """Whether a whole read of the file would show a mask: text (no NUL where git looks), within the cap.
 
     Text that is not UTF-8 counts too (see `_decoded`).
     """
     if key[2] > max_bytes:
-        return False
+        return ()
     try:
         fd = os.open(path, _FILE_FLAGS)
     except OSError:
-        return False
+        return ()
     try:
         data = read_at_most(fd, max_bytes, key[2])
     except OSError:
-        return False
+        return ()
     finally:
         os.close(fd)
     if len(data) > max_bytes or b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        return False
+        return ()
     _, findings = redact(_decoded(data)[0])
-    return bool(findings)
+    if not findings:
+        return ()
+    header = b"blob %d\x00" % len(data)
+    return (hashlib.sha1(header + data).hexdigest(), hashlib.sha256(header + data).hexdigest())  # noqa: S324 - git's object id, not a security hash
+
+
+def _holds_any(objects: Path, blobs: set[str]) -> bool:
+    """Whether the git object folder `objects` holds an object named by any of `blobs`: loose, or
+    in a pack (found through its index by binary search, a few reads however large the pack)."""
+    for blob in blobs:
+        if os.path.isfile(objects / blob[:2] / blob[2:]):
+            return True
+    try:
+        indexes = [entry.path for entry in os.scandir(objects / "pack") if entry.name.endswith(".idx")]
+    except OSError:
+        return False
+    wanted = [bytes.fromhex(blob) for blob in blobs]
+    return any(_index_holds(index, wanted) for index in indexes)
+
+
+def _index_holds(index: str, wanted: list[bytes]) -> bool:
+    """Whether the pack index (version 2) at `index` names any of `wanted`: unreadable means no."""
+    try:
+        with open(index, "rb") as opened:
+            header = opened.read(_PACK_INDEX_HEADER.size)
+            if len(header) < _PACK_INDEX_HEADER.size:
+                return False
+            magic, version, *fanout = _PACK_INDEX_HEADER.unpack(header)
+            if magic != _PACK_INDEX_MAGIC or version != 2:
+                return False
+            size = os.fstat(opened.fileno()).st_size
+            for name in wanted:
+                # The names are sorted; the fan-out table bounds those starting with each byte.
+                low = fanout[name[0] - 1] if name[0] else 0
+                high = fanout[name[0]]
+                width = len(name)
+                if _PACK_INDEX_HEADER.size + fanout[255] * width > size:
+                    continue  # a SHA-256 name against a SHA-1 index, or the other way round
+                while low < high:
+                    middle = (low + high) // 2
+                    opened.seek(_PACK_INDEX_HEADER.size + middle * width)
+                    found = opened.read(width)
+                    if found == name:
+                        return True
+                    if found < name:
+                        low = middle + 1
+                    else:
+                        high = middle
+    except OSError:
+        return False
+    return False
 
 
 def _decoded(data: bytes) -> tuple[str, str]:

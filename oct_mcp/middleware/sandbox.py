@@ -389,23 +389,31 @@ class ExecutionSandbox:
         if self.show_secrets_to_runs or not plan.masks_secret_files or view is SecretFileView.REAL:
             return ()
         found = self.secret_files.find(project)
+        history = () if found.history is None else (SecretFile(found.history),)
         if view is SecretFileView.MASKED:
-            return masked_copies(found, scratch)
-        return tuple(SecretFile(path) for path in (*found.files, *found.compiled))
+            return (*masked_copies(found, scratch), *history)
+        return (*(SecretFile(path) for path in (*found.files, *found.compiled)), *history)
 
 
 def _secrets_note(view: SecretFileView, secrets: tuple[SecretFile, ...], project: Path) -> str:
     """What the result says of the files a read shows masked: how the run saw them, and their names."""
-    names = tuple(str(file.path.relative_to(project)) for file in secrets)
-    shown = _listed(names)
+    objects = project / ".git" / "objects"
+    names = tuple(str(file.path.relative_to(project)) for file in secrets if file.path != objects)
     how = (
         "shown to the run masked as a read shows them, read-only"
         if view is SecretFileView.MASKED
         else "kept from the run: opening one fails with permission denied"
     )
+    history = (
+        "; git's objects (.git/objects) hold one of them as it is now, so they were kept from the run "
+        "too: git commands that read history fail there"
+        if len(names) < len(secrets)
+        else ""
+    )
     return (
-        f"{len(names)} file(s) holding secrets were {how} ({shown}); code that needs the real values "
-        "fails for it: a profile with show_secrets_to_runs = true in [settings.sandbox] gives them back"
+        f"{len(names)} file(s) holding secrets were {how} ({_listed(names)}){history}; code that needs "
+        "the real values fails for it: a profile with show_secrets_to_runs = true in [settings.sandbox] "
+        "gives them back"
     )
 
 

@@ -209,3 +209,32 @@ async def test_show_secrets_to_runs_gives_the_run_the_real_file(
     # What the setting gives up: the redactor knows no reversed secret.
     assert leaked_forms(view) == ["reversed"]
     assert "holding secrets" not in view
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_git_history_holding_the_secret_is_kept_from_the_run_and_git_tools_still_work(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    usable_backend(backend)
+    project = _project(tmp_path, with_venv=True)
+    who = ["-c", "user.name=Test", "-c", "user.email=test@example.invalid"]
+    for args in (["init", "-q"], ["add", ".env"], ["commit", "-q", "-m", "oops"]):
+        subprocess.run(["git", "-C", str(project), *who, *args], check=True, capture_output=True)
+    _config(config_file, backend)
+    history = (
+        "import subprocess\n"
+        "shown = subprocess.run(['git', 'show', 'HEAD:.env'], capture_output=True).stdout\n"
+        "print(shown[::-1])\n"
+    )
+
+    run, status = await _calls(
+        project,
+        config_file,
+        [("oct_run", {"argv": ["python", "-c", history]}), ("oct_git_status", {})],
+    )
+
+    assert leaked_forms(run) == []
+    assert "git's objects (.git/objects) hold one of them" in run
+    # git's own tools read the real files and history: .env is committed and unchanged, not modified.
+    assert "holding secrets" not in status
+    assert status.splitlines()[1:] == ["## master", "?? .venv/", "?? tests/"]
