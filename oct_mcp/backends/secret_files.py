@@ -102,6 +102,9 @@ class SecretFileCache:
     def __init__(self, max_bytes: int = SCAN_MAX_BYTES) -> None:
         self._max_bytes = max_bytes
         self._verdicts: dict[Key, Verdict] = {}
+        self._elsewhere: dict[Key, tuple[str, ...]] = {}
+        """The names a secret file has where files are not read, by its key: a new hard link
+        changes the file's ctime, so a key seen before has no new name."""
         self._lock = threading.Lock()
 
     def find(self, project: Path) -> FoundSecrets:
@@ -111,11 +114,12 @@ class SecretFileCache:
             project: The project root, real and absolute.
         """
         with self._lock:
-            known = self._verdicts
+            known, known_elsewhere = self._verdicts, self._elsewhere
         verdicts: dict[Key, Verdict] = {}
         found: dict[tuple[int, int], list[str]] = {}
         blobs: set[str] = set()
-        links: dict[tuple[int, int], int] = {}
+        keys: dict[tuple[int, int], Key] = {}
+        nlinks: dict[tuple[int, int], int] = {}
         scanned = 0
         for path, info, look_inside in _walk(project):
             key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -130,18 +134,30 @@ class SecretFileCache:
             verdicts[key] = verdict
             if verdict:
                 found.setdefault((info.st_dev, info.st_ino), []).append(path)
-                links[(info.st_dev, info.st_ino)] = info.st_nlink
+                keys[(info.st_dev, info.st_ino)] = key
+                nlinks[(info.st_dev, info.st_ino)] = info.st_nlink
                 blobs.update(verdict)
-        missing = {inode for inode, names in found.items() if links[inode] > len(names)}
-        if missing:
+        missing = {inode for inode, names in found.items() if nlinks[inode] > len(names)}
+        elsewhere = {
+            keys[inode]: known_elsewhere[keys[inode]] for inode in missing if keys[inode] in known_elsewhere
+        }
+        searched: dict[tuple[int, int], list[str]] = {
+            inode: [] for inode in missing if keys[inode] not in elsewhere
+        }
+        if searched:
             # Another name of a secret file in a folder whose files are not read (a hard link in
-            # .venv, .git/objects): the folders skipped are walked for that inode alone.
+            # .venv, .git/objects), or outside the project: the folders skipped are walked for
+            # those inodes alone, once for each key.
             for path, info, look_inside in _walk(project, everything=True):
-                inode = (info.st_dev, info.st_ino)
-                if not look_inside and inode in missing:
-                    found[inode].append(path)
+                names = searched.get((info.st_dev, info.st_ino))
+                if names is not None and not look_inside:
+                    names.append(path)
+            elsewhere |= {keys[inode]: tuple(names) for inode, names in searched.items()}
+        for inode in missing:
+            found[inode].extend(elsewhere[keys[inode]])
         with self._lock:
             self._verdicts = verdicts
+            self._elsewhere = elsewhere
         files = sorted(Path(path) for names in found.values() for path in names)
         compiled = sorted(_bytecode_of(files))
         objects = project / GIT_FOLDER / _GIT_OBJECTS

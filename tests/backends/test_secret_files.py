@@ -9,6 +9,7 @@ import py_compile
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from fakes import make_context
 from optional import bubblewrap, landlock
 from pydantic import BaseModel, ConfigDict
 
-from oct_mcp.backends import Backend, SecretFileView
+from oct_mcp.backends import Backend, SecretFileView, secret_files
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.sandbox_exec import seatbelt_profile
 from oct_mcp.backends.secret_files import SCAN_MAX_BYTES, SecretFileCache, masked_copies
@@ -102,6 +103,31 @@ def test_a_hard_link_where_files_are_not_read_is_found_by_its_inode(project: Pat
         ".venv/lib/other_name",
         "src/copy.txt",
     ]
+
+
+def test_other_names_are_searched_for_once_until_the_files_links_change(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / ".venv").mkdir()
+    os.link(project / ".env", tmp_path / "kept_outside.env")
+    walks: list[bool] = []
+    walk = secret_files._walk
+
+    def counted(root: Path, *, everything: bool = False) -> Iterator[tuple[str, os.stat_result, bool]]:
+        walks.append(everything)
+        return walk(root, everything=everything)
+
+    monkeypatch.setattr(secret_files, "_walk", counted)
+    cache = SecretFileCache()
+
+    cache.find(project)
+    cache.find(project)
+    os.link(project / ".env", project / ".venv" / "other_name")
+    again = cache.find(project)
+
+    # A name outside the project is never found, but a new link changes the file's ctime.
+    assert walks == [False, True, False, False, True]
+    assert [str(p.relative_to(project)) for p in again.files] == [".env", ".venv/other_name"]
 
 
 def _git(root: Path, *args: str) -> None:
