@@ -500,6 +500,7 @@ def print_doctor(app: App, out: TextIO) -> None:
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
+    write(f"secret files: {secret_files_status(app)}\n")
     write(f"search: {helper_status(app.workspace.root)}\n")
     write("landlock guarantees:\n")
     for name, status in landlock_guarantee_status():
@@ -557,6 +558,40 @@ def _availability(app: App, spec: ToolSpec) -> str:
         return described or f"runs {find_program(app.workspace.root, spec.program)}"
     except ToolUnavailableError as exc:
         return f"unavailable: {exc.message}"
+
+
+def secret_files_status(app: App) -> str:
+    """What a command run is shown of the project files a read shows masked, and which setting says so."""
+    from oct_mcp.backends import SecretFileView
+    from oct_mcp.backends.selection import select_backend
+    from oct_mcp.middleware.sandbox import SandboxSettings
+
+    if "sandbox" not in app.chain.layer_names:
+        return "no sandbox layer in this profile: the host runs the tools"
+    settings = SandboxSettings.model_validate(app.profile.settings.get("sandbox", {}))
+    if settings.show_secrets_to_runs:
+        return (
+            "runs read the project files a read shows masked as they are (show_secrets_to_runs = true): "
+            "code a tool runs can print their secrets in a form the redactor does not know"
+        )
+    try:
+        backend = select_backend(app.loaded.config.sandbox_backend)[0]
+    except ConfigError:
+        return "unknown: no sandbox backend works here"
+    if backend.secret_files is SecretFileView.MASKED:
+        return (
+            "runs read a masked, read-only copy of each project file a read shows masked "
+            f"({backend.name}; show_secrets_to_runs = false)"
+        )
+    if backend.secret_files is SecretFileView.HIDDEN:
+        return (
+            "runs cannot read the project files a read shows masked: permission denied "
+            f"({backend.name}; show_secrets_to_runs = false)"
+        )
+    return (
+        f"runs read the project files a read shows masked as they are: the {backend.name} backend "
+        "confines no reads"
+    )
 
 
 def landlock_guarantee_status() -> list[tuple[str, str]]:

@@ -180,6 +180,12 @@ class CommandPlan:
     git_writes: GitWrites | None = None
     """The git folder writes the command makes (git's own argv must not name `--git-dir`: the
     sandbox sets GIT_DIR to the run's private git folder)."""
+    masks_secret_files: bool = True
+    """The run reads the project's files that a read shows masked as a read shows them (bubblewrap)
+    or not at all (landlock), unless the profile's `show_secrets_to_runs` says otherwise. False only
+    for the server's own programs run with fixed arguments that need the files as they are and
+    print nothing a pattern redactor cannot see (git: a commit of a masked copy would commit the
+    masks, a status would call the file changed)."""
 
 
 Plan: TypeAlias = InProcessPlan | CommandPlan | ChangePlan

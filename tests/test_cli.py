@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from optional import usable_backend
 
 from oct_mcp.backends.cgroups import delegated_cgroup
 from oct_mcp.cli import EXIT_BROAD_ROOT, EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
+from oct_mcp.profiles import shipped_profile
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -322,6 +324,38 @@ def test_doctor_shows_the_landlock_abi_and_each_guarantee_met_or_missed(
         reason = support.missing().get(guarantee)
         assert rows[guarantee] == ("met" if reason is None else f"missed: {reason}")
     assert "allow_unconfined_project_code is on" not in out
+
+
+@pytest.mark.parametrize(
+    ("backend", "shows"),
+    [
+        ("bubblewrap", "runs read a masked, read-only copy of each project file a read shows masked"),
+        ("landlock", "runs cannot read the project files a read shows masked: permission denied"),
+        ("native", "runs read the project files a read shows masked as they are: the native backend"),
+    ],
+)
+def test_doctor_says_what_command_runs_see_of_the_files_a_read_shows_masked(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str], backend: str, shows: str
+) -> None:
+    usable_backend(backend)
+    config_file.write_text(json.dumps({"sandbox_backend": backend, "allow_unconfined_project_code": True}))
+
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    (line,) = [line for line in out.splitlines() if line.startswith("secret files: ")]
+    assert line.startswith(f"secret files: {shows}")
+
+
+def test_doctor_says_when_a_profile_shows_runs_the_real_files(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    default = shipped_profile("default")
+    profile = {"layers": list(default.layers), "settings": {"sandbox": {"show_secrets_to_runs": True}}}
+    config_file.write_text(json.dumps({"profile": "open", "profiles": {"open": profile}}))
+
+    _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
+
+    assert "secret files: runs read the project files a read shows masked as they are " in out
 
 
 def test_doctor_warns_when_unconfined_project_code_is_allowed(

@@ -493,3 +493,84 @@ def test_as_nobody_every_probe_is_blocked_by_each_confining_backend(shared_tree:
     assert native["write_outside"] == "DONE"
     assert native["read_other_project"] == "DONE"
     assert native["tcp"] == "DONE"
+
+
+SECRETS_HARNESS = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+import anyio
+from pydantic import BaseModel, ConfigDict
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.landlock import LandlockBackend
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.spec import CommandPlan, Risk, ToolSpec
+from oct_mcp.testing import make_context
+from oct_mcp.types import ToolResult
+from oct_mcp.workspace import Workspace
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+PROBE = (
+    "try:\\n    print(open('.env').read().strip()[::-1])\\n"
+    "except OSError as exc:\\n    print('BLOCKED', type(exc).__name__)\\n"
+)
+
+def plan(params, env):
+    return CommandPlan(
+        argv=(sys.executable, "-I", "-c", PROBE),
+        parse=lambda run: ToolResult(text=run.stdout.decode() + run.stderr.decode()),
+    )
+
+spec = ToolSpec(
+    name="probe", title="", description="", params=Params, output=None, risk=Risk.EXECUTE, plan=plan
+)
+project = Path(sys.argv[1])
+results = {}
+for backend in (Bubblewrap(), LandlockBackend()):
+    if not backend.probe().usable:
+        results[backend.name] = None
+        continue
+    sandbox = ExecutionSandbox(
+        backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
+        max_output_bytes=1 << 20, timeout_seconds=60, test_timeout_seconds=60, memory_bytes=None,
+        threads=1, applier=ChangeApplier(),
+    )
+    ctx = replace(make_context("probe", Workspace(project)), spec=spec, params=Params())
+
+    async def run():
+        return await sandbox(ctx, None)
+
+    results[backend.name] = anyio.run(run).text.splitlines()[0]
+print(json.dumps(results))
+"""
+
+
+def test_as_its_own_user_the_server_shows_a_secret_file_to_runs_masked_or_not_at_all(
+    shared_tree: Path,
+) -> None:
+    python = _unprivileged_python()
+    (shared_tree / "secret_files_harness.py").write_text(textwrap.dedent(SECRETS_HARNESS))
+    (shared_tree / "secret_files_harness.py").chmod(0o644)
+    env_file = shared_tree / "project" / ".env"
+    env_file.write_text("DB_PASSWORD=Xk9vR2mQ7pL4sT8wZ3nB\n")
+    # Owner-only, as a user keeps it: the masked copy the server writes is owner-only too.
+    shutil.chown(env_file, NOBODY, NOBODY)
+    env_file.chmod(0o600)
+    command = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+        "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}", "HOME=/nonexistent",
+        python, "-s", str(shared_tree / "secret_files_harness.py"), str(shared_tree / "project"),
+    ]  # fmt: skip
+
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    if results["bubblewrap"] is not None:
+        assert results["bubblewrap"] == "]drowssap:DETCADER[=DROWSSAP_BD"
+    if results["landlock"] is not None:
+        assert results["landlock"] == "BLOCKED PermissionError"

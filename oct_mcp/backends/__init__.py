@@ -20,6 +20,8 @@ __all__ = [
     "Limits",
     "Prepared",
     "SandboxRequest",
+    "SecretFile",
+    "SecretFileView",
 ]
 
 NO_NETWORK: Final = "no_network"
@@ -94,6 +96,29 @@ class EntryRights(StrEnum):
         return folder == project or any(path.is_relative_to(folder) for path in protected)
 
 
+class SecretFileView(StrEnum):
+    """What a run of a backend is shown of a project file that a read shows with a mask."""
+
+    MASKED = "masked"
+    """A copy with the masks a read shows, bound read-only over it (bubblewrap): the run reads the
+    masked text, and cannot write, move or remove the file."""
+    HIDDEN = "hidden"
+    """Nothing: the run is given no right to read it, and opening it fails with EACCES (landlock,
+    sandbox_exec, which cannot show one file in place of another)."""
+    REAL = "real"
+    """The real file: the backend confines no reads (native)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretFile:
+    """A project file a read shows with at least one mask, and the masked copy a run reads instead."""
+
+    path: Path
+    """Absolute, a real name of the file in the project (each hard link is a file of its own)."""
+    masked: Path | None = None
+    """The copy with the masks, owner-only in the run's scratch folder; None where the backend hides."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxRequest:
     """What to run and what it may touch."""
@@ -121,6 +146,8 @@ class SandboxRequest:
     (the data folders of the project's git folder: objects, refs, logs), at the same path."""
     cwd: Path | None = None
     """A folder inside the project the command starts in; None: the project root."""
+    secret_files: tuple[SecretFile, ...] = ()
+    """Project files a read shows masked: the run reads their masked copy, or cannot read them."""
 
     @property
     def start_folder(self) -> Path:
@@ -152,6 +179,8 @@ class Backend(Protocol):
     name: str
     entry_rights: EntryRights
     """Where a writable run of this backend can make and remove entries."""
+    secret_files: SecretFileView
+    """What a run is shown of the project files a read shows masked."""
 
     def probe(self) -> Availability:
         """Run the backend once for real; a present binary is not enough (user namespaces may be blocked)."""

@@ -19,6 +19,7 @@ from oct_mcp.backends import (
     EntryRights,
     Prepared,
     SandboxRequest,
+    SecretFileView,
 )
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import RunFilter, seccomp_loads
@@ -45,6 +46,7 @@ class Bubblewrap:
 
     name = "bubblewrap"
     entry_rights = EntryRights.WRITABLE_FOLDERS
+    secret_files = SecretFileView.MASKED
 
     @cached_property
     def executable(self) -> str | None:
@@ -116,6 +118,18 @@ class Bubblewrap:
         # Last, so they cover the read-only project or protected git folder around them.
         for path in request.writable_inside:
             argv += ["--bind", str(path), str(path)]
+        # Last of all, so nothing bound later uncovers them: each file a read shows masked is
+        # replaced by its masked copy, read-only (a writable run cannot write, move or remove it).
+        # Without a copy, an empty device stands in for a file, an empty read-only folder for a
+        # folder (git's objects holding a secret): the run reads nothing of either.
+        for secret in request.secret_files:
+            target = str(secret.path)
+            if secret.masked is not None:
+                argv += ["--ro-bind", str(secret.masked), target]
+            elif secret.path.is_dir() and not secret.path.is_symlink():
+                argv += ["--tmpfs", target, "--remount-ro", target]
+            else:
+                argv += ["--ro-bind", "/dev/null", target]
         argv += ["--chdir", str(request.start_folder), "--clearenv"]
         for name, value in request.env.items():
             argv += ["--setenv", name, value]

@@ -6,7 +6,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oct_mcp.backends import GUARANTEES, Availability, EntryRights, Prepared, SandboxRequest
+from oct_mcp.backends import (
+    GUARANTEES,
+    Availability,
+    EntryRights,
+    Prepared,
+    SandboxRequest,
+    SecretFileView,
+)
 from oct_mcp.spec import RunResult
 
 __all__ = ["FakeBackend", "ScriptedRunner"]
@@ -20,6 +27,7 @@ class FakeBackend:
     usable: bool = True
     name: str = "fake"
     entry_rights: EntryRights = EntryRights.WRITABLE_FOLDERS
+    secret_files: SecretFileView = SecretFileView.HIDDEN
     requests: list[SandboxRequest] = field(default_factory=list)
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:

@@ -36,6 +36,7 @@ from oct_mcp.backends import (
     Limits,
     Prepared,
     SandboxRequest,
+    SecretFileView,
 )
 from oct_mcp.backends.confined import kill_and_reap
 from oct_mcp.backends.rlimits import limit_prefix
@@ -145,6 +146,8 @@ class LandlockBackend:
 
     name = "landlock"
     entry_rights = EntryRights.CLEAR_FOLDERS
+    # Landlock can only give rights, not show another file in one's place: such a file is kept out.
+    secret_files = SecretFileView.HIDDEN
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
         return str(scratch / "home"), str(scratch / "tmp")
@@ -367,15 +370,70 @@ def _allow_reads(ruleset: Ruleset, request: SandboxRequest) -> None:
     from landlockpy import AccessFS
 
     read = AccessFS(_read_rights())
+    hidden = frozenset(file.path for file in request.secret_files)
     etc = [f"/etc/{name}" for name in MINIMAL_ETC] if request.strict_files else ["/etc"]
-    for path in (*_SYSTEM_READ, *etc, *_DEVICES_READ, *(str(p) for p in request.read_only_binds)):
+    # An install inside the project (its .venv) that holds a hidden file gets its rights entry by
+    # entry with the rest of the project, below.
+    binds = [str(p) for p in request.read_only_binds if not any(h.is_relative_to(p) for h in hidden)]
+    for path in (*_SYSTEM_READ, *etc, *_DEVICES_READ, *binds):
         _allow_existing(ruleset, path, read)
     for path in _DEVICES_WRITE:
         _allow_existing(ruleset, path, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE)
     ruleset.allow_path(request.scratch, read | AccessFS(_write_rights(directory=True)))
     for folder in request.writable_dirs:
         ruleset.allow_path(folder, read | AccessFS(_write_rights(directory=True)))
-    ruleset.allow_path(request.project, read)
+    if hidden:
+        _allow_reads_around(ruleset, request.project, hidden)
+    else:
+        ruleset.allow_path(request.project, read)
+
+
+def _allow_reads_around(ruleset: Ruleset, project: Path, hidden: frozenset[Path]) -> None:
+    """Read rights on the project entry by entry, leaving out the hidden files.
+
+    A right on a folder reaches everything below it, so the folders on the way to a hidden file
+    get only the right to list them, and each of their other entries its own read right. Rights
+    belong to inodes: a hidden file renamed or linked elsewhere in the run stays unreadable (and
+    Landlock refuses a move or link that would give it rights it did not have).
+    """
+    from landlockpy import AccessFS
+
+    read = _read_rights()
+    on_the_way: set[Path] = set()
+    for path in hidden:
+        on_the_way.update(folder for folder in path.parents if folder.is_relative_to(project))
+    for folder in on_the_way:
+        _allow_real_folder(ruleset, folder, int(AccessFS.READ_DIR))
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            # A symlink's target has its own rules where it really lies (a link to a hidden file
+            # reaches it through its real name, which has none).
+            if path in hidden or path in on_the_way or entry.is_symlink():
+                continue
+            _allow_entry(ruleset, path, read)
+
+
+def _allow_entry(ruleset: Ruleset, path: Path, rights: int) -> None:
+    """`rights` on the entry `path`, opened without following a link and named through /proc; a
+    file gets only the rights a file can have."""
+    from landlockpy import AccessFS
+
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            granted = AccessFS(rights)
+        else:
+            granted = AccessFS(rights) & (AccessFS.EXECUTE | AccessFS.READ_FILE)
+        ruleset.allow_path(f"/proc/self/fd/{fd}", granted)
+    finally:
+        os.close(fd)
 
 
 def _allow_existing(ruleset: Ruleset, path: str, rights: int) -> None:

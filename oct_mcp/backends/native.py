@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from oct_mcp.backends import Availability, EntryRights, Prepared, SandboxRequest
+from oct_mcp.backends import Availability, EntryRights, Prepared, SandboxRequest, SecretFileView
 from oct_mcp.backends.rlimits import limit_prefix
 
 __all__ = ["Native"]
@@ -21,6 +21,8 @@ class Native:
 
     name = "native"
     entry_rights = EntryRights.WRITABLE_FOLDERS
+    # Nothing confines reads: a run reads every file as it is (allow_unconfined_project_code).
+    secret_files = SecretFileView.REAL
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
         return str(scratch / "home"), str(scratch / "tmp")

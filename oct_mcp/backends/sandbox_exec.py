@@ -15,6 +15,7 @@ from oct_mcp.backends import (
     EntryRights,
     Prepared,
     SandboxRequest,
+    SecretFileView,
 )
 from oct_mcp.backends.rlimits import limit_prefix
 
@@ -25,9 +26,17 @@ _SYSTEM_READS: Final = ("/System", "/usr", "/Library", "/private/etc", "/dev", "
 
 
 def seatbelt_profile(
-    *, reads: int, protected: int, writable: bool, network: bool, strict_files: bool, caches: int = 0
+    *,
+    reads: int,
+    protected: int,
+    writable: bool,
+    network: bool,
+    strict_files: bool,
+    caches: int = 0,
+    secrets: int = 0,
 ) -> str:
-    """The profile text. It names parameters only (`READ_0`, `PROTECTED_0`, `CACHE_0`, `PROJECT`, `TMP`):
+    """The profile text. It names parameters only (`READ_0`, `PROTECTED_0`, `CACHE_0`, `SECRET_0`,
+    `PROJECT`, `TMP`):
 
     every path reaches sandbox-exec with `-D NAME=path`, never spliced into this text,
     so no path can change the profile's meaning.
@@ -60,6 +69,9 @@ def seatbelt_profile(
         rules.append(f'(allow file-write* (require-all (subpath (param "PROJECT")) {carve_outs}))')
     if network:
         rules.append("(allow network*)")
+    # Last: a later rule wins over the allows above. The files a read shows masked cannot be read,
+    # nor what lies below a folder kept whole (git's objects); their metadata can (a listing works).
+    rules += [f'(deny file-read-data (subpath (param "SECRET_{index}")))' for index in range(secrets)]
     return "\n".join(rules)
 
 
@@ -68,6 +80,7 @@ class SandboxExec:
 
     name = "sandbox_exec"
     entry_rights = EntryRights.WRITABLE_FOLDERS
+    secret_files = SecretFileView.HIDDEN
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
         return str(scratch / "home"), str(scratch / "tmp")
@@ -99,12 +112,14 @@ class SandboxExec:
             network=request.network,
             strict_files=request.strict_files,
             caches=len(request.writable_dirs),
+            secrets=len(request.secret_files),
         )
         # Seatbelt compares real paths: /tmp is /private/tmp on macOS.
         params = {"PROJECT": request.project.resolve(), "TMP": request.scratch.resolve()}
         params.update({f"READ_{i}": path.resolve() for i, path in enumerate(request.read_only_binds)})
         params.update({f"PROTECTED_{i}": path.resolve() for i, path in enumerate(request.protected)})
         params.update({f"CACHE_{i}": path.resolve() for i, path in enumerate(request.writable_dirs)})
+        params.update({f"SECRET_{i}": file.path.resolve() for i, file in enumerate(request.secret_files)})
         definitions = [item for name, path in params.items() for item in ("-D", f"{name}={path}")]
         guarantees = {WRITES_CONFINED}
         if request.strict_files:

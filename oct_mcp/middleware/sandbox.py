@@ -27,6 +27,8 @@ from oct_mcp.backends import (
     Limits,
     Prepared,
     SandboxRequest,
+    SecretFile,
+    SecretFileView,
 )
 from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
@@ -36,6 +38,7 @@ from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
 from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.runner import run_prepared
+from oct_mcp.backends.secret_files import SecretFileCache, masked_copies
 from oct_mcp.backends.selection import select_backend
 from oct_mcp.deadline import Deadline
 from oct_mcp.diagnostics import get_logger
@@ -112,6 +115,10 @@ class SandboxSettings(BaseModel):
 
     allow_degraded: bool = False
     """Run where the backend lacks a guarantee the profile names (never the network one)."""
+    show_secrets_to_runs: bool = False
+    """Let the code a command runs read the project's files that a read shows masked, as they are.
+    Off: the run reads them masked (bubblewrap) or not at all (landlock), since code can print a
+    secret in a form no pattern redactor knows (reversed, encoded)."""
 
 
 def cap_output(result: ToolResult, limit: int) -> ToolResult:
@@ -161,6 +168,10 @@ class ExecutionSandbox:
     """Checks and applies the file changes of every tool whose plan is a `ChangePlan`."""
     allow_unconfined: bool = False
     """Run commands where the backend confines nothing (allow_unconfined_project_code)."""
+    show_secrets_to_runs: bool = False
+    """The run reads the files a read shows masked as they are (`SandboxSettings.show_secrets_to_runs`)."""
+    secret_files: SecretFileCache = field(default_factory=SecretFileCache)
+    """Which project files a read shows masked, kept between the calls this layer serves."""
     abandoned: AbandonedWork = field(default_factory=AbandonedWork)
     """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
@@ -261,6 +272,8 @@ class ExecutionSandbox:
             processes = (
                 None if cgroup is not None else await anyio.to_thread.run_sync(process_budget, RUN_PROCESSES)
             )
+            # In a worker thread: the walk looks at every project file, and reads the new ones.
+            secrets = await anyio.to_thread.run_sync(self._secret_files, plan, project, scratch)
             home, tmp = self.backend.home_and_tmp(scratch)
             roots = install_roots(Path(plan.argv[0]), project)
             path_dirs = [*tool_path_dirs(Path(plan.argv[0]), project, roots), *_SYSTEM_PATH]
@@ -295,6 +308,7 @@ class ExecutionSandbox:
                 ),
                 writable_inside=() if private is None else private.folders,
                 cwd=plan.cwd,
+                secret_files=secrets,
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
@@ -363,6 +377,8 @@ class ExecutionSandbox:
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
         result = plan.parse(replace(run, degraded=degraded))
+        if secrets:
+            result = _with_note(result, _secrets_note(self.backend.secret_files, secrets, project))
         return replace(
             result,
             exit_code=run.exit_code,
@@ -371,6 +387,47 @@ class ExecutionSandbox:
             backend=run.backend,
             degraded=degraded,
         )
+
+    def _secret_files(self, plan: CommandPlan, project: Path, scratch: Path) -> tuple[SecretFile, ...]:
+        """The project's files a read shows masked, each with its masked copy where the backend shows one."""
+        view = self.backend.secret_files
+        if self.show_secrets_to_runs or not plan.masks_secret_files or view is SecretFileView.REAL:
+            return ()
+        found = self.secret_files.find(project)
+        history = () if found.history is None else (SecretFile(found.history),)
+        if view is SecretFileView.MASKED:
+            return (*masked_copies(found, scratch), *history)
+        return (*(SecretFile(path) for path in (*found.files, *found.compiled)), *history)
+
+
+def _secrets_note(view: SecretFileView, secrets: tuple[SecretFile, ...], project: Path) -> str:
+    """What the result says of the files a read shows masked: how the run saw them, and their names."""
+    objects = project / ".git" / "objects"
+    names = tuple(str(file.path.relative_to(project)) for file in secrets if file.path != objects)
+    how = (
+        "shown to the run masked as a read shows them, read-only"
+        if view is SecretFileView.MASKED
+        else "kept from the run: opening one fails with permission denied"
+    )
+    history = (
+        "; git's objects (.git/objects) hold one of them as it is now, so they were kept from the run "
+        "too: git commands that read history fail there"
+        if len(names) < len(secrets)
+        else ""
+    )
+    return (
+        f"{len(names)} file(s) holding secrets were {how} ({_listed(names)}){history}; code that needs "
+        "the real values fails for it: a profile with show_secrets_to_runs = true in [settings.sandbox] "
+        "gives them back"
+    )
+
+
+def _with_note(result: ToolResult, note: str) -> ToolResult:
+    """`result` with `note` as its last line, and in its structured `notes` where it has them."""
+    structured = result.structured
+    if structured is not None and isinstance(structured.get("notes"), list):
+        structured = {**structured, "notes": [*structured["notes"], note]}
+    return replace(result, text=f"{result.text}\n{note}" if result.text else note, structured=structured)
 
 
 def _after_check(
@@ -556,6 +613,7 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
             checkpoints=CheckpointStore.for_config(runtime.config, runtime.workspace.root),
         ),
         allow_unconfined=config.allow_unconfined_project_code,
+        show_secrets_to_runs=settings.show_secrets_to_runs,
     )
 
 

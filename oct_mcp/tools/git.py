@@ -405,6 +405,8 @@ def git_plan(
         parse=parse,
         read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
         tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)), *GIT_ENVIRONMENT),
+        # git, not project code, with fixed arguments: it compares and diffs the real files.
+        masks_secret_files=False,
     )
 
 

@@ -316,6 +316,8 @@ def _plan(
         writes_project=writes_project,
         tool_env=(("GIT_COMMON_DIR", str(git.git_dir)), *GIT_ENVIRONMENT),
         git_writes=git.writes,
+        # git, not project code, with fixed arguments: a commit of a masked copy would commit the masks.
+        masks_secret_files=False,
     )
 
 
