@@ -39,6 +39,7 @@ from oct_mcp.backends import (
     SecretFileView,
 )
 from oct_mcp.backends.confined import kill_and_reap
+from oct_mcp.backends.loopback import LoopbackSupervisor, loopback_support
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import filter_program, load_filter
 from oct_mcp.errors import SandboxUnavailableError
@@ -193,7 +194,11 @@ class LandlockBackend:
             env=env,
             cwd=request.start_folder,
             guarantees=frozenset(guarantees),
-            confinement=_Domain(request=request, support=support),
+            confinement=_Domain(
+                request=request,
+                support=support,
+                loopback=not request.network and support.seccomp and loopback_support() is None,
+            ),
         )
 
 
@@ -244,8 +249,19 @@ class _Domain:
 
     request: SandboxRequest
     support: LandlockSupport
+    loopback: bool = False
+    """TCP and UDP on loopback through the supervisor (a run without network, a kernel that can)."""
 
     def restrict_current_thread(self) -> None:
+        # Before any confinement: the supervisor's thread takes this thread's credentials as they are.
+        supervisor = LoopbackSupervisor() if self.loopback else None
+        try:
+            self._restrict(supervisor)
+        finally:
+            if supervisor is not None:
+                supervisor.abandon()  # a no-op once the filter loaded
+
+    def _restrict(self, supervisor: LoopbackSupervisor | None) -> None:
         from landlockpy import AccessNet, LandlockError, Ruleset, Scope
 
         request = self.request
@@ -258,10 +274,15 @@ class _Domain:
             with Ruleset(handled_net=handled_net, scoped=scoped) as ruleset:
                 _allow_reads(ruleset, request)
                 _allow_writes(ruleset, request)
-                # No port rule: with TCP handled, every bind and connect is refused.
+                # No port rule: with TCP handled, every bind and connect the run makes itself is
+                # refused; the supervisor makes them for it from outside the domain.
                 ruleset.restrict(no_new_privs=True)
                 enforced = ruleset.enforced
-            if self.support.seccomp:
+            if supervisor is not None:
+                supervisor.load(
+                    filter_program(sockets=True, network=False, writes=request.writable, supervised=True)
+                )
+            elif self.support.seccomp:
                 load_filter(filter_program(sockets=True, network=request.network, writes=request.writable))
         except (LandlockError, OSError, ValueError) as exc:
             raise SandboxUnavailableError(

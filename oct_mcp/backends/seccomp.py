@@ -11,8 +11,9 @@ sees no path, only a syscall's number and its plain arguments, so the rules are 
   extended attribute (ACLs are one) or an inode flag;
 - no file is made setuid, setgid or sticky at creation, whatever the run may write;
 - sockets (landlock only; bubblewrap has its own network namespace): no unix `socket()`, and
-  without network only TCP sockets, which Landlock keeps from binding or connecting, and no
-  `listen()`, which would bind one to every address on its own;
+  without network either TCP and UDP through the loopback supervisor (`loopback.py`), or where
+  the kernel cannot supervise, only TCP sockets, which Landlock keeps from binding or
+  connecting, and no `listen()`, which would bind one to every address on its own;
 - calls no tool needs that reach past the others: io_uring, ptrace, bpf, keyrings, the x32 ABI.
 
 A syscall argument is compared on the bits the kernel reads: an `int` or `mode_t` argument is
@@ -44,8 +45,10 @@ _AF_UNIX: Final = 1
 _AF_INET: Final = 2
 _AF_INET6: Final = 10
 _SOCK_STREAM: Final = 1
+_SOCK_DGRAM: Final = 2
 _SOCK_TYPE_MASK: Final = 0xF
 _IPPROTO_TCP: Final = 6
+_IPPROTO_UDP: Final = 17
 
 _S_ISUID: Final = 0o4000
 _S_ISGID: Final = 0o2000
@@ -152,13 +155,15 @@ def seccomp_loads() -> bool:
 
 
 @cache
-def filter_program(*, sockets: bool, network: bool, writes: bool) -> bytes:
+def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bool = False) -> bytes:
     """The filter for one kind of run, compiled once per kind.
 
     Args:
         sockets: Whether to filter sockets (landlock); bubblewrap isolates the network itself.
         network: Whether the run may use the network.
         writes: Whether the run may write the project.
+        supervised: Without network, whether TCP and UDP go to the loopback supervisor
+            (`loopback.py`, to load with its listener) rather than being refused.
 
     Returns:
         The BPF program, x32 calls refused ahead of seccompy's own (which checks the arch).
@@ -193,7 +198,9 @@ def filter_program(*, sockets: bool, network: bool, writes: bool) -> bytes:
         _deny(rules, name, errno.EOPNOTSUPP)
     for name in _UNREADABLE_OPENS:
         _deny(rules, name, errno.ENOSYS)
-    if sockets:
+    if sockets and supervised and not network:
+        _supervised_socket_rules(rules)
+    elif sockets:
         _socket_rules(rules, network=network)
     program = rules.program
     if syscalls.arch() == "x86_64":
@@ -226,6 +233,35 @@ def _socket_rules(rules: Filter, *, network: bool) -> None:
     for name, flags_at in _SENDS:
         fast_open = ArgCmp(flags_at, CmpOp.MASKED_EQ, _MSG_FASTOPEN, mask=_MSG_FASTOPEN)
         _deny(rules, name, errno.EPERM, [fast_open])
+
+
+def _supervised_socket_rules(rules: Filter) -> None:
+    """TCP and UDP sockets, made by the supervisor; bind, connect, listen and sendmsg answered by it.
+
+    sendto with an address stays with the kernel: the supervisor's sockets are tied to `lo`, so it
+    reaches this machine only, and it carries no control data that could pick another interface.
+    sendmmsg, whose messages could, is refused as "not here" (glibc's resolver falls back to sendto).
+    """
+    from seccompy import ArgCmp, CmpOp
+
+    for family in (_AF_INET, _AF_INET6):
+        for kind, protocols in ((_SOCK_STREAM, (0, _IPPROTO_TCP)), (_SOCK_DGRAM, (0, _IPPROTO_UDP))):
+            for protocol in protocols:
+                rules.notify(
+                    "socket",
+                    args=[
+                        ArgCmp(0, CmpOp.EQ, family),
+                        ArgCmp(1, CmpOp.MASKED_EQ, kind, mask=_SOCK_TYPE_MASK),
+                        ArgCmp(2, CmpOp.EQ, protocol),
+                    ],
+                )
+    _deny(rules, "socket", errno.EPERM)
+    for name, flags_at in _SENDS:
+        fast_open = ArgCmp(flags_at, CmpOp.MASKED_EQ, _MSG_FASTOPEN, mask=_MSG_FASTOPEN)
+        _deny(rules, name, errno.EPERM, [fast_open])
+    for name in ("bind", "connect", "listen", "sendmsg"):
+        rules.notify(name)
+    _deny(rules, "sendmmsg", errno.ENOSYS)
 
 
 def _deny(rules: Filter, name: str, error: int, args: Sequence[ArgCmp] = ()) -> None:

@@ -1,0 +1,526 @@
+"""Loopback for a landlock run without network: TCP and UDP on 127.0.0.0/8 and ::1, and nothing else.
+
+The run's seccomp filter sends its `socket`, `bind`, `connect`, `listen` and `sendmsg` calls to a
+supervisor thread of the server (seccomp user notification). The supervisor never lets the kernel
+run the call as the run made it: the run could rewrite the address in its memory after the check.
+It acts on copies instead:
+
+- `socket()` of TCP or UDP: made by the supervisor from the call's registers, tied to the `lo`
+  device (SO_BINDTODEVICE, which the run, holding no capability, cannot undo) and put in the run's
+  descriptor table as the call's result. Whatever it is later told, such a socket sends and
+  receives on `lo` only: nothing it sends leaves the machine, nothing from elsewhere reaches it.
+- `bind`, `connect`: the address is copied out of the run once, checked (loopback only; no
+  wildcard, no privileged port, since the run holds no capability), and the supervisor binds or
+  connects the run's own socket (taken with pidfd_getfd) to its copy.
+- `listen`: only on a socket bound to loopback. An unbound socket would be bound by the kernel to
+  every address: refused, as the same bind by hand is.
+- `sendmsg`: its control data can choose the interface (IP_PKTINFO) past SO_BINDTODEVICE, so the
+  supervisor sends it itself, from copies of the data, the address and the control data, which may
+  carry only descriptors (SCM_RIGHTS, taken from the run like its socket).
+
+Unix sockets other than socketpair() stay refused. The kernel must give user notification with
+descriptor installs (Linux 5.14) and a killable wait once a call is received (5.19), so a signal
+never makes the run repeat a call the supervisor already made; where it does not, the run's
+network stays refused as before (`loopback_support`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import select
+import socket
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from seccompy.notify import Listener, Notification
+
+__all__ = ["LoopbackSupervisor", "loopback_support", "supervised_syscalls"]
+
+_SECCOMP_SET_MODE_FILTER: Final = 1
+_FLAG_NEW_LISTENER: Final = 1 << 3
+_FLAG_WAIT_KILLABLE_RECV: Final = 1 << 5
+_PIDFD_THREAD: Final = os.O_EXCL
+_ADDFD_FLAG_SEND: Final = 1 << 1
+_SO_BINDTODEVICE: Final = 25
+_SOCK_CLOEXEC: Final = 0o2000000
+_MSG_NOSIGNAL: Final = 0x4000
+_MSG_DONTWAIT: Final = 0x40
+_SCM_RIGHTS: Final = 1
+_LOOPBACK_DEVICE: Final = b"lo"
+_MAX_ADDRESS: Final = 128
+_MAX_CONTROL: Final = 4096
+_MAX_IOV: Final = 1024
+_MAX_SEND: Final = 1 << 20
+"""Bytes one supervised sendmsg copies; a stream send past it is partial, as the kernel's may be."""
+_V4_MAPPED: Final = bytes(10) + b"\xff\xff"
+_V6_LOOPBACK: Final = bytes(15) + b"\x01"
+
+_SUPERVISED: Final = ("socket", "bind", "connect", "listen", "sendmsg")
+
+
+def supervised_syscalls() -> tuple[str, ...]:
+    """The calls the run's filter hands to the supervisor."""
+    return _SUPERVISED
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+class _MsgHdr(ctypes.Structure):
+    _fields_ = (
+        ("name", ctypes.c_void_p),
+        ("namelen", ctypes.c_uint32),
+        ("iov", ctypes.c_void_p),
+        ("iovlen", ctypes.c_size_t),
+        ("control", ctypes.c_void_p),
+        ("controllen", ctypes.c_size_t),
+        ("flags", ctypes.c_int),
+    )
+
+
+class _Refused(Exception):
+    """A call the supervisor answers with `error` without making it."""
+
+    def __init__(self, error: int) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int) -> int:
+    if result < 0:
+        raise _Refused(ctypes.get_errno())
+    return result
+
+
+@cache
+def _unprivileged_port_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return 1024
+
+
+def _is_loopback(address: bytes) -> bool:
+    """Whether a copied sockaddr names a loopback address (IPv4, IPv6 or IPv4-mapped IPv6)."""
+    family = int.from_bytes(address[:2], "little")
+    if family == socket.AF_INET and len(address) >= 8:
+        return address[4] == 127
+    if family == socket.AF_INET6 and len(address) >= 24:
+        host = address[8:24]
+        return host == _V6_LOOPBACK or (host[:12] == _V4_MAPPED and host[12] == 127)
+    return False
+
+
+def _port(address: bytes) -> int:
+    return int.from_bytes(address[2:4], "big")
+
+
+@dataclass(slots=True)
+class _Run:
+    """What the supervisor needs to act for one notification: the calling thread's handles."""
+
+    pid: int
+    pidfd: int
+
+
+class LoopbackSupervisor:
+    """Answers one run's supervised socket calls, from a thread of its own, until the run is gone.
+
+    Made before the spawning thread confines itself: a thread starts with its creator's
+    credentials and filters, and the supervisor must have neither the run's Landlock domain nor
+    its filter. The thread ends by itself when the last thread under the filter has ended (the
+    listener hangs up): the spawning thread and every process of the run. A call whose caller died
+    is dropped; a call that can block (a blocking socket) is made on a thread of its own, so one
+    waiting send never holds back the run's other calls.
+    """
+
+    def __init__(self) -> None:
+        self._listener: Listener | None = None
+        self._attached = threading.Event()
+        # Started now, unconfined; it waits for the listener the confined thread will make.
+        threading.Thread(target=self._serve, name="oct-loopback", daemon=True).start()
+
+    def load(self, program: bytes) -> None:
+        """Install `program` (with its notify rules) on the calling thread and supervise it.
+
+        Raises:
+            OSError: The kernel refused the filter or its listener; nothing is supervised.
+        """
+        from seccompy import syscall_nr
+        from seccompy.notify import FdFlag, Listener
+
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = _SockFprog(len=len(program) // 8, filter=ctypes.addressof(buffer))
+        fd = _libc().syscall(
+            ctypes.c_long(syscall_nr("seccomp")),
+            ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
+            ctypes.c_long(_FLAG_NEW_LISTENER | _FLAG_WAIT_KILLABLE_RECV),
+            ctypes.byref(fprog),
+        )
+        if fd < 0:
+            self.abandon()
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
+        try:
+            listener = Listener(fd)
+        except OSError:
+            self.abandon()
+            raise
+        # Linux 6.6+: the answer wakes the run on this CPU, a shorter round trip; older kernels lack it.
+        with contextlib.suppress(OSError):
+            listener.set_flags(FdFlag.SYNC_WAKE_UP)
+        self._listener = listener
+        self._attached.set()
+
+    def abandon(self) -> None:
+        """No filter came: the thread ends."""
+        self._attached.set()
+
+    def _serve(self) -> None:
+        from seccompy import SeccompError
+
+        self._attached.wait()
+        listener = self._listener
+        if listener is None:
+            return
+        poller = select.poll()
+        poller.register(listener.fileno(), select.POLLIN)
+        try:
+            while True:
+                events = poller.poll()
+                if any(event & (select.POLLHUP | select.POLLERR) for _, event in events):
+                    return
+                try:
+                    notification = listener.recv()
+                except SeccompError:
+                    continue  # the caller died before it could be read
+                self._answer(notification)
+        finally:
+            listener.close()
+
+    def _answer(self, notification: Notification) -> None:
+        from seccompy import syscall_name
+
+        name = syscall_name(notification.nr)
+        if name == "socket":
+            try:
+                self._socket(notification)
+            except _Refused as refused:
+                self._refuse(notification, refused.error)
+            return
+        handler = self._handlers()[name]
+        try:
+            run = self._open_run(notification)
+        except _Refused:
+            return  # the caller is gone: nobody to answer
+        try:
+            target = self._take_fd(run, notification)
+        except _Refused as refused:
+            os.close(run.pidfd)
+            self._refuse(notification, refused.error)
+            return
+        if name in ("connect", "sendmsg") and _may_block(target, name, notification):
+            threading.Thread(
+                target=self._finish, args=(handler, run, target, notification), daemon=True
+            ).start()
+            return
+        self._finish(handler, run, target, notification)
+
+    def _refuse(self, notification: Notification, error: int) -> None:
+        from seccompy import SeccompError
+
+        with contextlib.suppress(SeccompError):
+            self._listener_now().respond(notification.id, error=error)
+
+    def _handlers(self) -> dict[str, Callable[[_Run, int, Notification], int]]:
+        return {"bind": self._bind, "connect": self._connect, "listen": self._listen, "sendmsg": self._sendmsg}
+
+    def _listener_now(self) -> Listener:
+        assert self._listener is not None  # noqa: S101 - only called while serving
+        return self._listener
+
+    def _finish(self, handler: Callable[[_Run, int, Notification], int], run: _Run, target: int, notification: Notification) -> None:
+        from seccompy import SeccompError
+
+        try:
+            result, error = handler(run, target, notification), 0
+        except _Refused as refused:
+            result, error = 0, refused.error
+        finally:
+            os.close(target)
+            os.close(run.pidfd)
+        with contextlib.suppress(SeccompError):
+            self._listener_now().respond(notification.id, val=result, error=error)
+
+    def _open_run(self, notification: Notification) -> _Run:
+        """A pidfd of the calling thread, checked to be the caller still (its id is not reused)."""
+        from seccompy import SeccompError
+
+        try:
+            pidfd = _pidfd_open_thread(notification.pid)
+        except OSError as exc:
+            raise _Refused(exc.errno or errno.ESRCH) from exc
+        try:
+            alive = self._listener_now().valid(notification.id)
+        except SeccompError:
+            alive = False
+        if not alive:
+            os.close(pidfd)
+            raise _Refused(errno.ESRCH)
+        return _Run(notification.pid, pidfd)
+
+    def _take_fd(self, run: _Run, notification: Notification) -> int:
+        from seccompy.notify import pidfd_getfd
+
+        try:
+            return pidfd_getfd(run.pidfd, _int(notification.args[0]))
+        except OSError as exc:
+            raise _Refused(errno.EBADF if exc.errno == errno.EBADF else errno.EPERM) from exc
+
+    def _socket(self, notification: Notification) -> None:
+        from seccompy import SeccompError
+        from seccompy.notify import AddFdFlag
+
+        family, kind, protocol = (_int(value) for value in notification.args[:3])
+        try:
+            made = socket.socket(family, kind & ~_SOCK_CLOEXEC, protocol)
+        except OSError as exc:
+            raise _Refused(exc.errno or errno.EINVAL) from exc
+        try:
+            made.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
+            with contextlib.suppress(SeccompError):
+                self._listener_now().addfd(
+                    notification.id,
+                    made.fileno(),
+                    flags=AddFdFlag.SEND,
+                    newfd_flags=os.O_CLOEXEC if kind & _SOCK_CLOEXEC else 0,
+                )
+        finally:
+            made.close()
+
+    def _bind(self, run: _Run, target: int, notification: Notification) -> int:
+        address = _read_address(run, notification.args[1], notification.args[2])
+        if not _is_loopback(address):
+            raise _Refused(errno.EACCES)
+        if 0 < _port(address) < _unprivileged_port_start():
+            raise _Refused(errno.EACCES)
+        return _check(_libc().bind(target, address, len(address)))
+
+    def _connect(self, run: _Run, target: int, notification: Notification) -> int:
+        address = _read_address(run, notification.args[1], notification.args[2])
+        # AF_UNSPEC only dissolves an association: it connects to nothing.
+        if int.from_bytes(address[:2], "little") != socket.AF_UNSPEC and not _is_loopback(address):
+            raise _Refused(errno.ENETUNREACH)
+        return _check(_libc().connect(target, address, len(address)))
+
+    def _listen(self, run: _Run, target: int, notification: Notification) -> int:
+        address = ctypes.create_string_buffer(_MAX_ADDRESS)
+        size = ctypes.c_uint32(_MAX_ADDRESS)
+        _check(_libc().getsockname(target, address, ctypes.byref(size)))
+        bound = address.raw[: size.value]
+        if not _is_loopback(bound) or _port(bound) == 0:
+            raise _Refused(errno.EACCES)
+        return _check(_libc().listen(target, ctypes.c_int(_int(notification.args[1]))))
+
+    def _sendmsg(self, run: _Run, target: int, notification: Notification) -> int:
+        header = _MsgHdr.from_buffer_copy(_read(run, notification.args[1], ctypes.sizeof(_MsgHdr)))
+        flags = _int(notification.args[2])
+        name = b""
+        if header.name and header.namelen:
+            name = _read_address(run, header.name, header.namelen)
+            if int.from_bytes(name[:2], "little") not in (socket.AF_INET, socket.AF_INET6):
+                raise _Refused(errno.EPERM)
+        data = _read_iov(run, header.iov or 0, header.iovlen, stream=_is_stream(target))
+        control, held = _copy_control(run, header.control or 0, header.controllen)
+        try:
+            name_buffer = ctypes.create_string_buffer(name, len(name)) if name else None
+            data_buffer = ctypes.create_string_buffer(data, len(data))
+            control_buffer = ctypes.create_string_buffer(control, len(control)) if control else None
+            iov = _Iovec(ctypes.addressof(data_buffer), len(data))
+            sent = _MsgHdr(
+                ctypes.addressof(name_buffer) if name_buffer else None,
+                len(name),
+                ctypes.addressof(iov),
+                1,
+                ctypes.addressof(control_buffer) if control_buffer else None,
+                len(control),
+                0,
+            )
+            # No SIGPIPE for the server: the run reads EPIPE (Python runs ignore the signal anyway).
+            return _check(_libc().sendmsg(target, ctypes.byref(sent), ctypes.c_int(flags | _MSG_NOSIGNAL)))
+        finally:
+            for fd in held:
+                os.close(fd)
+
+
+def _int(value: int) -> int:
+    """A register as the kernel reads an int argument: its low 32 bits, signed."""
+    return ctypes.c_int(value & 0xFFFFFFFF).value
+
+
+def _pidfd_open_thread(tid: int) -> int:
+    libc = _libc()
+    from seccompy import syscall_nr
+
+    fd = libc.syscall(ctypes.c_long(syscall_nr("pidfd_open")), ctypes.c_long(tid), ctypes.c_long(_PIDFD_THREAD))
+    if fd >= 0:
+        return int(fd)
+    error = ctypes.get_errno()
+    if error != errno.EINVAL:
+        raise OSError(error, os.strerror(error))
+    # Before Linux 6.9 a pidfd names a process: the thread's, whose descriptor table it shares.
+    with open(f"/proc/{tid}/status") as status:
+        tgid = next(int(line.split()[1]) for line in status if line.startswith("Tgid:"))
+    return os.pidfd_open(tgid)
+
+
+def _read(run: _Run, pointer: int, size: int) -> bytes:
+    """`size` bytes of the run's memory, read once into the supervisor's own buffer."""
+    if size == 0:
+        return b""
+    buffer = ctypes.create_string_buffer(size)
+    local = _Iovec(ctypes.addressof(buffer), size)
+    remote = _Iovec(pointer, size)
+    read = _libc().process_vm_readv(
+        run.pid, ctypes.byref(local), ctypes.c_ulong(1), ctypes.byref(remote), ctypes.c_ulong(1), ctypes.c_ulong(0)
+    )
+    if read != size:
+        raise _Refused(errno.EFAULT)
+    return buffer.raw
+
+
+def _read_address(run: _Run, pointer: int, length: int) -> bytes:
+    length = _int(length)
+    if not 2 <= length <= _MAX_ADDRESS:
+        raise _Refused(errno.EINVAL)
+    return _read(run, pointer, length)
+
+
+def _read_iov(run: _Run, pointer: int, count: int, *, stream: bool) -> bytes:
+    if count > _MAX_IOV:
+        raise _Refused(errno.EMSGSIZE)
+    vectors = (_Iovec * count).from_buffer_copy(_read(run, pointer, ctypes.sizeof(_Iovec) * count)) if count else []
+    parts: list[bytes] = []
+    left = _MAX_SEND
+    for vector in vectors:
+        size = min(vector.len, left)
+        if size < vector.len and not stream:
+            raise _Refused(errno.EMSGSIZE)
+        parts.append(_read(run, vector.base or 0, size))
+        left -= size
+        if not left:
+            break
+    return b"".join(parts)
+
+
+def _copy_control(run: _Run, pointer: int, length: int) -> tuple[bytes, list[int]]:
+    """The control data with each descriptor it passes replaced by the supervisor's copy of it.
+
+    Only SCM_RIGHTS: any other message may steer the send (IP_PKTINFO picks the interface) or
+    claim credentials the supervisor's privilege would let through.
+    """
+    if not pointer or not length:
+        return b"", []
+    if length > _MAX_CONTROL:
+        raise _Refused(errno.EINVAL)
+    control = bytearray(_read(run, pointer, length))
+    held: list[int] = []
+    offset = 0
+    header = 16  # struct cmsghdr: size_t len, int level, int type
+    try:
+        while offset + header <= len(control):
+            size = int.from_bytes(control[offset : offset + 8], "little")
+            level = int.from_bytes(control[offset + 8 : offset + 12], "little", signed=True)
+            kind = int.from_bytes(control[offset + 12 : offset + 16], "little", signed=True)
+            if size < header or offset + size > len(control):
+                raise _Refused(errno.EINVAL)
+            if (level, kind) != (socket.SOL_SOCKET, _SCM_RIGHTS):
+                raise _Refused(errno.EPERM)
+            for at in range(offset + header, offset + size - 3, 4):
+                wanted = int.from_bytes(control[at : at + 4], "little", signed=True)
+                from seccompy.notify import pidfd_getfd
+
+                try:
+                    mine = pidfd_getfd(run.pidfd, wanted)
+                except OSError as exc:
+                    raise _Refused(errno.EBADF) from exc
+                held.append(mine)
+                control[at : at + 4] = mine.to_bytes(4, "little", signed=True)
+            offset += (size + 7) & ~7
+    except BaseException:
+        for fd in held:
+            os.close(fd)
+        raise
+    return bytes(control), held
+
+
+def _is_stream(fd: int) -> bool:
+    kind = ctypes.c_int()
+    size = ctypes.c_uint32(4)
+    _libc().getsockopt(fd, socket.SOL_SOCKET, socket.SO_TYPE, ctypes.byref(kind), ctypes.byref(size))
+    return kind.value == socket.SOCK_STREAM
+
+
+def _may_block(fd: int, name: str, notification: Notification) -> bool:
+    """Whether the call may wait (a blocking socket, a send without MSG_DONTWAIT)."""
+    if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK:
+        return False
+    return not (name == "sendmsg" and _int(notification.args[2]) & _MSG_DONTWAIT)
+
+
+@cache
+def loopback_support() -> str | None:
+    """Why this kernel cannot supervise a run's loopback, or None when it can.
+
+    Tried for real once: a thread loads a filter that hands socket() to a supervisor, asks for a
+    UDP socket, and binds it to 127.0.0.1 through the supervisor.
+    """
+    try:
+        import seccompy  # noqa: F401
+    except ImportError:
+        return "the seccompy package is not installed"
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        from oct_mcp.backends.seccomp import filter_program
+
+        supervisor = LoopbackSupervisor()
+        try:
+            supervisor.load(filter_program(sockets=True, network=False, writes=False, supervised=True))
+            probe_socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        except OSError as exc:
+            outcome.append(f"seccomp user notification failed ({os.strerror(exc.errno or 0)}; needs Linux 5.19)")
+            return
+        with probe_socket:
+            device = probe_socket.getsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, 16).rstrip(b"\0")
+            try:
+                probe_socket.bind(("127.0.0.1", 0))
+            except OSError as exc:
+                outcome.append(f"a supervised bind failed ({os.strerror(exc.errno or 0)})")
+                return
+        outcome.append(None if device == _LOOPBACK_DEVICE else "a supervised socket was not tied to lo")
+
+    thread = threading.Thread(target=probe, name="oct-loopback-probe", daemon=True)
+    thread.start()
+    thread.join()
+    return outcome[0] if outcome else "the loopback probe did not finish"
