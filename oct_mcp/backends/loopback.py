@@ -1,9 +1,9 @@
 """Loopback for a landlock run without network: TCP and UDP on 127.0.0.0/8 and ::1, and nothing else.
 
-The run's seccomp filter sends its `socket`, `bind`, `connect`, `listen` and `sendmsg` calls to a
-supervisor thread of the server (seccomp user notification). The supervisor never lets the kernel
-run the call as the run made it: the run could rewrite the address in its memory after the check.
-It acts on copies instead:
+The run's seccomp filter sends its `socket`, `bind`, `connect`, `listen`, `sendmsg` and `sendto`
+(with an address) calls to a supervisor thread of the server (seccomp user notification). The
+supervisor never lets the kernel run the call as the run made it: the run could rewrite the
+address in its memory after the check. It acts on copies instead:
 
 - `socket()` of TCP or UDP: made by the supervisor from the call's registers, tied to the `lo`
   device (SO_BINDTODEVICE, which the run, holding no capability, cannot undo) and put in the run's
@@ -14,9 +14,10 @@ It acts on copies instead:
   connects the run's own socket (taken with pidfd_getfd) to its copy.
 - `listen`: only on a socket bound to loopback. An unbound socket would be bound by the kernel to
   every address: refused, as the same bind by hand is.
-- `sendmsg`: its control data can choose the interface (IP_PKTINFO) past SO_BINDTODEVICE, so the
-  supervisor sends it itself, from copies of the data, the address and the control data, which may
-  carry only descriptors (SCM_RIGHTS, taken from the run like its socket).
+- `sendmsg`, and `sendto` with an address: to loopback only, sent by the supervisor from copies
+  of the data, the address and the control data (which could choose the interface past
+  SO_BINDTODEVICE: IP_PKTINFO), which may carry only descriptors (SCM_RIGHTS, taken from the run
+  like its socket).
 
 Unix sockets other than socketpair() stay refused. The kernel must give user notification with
 descriptor installs (Linux 5.14) and a killable wait once a call is received (5.19), so a signal
@@ -33,6 +34,7 @@ import fcntl
 import os
 import select
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 
     from seccompy.notify import Listener, Notification
 
-__all__ = ["LoopbackSupervisor", "loopback_support", "supervised_syscalls"]
+__all__ = ["LoopbackSupervisor", "loopback_support"]
 
 _SECCOMP_SET_MODE_FILTER: Final = 1
 _FLAG_NEW_LISTENER: Final = 1 << 3
@@ -61,16 +63,14 @@ _MAX_CONTROL: Final = 4096
 _MAX_IOV: Final = 1024
 _MAX_SEND: Final = 1 << 20
 """Bytes one supervised sendmsg copies; a stream send past it is partial, as the kernel's may be."""
+_NETLINK_SOCK_DIAG: Final = 4
+_SOCK_DIAG_BY_FAMILY: Final = 20
+_NLM_F_REQUEST: Final = 1
+_NLMSG_ERROR: Final = 2
+_ALL_STATES: Final = 0xFFFFFFFF
+_NO_COOKIE: Final = 0xFFFFFFFF
 _V4_MAPPED: Final = bytes(10) + b"\xff\xff"
 _V6_LOOPBACK: Final = bytes(15) + b"\x01"
-
-_SUPERVISED: Final = ("socket", "bind", "connect", "listen", "sendmsg")
-
-
-def supervised_syscalls() -> tuple[str, ...]:
-    """The calls the run's filter hands to the supervisor."""
-    return _SUPERVISED
-
 
 class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
@@ -157,6 +157,10 @@ class LoopbackSupervisor:
     def __init__(self) -> None:
         self._listener: Listener | None = None
         self._attached = threading.Event()
+        self._made: set[int] = set()
+        """The inode of every socket made for the run: the only receivers its sends may reach."""
+        self._diag: socket.socket | None = None
+        self._diag_lock = threading.Lock()
         # Started now, unconfined; it waits for the listener the confined thread will make.
         threading.Thread(target=self._serve, name="oct-loopback", daemon=True).start()
 
@@ -205,6 +209,7 @@ class LoopbackSupervisor:
             return
         poller = select.poll()
         poller.register(listener.fileno(), select.POLLIN)
+        self._diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
         try:
             while True:
                 events = poller.poll()
@@ -217,6 +222,7 @@ class LoopbackSupervisor:
                 self._answer(notification)
         finally:
             listener.close()
+            self._diag.close()
 
     def _answer(self, notification: Notification) -> None:
         from seccompy import syscall_name
@@ -239,7 +245,7 @@ class LoopbackSupervisor:
             os.close(run.pidfd)
             self._refuse(notification, refused.error)
             return
-        if name in ("connect", "sendmsg") and _may_block(target, name, notification):
+        if name in ("connect", "sendmsg", "sendto") and _may_block(target, name, notification):
             threading.Thread(
                 target=self._finish, args=(handler, run, target, notification), daemon=True
             ).start()
@@ -253,7 +259,13 @@ class LoopbackSupervisor:
             self._listener_now().respond(notification.id, error=error)
 
     def _handlers(self) -> dict[str, Callable[[_Run, int, Notification], int]]:
-        return {"bind": self._bind, "connect": self._connect, "listen": self._listen, "sendmsg": self._sendmsg}
+        return {
+            "bind": self._bind,
+            "connect": self._connect,
+            "listen": self._listen,
+            "sendmsg": self._sendmsg,
+            "sendto": self._sendto,
+        }
 
     def _listener_now(self) -> Listener:
         assert self._listener is not None  # noqa: S101 - only called while serving
@@ -308,6 +320,7 @@ class LoopbackSupervisor:
             raise _Refused(exc.errno or errno.EINVAL) from exc
         try:
             made.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
+            self._made.add(os.fstat(made.fileno()).st_ino)
             with contextlib.suppress(SeccompError):
                 self._listener_now().addfd(
                     notification.id,
@@ -317,6 +330,25 @@ class LoopbackSupervisor:
                 )
         finally:
             made.close()
+
+    def _check_receiver(self, target: int, address: bytes) -> None:
+        """Refuse a destination off loopback, or on loopback held by no socket of the run.
+
+        Loopback is the whole machine's: a local resolver (127.0.0.53), a proxy, a database or the
+        Docker API listen there, and would carry the run's data elsewhere. The kernel is asked which
+        socket would receive (sock_diag, as for a packet on `lo`): it must be one the run made.
+        Nothing there, or another's, reads as a port where nothing listens.
+        """
+        if not _is_loopback(address):
+            raise _Refused(errno.ENETUNREACH)
+        stream = _is_stream(target)
+        family, host, port = _destination(address)
+        source = _source(target, family) if not stream else (bytes(16), 0)
+        with self._diag_lock:
+            assert self._diag is not None  # noqa: S101 - made before the first notification
+            inode = _receiver(self._diag, family, stream, (host, port), source)
+        if inode not in self._made:
+            raise _Refused(errno.ECONNREFUSED)
 
     def _bind(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
@@ -329,8 +361,8 @@ class LoopbackSupervisor:
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
         # AF_UNSPEC only dissolves an association: it connects to nothing.
-        if int.from_bytes(address[:2], "little") != socket.AF_UNSPEC and not _is_loopback(address):
-            raise _Refused(errno.ENETUNREACH)
+        if int.from_bytes(address[:2], "little") != socket.AF_UNSPEC:
+            self._check_receiver(target, address)
         return _check(_libc().connect(target, address, len(address)))
 
     def _listen(self, run: _Run, target: int, notification: Notification) -> int:
@@ -348,8 +380,7 @@ class LoopbackSupervisor:
         name = b""
         if header.name and header.namelen:
             name = _read_address(run, header.name, header.namelen)
-            if int.from_bytes(name[:2], "little") not in (socket.AF_INET, socket.AF_INET6):
-                raise _Refused(errno.EPERM)
+            self._check_receiver(target, name)
         data = _read_iov(run, header.iov or 0, header.iovlen, stream=_is_stream(target))
         control, held = _copy_control(run, header.control or 0, header.controllen)
         try:
@@ -371,6 +402,66 @@ class LoopbackSupervisor:
         finally:
             for fd in held:
                 os.close(fd)
+
+    def _sendto(self, run: _Run, target: int, notification: Notification) -> int:
+        address = _read_address(run, notification.args[4], notification.args[5])
+        self._check_receiver(target, address)
+        size = notification.args[2]
+        if size > _MAX_SEND and not _is_stream(target):
+            raise _Refused(errno.EMSGSIZE)
+        data = _read(run, notification.args[1], min(size, _MAX_SEND))
+        flags = ctypes.c_int(_int(notification.args[3]) | _MSG_NOSIGNAL)
+        return _check(_libc().sendto(target, data, len(data), flags, address, len(address)))
+
+
+def _destination(address: bytes) -> tuple[int, bytes, int]:
+    """Family, host (16 bytes) and port of a loopback sockaddr; IPv4-mapped IPv6 is IPv4, as the kernel sends it."""
+    family = int.from_bytes(address[:2], "little")
+    if family == socket.AF_INET:
+        return socket.AF_INET, address[4:8].ljust(16, b"\0"), _port(address)
+    host = address[8:24]
+    if host[:12] == _V4_MAPPED:
+        return socket.AF_INET, host[12:].ljust(16, b"\0"), _port(address)
+    return socket.AF_INET6, host, _port(address)
+
+
+def _source(fd: int, family: int) -> tuple[bytes, int]:
+    """Where a datagram from `fd` comes from (a connected receiver accepts only its peer); zero if unbound."""
+    buffer = ctypes.create_string_buffer(_MAX_ADDRESS)
+    size = ctypes.c_uint32(_MAX_ADDRESS)
+    if _libc().getsockname(fd, buffer, ctypes.byref(size)) < 0 or size.value < 8:
+        return bytes(16), 0
+    bound = buffer.raw[: size.value]
+    if int.from_bytes(bound[:2], "little") not in (socket.AF_INET, socket.AF_INET6):
+        return bytes(16), 0
+    found, host, port = _destination(bound)
+    return (host, port) if found == family else (bytes(16), 0)
+
+
+def _receiver(diag: socket.socket, family: int, stream: bool, destination: tuple[bytes, int], source: tuple[bytes, int]) -> int | None:
+    """The inode of the socket that would receive on `lo` from `source` at `destination`, or None."""
+    host, port = destination
+    origin, origin_port = source
+    tail = struct.pack("=III", _loopback_index(), _NO_COOKIE, _NO_COOKIE)
+    if stream:
+        # TCP looks up a packet from dst:dport to src:sport: the listener is the "source".
+        sockid = struct.pack("!HH", port, origin_port) + host + origin + tail
+        protocol = socket.IPPROTO_TCP
+    else:
+        # UDP looks up a packet from src:sport to dst:dport.
+        sockid = struct.pack("!HH", origin_port, port) + origin + host + tail
+        protocol = socket.IPPROTO_UDP
+    request = struct.pack("=BBBBI", family, protocol, 0, 0, _ALL_STATES) + sockid
+    diag.send(struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 0, 0) + request)
+    answer = diag.recv(8192)
+    if len(answer) < 16 or struct.unpack_from("=H", answer, 4)[0] == _NLMSG_ERROR:
+        return None
+    return int(struct.unpack_from("=I", answer, 16 + 68)[0]) if len(answer) >= 16 + 72 else None
+
+
+@cache
+def _loopback_index() -> int:
+    return socket.if_nametoindex(_LOOPBACK_DEVICE.decode())
 
 
 def _int(value: int) -> int:
@@ -485,7 +576,8 @@ def _may_block(fd: int, name: str, notification: Notification) -> bool:
     """Whether the call may wait (a blocking socket, a send without MSG_DONTWAIT)."""
     if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK:
         return False
-    return not (name == "sendmsg" and _int(notification.args[2]) & _MSG_DONTWAIT)
+    flags_at = {"sendmsg": 2, "sendto": 3}.get(name)
+    return flags_at is None or not _int(notification.args[flags_at]) & _MSG_DONTWAIT
 
 
 @cache

@@ -238,9 +238,9 @@ def _socket_rules(rules: Filter, *, network: bool) -> None:
 def _supervised_socket_rules(rules: Filter) -> None:
     """TCP and UDP sockets, made by the supervisor; bind, connect, listen and sendmsg answered by it.
 
-    sendto with an address stays with the kernel: the supervisor's sockets are tied to `lo`, so it
-    reaches this machine only, and it carries no control data that could pick another interface.
-    sendmmsg, whose messages could, is refused as "not here" (glibc's resolver falls back to sendto).
+    sendto goes to the supervisor only with an address (a send on a connected socket, the common
+    case, stays a plain call). sendmmsg is refused as "not here" (glibc's resolver falls back to
+    sendto): its messages carry control data, which could pick another interface.
     """
     from seccompy import ArgCmp, CmpOp
 
@@ -261,6 +261,7 @@ def _supervised_socket_rules(rules: Filter) -> None:
         _deny(rules, name, errno.EPERM, [fast_open])
     for name in ("bind", "connect", "listen", "sendmsg"):
         rules.notify(name)
+    rules.notify("sendto", args=[ArgCmp(4, CmpOp.NE, 0)])
     _deny(rules, "sendmmsg", errno.ENOSYS)
 
 
