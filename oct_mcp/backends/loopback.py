@@ -72,6 +72,7 @@ _NO_COOKIE: Final = 0xFFFFFFFF
 _V4_MAPPED: Final = bytes(10) + b"\xff\xff"
 _V6_LOOPBACK: Final = bytes(15) + b"\x01"
 
+
 class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
@@ -92,7 +93,7 @@ class _MsgHdr(ctypes.Structure):
     )
 
 
-class _Refused(Exception):
+class _RefusedError(Exception):
     """A call the supervisor answers with `error` without making it."""
 
     def __init__(self, error: int) -> None:
@@ -107,7 +108,7 @@ def _libc() -> ctypes.CDLL:
 
 def _check(result: int) -> int:
     if result < 0:
-        raise _Refused(ctypes.get_errno())
+        raise _RefusedError(ctypes.get_errno())
     return result
 
 
@@ -209,7 +210,9 @@ class LoopbackSupervisor:
             return
         poller = select.poll()
         poller.register(listener.fileno(), select.POLLIN)
-        self._diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
+        self._diag = socket.socket(
+            socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG
+        )
         try:
             while True:
                 events = poller.poll()
@@ -231,17 +234,17 @@ class LoopbackSupervisor:
         if name == "socket":
             try:
                 self._socket(notification)
-            except _Refused as refused:
+            except _RefusedError as refused:
                 self._refuse(notification, refused.error)
             return
         handler = self._handlers()[name]
         try:
             run = self._open_run(notification)
-        except _Refused:
+        except _RefusedError:
             return  # the caller is gone: nobody to answer
         try:
             target = self._take_fd(run, notification)
-        except _Refused as refused:
+        except _RefusedError as refused:
             os.close(run.pidfd)
             self._refuse(notification, refused.error)
             return
@@ -271,12 +274,18 @@ class LoopbackSupervisor:
         assert self._listener is not None  # noqa: S101 - only called while serving
         return self._listener
 
-    def _finish(self, handler: Callable[[_Run, int, Notification], int], run: _Run, target: int, notification: Notification) -> None:
+    def _finish(
+        self,
+        handler: Callable[[_Run, int, Notification], int],
+        run: _Run,
+        target: int,
+        notification: Notification,
+    ) -> None:
         from seccompy import SeccompError
 
         try:
             result, error = handler(run, target, notification), 0
-        except _Refused as refused:
+        except _RefusedError as refused:
             result, error = 0, refused.error
         finally:
             os.close(target)
@@ -291,14 +300,14 @@ class LoopbackSupervisor:
         try:
             pidfd = _pidfd_open_thread(notification.pid)
         except OSError as exc:
-            raise _Refused(exc.errno or errno.ESRCH) from exc
+            raise _RefusedError(exc.errno or errno.ESRCH) from exc
         try:
             alive = self._listener_now().valid(notification.id)
         except SeccompError:
             alive = False
         if not alive:
             os.close(pidfd)
-            raise _Refused(errno.ESRCH)
+            raise _RefusedError(errno.ESRCH)
         return _Run(notification.pid, pidfd)
 
     def _take_fd(self, run: _Run, notification: Notification) -> int:
@@ -307,7 +316,7 @@ class LoopbackSupervisor:
         try:
             return pidfd_getfd(run.pidfd, _int(notification.args[0]))
         except OSError as exc:
-            raise _Refused(errno.EBADF if exc.errno == errno.EBADF else errno.EPERM) from exc
+            raise _RefusedError(errno.EBADF if exc.errno == errno.EBADF else errno.EPERM) from exc
 
     def _socket(self, notification: Notification) -> None:
         from seccompy import SeccompError
@@ -317,7 +326,7 @@ class LoopbackSupervisor:
         try:
             made = socket.socket(family, kind & ~_SOCK_CLOEXEC, protocol)
         except OSError as exc:
-            raise _Refused(exc.errno or errno.EINVAL) from exc
+            raise _RefusedError(exc.errno or errno.EINVAL) from exc
         try:
             made.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
             self._made.add(os.fstat(made.fileno()).st_ino)
@@ -340,7 +349,7 @@ class LoopbackSupervisor:
         Nothing there, or another's, reads as a port where nothing listens.
         """
         if not _is_loopback(address):
-            raise _Refused(errno.ENETUNREACH)
+            raise _RefusedError(errno.ENETUNREACH)
         stream = _is_stream(target)
         family, host, port = _destination(address)
         source = _source(target, family) if not stream else (bytes(16), 0)
@@ -348,14 +357,14 @@ class LoopbackSupervisor:
             assert self._diag is not None  # noqa: S101 - made before the first notification
             inode = _receiver(self._diag, family, stream, (host, port), source)
         if inode not in self._made:
-            raise _Refused(errno.ECONNREFUSED)
+            raise _RefusedError(errno.ECONNREFUSED)
 
     def _bind(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
         if not _is_loopback(address):
-            raise _Refused(errno.EACCES)
+            raise _RefusedError(errno.EACCES)
         if 0 < _port(address) < _unprivileged_port_start():
-            raise _Refused(errno.EACCES)
+            raise _RefusedError(errno.EACCES)
         return _check(_libc().bind(target, address, len(address)))
 
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:
@@ -371,7 +380,7 @@ class LoopbackSupervisor:
         _check(_libc().getsockname(target, address, ctypes.byref(size)))
         bound = address.raw[: size.value]
         if not _is_loopback(bound) or _port(bound) == 0:
-            raise _Refused(errno.EACCES)
+            raise _RefusedError(errno.EACCES)
         return _check(_libc().listen(target, ctypes.c_int(_int(notification.args[1]))))
 
     def _sendmsg(self, run: _Run, target: int, notification: Notification) -> int:
@@ -408,14 +417,14 @@ class LoopbackSupervisor:
         self._check_receiver(target, address)
         size = notification.args[2]
         if size > _MAX_SEND and not _is_stream(target):
-            raise _Refused(errno.EMSGSIZE)
+            raise _RefusedError(errno.EMSGSIZE)
         data = _read(run, notification.args[1], min(size, _MAX_SEND))
         flags = ctypes.c_int(_int(notification.args[3]) | _MSG_NOSIGNAL)
         return _check(_libc().sendto(target, data, len(data), flags, address, len(address)))
 
 
 def _destination(address: bytes) -> tuple[int, bytes, int]:
-    """Family, host (16 bytes) and port of a loopback sockaddr; IPv4-mapped IPv6 is IPv4, as the kernel sends it."""
+    """Family, host (16 bytes) and port of a loopback sockaddr; IPv4-mapped counts as IPv4, as sent."""
     family = int.from_bytes(address[:2], "little")
     if family == socket.AF_INET:
         return socket.AF_INET, address[4:8].ljust(16, b"\0"), _port(address)
@@ -438,7 +447,9 @@ def _source(fd: int, family: int) -> tuple[bytes, int]:
     return (host, port) if found == family else (bytes(16), 0)
 
 
-def _receiver(diag: socket.socket, family: int, stream: bool, destination: tuple[bytes, int], source: tuple[bytes, int]) -> int | None:
+def _receiver(
+    diag: socket.socket, family: int, stream: bool, destination: tuple[bytes, int], source: tuple[bytes, int]
+) -> int | None:
     """The inode of the socket that would receive on `lo` from `source` at `destination`, or None."""
     host, port = destination
     origin, origin_port = source
@@ -473,7 +484,9 @@ def _pidfd_open_thread(tid: int) -> int:
     libc = _libc()
     from seccompy import syscall_nr
 
-    fd = libc.syscall(ctypes.c_long(syscall_nr("pidfd_open")), ctypes.c_long(tid), ctypes.c_long(_PIDFD_THREAD))
+    fd = libc.syscall(
+        ctypes.c_long(syscall_nr("pidfd_open")), ctypes.c_long(tid), ctypes.c_long(_PIDFD_THREAD)
+    )
     if fd >= 0:
         return int(fd)
     error = ctypes.get_errno()
@@ -493,30 +506,37 @@ def _read(run: _Run, pointer: int, size: int) -> bytes:
     local = _Iovec(ctypes.addressof(buffer), size)
     remote = _Iovec(pointer, size)
     read = _libc().process_vm_readv(
-        run.pid, ctypes.byref(local), ctypes.c_ulong(1), ctypes.byref(remote), ctypes.c_ulong(1), ctypes.c_ulong(0)
+        run.pid,
+        ctypes.byref(local),
+        ctypes.c_ulong(1),
+        ctypes.byref(remote),
+        ctypes.c_ulong(1),
+        ctypes.c_ulong(0),
     )
     if read != size:
-        raise _Refused(errno.EFAULT)
+        raise _RefusedError(errno.EFAULT)
     return buffer.raw
 
 
 def _read_address(run: _Run, pointer: int, length: int) -> bytes:
     length = _int(length)
     if not 2 <= length <= _MAX_ADDRESS:
-        raise _Refused(errno.EINVAL)
+        raise _RefusedError(errno.EINVAL)
     return _read(run, pointer, length)
 
 
 def _read_iov(run: _Run, pointer: int, count: int, *, stream: bool) -> bytes:
     if count > _MAX_IOV:
-        raise _Refused(errno.EMSGSIZE)
-    vectors = (_Iovec * count).from_buffer_copy(_read(run, pointer, ctypes.sizeof(_Iovec) * count)) if count else []
+        raise _RefusedError(errno.EMSGSIZE)
+    vectors: ctypes.Array[_Iovec] | list[_Iovec] = (
+        (_Iovec * count).from_buffer_copy(_read(run, pointer, ctypes.sizeof(_Iovec) * count)) if count else []
+    )
     parts: list[bytes] = []
     left = _MAX_SEND
     for vector in vectors:
         size = min(vector.len, left)
         if size < vector.len and not stream:
-            raise _Refused(errno.EMSGSIZE)
+            raise _RefusedError(errno.EMSGSIZE)
         parts.append(_read(run, vector.base or 0, size))
         left -= size
         if not left:
@@ -533,7 +553,7 @@ def _copy_control(run: _Run, pointer: int, length: int) -> tuple[bytes, list[int
     if not pointer or not length:
         return b"", []
     if length > _MAX_CONTROL:
-        raise _Refused(errno.EINVAL)
+        raise _RefusedError(errno.EINVAL)
     control = bytearray(_read(run, pointer, length))
     held: list[int] = []
     offset = 0
@@ -544,9 +564,9 @@ def _copy_control(run: _Run, pointer: int, length: int) -> tuple[bytes, list[int
             level = int.from_bytes(control[offset + 8 : offset + 12], "little", signed=True)
             kind = int.from_bytes(control[offset + 12 : offset + 16], "little", signed=True)
             if size < header or offset + size > len(control):
-                raise _Refused(errno.EINVAL)
+                raise _RefusedError(errno.EINVAL)
             if (level, kind) != (socket.SOL_SOCKET, _SCM_RIGHTS):
-                raise _Refused(errno.EPERM)
+                raise _RefusedError(errno.EPERM)
             for at in range(offset + header, offset + size - 3, 4):
                 wanted = int.from_bytes(control[at : at + 4], "little", signed=True)
                 from seccompy.notify import pidfd_getfd
@@ -554,7 +574,7 @@ def _copy_control(run: _Run, pointer: int, length: int) -> tuple[bytes, list[int
                 try:
                     mine = pidfd_getfd(run.pidfd, wanted)
                 except OSError as exc:
-                    raise _Refused(errno.EBADF) from exc
+                    raise _RefusedError(errno.EBADF) from exc
                 held.append(mine)
                 control[at : at + 4] = mine.to_bytes(4, "little", signed=True)
             offset += (size + 7) & ~7
@@ -601,7 +621,9 @@ def loopback_support() -> str | None:
             supervisor.load(filter_program(sockets=True, network=False, writes=False, supervised=True))
             probe_socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         except OSError as exc:
-            outcome.append(f"seccomp user notification failed ({os.strerror(exc.errno or 0)}; needs Linux 5.19)")
+            outcome.append(
+                f"seccomp user notification failed ({os.strerror(exc.errno or 0)}; needs Linux 5.19)"
+            )
             return
         with probe_socket:
             device = probe_socket.getsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, 16).rstrip(b"\0")

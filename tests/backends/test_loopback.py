@@ -1,0 +1,352 @@
+"""A run without network on loopback: its own TCP and UDP servers work, nothing else is reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+from optional import bubblewrap, landlock, missing
+
+from oct_mcp.backends import Backend, Limits, SandboxRequest
+from oct_mcp.backends.loopback import loopback_support
+from oct_mcp.backends.runner import run_prepared
+
+pytestmark = pytest.mark.anyio
+
+LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=60)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _backend(name: str) -> Backend:
+    backend: Backend = bubblewrap() if name == "bubblewrap" else landlock()
+    if name == "landlock" and loopback_support() is not None:
+        missing("seccomp user notification", f"{loopback_support()} (Linux 5.19+)")
+    return backend
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+async def _run(backend: Backend, tmp_path: Path, code: str, *args: str) -> tuple[int | None, list[str], str]:
+    project = tmp_path.resolve() / "project"
+    project.mkdir(exist_ok=True)
+    scratch = tmp_path.resolve() / "scratch"
+    scratch.mkdir(exist_ok=True)
+    (project / "probe.py").write_text(textwrap.dedent(code))
+    request = SandboxRequest(
+        argv=(sys.executable, "-I", str(project / "probe.py"), *args),
+        project=project,
+        writable=False,
+        network=False,
+        protected=(),
+        read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)),
+        env={"PATH": "/usr/bin:/bin"},
+        limits=LIMITS,
+        scratch=scratch,
+    )
+    with anyio.fail_after(90):
+        run = await run_prepared(
+            backend.prepare(request), backend=backend.name, time_limit=60, max_output=1 << 20
+        )
+    return run.exit_code, run.stdout.decode().splitlines(), run.stderr.decode()
+
+
+TCP_PROBE = """
+import asyncio, socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen()
+client = socket.create_connection(server.getsockname(), timeout=10)
+accepted, _ = server.accept()
+client.sendall(b"ping")
+print("socket", accepted.recv(4).decode())
+
+async def main():
+    async def echo(reader, writer):
+        writer.write(await reader.readexactly(5))
+        await writer.drain()
+        writer.close()
+    served = await asyncio.start_server(echo, "127.0.0.1", 0)
+    reader, writer = await asyncio.open_connection(*served.sockets[0].getsockname()[:2])
+    writer.write(b"hello")
+    await writer.drain()
+    print("asyncio", (await reader.readexactly(5)).decode())
+    writer.close()
+    served.close()
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("name", ["bubblewrap", "landlock"])
+async def test_a_run_without_network_serves_itself_over_loopback_tcp(tmp_path: Path, name: str) -> None:
+    code, lines, stderr = await _run(_backend(name), tmp_path, TCP_PROBE)
+
+    assert (code, lines) == (0, ["socket ping", "asyncio hello"]), stderr
+
+
+UDP_PROBE = """
+import socket, sys
+family = {"4": socket.AF_INET, "6": socket.AF_INET6}[sys.argv[1]]
+host = "127.0.0.1" if sys.argv[1] == "4" else "::1"
+server = socket.socket(family, socket.SOCK_DGRAM)
+server.bind((host, 0))
+client = socket.socket(family, socket.SOCK_DGRAM)
+client.settimeout(10)
+server.settimeout(10)
+client.sendto(b"to", server.getsockname())
+data, sender = server.recvfrom(16)
+server.sendmsg([b"fro"], [], 0, sender)
+connected = socket.socket(family, socket.SOCK_DGRAM)
+connected.connect(server.getsockname())
+connected.send(b"again")
+print(data.decode(), client.recv(16).decode(), server.recv(16).decode())
+"""
+
+
+@pytest.mark.parametrize("name", ["bubblewrap", "landlock"])
+@pytest.mark.parametrize("version", ["4", "6"])
+async def test_a_run_without_network_sends_udp_to_itself_on_loopback(
+    tmp_path: Path, name: str, version: str
+) -> None:
+    if version == "6" and not _ipv6_loopback():
+        missing("IPv6 loopback", "this machine cannot bind ::1")
+    code, lines, stderr = await _run(_backend(name), tmp_path, UDP_PROBE, version)
+
+    assert (code, lines) == (0, ["to fro again"]), stderr
+
+
+REFUSALS_PROBE = """
+import errno, socket, sys
+host_tcp, host_udp = int(sys.argv[1]), int(sys.argv[2])
+def attempt(name, action):
+    try:
+        action()
+        print(name, "DONE")
+    except OSError as exc:
+        print(name, errno.errorcode[exc.errno])
+attempt("bind_any4", lambda: socket.socket().bind(("0.0.0.0", 0)))
+attempt("bind_any6", lambda: socket.socket(socket.AF_INET6).bind(("::", 0)))
+attempt("listen_unbound", lambda: socket.socket().listen())
+attempt("bind_privileged", lambda: socket.socket().bind(("127.0.0.1", 80)))
+attempt("udp_bind_any", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("", 0)))
+attempt("host_tcp", lambda: socket.create_connection(("127.0.0.1", host_tcp), timeout=5))
+udp = lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+attempt("host_udp", lambda: udp().sendto(b"x", ("127.0.0.1", host_udp)))
+attempt("unix", lambda: socket.socket(socket.AF_UNIX))
+attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("ping", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP))
+"""
+
+
+async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_host_on_loopback(
+    tmp_path: Path,
+) -> None:
+    # The host's own loopback services (a resolver, a proxy, a database) would carry data elsewhere.
+    host_tcp = socket.create_server(("127.0.0.1", 0))
+    host_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    host_udp.bind(("127.0.0.1", 0))
+    try:
+        code, lines, stderr = await _run(
+            _backend("landlock"), tmp_path, REFUSALS_PROBE,
+            str(host_tcp.getsockname()[1]), str(host_udp.getsockname()[1]),
+        )  # fmt: skip
+        host_tcp.setblocking(False)
+        host_udp.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            host_tcp.accept()
+        with pytest.raises(BlockingIOError):
+            host_udp.recv(16)
+    finally:
+        host_tcp.close()
+        host_udp.close()
+
+    assert code == 0, stderr
+    assert dict(line.split() for line in lines) == {
+        "bind_any4": "EACCES",
+        "bind_any6": "EACCES",
+        "listen_unbound": "EACCES",
+        "bind_privileged": "EACCES",
+        "udp_bind_any": "EACCES",
+        "host_tcp": "ECONNREFUSED",
+        "host_udp": "ECONNREFUSED",
+        "unix": "EPERM",
+        "raw": "EPERM",
+        "ping": "EPERM",
+    }
+
+
+# Run as root inside a network namespace of the test's own: a veth pair gives this "machine" another
+# address, with a TCP listener and a UDP receiver on it that the run must never reach.
+NETNS_HARNESS = """
+import json, socket, subprocess, sys, threading
+from pathlib import Path
+import anyio
+from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends.landlock import LandlockBackend
+from oct_mcp.backends.runner import run_prepared
+
+for command in (
+    "ip link set lo up", "ip link add oct0 type veth peer name oct1", "ip addr add 10.77.0.1/24 dev oct0",
+    "ip -6 addr add fd77::1/64 dev oct0 nodad", "ip link set oct0 up", "ip link set oct1 up",
+):
+    subprocess.run(command.split(), check=True)
+outside_tcp = socket.create_server(("10.77.0.1", 0))
+outside_tcp6 = socket.create_server(("fd77::1", 0), family=socket.AF_INET6)
+outside_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+outside_udp.bind(("10.77.0.1", 0))
+for listening in (outside_tcp, outside_tcp6, outside_udp):
+    listening.setblocking(False)
+base = Path(sys.argv[1])
+request = SandboxRequest(
+    argv=(sys.executable, "-I", str(base / "probe.py"), str(outside_tcp.getsockname()[1]),
+          str(outside_tcp6.getsockname()[1]), str(outside_udp.getsockname()[1])),
+    project=base, writable=False, network=False, protected=(),
+    read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)), env={"PATH": "/usr/bin:/bin"},
+    limits=Limits(memory_bytes=512 * 1024 * 1024, cpu_seconds=120), scratch=base / "scratch",
+)
+request.scratch.mkdir()
+prepared = LandlockBackend().prepare(request)
+run = anyio.run(lambda: run_prepared(prepared, backend="landlock", time_limit=120, max_output=1 << 20))
+reached = 0
+for listening in (outside_tcp, outside_tcp6):
+    while True:
+        try:
+            listening.accept()[0].close()
+            reached += 1
+        except BlockingIOError:
+            break
+while True:
+    try:
+        outside_udp.recv(64)
+        reached += 1
+    except BlockingIOError:
+        break
+report = {"exit": run.exit_code, "stdout": run.stdout.decode(), "stderr": run.stderr.decode()[-3000:]}
+print(json.dumps({**report, "reached": reached}))
+"""
+
+NETNS_PROBE = """
+import ctypes, errno, socket, struct, sys, threading
+tcp_port, tcp6_port, udp_port = (int(value) for value in sys.argv[1:4])
+def attempt(name, action):
+    try:
+        action()
+        print(name, "DONE", flush=True)
+    except OSError as exc:
+        print(name, errno.errorcode[exc.errno], flush=True)
+attempt("tcp", lambda: socket.create_connection(("10.77.0.1", tcp_port), timeout=3))
+attempt("tcp6", lambda: socket.create_connection(("fd77::1", tcp6_port), timeout=3))
+attempt("tcp_mapped", lambda: socket.socket(socket.AF_INET6).connect(("::ffff:10.77.0.1", tcp_port)))
+udp = lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+attempt("udp_sendto", lambda: udp().sendto(b"x", ("10.77.0.1", udp_port)))
+attempt("udp_sendmsg", lambda: udp().sendmsg([b"x"], [], 0, ("10.77.0.1", udp_port)))
+attempt("udp_connect", lambda: udp().connect(("10.77.0.1", udp_port)))
+attempt("bind_other", lambda: socket.socket().bind(("10.77.0.1", 0)))
+
+# The race: one thread flips the address in memory between the run's own listener and the
+# outside one while the other connects and sends through it, again and again.
+libc = ctypes.CDLL(None, use_errno=True)
+own = socket.create_server(("127.0.0.1", 0), backlog=4096)
+own_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+own_udp.bind(("127.0.0.1", own.getsockname()[1]))
+def sockaddr(host, port):
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + socket.inet_aton(host) + bytes(8)
+inside_tcp, outside_tcp = sockaddr("127.0.0.1", own.getsockname()[1]), sockaddr("10.77.0.1", tcp_port)
+inside_udp, outside_udp = sockaddr("127.0.0.1", own.getsockname()[1]), sockaddr("10.77.0.1", udp_port)
+address = ctypes.create_string_buffer(16)
+stop = threading.Event()
+choices = [inside_tcp, outside_tcp]
+def flip():
+    turn = 0
+    while not stop.is_set():
+        ctypes.memmove(address, choices[turn & 1], 16)
+        turn += 1
+def drain():
+    own.settimeout(0.5)
+    while not stop.is_set():
+        try:
+            own.accept()[0].close()
+        except OSError:
+            pass
+threads = [threading.Thread(target=flip), threading.Thread(target=drain)]
+for thread in threads:
+    thread.start()
+outcomes = {}
+for _ in range(600):
+    attempt_socket = socket.socket()
+    result = libc.connect(attempt_socket.fileno(), address, 16)
+    key = "ok" if result == 0 else errno.errorcode[ctypes.get_errno()]
+    outcomes[key] = outcomes.get(key, 0) + 1
+    attempt_socket.close()
+choices[:] = [inside_udp, outside_udp]
+sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(600):
+    result = libc.sendto(sender.fileno(), b"x", 1, 0, address, 16)
+    key = "udp_ok" if result == 1 else "udp_" + errno.errorcode[ctypes.get_errno()]
+    outcomes[key] = outcomes.get(key, 0) + 1
+stop.set()
+for thread in threads:
+    thread.join()
+print("race", " ".join(f"{key}={value}" for key, value in sorted(outcomes.items())), flush=True)
+"""
+
+
+def test_a_landlock_run_reaches_no_other_address_of_the_machine_even_racing_its_own_memory(
+    tmp_path: Path,
+) -> None:
+    _backend("landlock")
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        missing("a network namespace of the test's own", "needs root, unshare and ip (iproute2)")
+    base = tmp_path.resolve()
+    (base / "probe.py").write_text(textwrap.dedent(NETNS_PROBE))
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(ROOT)}
+    command = ["unshare", "-n", sys.executable, "-c", textwrap.dedent(NETNS_HARNESS), str(base)]
+
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result["exit"] == 0, result["stderr"]
+    lines = result["stdout"].splitlines()
+    verdicts = dict(line.split(" ", 1) for line in lines)
+    race = dict(item.split("=") for item in verdicts.pop("race").split())
+    assert verdicts == {
+        "tcp": "ENETUNREACH",
+        "tcp6": "ENETUNREACH",
+        "tcp_mapped": "ENETUNREACH",
+        "udp_sendto": "ENETUNREACH",
+        "udp_sendmsg": "ENETUNREACH",
+        "udp_connect": "ENETUNREACH",
+        "bind_other": "EACCES",
+    }
+    # Both addresses were seen (the race ran), and only the run's own listener was reached.
+    assert {key for key, count in race.items() if int(count) > 0} == set(race), race
+    assert set(race) == {"ok", "ENETUNREACH", "udp_ok", "udp_ENETUNREACH"}, race
+    assert result["reached"] == 0
+
+
+LO_PROBE = """
+import fcntl, socket, struct
+flags = fcntl.ioctl(socket.socket(), 0x8913, struct.pack("16sH", b"lo", 0))  # SIOCGIFFLAGS
+print(sorted(name for _, name in socket.if_nameindex()), struct.unpack_from("H", flags, 16)[0] & 1)
+"""
+
+
+async def test_bubblewraps_own_network_namespace_has_only_lo_and_it_is_up(tmp_path: Path) -> None:
+    code, lines, stderr = await _run(_backend("bubblewrap"), tmp_path, LO_PROBE)
+
+    assert (code, lines) == (0, ["['lo'] 1"]), stderr
