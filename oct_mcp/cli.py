@@ -605,7 +605,25 @@ def landlock_guarantee_status() -> list[tuple[str, str]]:
     for guarantee in sorted(GUARANTEES):
         reason = missing.get(guarantee)
         rows.append((guarantee, "met" if reason is None else f"missed: {reason}"))
+    rows.append(("loopback", loopback_status()))
     return rows
+
+
+def loopback_status() -> str:
+    """What a landlock run without network may do on loopback here, and why not more."""
+    from oct_mcp.backends.landlock import landlock_support
+    from oct_mcp.backends.loopback import loopback_support
+
+    support = landlock_support()
+    if support.problem is not None or not support.seccomp:
+        return "refused: no seccomp filter here"
+    problem = loopback_support()
+    if problem is not None:
+        return f"refused (TCP bind, listen, UDP): {problem}"
+    return (
+        "supervised: a run without network serves and reaches its own TCP and UDP sockets on "
+        "127.0.0.0/8 and ::1, nothing else (no wildcard, no other address, no socket of the host)"
+    )
 
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:

@@ -313,6 +313,7 @@ def test_doctor_shows_the_landlock_abi_and_each_guarantee_met_or_missed(
     project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from oct_mcp.backends.landlock import landlock_support
+    from oct_mcp.backends.loopback import loopback_support
 
     _, out, _ = _run(capsys, "doctor", "--project-root", str(project), "--config", str(config_file))
 
@@ -323,6 +324,9 @@ def test_doctor_shows_the_landlock_abi_and_each_guarantee_met_or_missed(
     for guarantee in ("no_network", "reads_confined", "writes_confined"):
         reason = support.missing().get(guarantee)
         assert rows[guarantee] == ("met" if reason is None else f"missed: {reason}")
+    assert rows["loopback"].split(":")[0] == (
+        "supervised" if support.seccomp and loopback_support() is None else "refused"
+    )
     assert "allow_unconfined_project_code is on" not in out
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from optional import missing
 
+from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.middleware.sandbox import RUN_PROCESSES
 
 NOBODY = 65534
@@ -421,6 +422,16 @@ attempt("tcp", lambda: socket.create_connection(("127.0.0.1", args["tcp"]), time
 def udp_send():
     socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", args["udp"]))
 attempt("udp", udp_send)
+def loopback_self():
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname(), timeout=5)
+    client.sendall(b"x")
+    assert server.accept()[0].recv(1) == b"x"
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"y", udp.getsockname())
+    assert udp.recv(1) == b"y"
+attempt("loopback_self", loopback_self)
 attempt("pathname_unix", lambda: unix_connect(args["unix"]))
 attempt("abstract_unix", lambda: unix_connect(args["abstract"]))
 attempt("kill_outside", lambda: os.kill(args["outsider"], signal.SIGKILL))
@@ -488,6 +499,10 @@ def test_as_nobody_every_probe_is_blocked_by_each_confining_backend(shared_tree:
         assert verdicts["daemon"] == "GONE"
     if results["landlock"] is not None:
         assert results["landlock"]["udp"].split()[0] == "BLOCKED"
+    # Its own servers on loopback work for a run without network, on each backend that confines.
+    for name in ("bubblewrap", "landlock"):
+        if results[name] is not None and (name == "bubblewrap" or loopback_support() is None):
+            assert results[name]["loopback_self"] == "DONE", (name, results[name])
     # native confines nothing: every profile refuses it for command tools unless the user opts in.
     native = results["native"]
     assert native["write_outside"] == "DONE"

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LoopbackSupervisor", "loopback_support"]
 
+_PR_SET_NO_NEW_PRIVS: Final = 38
 _SECCOMP_SET_MODE_FILTER: Final = 1
 _FLAG_NEW_LISTENER: Final = 1 << 3
 _FLAG_WAIT_KILLABLE_RECV: Final = 1 << 5
@@ -174,6 +175,11 @@ class LoopbackSupervisor:
         from seccompy import syscall_nr
         from seccompy.notify import FdFlag, Listener
 
+        # Without privilege the kernel loads a filter only under no_new_privs (a run has it already).
+        if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            self.abandon()
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
         buffer = ctypes.create_string_buffer(program, len(program))
         fprog = _SockFprog(len=len(program) // 8, filter=ctypes.addressof(buffer))
         fd = _libc().syscall(

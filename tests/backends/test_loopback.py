@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -193,6 +194,7 @@ async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_hos
 # address, with a TCP listener and a UDP receiver on it that the run must never reach.
 NETNS_HARNESS = """
 import json, socket, subprocess, sys, threading
+from dataclasses import replace
 from pathlib import Path
 import anyio
 from oct_mcp.backends import Limits, SandboxRequest
@@ -350,3 +352,42 @@ async def test_bubblewraps_own_network_namespace_has_only_lo_and_it_is_up(tmp_pa
     code, lines, stderr = await _run(_backend("bubblewrap"), tmp_path, LO_PROBE)
 
     assert (code, lines) == (0, ["['lo'] 1"]), stderr
+
+
+STUCK_PROBE = """
+import socket
+a, b = socket.socketpair()
+print("sending", flush=True)
+a.sendmsg([bytes(64 << 20)])  # b never reads: the supervisor's send waits, and the run with it
+"""
+
+
+async def test_a_landlock_run_killed_while_the_supervisor_sends_for_it_ends_and_hangs_nothing(
+    tmp_path: Path,
+) -> None:
+    backend = _backend("landlock")
+    project = tmp_path.resolve()
+    (project / "probe.py").write_text(textwrap.dedent(STUCK_PROBE))
+    request = SandboxRequest(
+        argv=(sys.executable, "-I", str(project / "probe.py")),
+        project=project,
+        writable=False,
+        network=False,
+        protected=(),
+        read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)),
+        env={"PATH": "/usr/bin:/bin"},
+        limits=LIMITS,
+        scratch=project,
+    )
+
+    with anyio.fail_after(60):
+        run = await run_prepared(
+            backend.prepare(request), backend="landlock", time_limit=2, max_output=65_536, grace=0.5
+        )
+        second = await run_prepared(
+            backend.prepare(replace(request, argv=(sys.executable, "-I", "-c", "print('next')"))),
+            backend="landlock", time_limit=30, max_output=65_536,
+        )  # fmt: skip
+
+    assert (run.timed_out, run.stdout) == (True, b"sending\n")
+    assert (second.exit_code, second.stdout) == (0, b"next\n")
