@@ -291,6 +291,30 @@ async def test_a_run_without_network_is_refused_listen_on_a_socket_it_never_boun
     assert result.structured_content["stderr"].splitlines()[-1] == expected
 
 
+LOOPBACK_ONE_LINER = (
+    "import socket; s = socket.create_server(('127.0.0.1', 0)); "
+    "c = socket.create_connection(s.getsockname(), timeout=5); c.sendall(b'pong'); "
+    "print(s.accept()[0].recv(4).decode())"
+)
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_oct_run_without_network_serves_and_reaches_its_own_loopback_server(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    _backend(backend)
+    if backend == "landlock" and loopback_support() is not None:
+        missing("seccomp user notification", f"{loopback_support()}")
+    package = _package(tmp_path.resolve())
+
+    result = await _oct_run(
+        package, config_file, backend, {"argv": ["python", "-c", LOOPBACK_ONE_LINER]}
+    )
+
+    assert result.structured_content is not None, only_text(result)
+    assert (result.structured_content["exit_code"], result.structured_content["stdout"]) == (0, "pong\n")
+
+
 LISTEN_PROBE = """
 import json, os, socket, sys
 secret = open(".env").read()
