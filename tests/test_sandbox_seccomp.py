@@ -307,9 +307,7 @@ async def test_oct_run_without_network_serves_and_reaches_its_own_loopback_serve
         missing("seccomp user notification", f"{loopback_support()}")
     package = _package(tmp_path.resolve())
 
-    result = await _oct_run(
-        package, config_file, backend, {"argv": ["python", "-c", LOOPBACK_ONE_LINER]}
-    )
+    result = await _oct_run(package, config_file, backend, {"argv": ["python", "-c", LOOPBACK_ONE_LINER]})
 
     assert result.structured_content is not None, only_text(result)
     assert (result.structured_content["exit_code"], result.structured_content["stdout"]) == (0, "pong\n")
@@ -668,3 +666,33 @@ def test_a_mode_or_a_request_cannot_hide_behind_high_bits() -> None:
     assert _verdict(program, chmod, args=(0, high | 0o755)) == SECCOMP_RET_ALLOW
     assert _verdict(program, ioctl, args=(3, high | FS_IOC_SETFLAGS)) == SECCOMP_RET_ERRNO | errno.EPERM
     assert _verdict(program, ioctl, args=(3, FS_IOC_GETFLAGS)) == SECCOMP_RET_ALLOW
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
+def test_the_supervised_filter_hands_over_tcp_and_udp_and_refuses_every_other_socket() -> None:
+    from seccompy import syscall_nr, syscalls
+
+    if syscalls.arch() != "x86_64":
+        pytest.skip("the numbers below are x86-64's")
+    program = filter_program(sockets=True, network=False, writes=False, supervised=True)
+    notify, refused = 0x7FC00000, SECCOMP_RET_ERRNO | errno.EPERM
+    nr = {name: syscall_nr(name) for name in ("socket", "sendto", "sendmsg", "sendmmsg", "accept4", "bind")}
+    inet, inet6, unix, stream, dgram, raw, nonblock = 2, 10, 1, 1, 2, 3, 0o4000
+
+    for family in (inet, inet6):
+        assert _verdict(program, nr["socket"], args=(family, stream | nonblock, 0)) == notify
+        assert _verdict(program, nr["socket"], args=(family, dgram, 17)) == notify
+        assert _verdict(program, nr["socket"], args=(family, dgram, 1)) == refused  # a ping socket
+        assert _verdict(program, nr["socket"], args=(family, raw, 0)) == refused
+        assert _verdict(program, nr["socket"], args=(family, stream, 17)) == refused
+        # High bits in the family hide nothing: no rule matches, and the call is refused.
+        assert _verdict(program, nr["socket"], args=(family | 1 << 32, stream, 0)) == refused
+    assert _verdict(program, nr["socket"], args=(unix, stream, 0)) == refused
+    assert _verdict(program, nr["bind"], args=(3, 0, 16)) == notify
+    # A send on a connected socket stays a plain call; one with an address goes to the supervisor.
+    assert _verdict(program, nr["sendto"], args=(3, 0, 1, 0, 0, 0)) == SECCOMP_RET_ALLOW
+    assert _verdict(program, nr["sendto"], args=(3, 0, 1, 0, 0x1000, 16)) == notify
+    assert _verdict(program, nr["sendto"], args=(3, 0, 1, 0x20000000, 0x1000, 16)) == refused  # fast open
+    assert _verdict(program, nr["sendmsg"], args=(3, 0x1000, 0)) == notify
+    assert _verdict(program, nr["sendmmsg"], args=(3, 0x1000, 1, 0)) == SECCOMP_RET_ERRNO | errno.ENOSYS
+    assert _verdict(program, nr["accept4"], args=(3, 0, 0, 0)) == SECCOMP_RET_ALLOW
