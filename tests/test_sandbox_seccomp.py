@@ -669,7 +669,7 @@ def test_a_mode_or_a_request_cannot_hide_behind_high_bits() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
-def test_the_supervised_filter_hands_over_tcp_and_udp_and_refuses_every_other_socket() -> None:
+def test_the_supervised_filter_hands_over_tcp_udp_and_unix_and_refuses_every_other_socket() -> None:
     from seccompy import syscall_nr, syscalls
 
     if syscalls.arch() != "x86_64":
@@ -687,7 +687,8 @@ def test_the_supervised_filter_hands_over_tcp_and_udp_and_refuses_every_other_so
         assert _verdict(program, nr["socket"], args=(family, stream, 17)) == refused
         # High bits in the family hide nothing: no rule matches, and the call is refused.
         assert _verdict(program, nr["socket"], args=(family | 1 << 32, stream, 0)) == refused
-    assert _verdict(program, nr["socket"], args=(unix, stream, 0)) == refused
+    assert _verdict(program, nr["socket"], args=(unix, stream, 0)) == notify
+    assert _verdict(program, nr["socket"], args=(unix, raw, 0)) == refused
     assert _verdict(program, nr["bind"], args=(3, 0, 16)) == notify
     # A send on a connected socket stays a plain call; one with an address goes to the supervisor.
     assert _verdict(program, nr["sendto"], args=(3, 0, 1, 0, 0, 0)) == SECCOMP_RET_ALLOW

@@ -254,7 +254,7 @@ class _Domain:
 
     def restrict_current_thread(self) -> None:
         # Before any confinement: the supervisor's thread takes this thread's credentials as they are.
-        supervisor = LoopbackSupervisor() if self.loopback else None
+        supervisor = LoopbackSupervisor(self.request.scratch) if self.loopback else None
         try:
             self._restrict(supervisor)
         finally:

@@ -34,14 +34,16 @@ import fcntl
 import os
 import select
 import socket
+import stat
 import struct
 import threading
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from seccompy.notify import Listener, Notification
 
@@ -70,6 +72,9 @@ _NLM_F_REQUEST: Final = 1
 _NLMSG_ERROR: Final = 2
 _ALL_STATES: Final = 0xFFFFFFFF
 _NO_COOKIE: Final = 0xFFFFFFFF
+_CLONE_FS: Final = 0x200
+_RESOLVE_NO_SYMLINKS_BENEATH: Final = 0x04 | 0x02 | 0x08
+"""RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH."""
 _V4_MAPPED: Final = bytes(10) + b"\xff\xff"
 _V6_LOOPBACK: Final = bytes(15) + b"\x01"
 
@@ -156,7 +161,8 @@ class LoopbackSupervisor:
     waiting send never holds back the run's other calls.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, scratch: Path) -> None:
+        self._scratch = os.path.realpath(scratch)
         self._listener: Listener | None = None
         self._attached = threading.Event()
         self._made: set[int] = set()
@@ -335,7 +341,8 @@ class LoopbackSupervisor:
         except OSError as exc:
             raise _RefusedError(exc.errno or errno.EINVAL) from exc
         try:
-            made.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
+            if family != socket.AF_UNIX:
+                made.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
             self._made.add(os.fstat(made.fileno()).st_ino)
             with contextlib.suppress(SeccompError):
                 self._listener_now().addfd(
@@ -368,6 +375,8 @@ class LoopbackSupervisor:
 
     def _bind(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
+        if _family(address) == socket.AF_UNIX:
+            return self._bind_unix(run, target, address)
         if not _is_loopback(address):
             raise _RefusedError(errno.EACCES)
         if 0 < _port(address) < _unprivileged_port_start():
@@ -376,8 +385,11 @@ class LoopbackSupervisor:
 
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
+        if _family(address) == socket.AF_UNIX:
+            with self._unix_socket_file(run, address) as through:
+                return _check(_libc().connect(target, through, len(through)))
         # AF_UNSPEC only dissolves an association: it connects to nothing.
-        if int.from_bytes(address[:2], "little") != socket.AF_UNSPEC:
+        if _family(address) != socket.AF_UNSPEC:
             self._check_receiver(target, address)
         return _check(_libc().connect(target, address, len(address)))
 
@@ -386,7 +398,8 @@ class LoopbackSupervisor:
         size = ctypes.c_uint32(_MAX_ADDRESS)
         _check(_libc().getsockname(target, address, ctypes.byref(size)))
         bound = address.raw[: size.value]
-        if not _is_loopback(bound) or _port(bound) == 0:
+        # A unix socket listens only where it was bound (the kernel refuses an unbound one).
+        if _family(bound) != socket.AF_UNIX and (not _is_loopback(bound) or _port(bound) == 0):
             raise _RefusedError(errno.EACCES)
         return _check(_libc().listen(target, ctypes.c_int(_int(notification.args[1]))))
 
@@ -396,7 +409,11 @@ class LoopbackSupervisor:
         name = b""
         if header.name and header.namelen:
             name = _read_address(run, header.name, header.namelen)
-            self._check_receiver(target, name)
+        with contextlib.ExitStack() as stack:
+            name = stack.enter_context(self._destination_of(run, target, name)) if name else b""
+            return self._send_copies(run, target, header, flags, name)
+
+    def _send_copies(self, run: _Run, target: int, header: _MsgHdr, flags: int, name: bytes) -> int:
         data = _read_iov(run, header.iov or 0, header.iovlen, stream=_is_stream(target))
         control, held = _copy_control(run, header.control or 0, header.controllen)
         try:
@@ -420,14 +437,128 @@ class LoopbackSupervisor:
                 os.close(fd)
 
     def _sendto(self, run: _Run, target: int, notification: Notification) -> int:
-        address = _read_address(run, notification.args[4], notification.args[5])
-        self._check_receiver(target, address)
         size = notification.args[2]
         if size > _MAX_SEND and not _is_stream(target):
             raise _RefusedError(errno.EMSGSIZE)
-        data = _read(run, notification.args[1], min(size, _MAX_SEND))
-        flags = ctypes.c_int(_int(notification.args[3]) | _MSG_NOSIGNAL)
-        return _check(_libc().sendto(target, data, len(data), flags, address, len(address)))
+        asked = _read_address(run, notification.args[4], notification.args[5])
+        with self._destination_of(run, target, asked) as address:
+            data = _read(run, notification.args[1], min(size, _MAX_SEND))
+            flags = ctypes.c_int(_int(notification.args[3]) | _MSG_NOSIGNAL)
+            return _check(_libc().sendto(target, data, len(data), flags, address, len(address)))
+
+    @contextlib.contextmanager
+    def _destination_of(self, run: _Run, target: int, address: bytes) -> Iterator[bytes]:
+        """The address to send to: a unix path as the checked socket file itself, else checked as is."""
+        if _family(address) == socket.AF_UNIX:
+            with self._unix_socket_file(run, address) as through:
+                yield through
+            return
+        self._check_receiver(target, address)
+        yield address
+
+    @contextlib.contextmanager
+    def _unix_socket_file(self, run: _Run, address: bytes) -> Iterator[bytes]:
+        """A sockaddr naming, through /proc/self/fd, the socket file `address` names under the scratch folder.
+
+        The file is opened beneath the scratch folder with no symlink anywhere on the way
+        (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), then reached through its own descriptor:
+        renaming, or swapping a folder or the file for a link after the check reaches nothing else.
+        Abstract names are refused: the supervisor stands outside the run's Landlock domain, whose
+        scope would keep the run from the host's (D-Bus, X11).
+        """
+        path = _unix_path(address)
+        if path is None:
+            raise _RefusedError(errno.EPERM)
+        relative = self._beneath_scratch(run, path)
+        fd = _open_beneath(self._scratch, relative)
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                raise _RefusedError(errno.ECONNREFUSED)
+            yield struct.pack("=H", socket.AF_UNIX) + f"/proc/self/fd/{fd}".encode() + b"\0"
+        finally:
+            os.close(fd)
+
+    def _beneath_scratch(self, run: _Run, path: bytes) -> str:
+        """`path` (relative to the caller's folder when not absolute) relative to the scratch folder."""
+        text = os.fsdecode(path)
+        if not text.startswith("/"):
+            try:
+                text = os.path.join(os.readlink(f"/proc/{run.pid}/cwd"), text)
+            except OSError as exc:
+                raise _RefusedError(errno.EPERM) from exc
+        relative = os.path.relpath(os.path.normpath(text), self._scratch)
+        if relative == "." or relative.startswith(".."):
+            raise _RefusedError(errno.EACCES)
+        return relative
+
+    def _bind_unix(self, run: _Run, target: int, address: bytes) -> int:
+        """Bind from a throwaway thread whose Landlock domain lets it make sockets in the scratch folder only.
+
+        The kernel then checks the path as it resolves it, when it binds: a folder swapped for a
+        link after any check of ours still makes no socket file outside.
+        """
+        if _unix_path(address) is None:
+            raise _RefusedError(errno.EPERM)  # abstract names, and autobind, which picks one
+        outcome: list[int | _RefusedError] = []
+
+        def bind() -> None:
+            from landlockpy import AccessFS, AccessNet, LandlockError, Ruleset
+
+            try:
+                # A folder of its own for this thread: the caller's, so a relative path means the same.
+                if _libc().unshare(_CLONE_FS) != 0:
+                    raise _RefusedError(ctypes.get_errno())
+                os.chdir(f"/proc/{run.pid}/cwd")
+                with Ruleset(handled_fs=AccessFS.MAKE_SOCK, handled_net=AccessNet.NONE) as ruleset:
+                    ruleset.allow_path(self._scratch, AccessFS.MAKE_SOCK)
+                    ruleset.restrict(no_new_privs=True)
+                    if not ruleset.enforced:
+                        raise _RefusedError(errno.EPERM)
+                outcome.append(_check(_libc().bind(target, address, len(address))))
+            except _RefusedError as refused:
+                outcome.append(refused)
+            except (OSError, LandlockError, ValueError):
+                outcome.append(_RefusedError(errno.EPERM))
+
+        thread = threading.Thread(target=bind, name="oct-loopback-bind", daemon=True)
+        thread.start()
+        thread.join()
+        result = outcome[0] if outcome else _RefusedError(errno.EPERM)
+        if isinstance(result, _RefusedError):
+            raise result
+        return result
+
+
+def _family(address: bytes) -> int:
+    return int.from_bytes(address[:2], "little")
+
+
+def _unix_path(address: bytes) -> bytes | None:
+    """The path of a unix sockaddr; None for an abstract name or none (autobind)."""
+    path = address[2:].split(b"\0", 1)[0]
+    return path or None
+
+
+def _open_beneath(folder: str, relative: str) -> int:
+    """An O_PATH descriptor of `relative` under `folder`, no link followed, never leaving it."""
+    from seccompy import syscall_nr
+
+    base = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        how = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, _RESOLVE_NO_SYMLINKS_BENEATH)
+        fd = _libc().syscall(
+            ctypes.c_long(syscall_nr("openat2")),
+            ctypes.c_int(base),
+            os.fsencode(relative),
+            how,
+            ctypes.c_size_t(len(how)),
+        )
+        if fd < 0:
+            error = ctypes.get_errno()
+            raise _RefusedError(errno.ECONNREFUSED if error == errno.ENOENT else errno.EACCES)
+        return int(fd)
+    finally:
+        os.close(base)
 
 
 def _destination(address: bytes) -> tuple[int, bytes, int]:
@@ -631,7 +762,7 @@ def loopback_support() -> str | None:
     def probe() -> None:
         from oct_mcp.backends.seccomp import filter_program
 
-        supervisor = LoopbackSupervisor()
+        supervisor = LoopbackSupervisor(Path("/nonexistent"))  # no unix socket in the probe
         try:
             supervisor.load(filter_program(sockets=True, network=False, writes=False, supervised=True))
             probe_socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -46,6 +46,7 @@ _AF_INET: Final = 2
 _AF_INET6: Final = 10
 _SOCK_STREAM: Final = 1
 _SOCK_DGRAM: Final = 2
+_SOCK_SEQPACKET: Final = 5
 _SOCK_TYPE_MASK: Final = 0xF
 _IPPROTO_TCP: Final = 6
 _IPPROTO_UDP: Final = 17
@@ -236,7 +237,7 @@ def _socket_rules(rules: Filter, *, network: bool) -> None:
 
 
 def _supervised_socket_rules(rules: Filter) -> None:
-    """TCP and UDP sockets, made by the supervisor; bind, connect, listen and sendmsg answered by it.
+    """TCP, UDP and unix sockets, made by the supervisor; bind, connect, listen and sendmsg answered by it.
 
     sendto goes to the supervisor only with an address (a send on a connected socket, the common
     case, stays a plain call). sendmmsg is refused as "not here" (glibc's resolver falls back to
@@ -255,6 +256,9 @@ def _supervised_socket_rules(rules: Filter) -> None:
                         ArgCmp(2, CmpOp.EQ, protocol),
                     ],
                 )
+    for kind in (_SOCK_STREAM, _SOCK_DGRAM, _SOCK_SEQPACKET):
+        unix = [ArgCmp(0, CmpOp.EQ, _AF_UNIX), ArgCmp(1, CmpOp.MASKED_EQ, kind, mask=_SOCK_TYPE_MASK)]
+        rules.notify("socket", args=[*unix, ArgCmp(2, CmpOp.EQ, 0)])
     _deny(rules, "socket", errno.EPERM)
     for name, flags_at in _SENDS:
         fast_open = ArgCmp(flags_at, CmpOp.MASKED_EQ, _MSG_FASTOPEN, mask=_MSG_FASTOPEN)

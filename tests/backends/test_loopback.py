@@ -147,7 +147,6 @@ attempt("udp_bind_any", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 attempt("host_tcp", lambda: socket.create_connection(("127.0.0.1", host_tcp), timeout=5))
 udp = lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 attempt("host_udp", lambda: udp().sendto(b"x", ("127.0.0.1", host_udp)))
-attempt("unix", lambda: socket.socket(socket.AF_UNIX))
 attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
 attempt("ping", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP))
 """
@@ -184,7 +183,6 @@ async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_hos
         "udp_bind_any": "EACCES",
         "host_tcp": "ECONNREFUSED",
         "host_udp": "ECONNREFUSED",
-        "unix": "EPERM",
         "raw": "EPERM",
         "ping": "EPERM",
     }
@@ -391,3 +389,119 @@ async def test_a_landlock_run_killed_while_the_supervisor_sends_for_it_ends_and_
 
     assert (run.timed_out, run.stdout) == (True, b"sending\n")
     assert (second.exit_code, second.stdout) == (0, b"next\n")
+
+
+UNIX_PROBE = """
+import os, socket, sys, threading
+scratch, outside = sys.argv[1], sys.argv[2]
+def attempt(name, action):
+    try:
+        action()
+        print(name, "DONE", flush=True)
+    except OSError as exc:
+        print(name, type(exc).__name__, flush=True)
+path = os.path.join(scratch, "server.sock")
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+client = socket.socket(socket.AF_UNIX)
+client.connect(path)
+client.sendall(b"unix")
+print("stream", server.accept()[0].recv(4).decode(), server.getsockname() == path, flush=True)
+datagrams = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+datagrams.bind(os.path.join(scratch, "datagrams.sock"))
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"dgram", os.path.join(scratch, "datagrams.sock"))
+print("dgram", datagrams.recv(5).decode(), flush=True)
+attempt("connect_outside", lambda: socket.socket(socket.AF_UNIX).connect(os.path.join(outside, "agent.sock")))
+attempt("bind_outside", lambda: socket.socket(socket.AF_UNIX).bind(os.path.join(outside, "planted.sock")))
+attempt("abstract", lambda: socket.socket(socket.AF_UNIX).connect("\\0oct-host-" + sys.argv[3]))
+
+# The race: a thread swaps a folder of the scratch between a real one (holding the run's own
+# socket) and a link to the outside folder (holding the host's), while connects and binds go on.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+swapped, link = os.path.join(scratch, "swap"), os.path.join(scratch, "link")
+os.mkdir(swapped)
+os.symlink(outside, link)
+own = socket.socket(socket.AF_UNIX)
+own.bind(os.path.join(swapped, "agent.sock"))
+own.listen(4096)
+stop = threading.Event()
+def swap():
+    # renameat2(RENAME_EXCHANGE): "swap" is the real folder, then the link, then the folder again.
+    while not stop.is_set():
+        libc.renameat2(-100, swapped.encode(), -100, link.encode(), 2)
+def drain():
+    own.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            own.accept()[0].close()
+        except OSError:
+            pass
+threads = [threading.Thread(target=swap), threading.Thread(target=drain)]
+for thread in threads:
+    thread.start()
+outcomes = {}
+for turn in range(200):
+    attempt_socket = socket.socket(socket.AF_UNIX)
+    try:
+        attempt_socket.connect(os.path.join(swapped, "agent.sock"))
+        key = "connected"
+    except OSError as exc:
+        key = type(exc).__name__
+    outcomes[key] = outcomes.get(key, 0) + 1
+    attempt_socket.close()
+    try:
+        socket.socket(socket.AF_UNIX).bind(os.path.join(swapped, "planted-%d.sock" % turn))
+    except OSError:
+        pass
+stop.set()
+for thread in threads:
+    thread.join()
+print("race", " ".join(f"{key}={value}" for key, value in sorted(outcomes.items())), flush=True)
+"""
+
+
+async def test_a_landlock_run_has_unix_sockets_in_its_scratch_folder_and_reaches_none_outside(
+    tmp_path: Path,
+) -> None:
+    backend = _backend("landlock")
+    outside = tmp_path.resolve() / "outside"  # as an ssh-agent, Docker or D-Bus socket
+    outside.mkdir()
+    host = socket.socket(socket.AF_UNIX)
+    host.bind(str(outside / "agent.sock"))
+    host.listen()
+    host.setblocking(False)
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind(f"\0oct-host-{os.getpid()}")
+    abstract.listen()
+    abstract.setblocking(False)
+    scratch = str(tmp_path.resolve() / "scratch")
+    try:
+        code, lines, stderr = await _run(
+            backend, tmp_path, UNIX_PROBE, scratch, str(outside), str(os.getpid())
+        )
+        with pytest.raises(BlockingIOError):
+            host.accept()
+        with pytest.raises(BlockingIOError):
+            abstract.accept()
+    finally:
+        host.close()
+        abstract.close()
+
+    assert code == 0, stderr
+    verdicts = dict(line.split(" ", 1) for line in lines)
+    race = dict(item.split("=") for item in verdicts.pop("race").split())
+    assert verdicts == {
+        "stream": "unix True",
+        "dgram": "dgram",
+        "connect_outside": "PermissionError",
+        "bind_outside": "PermissionError",
+        "abstract": "PermissionError",
+    }
+    # Both folders were met (the race ran), and only the run's own socket was reached.
+    assert set(race) == {"connected", "PermissionError"}, race
+    assert sorted(path.name for path in outside.iterdir()) == ["agent.sock"]
+    # Binds went on through the race, and landed in the scratch folder only.
+    planted = [path for path in (tmp_path / "scratch").rglob("planted-*.sock") if path.is_socket()]
+    assert planted, "no bind succeeded"
