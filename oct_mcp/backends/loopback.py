@@ -1,17 +1,24 @@
-"""Loopback for a landlock run without network: TCP and UDP on 127.0.0.0/8 and ::1, and nothing else.
+"""Loopback for a landlock run without network: TCP, UDP and unix sockets of its own, nothing else.
 
 The run's seccomp filter sends its `socket`, `bind`, `connect`, `listen`, `sendmsg` and `sendto`
 (with an address) calls to a supervisor thread of the server (seccomp user notification). The
 supervisor never lets the kernel run the call as the run made it: the run could rewrite the
 address in its memory after the check. It acts on copies instead:
 
-- `socket()` of TCP or UDP: made by the supervisor from the call's registers, tied to the `lo`
-  device (SO_BINDTODEVICE, which the run, holding no capability, cannot undo) and put in the run's
-  descriptor table as the call's result. Whatever it is later told, such a socket sends and
-  receives on `lo` only: nothing it sends leaves the machine, nothing from elsewhere reaches it.
+- `socket()` of TCP, UDP or unix: made by the supervisor from the call's registers and put in the
+  run's descriptor table as the call's result; TCP and UDP ones tied to the `lo` device
+  (SO_BINDTODEVICE, which the run, holding no capability, cannot undo): whatever it is later told,
+  such a socket sends and receives on `lo` only, so nothing leaves the machine and nothing from
+  elsewhere comes in.
 - `bind`, `connect`: the address is copied out of the run once, checked (loopback only; no
   wildcard, no privileged port, since the run holds no capability), and the supervisor binds or
-  connects the run's own socket (taken with pidfd_getfd) to its copy.
+  connects the run's own socket (taken with pidfd_getfd) to its copy. A connect or send reaches
+  only a socket the run made: the host's own loopback services answer as closed ports.
+- unix paths: under the run's scratch folder only (its HOME and TMPDIR, pytest's `tmp_path`). A
+  bind is made by a throwaway thread whose own Landlock domain allows sockets there only, so the
+  kernel checks the path as it binds; a connect or send goes through a descriptor of the socket
+  file opened beneath the folder with no link on the way. Abstract names are refused: the
+  supervisor stands outside the run's domain, whose scope keeps the run from the host's.
 - `listen`: only on a socket bound to loopback. An unbound socket would be bound by the kernel to
   every address: refused, as the same bind by hand is.
 - `sendmsg`, and `sendto` with an address: to loopback only, sent by the supervisor from copies
@@ -19,7 +26,7 @@ address in its memory after the check. It acts on copies instead:
   SO_BINDTODEVICE: IP_PKTINFO), which may carry only descriptors (SCM_RIGHTS, taken from the run
   like its socket).
 
-Unix sockets other than socketpair() stay refused. The kernel must give user notification with
+socketpair() stays a plain call. The kernel must give user notification with
 descriptor installs (Linux 5.14) and a killable wait once a call is received (5.19), so a signal
 never makes the run repeat a call the supervisor already made; where it does not, the run's
 network stays refused as before (`loopback_support`).

@@ -505,3 +505,22 @@ async def test_a_landlock_run_has_unix_sockets_in_its_scratch_folder_and_reaches
     # Binds went on through the race, and landed in the scratch folder only.
     planted = [path for path in (tmp_path / "scratch").rglob("planted-*.sock") if path.is_socket()]
     assert planted, "no bind succeeded"
+
+
+BUBBLEWRAP_UNIX_PROBE = """
+import os, socket, tempfile
+path = os.path.join(tempfile.mkdtemp(), "server.sock")
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+client = socket.socket(socket.AF_UNIX)
+client.connect(path)
+client.sendall(b"unix")
+print(server.accept()[0].recv(4).decode())
+"""
+
+
+async def test_a_bubblewrap_run_has_unix_sockets_in_its_private_tmp(tmp_path: Path) -> None:
+    code, lines, stderr = await _run(_backend("bubblewrap"), tmp_path, BUBBLEWRAP_UNIX_PROBE)
+
+    assert (code, lines) == (0, ["unix"]), stderr
