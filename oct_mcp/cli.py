@@ -619,10 +619,11 @@ def loopback_status() -> str:
         return "refused: no seccomp filter here"
     problem = loopback_support()
     if problem is not None:
-        return f"refused (TCP bind, listen, UDP): {problem}"
+        return f"refused (TCP bind, listen, UDP, unix sockets): {problem}"
     return (
         "supervised: a run without network serves and reaches its own TCP and UDP sockets on "
-        "127.0.0.0/8 and ::1, nothing else (no wildcard, no other address, no socket of the host)"
+        "127.0.0.0/8 and ::1 and its own unix sockets under its scratch folder, nothing else "
+        "(no wildcard, no other address, no socket of the host)"
     )
 
 

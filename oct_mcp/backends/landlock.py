@@ -158,6 +158,8 @@ class LandlockBackend:
         if support.problem is not None:
             return Availability(False, support.problem)
         failure = _run_true_confined(support)
+        # Probed once here, at start-up, rather than on the first run's spawn.
+        loopback_support()
         if failure is not None:
             return Availability(
                 False, f"Landlock ABI {support.abi} is there, but a confined run failed: {failure}"
