@@ -253,6 +253,8 @@ class LoopbackSupervisor:
                 self._socket(notification)
             except _RefusedError as refused:
                 self._refuse(notification, refused.error)
+            except OSError as exc:
+                self._refuse(notification, exc.errno or errno.EPERM)
             return
         handler = self._handlers().get(name)
         if handler is None:
@@ -278,7 +280,8 @@ class LoopbackSupervisor:
     def _refuse(self, notification: Notification, error: int) -> None:
         from seccompy import SeccompError
 
-        with contextlib.suppress(SeccompError):
+        # SeccompError: the caller is gone; RuntimeError: so is the whole run (the listener closed).
+        with contextlib.suppress(SeccompError, RuntimeError):
             self._listener_now().respond(notification.id, error=error)
 
     def _handlers(self) -> dict[str, Callable[[_Run, int, Notification], int]]:
@@ -307,10 +310,14 @@ class LoopbackSupervisor:
             result, error = handler(run, target, notification), 0
         except _RefusedError as refused:
             result, error = 0, refused.error
+        except OSError as exc:
+            # Anything else the kernel said (the scratch folder gone, a netlink failure): the call
+            # fails, the supervisor goes on serving the run's other calls.
+            result, error = 0, exc.errno or errno.EPERM
         finally:
             os.close(target)
             os.close(run.pidfd)
-        with contextlib.suppress(SeccompError):
+        with contextlib.suppress(SeccompError, RuntimeError):
             self._listener_now().respond(notification.id, val=result, error=error)
 
     def _open_run(self, notification: Notification) -> _Run:
