@@ -363,6 +363,7 @@ for backend in (Native(), Bubblewrap(), LandlockBackend()):
             "other": str(base / backend.name / "other" / "notes.txt"), "server": os.getpid(),
             "tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1], "unix": unix_path,
             "abstract": abstract, "outsider": outsider.pid, "beat": str(beat),
+            "scratch": str(base / backend.name / "scratch"),
         })),
         project=project, writable=True, network=False, protected=(project / ".git",),
         read_only_binds=(Path(sys.base_prefix),), env={"PATH": "/usr/bin:/bin"},
@@ -431,6 +432,13 @@ def loopback_self():
     udp.bind(("127.0.0.1", 0))
     socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"y", udp.getsockname())
     assert udp.recv(1) == b"y"
+    # A unix socket where the run may write its temporary files (its scratch folder on landlock).
+    import tempfile
+    folder = args["scratch"] if os.access(args["scratch"], os.W_OK) else tempfile.mkdtemp()
+    unix_server = socket.socket(socket.AF_UNIX)
+    unix_server.bind(os.path.join(folder, "own.sock"))
+    unix_server.listen()
+    socket.socket(socket.AF_UNIX).connect(os.path.join(folder, "own.sock"))
 attempt("loopback_self", loopback_self)
 attempt("pathname_unix", lambda: unix_connect(args["unix"]))
 attempt("abstract_unix", lambda: unix_connect(args["abstract"]))
