@@ -395,6 +395,15 @@ class LoopbackSupervisor:
             raise _RefusedError(errno.EACCES)
         if 0 < _port(address) < _unprivileged_port_start():
             raise _RefusedError(errno.EACCES)
+        if _port(address) != 0:
+            # SO_REUSEPORT would let a run of the same user join a host service's port and take a
+            # share of its clients: a port another socket holds is in use, whatever the options.
+            family, host, port = _destination(address)
+            with self._diag_lock:
+                assert self._diag is not None  # noqa: S101 - made before the first notification
+                holder = _receiver(self._diag, family, _is_stream(target), (host, port), (bytes(16), 0))
+            if holder is not None and holder not in self._made:
+                raise _RefusedError(errno.EADDRINUSE)
         return _check(_libc().bind(target, address, len(address)))
 
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:

@@ -145,6 +145,12 @@ attempt("listen_unbound", lambda: socket.socket().listen())
 attempt("bind_privileged", lambda: socket.socket().bind(("127.0.0.1", 80)))
 attempt("udp_bind_any", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("", 0)))
 attempt("host_tcp", lambda: socket.create_connection(("127.0.0.1", host_tcp), timeout=5))
+def steal(kind):
+    thief = socket.socket(socket.AF_INET, kind)
+    thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    thief.bind(("127.0.0.1", host_tcp if kind == socket.SOCK_STREAM else host_udp))
+attempt("share_host_tcp_port", lambda: steal(socket.SOCK_STREAM))
+attempt("share_host_udp_port", lambda: steal(socket.SOCK_DGRAM))
 udp = lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 attempt("host_udp", lambda: udp().sendto(b"x", ("127.0.0.1", host_udp)))
 attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
@@ -155,9 +161,11 @@ attempt("ping", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.
 async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_host_on_loopback(
     tmp_path: Path,
 ) -> None:
-    # The host's own loopback services (a resolver, a proxy, a database) would carry data elsewhere.
-    host_tcp = socket.create_server(("127.0.0.1", 0))
+    # The host's own loopback services (a resolver, a proxy, a database) would carry data elsewhere,
+    # and one that shares its port (SO_REUSEPORT) would share its clients with a run of its user.
+    host_tcp = socket.create_server(("127.0.0.1", 0), reuse_port=True)
     host_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    host_udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     host_udp.bind(("127.0.0.1", 0))
     try:
         code, lines, stderr = await _run(
@@ -182,6 +190,8 @@ async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_hos
         "bind_privileged": "EACCES",
         "udp_bind_any": "EACCES",
         "host_tcp": "ECONNREFUSED",
+        "share_host_tcp_port": "EADDRINUSE",
+        "share_host_udp_port": "EADDRINUSE",
         "host_udp": "ECONNREFUSED",
         "raw": "EPERM",
         "ping": "EPERM",
