@@ -11,7 +11,7 @@ address in its memory after the check. It acts on copies instead:
   such a socket sends and receives on `lo` only, so nothing leaves the machine and nothing from
   elsewhere comes in.
 - `bind`, `connect`: the address is copied out of the run once, checked (loopback only; no
-  wildcard, no privileged port, since the run holds no capability), and the supervisor binds or
+  wildcard, no privileged port, no port another socket holds), and the supervisor binds or
   connects the run's own socket (taken with pidfd_getfd) to its copy. A connect or send reaches
   only a socket the run made: the host's own loopback services answer as closed ports.
 - unix paths: under the run's scratch folder only (its HOME and TMPDIR, pytest's `tmp_path`). A
