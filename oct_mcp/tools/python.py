@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
+from oct_mcp.backends.installs import is_inside
 from oct_mcp.diff_view import diff_files, readable_diff
 from oct_mcp.errors import OctError, ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
@@ -31,6 +32,7 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
+from oct_mcp.tools.change_kit import CommandCheckpoint
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git_masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
@@ -231,7 +233,16 @@ def _plan_lint(params: LintParams, env: ToolEnv) -> CommandPlan:
         parse=_parse_ruff_check(root, params),
         output_files=(("RUFF_OUTPUT_FILE", _RUFF_REPORT),),
         project_cache=True,
+        masks_secret_files=_runs_project_code(ruff, root),
     )
+
+
+def _runs_project_code(ruff: Path, root: Path) -> bool:
+    """Whether `ruff` is the project's own (project code), so the run must not read the files that
+    hold secrets as they are. The server's ruff has no plugins and fixed arguments: it reads a secret
+    file as it is (a masked copy would be formatted into the file, or fail to be written), and what it
+    prints is masked with the whole file as context."""
+    return is_inside(ruff, root)
 
 
 # -- oct_fix and oct_format: writes, with a diff preview ---------------------------------------
@@ -375,6 +386,63 @@ def _applied(
     return parse
 
 
+def _checkpointed_apply(
+    tool: str,
+    checkpoint_name: str,
+    env: ToolEnv,
+    *,
+    diff: tuple[str, ...],
+    apply: tuple[str, ...],
+    paths: list[str],
+) -> CommandPlan:
+    """ruff asked first for its diff, in the same sandbox, then run over exactly the files that diff
+    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote,
+    and no file outside the checkpoint is changed.
+
+    A diff that ruff ends with an error (a file it cannot parse) still names the files it would
+    change: those are changed, and the answer is ruff's error with what changed.
+    """
+    root = env.workspace.root
+    before = _snapshot(root, paths)
+    checkpoint = CommandCheckpoint(env, checkpoint_name)
+    applied = _applied(tool, root, before, (0,))
+    failed: list[RunResult] = []
+
+    def apply_to_what_the_diff_names(run: RunResult) -> tuple[str, ...]:
+        if run.exit_code not in (0, 1):
+            failed.append(run)
+        files = [
+            relative
+            for name in _diff_files(run.stdout.decode(errors="replace"))
+            if (relative := _relative(root, name)) is not None
+        ]
+        if not files:
+            # A plan's steps end in a command of their program; this one changes nothing.
+            return (diff[0], "--version")
+        checkpoint.before(files)
+        return (*apply, "--", *files)
+
+    def parse(run: RunResult) -> ToolResult:
+        checkpoint.settle()
+        result = applied(run)
+        if failed and not result.is_error:
+            stopped = _tool_failed(tool, failed[0])
+            changed = _changed(root, before)
+            result = replace(
+                stopped, text=f"{stopped.text}\nchanged before it stopped: {changed or 'nothing'}"
+            )
+        return checkpoint.noted(result)
+
+    return CommandPlan(
+        argv=diff,
+        then=apply_to_what_the_diff_names,
+        parse=parse,
+        writes_project=True,
+        project_cache=True,
+        masks_secret_files=_runs_project_code(Path(diff[0]), root),
+    )
+
+
 def _approved_paths(params_paths: list[str], env: ToolEnv) -> list[str]:
     """The files a run may change: after a human approved a preview, exactly the files it showed
     (so a file that needs a change only now is not changed unseen); else what the call names."""
@@ -402,17 +470,21 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
     if dry_run:
         # --diff implies --fix-only and writes nothing; exit 1 means "there is a diff".
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
-        return CommandPlan(argv=argv, parse=_preview("ruff check --fix", (0, 1), env.workspace))
+        return CommandPlan(
+            argv=argv,
+            parse=_preview("ruff check --fix", (0, 1), env.workspace),
+            masks_secret_files=_runs_project_code(ruff, root),
+        )
     paths = _approved_paths(params.paths, env)
     if env.approved_targets is not None and not paths:
         return _nothing_approved("ruff check --fix")
-    before = _snapshot(root, paths)
-    argv = (str(ruff), "check", "--fix", "--exit-zero", *select, *_targets(paths))
-    return CommandPlan(
-        argv=argv,
-        parse=_applied("ruff check --fix", root, before, (0,)),
-        writes_project=True,
-        project_cache=True,
+    return _checkpointed_apply(
+        "ruff check --fix",
+        "oct_fix",
+        env,
+        diff=(str(ruff), "check", "--diff", *select, *_targets(paths)),
+        apply=(str(ruff), "check", "--fix", "--exit-zero", *select),
+        paths=paths,
     )
 
 
@@ -420,7 +492,11 @@ def _preview_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
     ruff = find_program(env.workspace.root, "ruff")
     select = ["--select", ",".join(params.select)] if params.select else []
     argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
-    return CommandPlan(argv=argv, parse=_previewed("ruff check --fix", "fix", env.workspace, (0, 1)))
+    return CommandPlan(
+        argv=argv,
+        parse=_previewed("ruff check --fix", "fix", env.workspace, (0, 1)),
+        masks_secret_files=_runs_project_code(ruff, env.workspace.root),
+    )
 
 
 def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
@@ -429,14 +505,21 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     # The gate decides dry_run from `apply` by this spec's own rule (`_format_risk`).
     if env.dry_run:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
-        return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1), env.workspace))
+        return CommandPlan(
+            argv=argv,
+            parse=_preview("ruff format", (0, 1), env.workspace),
+            masks_secret_files=_runs_project_code(ruff, root),
+        )
     paths = _approved_paths(params.paths, env)
     if env.approved_targets is not None and not paths:
         return _nothing_approved("ruff format")
-    before = _snapshot(root, paths)
-    argv = (str(ruff), "format", *_targets(paths))
-    return CommandPlan(
-        argv=argv, parse=_applied("ruff format", root, before, (0,)), writes_project=True, project_cache=True
+    return _checkpointed_apply(
+        "ruff format",
+        "oct_format",
+        env,
+        diff=(str(ruff), "format", "--diff", *_targets(paths)),
+        apply=(str(ruff), "format"),
+        paths=paths,
     )
 
 
@@ -453,7 +536,11 @@ def _format_risk(arguments: Mapping[str, Any]) -> CallRisk:
 def _preview_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
     ruff = find_program(env.workspace.root, "ruff")
     argv = (str(ruff), "format", "--diff", *_targets(params.paths))
-    return CommandPlan(argv=argv, parse=_previewed("ruff format", "format", env.workspace, (0, 1)))
+    return CommandPlan(
+        argv=argv,
+        parse=_previewed("ruff format", "format", env.workspace, (0, 1)),
+        masks_secret_files=_runs_project_code(ruff, env.workspace.root),
+    )
 
 
 def _previewed(
