@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import glob
 import json
 import os
 import re
@@ -199,6 +200,22 @@ def _dump_json(document: dict[str, Any], like: str | None) -> str:
     return text
 
 
+def _restored_text(path: Path, document: dict[str, Any], like: str | None) -> str:
+    """`document` as text: a backup's own text where one holds just this document, else re-serialised.
+
+    So an uninstall right after an install gives the file back byte for byte, however it was laid out.
+    """
+    backups = sorted(path.parent.glob(glob.escape(path.name) + ".*bak"), key=lambda p: p.stat().st_mtime)
+    for backup in reversed(backups):
+        try:
+            text = backup.read_text(encoding="utf-8")
+            if json.loads(text) == document:
+                return text
+        except (OSError, ValueError):
+            continue
+    return _dump_json(document, like)
+
+
 def _json_server(
     path: Path, key: str, name: str, entry: dict[str, Any] | None, what: str, mode: int = 0o644
 ) -> FileChange:
@@ -212,11 +229,11 @@ def _json_server(
         del servers[name]
         if document == {key: {}}:
             return FileChange(path, before, None, what)  # nothing left but what install made
-    else:
-        servers = _object_at(path, document, key)
-        if servers.get(name) == entry:
-            return FileChange(path, before, before, what)
-        servers[name] = entry
+        return FileChange(path, before, _restored_text(path, document, before), what, mode)
+    servers = _object_at(path, document, key)
+    if servers.get(name) == entry:
+        return FileChange(path, before, before, what)
+    servers[name] = entry
     return FileChange(path, before, _dump_json(document, before), what, mode)
 
 
@@ -273,8 +290,7 @@ def _deny_rules(path: Path, record: dict[str, Any], *, add: bool) -> tuple[FileC
         del document["permissions"]
     if mine.get("file") and not document:
         return FileChange(path, before, None, what), record
-    after = _dump_json(document, before)
-    return FileChange(path, before, before if after == before else after, what), record
+    return FileChange(path, before, _restored_text(path, document, before), what), record
 
 
 def _record_change(home: Path, before: str | None, record: dict[str, Any]) -> FileChange:
@@ -303,8 +319,10 @@ def _load_toml(path: Path, text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        # The message names the line and column: "Invalid value (at line 3, column 9)".
-        raise HostConfigError(f"{path}: not TOML: {exc}; fix it first: nothing was changed") from exc
+        # The message names the line and column ("Invalid value (at line 3, column 9)"), except at the
+        # end of the file ("Unclosed array (at end of document)"): then the last line is named.
+        where = "" if "at line" in str(exc) else f", line {max(len(text.splitlines()), 1)}"
+        raise HostConfigError(f"{path}{where}: not TOML: {exc}; fix it first: nothing was changed") from exc
 
 
 _FEATURES_HEADER: Final = re.compile(r"\s*\[\s*features\s*\]\s*(#.*)?")
