@@ -331,3 +331,71 @@ async def test_the_command_claude_code_is_given_starts_a_server_that_lists_its_t
 
     names = {tool.name for tool in listed.tools}
     assert {"oct_read_file", "oct_search", "oct_apply_patch"} <= names
+
+
+def test_a_codex_shell_switch_the_user_set_is_left_as_it_is_and_said(project: Path, home: Path) -> None:
+    config = project / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("[features]\nshell_tool = true  # I want the shell\n")
+
+    plan = plan_install("codex", project, home=home, platform=LINUX, environ={})
+    apply_plan(plan)
+
+    assert tomllib.loads(config.read_text())["features"] == {"shell_tool": True}
+    assert any("features.shell_tool is already set" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize(
+    ("host", "relative", "text"),
+    [
+        # An inline mcp_servers table cannot take a [mcp_servers.oct] table after it.
+        ("codex", ".codex/config.toml", 'mcp_servers = { docs = { command = "npx" } }\n'),
+        ("cursor", ".cursor/mcp.json", '{"mcpServers": ["not", "an", "object"]}\n'),
+        ("cursor", ".cursor/mcp.json", "[]\n"),
+        ("claude-code", ".claude/settings.local.json", '{"permissions": {"deny": "Bash"}}\n'),
+    ],
+)
+def test_a_file_of_a_shape_that_cannot_take_the_entry_safely_is_refused_and_untouched(
+    host: str, relative: str, text: str, project: Path, home: Path
+) -> None:
+    config = project / relative
+    config.parent.mkdir()
+    config.write_text(text)
+
+    with pytest.raises(HostConfigError):
+        plan_install(host, project, home=home, platform=LINUX, environ={})
+
+    assert config.read_text() == text
+
+
+def test_a_file_changed_after_the_plan_was_made_is_not_overwritten(project: Path, home: Path) -> None:
+    (config,) = _place("cursor", project, home)
+    plan = plan_install("cursor", project, home=home, platform=LINUX, environ={})
+    config.write_text('{"mcpServers": {}, "edited": true}\n')
+
+    with pytest.raises(HostConfigError):
+        apply_plan(plan)
+
+    assert json.loads(config.read_text()) == {"mcpServers": {}, "edited": True}
+
+
+def test_a_linked_config_file_stays_a_link_and_its_target_changes(project: Path, home: Path) -> None:
+    dotfiles = home / "dotfiles" / "mcp.json"
+    dotfiles.parent.mkdir()
+    shutil.copyfile(DATA / "cursor.mcp.json", dotfiles)
+    link = project / ".cursor" / "mcp.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+
+    _install("cursor", project, home)
+
+    assert link.is_symlink()
+    assert "oct" in json.loads(dotfiles.read_text())["mcpServers"]
+
+
+def test_the_profile_is_passed_to_the_server(project: Path, home: Path) -> None:
+    plan = plan_install("vscode", project, home=home, profile="strict", platform=LINUX, environ={})
+
+    (change,) = plan.changes
+    assert change.after is not None
+    assert json.loads(change.after)["servers"]["oct"]["args"][-2:] == ["--profile", "strict"]
