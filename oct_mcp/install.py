@@ -10,8 +10,8 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -443,8 +443,8 @@ def _codex_change(
 class _Where:
     project: Path
     home: Path
-    platform: str = sys.platform
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    platform: str
+    environ: Mapping[str, str]
 
 
 def _entry(host: str, server: ServerCommand) -> dict[str, Any]:
@@ -459,41 +459,35 @@ def _entry(host: str, server: ServerCommand) -> dict[str, Any]:
     return {"command": server.command, "args": list(server.args)}
 
 
-_NOTES: Final[dict[str, Callable[[bool], tuple[str, ...]]]] = {
-    "claude-code": lambda off: (
-        "Claude Code asks once, when it starts in this project, whether to use the servers of .mcp.json",
-        *(
-            (
-                "its own Bash, Read, Edit, Write, Glob, Grep and NotebookEdit are denied for you in this "
-                "project (.claude/settings.local.json); --keep-host-tools leaves them on",
-            )
-            if off
-            else ()
-        ),
-    ),
-    "claude-desktop": lambda _off: (
-        "restart Claude Desktop to start the server; it has no shell or file tools of its own to turn off",
-    ),
-    "cursor": lambda _off: (
-        "Cursor lists the server under its MCP settings; its agent's own tools stay on (Cursor has no "
-        "project file setting that this command knows to turn them off)",
-    ),
-    "vscode": lambda _off: (
-        "VS Code shows a Start button above the server in .vscode/mcp.json; its own agent tools stay on "
-        "(untick them in the chat's tool picker)",
-    ),
-    "codex": lambda off: (
-        "Codex reads a project's .codex/config.toml only once you trust the project",
-        *(
-            (
-                "Codex's shell tool is off in this project (features.shell_tool = false); its apply_patch "
-                "edits stay on; --keep-host-tools leaves the shell on",
-            )
-            if off
-            else ()
-        ),
-    ),
-}
+def _notes(host: str, shell_off: bool) -> tuple[str, ...]:
+    """What the person who ran install should know next: how the host picks the server up, and what
+    happened to the host's own tools (only what the host offers a setting for is claimed)."""
+    if host == "claude-code":
+        denied = (
+            "its own Bash, Read, Edit, Write, Glob, Grep and NotebookEdit are denied for you in this project "
+            "(.claude/settings.local.json); --keep-host-tools leaves them on"
+        )
+        first = (
+            "Claude Code asks once, when it starts in this project, whether to use the servers of .mcp.json"
+        )
+        return (first, denied) if shell_off else (first,)
+    if host == "claude-desktop":
+        return ("restart Claude Desktop to start the server; it has no shell or file tools of its own",)
+    if host == "cursor":
+        return (
+            "Cursor lists the server in its MCP settings; its agent's own tools stay on (this command knows "
+            "no Cursor project setting that turns them off)",
+        )
+    if host == "vscode":
+        return (
+            "VS Code starts the server from .vscode/mcp.json; untick its own tools in the chat's tool picker",
+        )
+    trusted = "Codex reads a project's .codex/config.toml only once you trust the project"
+    shell = (
+        "Codex's shell tool is off in this project (features.shell_tool = false); its apply_patch edits stay "
+        "on; --keep-host-tools leaves the shell on"
+    )
+    return (trusted, shell) if shell_off else (trusted,)
 
 
 def _host_files(host: str, where: _Where) -> tuple[Path, str]:
@@ -538,7 +532,8 @@ def plan_install(
     record = None
     if host == "codex":
         change, notes = _codex_change(path, name, server, shell_off=shell_off)
-        return InstallPlan(host, (change,), (*_NOTES[host](shell_off), *notes))
+        # A shell switch the user set is theirs: its note replaces the one that says install turned it off.
+        return InstallPlan(host, (change,), (*_notes(host, shell_off and not notes), *notes))
     mode = 0o600 if host == "claude-desktop" else 0o644
     changes = [_json_server(path, key, name, _entry(host, server), f"{host}'s MCP server {name}", mode)]
     if host == "claude-code" and shell_off:
@@ -547,7 +542,7 @@ def plan_install(
         deny, updated = _deny_rules(settings, record_document, add=True)
         changes.append(deny)
         record = _record_change(home, record_before, updated)
-    return InstallPlan(host, tuple(changes), _NOTES[host](shell_off), record)
+    return InstallPlan(host, tuple(changes), _notes(host, shell_off), record)
 
 
 def plan_uninstall(

@@ -343,6 +343,7 @@ def test_a_codex_shell_switch_the_user_set_is_left_as_it_is_and_said(project: Pa
 
     assert tomllib.loads(config.read_text())["features"] == {"shell_tool": True}
     assert any("features.shell_tool is already set" in note for note in plan.notes)
+    assert not any("shell tool is off" in note for note in plan.notes)
 
 
 @pytest.mark.parametrize(
