@@ -370,7 +370,10 @@ def _codex_change(
     Codex with tools provided exclusively by MCP servers"). Text is appended, never re-serialised, so
     comments and layout stay byte for byte; the result is parsed and compared before it is written.
     """
-    what = f"Codex's MCP server {name}" + (" and its shell tool off" if shell_off else "")
+    if server is None:
+        what = f"Codex's MCP server {name}, and the shell switch install added"
+    else:
+        what = f"Codex's MCP server {name}" + (" and its shell tool off" if shell_off else "")
     before = _read(path)
     text = before or ""
     _load_toml(path, text)
