@@ -215,7 +215,7 @@ def _install_parser(command: str) -> argparse.ArgumentParser:
 def _install(command: str, args: argparse.Namespace) -> int:
     """`install HOST` / `uninstall HOST`: plan the host's config changes, then show or write them."""
     from oct_mcp.errors import OctError
-    from oct_mcp.install import apply_plan, plan_install, plan_uninstall, render_plan
+    from oct_mcp.install import DEFAULT_NAME, apply_plan, plan_install, plan_uninstall, render_plan
 
     home = _home()
     if home is None:
@@ -256,7 +256,10 @@ def _install(command: str, args: argparse.Namespace) -> int:
     for note in plan.notes:
         print(f"note: {note}")
     if command == "install":
-        print(f"undo: oct-mcp uninstall {args.host} --project-root {Path(args.project_root).resolve()}")
+        named = "" if args.name == DEFAULT_NAME else f" --name {args.name}"
+        print(
+            f"undo: oct-mcp uninstall {args.host} --project-root {Path(args.project_root).resolve()}{named}"
+        )
     return EXIT_OK
 
 
