@@ -34,7 +34,9 @@ EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_BROAD_ROOT: Final = 3
 """The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
-COMMANDS: Final = ("serve", "doctor", "call", "tools", "checkpoints", "audit", "token")
+COMMANDS: Final = (
+    "serve", "doctor", "call", "tools", "checkpoints", "audit", "token", "install", "uninstall"
+)  # fmt: skip
 TAIL_DEFAULT: Final = 20
 
 _log = get_logger(__name__)
@@ -79,7 +81,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
     descriptions = {
         "serve": (
             "Serve MCP over stdio for one project. "
-            "Commands: serve (default), doctor, call, checkpoints, audit, token."
+            "Commands: serve (default), doctor, call, tools, checkpoints, audit, token, install, uninstall."
         ),
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
@@ -93,6 +95,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
         return _audit_parser()
     if command == "token":
         return _token_parser()
+    if command in ("install", "uninstall"):
+        return _install_parser(command)
     prog = "oct-mcp" if command == "serve" else f"oct-mcp {command}"
     parser = argparse.ArgumentParser(prog=prog, description=descriptions[command])
     if command == "serve":
@@ -172,6 +176,93 @@ def _token_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _install_parser(command: str) -> argparse.ArgumentParser:
+    from oct_mcp.install import DEFAULT_NAME, HOSTS
+
+    adds = command == "install"
+    parser = argparse.ArgumentParser(
+        prog=f"oct-mcp {command}",
+        description=(
+            "Add this server to a host's MCP config for one project, and turn the host's own shell, "
+            "file and edit tools off there where the host has a setting for it; a backup of each file "
+            "comes first. `oct-mcp uninstall HOST` removes exactly that."
+            if adds
+            else "Remove what `oct-mcp install HOST` added: the server's entry and the host tools it "
+            "turned off, nothing else; a backup of each file comes first."
+        ),
+    )
+    parser.add_argument("host", choices=HOSTS, help="the MCP host")
+    parser.add_argument(
+        "--project-root", default=".", metavar="PATH", help="the project (default: the current directory)"
+    )
+    parser.add_argument(
+        "--name",
+        default=DEFAULT_NAME,
+        help=f"the server's name in the host's config (default: {DEFAULT_NAME})",
+    )
+    if adds:
+        parser.add_argument("--profile", metavar="NAME", help="the security profile the server runs with")
+        parser.add_argument(
+            "--keep-host-tools",
+            action="store_true",
+            help="leave the host's own shell, file and edit tools on",
+        )
+    parser.add_argument("--print", action="store_true", help="show the changes as diffs, write nothing")
+    parser.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
+    return parser
+
+
+def _install(command: str, args: argparse.Namespace) -> int:
+    """`install HOST` / `uninstall HOST`: plan the host's config changes, then show or write them."""
+    from oct_mcp.errors import OctError
+    from oct_mcp.install import DEFAULT_NAME, apply_plan, plan_install, plan_uninstall, render_plan
+
+    home = _home()
+    if home is None:
+        print(f"oct-mcp {command}: [project_root] no home folder (HOME is unset); set HOME", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if command == "install":
+            plan = plan_install(
+                args.host,
+                args.project_root,
+                home=home,
+                profile=args.profile,
+                name=args.name,
+                keep_host_tools=args.keep_host_tools,
+            )
+        else:
+            plan = plan_uninstall(args.host, args.project_root, home=home, name=args.name)
+        shown = render_plan(plan)
+        if args.print:
+            sys.stdout.write(shown or f"oct-mcp {command}: nothing to change for {args.host}\n")
+            return EXIT_OK
+        backups = apply_plan(plan)
+    except OctError as exc:
+        print(f"oct-mcp {command}: [{exc.code}] {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(
+            f"oct-mcp {command}: [host_config] cannot write ({exc}); nothing more was changed",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not shown:
+        print(f"oct-mcp {command}: {args.host} already as asked; nothing changed")
+        return EXIT_OK
+    sys.stdout.write(shown)
+    for backup in backups:
+        print(f"backup: {backup}")
+    for note in plan.notes:
+        print(f"note: {note}")
+    if command == "install":
+        named = "" if args.name == DEFAULT_NAME else f" --name {args.name}"
+        print(
+            f"undo: oct-mcp uninstall {args.host} --project-root {Path(args.project_root).resolve()}{named}"
+        )
+    return EXIT_OK
+
+
 def _audit_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oct-mcp audit", description="Check the audit log's hash chain, or show its last records."
@@ -207,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args.action, args.paths, args.config, getattr(args, "count", TAIL_DEFAULT))
     if command == "token":
         return _token_create(args.name, args.config)
+    if command in ("install", "uninstall"):
+        return _install(command, args)
 
     project_root = "." if args.project_root is None else args.project_root
     if command in ("serve", "call", "checkpoints") and not args.allow_broad_root:
