@@ -196,7 +196,9 @@ async def test_a_bubblewrap_result_has_no_device_note_since_its_runs_get_both(tm
 
 def test_a_run_that_needed_a_pty_or_shared_memory_is_told_which_and_what_gives_it() -> None:
     pexpect = b"E   OSError: out of pty devices\n"
-    pty_test = b">       master, slave = os.openpty()\nE       PermissionError: [Errno 13] Permission denied\n"
+    pty_test = (
+        b">       master, slave = os.openpty()\nE       PermissionError: [Errno 13] Permission denied\n"
+    )
     joblib = b"UserWarning: [Errno 13] Permission denied.  joblib will operate in serial mode\n"
     semlock = b'  File ".../multiprocessing/synchronize.py", line 57, in __init__\nPermissionError\n'
 
