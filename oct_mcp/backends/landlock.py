@@ -60,6 +60,8 @@ _DEVICES_WRITE: Final = ("/dev/null", "/dev/full")
 _DEVICES_LISTED: Final = "/dev"
 """Listed, not opened: a test that lists /dev or asks whether an entry is a block device. The right
 reaches the folders below it (/dev/shm, /dev/pts): their names show, as /proc shows processes'."""
+_DEVICE_GAPS: Final = "runs get no pty and no /dev/shm (bubblewrap gives each run its own)"
+"""What doctor says beside the guarantees: what a test suite misses here (devices.py says why)."""
 _CACHES: Final = (
     ("RUFF_CACHE_DIR", "ruff-cache"),
     ("MYPY_CACHE_DIR", "mypy-cache"),
@@ -172,7 +174,8 @@ class LandlockBackend:
             gaps = "; ".join(
                 filter(None, [gaps, "a setsid daemon can outlive its call (needs ABI 6, Linux 6.12)"])
             )
-        return Availability(True, f"{detail}; {gaps}" if gaps else f"{detail}; every guarantee holds")
+        held = f"{detail}; {gaps}" if gaps else f"{detail}; every guarantee holds"
+        return Availability(True, f"{held}; {_DEVICE_GAPS}")
 
     def prepare(self, request: SandboxRequest) -> Prepared:
         support = landlock_support()

@@ -208,3 +208,9 @@ def test_a_run_that_needed_a_pty_or_shared_memory_is_told_which_and_what_gives_i
     assert device_notes((PTYS, SHARED_MEMORY), pexpect + semlock) == [PTYS.note, SHARED_MEMORY.note]
     assert device_notes((PTYS, SHARED_MEMORY), b"3 passed in 0.1s\n") == []
     assert device_notes((), pexpect + semlock) == []
+
+
+def test_doctor_says_landlock_runs_get_no_pty_and_no_shared_memory_and_what_gives_them() -> None:
+    detail = landlock().probe().detail
+
+    assert detail.endswith("; runs get no pty and no /dev/shm (bubblewrap gives each run its own)")
