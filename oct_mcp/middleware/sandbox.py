@@ -32,6 +32,7 @@ from oct_mcp.backends import (
 )
 from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
+from oct_mcp.backends.devices import device_notes
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.git_state import InstalledState, PrivateGitFolder, install_git_state
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
@@ -377,6 +378,8 @@ class ExecutionSandbox:
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
         result = plan.parse(replace(run, degraded=degraded))
+        for note in device_notes(prepared.refused_devices, run.stdout + run.stderr):
+            result = _with_note(result, note)
         if secrets:
             result = _with_note(result, _secrets_note(self.backend.secret_files, secrets, project))
         return replace(
