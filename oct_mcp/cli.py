@@ -119,6 +119,12 @@ def _parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument(
             "--json", dest="arguments", default="{}", metavar="ARGS", help="arguments as JSON"
         )
+        parser.add_argument(
+            "--output",
+            choices=("text", "json"),
+            default="text",
+            help="text: what the model reads (default); json: the structured result, for scripts",
+        )
     return parser
 
 
@@ -329,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_doctor(app, sys.stdout)
         return EXIT_OK
     if command == "call":
-        return _call(app, args.tool, args.arguments)
+        return _call(app, args.tool, args.arguments, args.output)
     if command == "checkpoints":
         return _checkpoints(app, args)
     if command == "tools":
@@ -469,7 +475,7 @@ def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
     return EXIT_OK
 
 
-def _call(app: App, tool: str, raw_arguments: str) -> int:
+def _call(app: App, tool: str, raw_arguments: str, output: str) -> int:
     try:
         arguments = json.loads(raw_arguments)
     except ValueError as exc:
@@ -478,11 +484,12 @@ def _call(app: App, tool: str, raw_arguments: str) -> int:
     if not isinstance(arguments, dict):
         print("oct-mcp call: --json must be a JSON object of arguments", file=sys.stderr)
         return EXIT_USAGE
-    return _call_tool(app, tool, arguments)
+    return _call_tool(app, tool, arguments, output)
 
 
-def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
-    """One call through the chain; its text on stdout, its structured content and failures on stderr."""
+def _call_tool(app: App, tool: str, arguments: dict[str, object], output: str = "text") -> int:
+    """One call through the chain: its text (or with `output="json"` its structured content) on
+    stdout, failures on stderr."""
     from oct_mcp.app import CallFailure, run_call
     from oct_mcp.consent import Consent
     from oct_mcp.types import ClientInfo, ConsentRequest
@@ -502,9 +509,13 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
     if isinstance(outcome, ConsentRequest):
         print(outcome.message, file=sys.stderr)
         return EXIT_CALL_FAILED
-    sys.stdout.write(outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n")
-    if outcome.structured is not None:
-        print(json.dumps(dict(outcome.structured), indent=2), file=sys.stderr)
+    if output == "json" and outcome.structured is not None:
+        print(json.dumps(dict(outcome.structured), indent=2))
+    else:
+        # A tool without structured content (or a tool error) has only its text, whichever is asked.
+        sys.stdout.write(
+            outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n"
+        )
     return EXIT_CALL_FAILED if outcome.is_error else EXIT_OK
 
 
