@@ -42,6 +42,7 @@ from oct_mcp.tools.results import (
     MODEL_VIEW_MIN,
     BudgetField,
     OffsetField,
+    cut_lines,
     json_size,
     page,
     take_within,
@@ -254,11 +255,19 @@ class FixParams(_Params):
     dry_run: bool | None = Field(
         default=None, description="Only show the diff; the server's default when unset."
     )
+    offset: int = Field(
+        default=0, ge=0, le=10_000_000, description="Diff lines to skip: a cut diff's next_offset."
+    )
+    max_chars: int = BudgetField()
 
 
 class FormatParams(_Params):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     apply: bool | None = Field(default=None, description="False: only show the diff. True: format the files.")
+    offset: int = Field(
+        default=0, ge=0, le=10_000_000, description="Diff lines to skip: a cut diff's next_offset."
+    )
+    max_chars: int = BudgetField()
 
 
 class ChangeOutput(BaseModel):
@@ -266,6 +275,8 @@ class ChangeOutput(BaseModel):
     applied: bool
     changed_files: list[str]
     diff: str = ""
+    next_offset: int | None = None
+    """A dry run's diff was cut: pass this as offset for the rest (the same call otherwise)."""
 
 
 def _files_ruff_may_touch(root: Path, paths: list[str]) -> Iterator[Path]:
@@ -328,11 +339,16 @@ def _masked_diff(diff: str, workspace: Workspace) -> str:
     if first is None:
         return diff
     pieces = ["".join(line + "\n" for line in every[:first])]
-    for name, chunk in _file_diffs(diff):
+    summary: list[str] = []
+    # By name: ruff checks files in parallel, so its order changes from run to run, and a dry run's
+    # pages are cut by line from separate runs.
+    for name, chunk in sorted(_file_diffs(diff), key=lambda file: file[0]):
         lines = chunk.split("\n")
-        # The hunks end at ruff's blank line after them; its summary ("Would fix 1 error.") may follow.
+        # The hunks end at ruff's blank line after them; its summary ("Would fix 1 error.") may
+        # follow, and goes last.
         end = next((i for i in range(2, len(lines)) if not lines[i].startswith(_HUNK_LINE)), len(lines))
-        lines, after = lines[:end], lines[end:]
+        lines, after = lines[:end], [""] * (end < len(lines))
+        summary += [line for line in chunk.split("\n")[end:] if line]
         masked = None
         relative = _relative(workspace.root, name)
         if relative is not None:
@@ -350,23 +366,43 @@ def _masked_diff(diff: str, workspace: Workspace) -> str:
         if masked is None:
             masked = ["[oct-mcp: this file's diff is not shown: the file changed since ruff read it]"]
         pieces.append("\n".join([*lines[:2], *masked, *after]))
+    if summary:
+        pieces.append("\n" + "".join(line + "\n" for line in summary))
     return "".join(pieces)
 
 
-def _preview(tool: str, diff_ok: tuple[int, ...], workspace: Workspace) -> Callable[[RunResult], ToolResult]:
+def _preview(
+    tool: str, diff_ok: tuple[int, ...], workspace: Workspace, paging: tuple[int, int] | None = None
+) -> Callable[[RunResult], ToolResult]:
+    """A dry run's answer: the masked diff, whole or (with `paging`, an offset in lines and a budget in
+    characters) the page of it that fits, cut before a file's or a hunk's header."""
+
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code not in diff_ok:
             return _tool_failed(tool, run)
         diff = _masked_diff(run.stdout.decode(errors="replace"), workspace)
         files = _diff_files(diff)
-        output = ChangeOutput(tool=tool, applied=False, changed_files=files, diff=diff)
-        text = readable_diff(diff) if diff else "nothing to change"
+        shown, next_offset = diff, None
+        if paging is not None:
+            offset, budget = paging
+            shown, next_offset = cut_lines(diff, offset, budget - json_size(files), _DIFF_STARTS)
+        output = ChangeOutput(
+            tool=tool, applied=False, changed_files=files, diff=shown, next_offset=next_offset
+        )
+        text = readable_diff(shown) if shown else "nothing to change"
+        if next_offset is not None:
+            text += f"\n[the diff is cut here: the rest with offset={next_offset}]"
         return ToolResult(
             text=f"dry run, nothing changed; would change {len(files)} file(s):\n{text}",
             structured=output.model_dump(),
+            truncated=next_offset is not None,
         )
 
     return parse
+
+
+_DIFF_STARTS: Final = ("--- ", "@@ ")
+"""Where a page of ruff's diff may end: before a file's header or a hunk's."""
 
 
 def _applied(
@@ -472,7 +508,7 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
         return CommandPlan(
             argv=argv,
-            parse=_preview("ruff check --fix", (0, 1), env.workspace),
+            parse=_preview("ruff check --fix", (0, 1), env.workspace, (params.offset, params.max_chars)),
             masks_secret_files=_runs_project_code(ruff, root),
         )
     paths = _approved_paths(params.paths, env)
@@ -507,7 +543,7 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
         return CommandPlan(
             argv=argv,
-            parse=_preview("ruff format", (0, 1), env.workspace),
+            parse=_preview("ruff format", (0, 1), env.workspace, (params.offset, params.max_chars)),
             masks_secret_files=_runs_project_code(ruff, root),
         )
     paths = _approved_paths(params.paths, env)
