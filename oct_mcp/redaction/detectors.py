@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from oct_mcp.redaction import code
 from oct_mcp.redaction.checks import (
     char_classes,
     is_literal_secret,
@@ -38,6 +39,7 @@ from oct_mcp.redaction.checks import (
     is_words,
     looks_random,
 )
+from oct_mcp.redaction.code import Expression
 
 __all__ = [
     "CONTEXT",
@@ -415,7 +417,16 @@ def _is_prose(value: str) -> bool:
 
 
 # Documented public identifiers: shipped to browsers and apps by design, they grant nothing alone.
-PUBLIC_PREFIXES: Final = ("pk_live_", "pk_test_", "pk.eyJ", "FLWPUBK", "sb_publishable_", "pub_", "pubkey-")
+PUBLIC_PREFIXES: Final = (
+    "pk_live_",
+    "pk_test_",
+    "pk.eyJ",
+    "FLWPUBK",
+    "sb_publishable_",
+    "pub_",
+    "pubkey-",
+    "phc_",  # PostHog project keys: written into every page that sends events
+)
 
 
 def _cookie(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
@@ -488,7 +499,12 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if start and match.string[start - 1] == ":" and match["op"] == ":":
         # `arn:aws:secretsmanager:...:secret:name`: a segment of an ARN or URN, not a field.
         return ()
+    if _public_name(match.string, start):
+        return ()
     value_start = match.start(group)
+    code = _code_value(match, group)
+    if code is not None:
+        return _literals_in_code(match.string, code, kind, detector.priority)
     if group == "uq":
         scheme = _AUTH_SCHEME.match(value)
         if scheme is not None:
@@ -505,12 +521,76 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
             if token is None or not is_literal_secret(token.group(), quoted=False, digits=digits):
                 return ()
             value = token.group()
-    elif _is_prose(value) or not is_literal_secret(value, quoted=True, digits=digits):
+    elif (
+        _is_prose(value)
+        or not is_literal_secret(value, quoted=True, digits=digits)
+        or _is_template(match, group, value)
+    ):
         return ()
     if value.startswith(PUBLIC_PREFIXES):
         return ()
     end = value_start + len(value)
     return ((_equals_start(match, group, value_start), end, kind, detector.priority),)
+
+
+# Frameworks that ship a variable so named to every browser, by design: its value is public.
+_PUBLIC_NAME_STARTS: Final = ("NEXT_PUBLIC_", "NUXT_PUBLIC_", "EXPO_PUBLIC_")
+# Where a quoted value's string goes on: an operator, or a word such as `or`, `if`, `and`.
+_JOINED: Final = _compile(r"[ \t]*(?:[-+*/%|&^<>=!?@]|(?:or|and|if|else|in|is)[ \t])")
+# A format's field (`{}`, `{0}`, `{name}`, `{user.id!r:>8}`): the string is a template, not a value.
+_FORMAT_FIELD: Final = _compile(r"\{[A-Za-z0-9_.\[\]]*(?:[!:][^{}\n]{0,32})?\}")
+_FORMAT_FIELDS: Final = _compile(r"\{[^{}\n]*\}")
+_QUOTE_GROUPS: Final = ("dq", "sq", "bq")
+
+
+def _public_name(text: str, start: int) -> bool:
+    """Whether the field's whole name says a framework ships it to browsers (`NEXT_PUBLIC_..._KEY`)."""
+    low = max(0, start - 64)
+    while start > low and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    return text.startswith(_PUBLIC_NAME_STARTS, start)
+
+
+def _code_value(match: re.Match[str], group: str) -> Expression | None:
+    """The field's value as an expression, where it may be one; None: a literal, judged as before.
+
+    The tokens are read only where a value is in doubt: an unquoted one with a blank or an operator
+    character in it, or a quoted one that an operator or a keyword follows. A value alone on its
+    line (most of JSON, YAML, .env) is never tokenized.
+    """
+    text = match.string
+    value_start = match.start(group)
+    if group == "uq":
+        if match.group(group).isalnum() and _JOINED.match(text, match.end(group)) is None:
+            return None
+        return code.expression(text, value_start)
+    if group not in _QUOTE_GROUPS or _JOINED.match(text, match.end(group) + 1) is None:
+        return None
+    quote = value_start - 1
+    while quote > 0 and value_start - quote <= 3 and text[quote - 1] in "bBrRuUfF":
+        quote -= 1
+    return code.expression(text, quote)
+
+
+def _literals_in_code(text: str, found: Expression, kind: str, priority: int) -> list[Span]:
+    """In a value that is code, the string literals that are secrets alone (`"Zx8...Pa" + suffix`)."""
+    return [(start, end, kind, priority) for start, end in found.strings if looks_random(text[start:end])]
+
+
+def _is_template(match: re.Match[str], group: str, value: str) -> bool:
+    """A format string (`f"deploy with token {SECRET}"`, `"{user}:{password}"`): its fields are filled
+    from names; no piece left between them is a secret alone."""
+    if "{" not in value:
+        return False
+    text = match.string
+    quote = match.start(group) - 1
+    prefix = quote
+    while prefix > 0 and quote - prefix < 2 and text[prefix - 1] in "bBrRuUfF":
+        prefix -= 1
+    f_string = "f" in text[prefix:quote].lower() and (prefix == 0 or text[prefix - 1] not in _NAME_CHARS)
+    if not f_string and _FORMAT_FIELD.search(value) is None:
+        return False
+    return not any(looks_random(piece) for piece in _FORMAT_FIELDS.split(value))
 
 
 def _equals_start(match: re.Match[str], group: str, value_start: int) -> int:
@@ -604,8 +684,11 @@ _NAME_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
 def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     """`SOMETHING_KEY = value`: a secret when the value is random-looking and the name is not a DB key."""
     group, value = _value(match)
-    if value.startswith(PUBLIC_PREFIXES):
+    if value.startswith(PUBLIC_PREFIXES) or _public_name(match.string, match.start()):
         return ()
+    found = _code_value(match, group)
+    if found is not None:
+        return _literals_in_code(match.string, found, "api_key", detector.priority)
     if not is_literal_secret(value, quoted=group != "uq") or not looks_random(value):
         return ()
     text = match.string
