@@ -110,7 +110,8 @@ def _attribute_chain(tokens: list[tokenize.TokenInfo]) -> bool:
                 return False
         elif token.string != ".":
             return False
-    return all(is_words(token.string) for token in tokens[2::2])
+    # `hdrs.SEC_WEBSOCKET_KEY1`: a constant's name may end in digits.
+    return all(is_words(token.string.strip("_").rstrip("0123456789")) for token in tokens[2::2])
 
 
 def _content(token: tokenize.TokenInfo, offset: int) -> tuple[int, int] | None:

@@ -510,6 +510,8 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         if scheme is not None:
             # `auth: Bearer <token>`: the scheme is no part of the secret, as for `Authorization:`.
             value, value_start = value[scheme.end() :], value_start + scheme.end()
+        # A comment after the value (`= 9476...  # why`, `: 498, // Unofficial`) is no part of it.
+        value = _TRAILING_COMMENT.split(value, maxsplit=1)[0]
         value = value.rstrip(" \t").removesuffix(",")  # an item's end
         if ((" " in value or "\t" in value) and not _stands_alone(match, start)) or (
             _CODE_LINE.search(value)
@@ -561,7 +563,16 @@ def _code_value(match: re.Match[str], group: str) -> Expression | None:
     text = match.string
     value_start = match.start(group)
     if group == "uq":
-        if match.group(group).isalnum() and _JOINED.match(text, match.end(group)) is None:
+        value = match.group(group)
+        name = _IDENTIFIER.match(value)
+        # A name mixing both cases and digits (`Xk9mQ2pLzR4t`) may be a secret in a URL or a shell.
+        if (
+            name is not None
+            and char_classes(name.group()) < 3
+            and _names_a_value(match, value_start + name.end())
+        ):
+            return Expression(())
+        if value.isalnum() and _JOINED.match(text, match.end(group)) is None:
             return None
         return code.expression(text, value_start)
     if group not in _QUOTE_GROUPS or _JOINED.match(text, match.end(group) + 1) is None:
@@ -570,6 +581,26 @@ def _code_value(match: re.Match[str], group: str) -> Expression | None:
     while quote > 0 and value_start - quote <= 3 and text[quote - 1] in "bBrRuUfF":
         quote -= 1
     return code.expression(text, quote)
+
+
+_TRAILING_COMMENT: Final = _compile(r"[ \t]+(?:#|//)[ \t]")
+_IDENTIFIER: Final = _compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COMPARISONS: Final = frozenset({"==", "===", "!="})
+
+
+def _names_a_value(match: re.Match[str], name_end: int) -> bool:
+    """Whether the identifier that starts the value and ends at `name_end` is a name in code.
+
+    Two places say so: a keyword argument (`gss_auth=UseGSSAPI,`: `=` glued, then `,` or `)`)
+    and the side of a comparison (`password == provided_password:`), where a literal would be quoted.
+    """
+    text = match.string
+    op_start, op_end = match.span("op")
+    after = text[name_end : name_end + 1]
+    if match["op"] == "=" and op_end == match.start("uq") and after in (",", ")"):
+        return True
+    spaced = op_start > 0 and text[op_start - 1] in " \t"
+    return match["op"] in _COMPARISONS and spaced and after in ("", ":", ")", " ", "\n", "\r", ",")
 
 
 def _literals_in_code(text: str, found: Expression, kind: str, priority: int) -> list[Span]:
@@ -1516,7 +1547,10 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     Detector(
         "password",
         ("machine",),
-        _compile(r"machine[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+(?P<secret>\S+)"),
+        # A netrc line quoted in code (`"machine h password pass\n"`) ends its password at the escape.
+        _compile(
+            r"machine[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+(?P<secret>(?:[^\s\\]|\\(?![nrt\"']))+)"
+        ),
         GENERIC,
         finish=_netrc,
     ),
