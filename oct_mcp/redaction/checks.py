@@ -14,6 +14,7 @@ __all__ = [
     "is_literal_secret",
     "is_placeholder",
     "is_reference",
+    "is_sample_pair",
     "is_words",
     "looks_random",
     "mask",
@@ -143,6 +144,16 @@ _REFERENCE_SHAPE: Final = re.compile(
     r"%[A-Za-z_]\w*%|%(?:\(\w+\))?[sdr]|![A-Za-z][\w:.-]*[ \t].*|\*+",
     re.ASCII | re.DOTALL,
 )
+
+
+# A user and a password in lower-case words, as test data writes them (`foo:bar`, `user:pass`,
+# `login:pass`): the password eight letters at most. A generated password has digits or capitals.
+_SAMPLE_PAIR: Final = re.compile(r"[a-z][a-z_]{0,31}:[a-z]{1,8}", re.ASCII)
+
+
+def is_sample_pair(value: str) -> bool:
+    """Whether `value` is `user:password` of test data: lower-case words, a password of 8 letters or fewer."""
+    return _SAMPLE_PAIR.fullmatch(value) is not None
 
 
 def is_reference(value: str) -> bool:
@@ -297,6 +308,8 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     if "${" in value or "{{" in value or "://" in value:
         return False
     if _SIZE.fullmatch(value) or _PREFIX.fullmatch(value):
+        return False
+    if is_sample_pair(value):
         return False
     if _NAMED_PARTS.fullmatch(value) and not _PLACEHOLDER_VALUES.isdisjoint(re.split(r"[:@/.]", value)):
         return False

@@ -36,6 +36,7 @@ from oct_mcp.redaction.checks import (
     is_literal_secret,
     is_placeholder,
     is_reference,
+    is_sample_pair,
     is_words,
     looks_random,
 )
@@ -597,7 +598,11 @@ def _names_a_value(match: re.Match[str], name_end: int) -> bool:
     text = match.string
     op_start, op_end = match.span("op")
     after = text[name_end : name_end + 1]
-    if match["op"] == "=" and op_end == match.start("uq") and after in (",", ")"):
+    # `,` then a blank or the line's end: the next argument; `abc,def|g1` is one password.
+    next_item = after == ")" or (
+        after == "," and text[name_end + 1 : name_end + 2] in ("", " ", "\t", "\n", "\r")
+    )
+    if match["op"] == "=" and op_end == match.start("uq") and next_item:
         return True
     spaced = op_start > 0 and text[op_start - 1] in " \t"
     return match["op"] in _COMPARISONS and spaced and after in ("", ":", ")", " ", "\n", "\r", ",")
@@ -767,6 +772,8 @@ def _authorization(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     scheme = match["scheme"]
     if is_placeholder(value):
         return ()
+    if scheme and scheme.lower() == "basic" and _sample_basic(value):
+        return ()
     if scheme:
         # A scheme says a credential follows; a word after it is prose ("Bearer authentication").
         ok = len(value) >= 8 and char_classes(value) >= 2 and not is_words(value)
@@ -777,9 +784,34 @@ def _authorization(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     return ((match.start("secret"), match.end("secret"), "authorization", detector.priority),)
 
 
+# Hosts that no one's real service runs at: this machine, and the names reserved for examples
+# (RFC 2606, RFC 6761), with a port or not.
+_SAMPLE_HOST: Final = _compile(
+    r"(?i:localhost|127\.0\.0\.1|\[::1\]|(?:[\w-]+\.)*(?:example|test|invalid|localhost|local)"
+    r"|(?:[\w-]+\.)*example\.(?:com|org|net))(?::\d{1,5})?"
+)
+_SAMPLE_PASSWORD: Final = _compile(r"[a-z_]{1,16}")
+
+
+def _sample_basic(value: str) -> bool:
+    """Basic credentials that decode to test data's `user:pass` (`Zm9vOmJhcg==` is `foo:bar`)."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return is_sample_pair(decoded)
+
+
 def _url_password(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if not _password_ok(match["secret"]):
         return ()
+    host = match.groupdict().get("host")
+    if host is not None and _SAMPLE_HOST.fullmatch(host):
+        # `amqp://guest:guest@localhost//`, `mysql://scott:tiger@localhost/foo`: a documented default
+        # at no real host. A password with a digit or a capital there is masked all the same.
+        secret = match["secret"]
+        if secret == match["user"] or _SAMPLE_PASSWORD.fullmatch(secret):
+            return ()
     return ((match.start("secret"), match.end("secret"), detector.kind, detector.priority),)
 
 
