@@ -101,6 +101,12 @@ LITERAL_KINDS = [
         id="url-local-default",
     ),
     pytest.param(
+        "ssh://:clearpassword@host:22",
+        "ssh://:clearpassw0rd9@host:22",
+        id="url-self-named",
+    ),
+    pytest.param("    proxy_auth=None,\\", "    proxy_auth=Xk9mQ2pLzR4t,\\", id="keyword-argument-continued"),
+    pytest.param(
         "mysql://scott:tiger@example.com/foo",
         "mysql://scott:tiger@db.internal/foo",
         id="url-example-host",

@@ -600,7 +600,7 @@ def _names_a_value(match: re.Match[str], name_end: int) -> bool:
     after = text[name_end : name_end + 1]
     # `,` then a blank or the line's end: the next argument; `abc,def|g1` is one password.
     next_item = after == ")" or (
-        after == "," and text[name_end + 1 : name_end + 2] in ("", " ", "\t", "\n", "\r")
+        after == "," and text[name_end + 1 : name_end + 2] in ("", " ", "\t", "\n", "\r", "\\")
     )
     if match["op"] == "=" and op_end == match.start("uq") and next_item:
         return True
@@ -791,6 +791,8 @@ _SAMPLE_HOST: Final = _compile(
     r"|(?:[\w-]+\.)*example\.(?:com|org|net))(?::\d{1,5})?"
 )
 _SAMPLE_PASSWORD: Final = _compile(r"[a-z_]{1,16}")
+# A password in lower-case letters that says what it is (`mysecret`, `clearpassword`): a stand-in.
+_SELF_NAMED: Final = _compile(r"[a-z_]{0,16}(?:password|secret)[a-z_]{0,16}")
 
 
 def _sample_basic(value: str) -> bool:
@@ -812,6 +814,8 @@ def _url_password(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         secret = match["secret"]
         if secret == match["user"] or _SAMPLE_PASSWORD.fullmatch(secret):
             return ()
+    if _SELF_NAMED.fullmatch(match["secret"]):
+        return ()
     return ((match.start("secret"), match.end("secret"), detector.kind, detector.priority),)
 
 
