@@ -177,3 +177,32 @@ def test_a_value_that_does_not_read_as_python_is_judged_as_before() -> None:
     # `$` is no Python token: the reader gives up, and the old rules mask a literal-looking value.
     assert expression(f"password = ${SECRET} + x", len("password = ")) is None
     assert expression(f"{SECRET}", 0) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ("header ?? fallback", True),
+        ("ok ? left : right", True),
+        ("not configured", True),
+        ("url.password", True),
+        ("hdrs.SEC_WEBSOCKET_KEY1", True),
+        ('f"{scheme} {token}" + suffix', True),
+        ('b"prefix" + rest', True),
+        ("obj.Xk9mQ2pLzR4t", False),
+        ("Ab+cd/ef==", False),
+        ("hunter2Xq9", False),
+        ("correct horse battery staple", False),
+    ],
+)
+def test_the_token_reader_tells_an_expression_from_a_value(value: str, code: bool) -> None:
+    assert (expression(value, 0) is not None) == code
+
+
+def test_the_strings_of_an_expression_are_given_without_prefix_quotes_or_templates() -> None:
+    text = 'x = b"Zx8Qw2Lp9Rt4Yu6Io1Pa" + f"{a}" + """long"""'
+
+    found = expression(text, 4)
+
+    assert found is not None
+    assert [text[start:end] for start, end in found.strings] == [SECRET, "long"]

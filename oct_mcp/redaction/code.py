@@ -51,7 +51,11 @@ def _tokens(line: str) -> list[tokenize.TokenInfo] | None:
                 break
             if token.type == tokenize.ERRORTOKEN:
                 if token.string == "?":
-                    found.append(token)
+                    last = found[-1] if found else None
+                    if last is not None and last.string == "?" and last.end == token.start:
+                        found[-1] = last._replace(string="??", end=token.end)  # `a ?? b`
+                    else:
+                        found.append(token)
                     continue
                 if token.string.isspace():
                     continue
