@@ -799,7 +799,7 @@ def _authorization(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
 # Hosts that no one's real service runs at: this machine, and the names reserved for examples
 # (RFC 2606, RFC 6761), with a port or not.
 _SAMPLE_HOST: Final = _compile(
-    r"(?i:localhost|127\.0\.0\.1|\[::1\]|(?:[\w-]+\.)*(?:example|test|invalid|localhost|local)"
+    r"(?i:localhost|127\.0\.0\.1|\[::1\]|(?:[\w-]+\.)*(?:example|test|invalid|localhost)"
     r"|(?:[\w-]+\.)*example\.(?:com|org|net))(?::\d{1,5})?"
 )
 _SAMPLE_PASSWORD: Final = _compile(r"[a-z_]{1,16}")
