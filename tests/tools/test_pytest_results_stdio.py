@@ -1,0 +1,136 @@
+"""oct_test's structured results from real pytest runs, through a real SDK client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from clients import oct_server
+from mcp import Client
+from optional import usable_backend
+
+pytestmark = pytest.mark.anyio
+
+VENV_BIN = Path(sys.executable).parent
+BACKENDS = ("landlock", "bubblewrap")
+
+
+def _project(root: Path, tests: str) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "conftest.py").write_text('pytest_plugins = ["pytester"]\n')
+    (root / "tests" / "test_outer.py").write_text(tests)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-rsfE"\n')
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "pytest").symlink_to(VENV_BIN / "pytest")
+    return root
+
+
+NESTED = '''
+import pytest
+
+
+def test_plain_failure():
+    assert 1 == 2, "plain"
+
+
+def test_runs_a_nested_pytest(pytester):
+    pytester.makepyfile(
+        test_inner="""
+        import pytest
+
+        @pytest.fixture
+        def bad():
+            raise ValueError("inner fixture")
+
+        def test_inner_fails():
+            assert 1 == 2
+
+        def test_inner_errors(bad):
+            pass
+        """
+    )
+    pytester.runpytest("-rfE").assert_outcomes(passed=2)
+
+
+@pytest.mark.skip(reason="needs a GPU")
+def test_skipped():
+    pass
+
+
+def test_after_the_nested_run():
+    raise KeyError("after")
+'''
+
+SLOW = """
+import time
+
+
+def test_fails_first():
+    assert "a" == "b"
+
+
+def test_passes():
+    pass
+
+
+def test_hangs():
+    time.sleep(120)
+"""
+
+
+def _env(backend: str) -> dict[str, str]:
+    return {"OCT_MCP_SANDBOX": backend, "PATH": os.environ["PATH"]}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_nested_pytester_run_leaves_the_structured_failures_and_skip_reasons_right(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    usable_backend(backend)
+    project = _project(tmp_path.resolve() / "proj", NESTED)
+    with anyio.fail_after(120):
+        async with Client(oct_server(project, config_file, env=_env(backend))) as client:
+            result = await client.call_tool("oct_test", {})
+
+    structured = result.structured_content
+    assert structured is not None, result.content
+    counts = {key: structured[key] for key in ("passed", "failed", "errors", "skipped")}
+    assert counts == {"passed": 0, "failed": 3, "errors": 0, "skipped": 1}
+    assert [(f["node_id"], f["message"]) for f in structured["failures"]] == [
+        ("tests/test_outer.py::test_plain_failure", "AssertionError: plain\nassert 1 == 2"),
+        (
+            "tests/test_outer.py::test_runs_a_nested_pytest",
+            structured["failures"][1]["message"],
+        ),
+        ("tests/test_outer.py::test_after_the_nested_run", "KeyError: 'after'"),
+    ]
+    assert structured["failures"][1]["message"].startswith("AssertionError: assert {")
+    assert "inner fixture" not in structured["failures"][1]["message"]
+    assert structured["skips"] == [{"reason": "needs a GPU", "count": 1, "where": "tests/test_outer.py"}]
+    assert structured["ended"] == "finished"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_run_past_its_time_limit_returns_what_pytest_reported_until_then(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    usable_backend(backend)
+    project = _project(tmp_path.resolve() / "proj", SLOW)
+    config_file.write_text(json.dumps({"timeout_test_seconds": 8}))
+    with anyio.fail_after(120):
+        async with Client(oct_server(project, config_file, env=_env(backend))) as client:
+            result = await client.call_tool("oct_test", {})
+
+    structured = result.structured_content
+    assert structured is not None, result.content
+    assert structured["ended"] == "timed_out"
+    counts = {key: structured[key] for key in ("passed", "failed", "errors", "skipped")}
+    assert counts == {"passed": 1, "failed": 1, "errors": 0, "skipped": 0}
+    (failure,) = structured["failures"]
+    assert failure["node_id"] == "tests/test_outer.py::test_fails_first"
+    assert failure["message"].startswith("AssertionError: assert 'a' == 'b'")
+    assert structured["notes"][0].startswith("[timeout] the run reached its time limit")
