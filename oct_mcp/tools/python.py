@@ -35,6 +35,7 @@ from oct_mcp.tools.git_masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 from oct_mcp.tools.pytest_report import PytestReport, SkipReason, TestFailure, read_report, report_chars
+from oct_mcp.tools.refusals import refusal_notes
 from oct_mcp.tools.results import (
     MODEL_VIEW_BUDGET,
     MODEL_VIEW_MIN,
@@ -746,7 +747,7 @@ def _has_xdist(python: Path) -> bool:
     )
 
 
-def _parse_pytest(notes: list[str]) -> Callable[[RunResult], ToolResult]:
+def _parse_pytest(notes: list[str], root: Path) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         text = run.stdout.decode(errors="replace")
         report = read_report(text)
@@ -779,7 +780,7 @@ def _parse_pytest(notes: list[str]) -> Callable[[RunResult], ToolResult]:
             )
         every = report.failures
         failures, _ = take_within(every, MODEL_VIEW_BUDGET)
-        all_notes = [*stopped, *notes]
+        all_notes = [*stopped, *notes, *refusal_notes(every, text, run.backend, root)]
         output = TestOutput(
             **report.counts,
             duration_seconds=report.duration if report.summarised else run.duration_seconds,
@@ -880,7 +881,7 @@ def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
     argv += ["--", *params.paths] if params.paths else []
     return CommandPlan(
         argv=tuple(argv),
-        parse=_parse_pytest(notes),
+        parse=_parse_pytest(notes, root),
         long_running=True,
         reports_when_interrupted=True,
         progress=_pytest_progress,

@@ -9,6 +9,7 @@ from oct_mcp.tools.pytest_report import SkipReason, read_report, report_chars
 from oct_mcp.tools.python import _parse_pytest
 
 OUTPUT = Path(__file__).parent.parent / "data" / "pytest_output"
+ROOT = Path("/home/dev/project")
 
 
 def _run(name: str, *, exit_code: int, timed_out: bool = False) -> RunResult:
@@ -53,7 +54,7 @@ def test_a_nested_pytester_run_in_a_tests_output_is_part_of_that_failure_not_a_f
 
 
 def test_a_crashed_run_returns_the_counts_pytest_printed_and_says_it_crashed() -> None:
-    result = _parse_pytest(["ran: python -m pytest"])(_run("internal_error.txt", exit_code=3))
+    result = _parse_pytest(["ran: python -m pytest"], ROOT)(_run("internal_error.txt", exit_code=3))
 
     assert result.is_error is False
     assert result.structured is not None
@@ -68,7 +69,7 @@ def test_a_crashed_run_returns_the_counts_pytest_printed_and_says_it_crashed() -
 
 
 def test_a_run_interrupted_at_its_time_limit_returns_its_counts_failures_and_skip_reasons() -> None:
-    result = _parse_pytest([])(_run("timeout_interrupted.txt", exit_code=2, timed_out=True))
+    result = _parse_pytest([], ROOT)(_run("timeout_interrupted.txt", exit_code=2, timed_out=True))
 
     assert result.structured is not None
     assert result.structured["ended"] == "timed_out"
@@ -85,7 +86,7 @@ def test_a_run_interrupted_at_its_time_limit_returns_its_counts_failures_and_ski
 
 
 def test_a_run_killed_before_its_counts_line_is_counted_from_its_progress_characters() -> None:
-    result = _parse_pytest([])(_run("timeout_killed.txt", exit_code=-9, timed_out=True))
+    result = _parse_pytest([], ROOT)(_run("timeout_killed.txt", exit_code=-9, timed_out=True))
 
     assert result.structured is not None
     counts = {key: result.structured[key] for key in ("passed", "failed", "errors", "skipped")}
@@ -95,7 +96,7 @@ def test_a_run_killed_before_its_counts_line_is_counted_from_its_progress_charac
 
 
 def test_an_interrupted_run_that_did_not_time_out_is_still_a_failure_to_run() -> None:
-    result = _parse_pytest([])(_run("timeout_interrupted.txt", exit_code=2))
+    result = _parse_pytest([], ROOT)(_run("timeout_interrupted.txt", exit_code=2))
 
     assert result.is_error is True
     assert result.text.startswith("[tool_failed] pytest failed (exit code 2)")

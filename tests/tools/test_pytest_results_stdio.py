@@ -134,3 +134,108 @@ async def test_a_run_past_its_time_limit_returns_what_pytest_reported_until_then
     assert failure["node_id"] == "tests/test_outer.py::test_fails_first"
     assert failure["message"].startswith("AssertionError: assert 'a' == 'b'")
     assert structured["notes"][0].startswith("[timeout] the run reached its time limit")
+
+
+REFUSED = """
+import asyncio
+import multiprocessing
+import os
+import pty
+import socket
+import warnings
+from multiprocessing import shared_memory
+
+
+def test_tcp_server():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.close()
+
+
+def test_asyncio_server():
+    async def main():
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        server.close()
+
+    asyncio.run(main())
+
+
+def test_unix_socket(tmp_path):
+    socket.socket(socket.AF_UNIX).bind(str(tmp_path / "s"))
+
+
+def test_udp():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("127.0.0.1", 0))
+
+
+def test_pty():
+    pty.openpty()
+
+
+def test_lock():
+    multiprocessing.Lock()
+
+
+def test_shared_memory():
+    shared_memory.SharedMemory(create=True, size=16).unlink()
+
+
+def test_lists_dev():
+    os.listdir("/dev")
+
+
+def test_writes_in_project():
+    os.mkdir("some_folder")
+
+
+def test_plain():
+    raise PermissionError("a message of the test's own, not the sandbox's")
+
+
+def test_degrades():
+    warnings.warn("[Errno 13] Permission denied.  joblib will operate in serial mode", UserWarning)
+"""
+
+# What the note names for each test, where the backend refused the test something.
+REFUSALS = {
+    "test_tcp_server": "TCP socket (('127.0.0.1', 0)",
+    "test_asyncio_server": "TCP socket (",
+    "test_unix_socket": "create a unix socket",
+    "test_udp": "create a UDP socket",
+    "test_pty": "open a pseudo-terminal",
+    "test_lock": "create a POSIX semaphore",
+    "test_shared_memory": "create POSIX shared memory",
+    "test_lists_dev": "open a path the sandbox does not show (/dev)",
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_test_the_sandbox_refused_something_is_named_with_what_would_allow_it(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    usable_backend(backend)
+    project = _project(tmp_path.resolve() / "proj", REFUSED)
+    with anyio.fail_after(120):
+        async with Client(oct_server(project, config_file, env=_env(backend))) as client:
+            result = await client.call_tool("oct_test", {})
+
+    structured = result.structured_content
+    assert structured is not None, result.content
+    failed = {f["node_id"].rpartition("::")[2] for f in structured["failures"]}
+    refusals = [note for note in structured["notes"] if note.startswith("sandbox refusal:")]
+    for test, named in REFUSALS.items():
+        naming = [note for note in refusals if f"::{test}" in note]
+        if test in failed:
+            (note,) = naming
+            assert f"the {backend} sandbox refused to" in note
+            assert named in note.replace('"', "'")
+        else:
+            assert naming == []
+    if backend == "landlock":
+        assert failed >= set(REFUSALS)
+    (written,) = [note for note in refusals if "::test_writes_in_project" in note]
+    assert "some_folder" in written
+    assert "oct_run and writes=true" in written
+    assert not any("test_plain" in note for note in refusals)
+    (degraded,) = [note for note in structured["notes"] if note.startswith("degraded, not failed:")]
+    assert "joblib will operate in serial mode" in degraded

@@ -1,0 +1,160 @@
+"""Naming what the sandbox refused a test, from what the test's report shows, and what would allow it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from oct_mcp.tools.pytest_report import TestFailure
+
+__all__ = ["refusal_notes"]
+
+_EXAMPLES: Final = 3
+_DETAILS: Final = 3
+_DETAIL_CHARS: Final = 120
+_REFUSED: Final = re.compile(r"\[Errno (?:13|1)\][^\n]*?(?:permission denied|operation not permitted)", re.I)
+_SOCKET_CALL: Final = re.compile(
+    r"\.(?:bind|connect|listen)\(|create_connection|create_server|start_server|start_unix_server|"
+    r"open_connection|bind_sockets|socket\.socket\(|socketpair|while attempting to bind"
+)
+_BIND_ADDRESS: Final = re.compile(r"while attempting to bind on address (\(.{1,100}?\))\)?")
+_CALL_ADDRESS: Final = re.compile(r"\.(?:bind|connect)\((.{1,100})\)\s*$", re.MULTILINE)
+_DENIED_PATH: Final = re.compile(r"\[Errno 13\] Permission denied: '([^']{1,300})'")
+_READ_ONLY_PATH: Final = re.compile(r"\[Errno 30\] Read-only file system: '([^']{1,300})'")
+# joblib's warning when it finds no working semaphores; in pytest's warnings summary.
+_SERIAL_MODE: Final = re.compile(r"\b\w*Warning: .*will operate in serial mode.*$", re.MULTILINE)
+
+# What each refusal is, and what allows it, by backend: only what the backend really refuses.
+_RIGHTS: Final = {
+    "tcp": "bind, listen on or connect a TCP socket",
+    "udp": "create a UDP socket",
+    "unix": "create a unix socket",
+    "pty": "open a pseudo-terminal (/dev/ptmx: `out of pty devices`)",
+    "semaphore": "create a POSIX semaphore in /dev/shm (multiprocessing's locks, queues and pools)",
+    "shared_memory": "create POSIX shared memory in /dev/shm",
+    "outside": "open a path the sandbox does not show",
+    "project": "open or create a path in the project",
+    "read_only": "write in the project, which runs see read-only",
+}
+_NO_SHM: Final = "landlock runs have no /dev/shm; the bubblewrap backend gives each run its own"
+_NO_NETWORK: Final = (
+    "runs have no network but their own loopback; oct_run with network=true gives a command the network"
+)
+_PROJECT_READ_ONLY: Final = (
+    "a test that writes into the project fails under oct_test; write under tmp_path or TMPDIR, or run "
+    "the command with oct_run and writes=true (consent)"
+)
+_ALLOWS: Final = {
+    ("tcp", "landlock"): (
+        "landlock runs have no network, loopback included; the bubblewrap backend (sandbox_backend = "
+        '"bubblewrap", where `oct-mcp doctor` says it works) gives each run a loopback of its own, and '
+        "oct_run with network=true (consent, a profile without no_network) gives it the network"
+    ),
+    ("udp", "landlock"): (
+        "landlock runs may not create UDP sockets without the network; the bubblewrap backend gives each "
+        "run a loopback of its own, and oct_run with network=true gives it the network"
+    ),
+    ("unix", "landlock"): (
+        "landlock runs may not create unix sockets; the bubblewrap backend allows them in the run's own "
+        "folders"
+    ),
+    ("pty", "landlock"): (
+        "landlock runs cannot open /dev/ptmx; the bubblewrap backend gives runs ptys of their own"
+    ),
+    ("semaphore", "landlock"): _NO_SHM,
+    ("shared_memory", "landlock"): _NO_SHM,
+    ("outside", "landlock"): (
+        "runs see the project, their scratch folder (TMPDIR, HOME) and the tools' and system's folders; "
+        "the bubblewrap backend also shows a minimal /dev; put what the tests need in the project or "
+        "create it under TMPDIR"
+    ),
+}
+_ALLOWS_ANY: Final = {
+    "tcp": _NO_NETWORK,
+    "udp": _NO_NETWORK,
+    "project": (
+        "runs see the project read-only (and under landlock not the files that hold secrets, which a "
+        f"note names); {_PROJECT_READ_ONLY}"
+    ),
+    "read_only": _PROJECT_READ_ONLY,
+}
+_ALLOWS_DEFAULT: Final = "`oct-mcp doctor` shows what this backend lets a run do"
+
+
+@dataclass
+class _Seen:
+    tests: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+
+def refusal_notes(failures: Iterable[TestFailure], output: str, backend: str, root: Path) -> list[str]:
+    """A note per kind of refusal the failed tests' reports show, and one per degradation a library printed.
+
+    Only what a report shows counts: an `[Errno 13]` or `[Errno 1]` at a socket call, `out of pty
+    devices`, a semaphore or shared memory refused, a path refused; no cause is guessed.
+
+    Args:
+        failures: The failures pytest reported, with their messages and tracebacks.
+        output: pytest's whole output (a library's warnings stand in its warnings summary).
+        backend: The sandbox backend the run had.
+        root: The project root, to tell a path in the project from one outside it.
+
+    Returns:
+        The notes, most tests first.
+    """
+    seen: dict[str, _Seen] = {}
+    for failure in failures:
+        found = _refusal(f"{failure.message}\n{failure.traceback}", root)
+        if found is None:
+            continue
+        kind, detail = found
+        entry = seen.setdefault(kind, _Seen())
+        entry.tests.append(failure.node_id)
+        if detail and detail not in entry.details and len(entry.details) < _DETAILS:
+            entry.details.append(detail)
+    notes = []
+    for kind, entry in sorted(seen.items(), key=lambda item: -len(item[1].tests)):
+        where = f" ({', '.join(entry.details)})" if entry.details else ""
+        examples = ", ".join(entry.tests[:_EXAMPLES]) + (", ..." if len(entry.tests) > _EXAMPLES else "")
+        allows = _ALLOWS.get((kind, backend)) or _ALLOWS_ANY.get(kind) or _ALLOWS_DEFAULT
+        notes.append(
+            f"sandbox refusal: {len(entry.tests)} test(s) failed because the {backend} sandbox refused to "
+            f"{_RIGHTS[kind]}{where}, for example {examples}; {allows}"
+        )
+    for line in dict.fromkeys(found.group(0).strip()[:300] for found in _SERIAL_MODE.finditer(output)):
+        notes.append(
+            f"degraded, not failed: a library printed `{line}`: the tests that need its parallel mode were "
+            "skipped or ran serially, and pass or skip without testing it"
+        )
+    return notes
+
+
+def _refusal(report: str, root: Path) -> tuple[str, str] | None:
+    """The kind of refusal a test's report shows, with the address or path it printed; None if none."""
+    if "out of pty devices" in report:
+        return "pty", ""
+    refused = _REFUSED.search(report) is not None
+    if refused and ("synchronize.py" in report or "SemLock" in report):
+        return "semaphore", ""
+    denied = _DENIED_PATH.search(report)
+    if denied is not None and denied.group(1).startswith("/psm_"):
+        return "shared_memory", ""
+    if refused and _SOCKET_CALL.search(report):
+        kind = "unix" if "AF_UNIX" in report else "udp" if "SOCK_DGRAM" in report else "tcp"
+        address = _BIND_ADDRESS.search(report) or _CALL_ADDRESS.search(report)
+        return kind, "" if address is None else _cut(address.group(1))
+    read_only = _READ_ONLY_PATH.search(report)
+    if read_only is not None:
+        return "read_only", _cut(read_only.group(1))
+    if denied is not None:
+        path = Path(denied.group(1))
+        inside = not path.is_absolute() or path == root or root in path.parents
+        return ("project" if inside else "outside"), _cut(denied.group(1))
+    return None
+
+
+def _cut(detail: str) -> str:
+    return detail if len(detail) <= _DETAIL_CHARS else detail[: _DETAIL_CHARS - 3] + "..."
