@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -18,6 +19,7 @@ from oct_mcp import __version__
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
+from oct_mcp.stopping import until_stopped
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
 from oct_mcp.tools.screen_helper import helper_status
@@ -397,12 +399,19 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
     # At a terminal, the person running the command is the human who can consent.
     interactive = sys.stdin.isatty()
     client = ClientInfo(client_id="cli", transport="cli", can_elicit=interactive)
-    outcome = anyio.run(run_call, app, tool, arguments, client)
+    outcome = anyio.run(until_stopped, partial(run_call, app, tool, arguments, client))
     if isinstance(outcome, ConsentRequest) and interactive:
         print(outcome.message, file=sys.stderr)
         approved = input("Allow this call? [y/N] ").strip().lower() in ("y", "yes")
         consent = Consent(tool=outcome.tool, digest=outcome.digest, approved=approved)
-        outcome = anyio.run(partial(run_call, app, tool, arguments, client, consent=consent))
+        outcome = anyio.run(until_stopped, partial(run_call, app, tool, arguments, client, consent=consent))
+    if isinstance(outcome, signal.Signals):
+        # The call was cancelled: the command it ran, and everything that command started, are gone.
+        print(
+            f"[interrupted] oct-mcp call stopped on {outcome.name}; the tool's run was ended",
+            file=sys.stderr,
+        )
+        return 128 + outcome.value
     if isinstance(outcome, CallFailure):
         print(f"[{outcome.code}] {outcome.message}", file=sys.stderr)
         return EXIT_CALL_FAILED
