@@ -16,8 +16,9 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
+from oct_mcp.backends.installs import install_roots
 from oct_mcp.diff_view import diff_files, readable_diff
-from oct_mcp.errors import OctError, ToolUnavailableError
+from oct_mcp.errors import InstallRefusedError, OctError, ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
     CallRisk,
@@ -45,6 +46,7 @@ from oct_mcp.tools.results import (
     page,
     take_within,
 )
+from oct_mcp.tools.unseen import hidden_links
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -61,6 +63,8 @@ _NEXT_STEP: Final = (
     "which program ran"
 )
 _RUFF_REPORT: Final = "ruff.json"
+_IGNORED_MAX: Final = 200
+_HIDDEN_NAMED: Final = 10
 
 RuleCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{1,4}[0-9]{0,4}$", max_length=8)]
 # A pytest -k or -m expression: words, operators and parentheses; it can never start with '-'.
@@ -848,6 +852,15 @@ def _report_chars(root: Path) -> str:
     return "".join(dict.fromkeys("fEs" + asked.replace("N", "")))
 
 
+def _hidden_from_run(root: Path, program: Path) -> list[str]:
+    """The project's links to places the run does not see, which pytest would fail to collect."""
+    try:
+        roots = install_roots(program, root)
+    except InstallRefusedError:
+        return []  # the sandbox refuses the run itself, and says why
+    return hidden_links(root, roots)
+
+
 def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
     command, python, notes = _pytest_command(root)
@@ -878,6 +891,16 @@ def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
             argv += ["-n", str(min(params.jobs, env.max_jobs))]
         else:
             notes.append("ran serially: jobs needs pytest-xdist, which the project's environment lacks")
+    hidden = _hidden_from_run(root, Path(command[0]))
+    if hidden:
+        argv += [f"--ignore={link}" for link in hidden[:_IGNORED_MAX]]
+        more = len(hidden) - _HIDDEN_NAMED
+        shown = ", ".join(hidden[:_HIDDEN_NAMED]) + (f" and {more} more" if more > 0 else "")
+        notes.append(
+            f"hidden from the run: {shown}: links to what lies outside the project and the sandbox "
+            "does not show, so pytest was told to ignore them (--ignore), as if they were absent; run "
+            "the tests under them in a terminal"
+        )
     argv += ["--", *params.paths] if params.paths else []
     return CommandPlan(
         argv=tuple(argv),

@@ -239,3 +239,30 @@ async def test_a_test_the_sandbox_refused_something_is_named_with_what_would_all
     assert not any("test_plain" in note for note in refusals)
     (degraded,) = [note for note in structured["notes"] if note.startswith("degraded, not failed:")]
     assert "joblib will operate in serial mode" in degraded
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_link_to_a_folder_the_sandbox_does_not_show_is_ignored_and_named_not_a_failed_run(
+    tmp_path: Path, config_file: Path, backend: str
+) -> None:
+    usable_backend(backend)
+    elsewhere = tmp_path.resolve() / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "test_data.py").write_text("def test_in_the_data_folder():\n    pass\n")
+    project = _project(tmp_path.resolve() / "proj", "def test_ok():\n    pass\n")
+    (project / "data").symlink_to(elsewhere)
+    (project / "tests" / "fixtures").symlink_to(elsewhere)
+    (project / "src").mkdir()
+    (project / "tests" / "inside").symlink_to(project / "src")
+    with anyio.fail_after(120):
+        async with Client(oct_server(project, config_file, env=_env(backend))) as client:
+            result = await client.call_tool("oct_test", {})
+
+    structured = result.structured_content
+    assert structured is not None, result.content
+    counts = {key: structured[key] for key in ("passed", "failed", "errors", "skipped")}
+    # The terminal runs the two tests behind the links too; the run sees only its own.
+    assert counts == {"passed": 1, "failed": 0, "errors": 0, "skipped": 0}
+    (hidden,) = [note for note in structured["notes"] if note.startswith("hidden from the run:")]
+    assert hidden.startswith("hidden from the run: data, tests/fixtures: links to what lies outside")
+    assert "--ignore" in hidden
