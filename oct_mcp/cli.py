@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 import anyio
 
 from oct_mcp import __version__
+from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command, blocked_by_apparmor
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
@@ -508,6 +509,9 @@ def print_doctor(app: App, out: TextIO) -> None:
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
+    advice = bubblewrap_advice()
+    if advice is not None:
+        write(advice)
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
     write(f"secret files: {secret_files_status(app)}\n")
     write(f"search: {helper_status(app.workspace.root)}\n")
@@ -615,6 +619,37 @@ def landlock_guarantee_status() -> list[tuple[str, str]]:
         reason = missing.get(guarantee)
         rows.append((guarantee, "met" if reason is None else f"missed: {reason}"))
     return rows
+
+
+def bubblewrap_advice(
+    probe_error: str | None = None, executable: str | None = None, sysctl: Path = RESTRICT_SYSCTL
+) -> str | None:
+    """Where AppArmor blocks an installed bubblewrap: that it does, and the one-time commands that let
+    it run; None where bubblewrap works, is absent or fails for another reason.
+
+    Args:
+        probe_error: What bubblewrap's probe reported; by default this machine's probe.
+        executable: The bwrap it probed; by default the one the backend uses.
+        sysctl: The kernel's user-namespace restriction file.
+    """
+    from oct_mcp.backends.bubblewrap import Bubblewrap
+    from oct_mcp.backends.selection import probe_backends
+
+    if probe_error is None:
+        availability = dict(probe_backends())["bubblewrap"]
+        if availability.usable:
+            return None
+        probe_error = availability.detail
+    executable = executable or Bubblewrap().executable
+    if executable is None or not blocked_by_apparmor(probe_error, sysctl):
+        return None
+    return (
+        f"bubblewrap is installed but AppArmor blocks it: this kernel lets only programs whose AppArmor "
+        f"profile allows it create user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1), and "
+        f"{executable} has no such profile. To let it run, once, as root (Ubuntu's documented profile):\n"
+        f"{apparmor_profile_command(executable)}"
+        "then run `oct-mcp doctor` again: `auto` picks bubblewrap once its probe passes\n"
+    )
 
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:
