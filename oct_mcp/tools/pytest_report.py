@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 import textwrap
 from collections.abc import Iterator
@@ -163,16 +164,12 @@ def _domain(node_id: str) -> str:
     return rest.replace("::", ".") if rest else node_id
 
 
-def _matches(title: str, node_id: str, kind: str) -> bool:
-    if kind == "error":
-        for head in _ERROR_HEADS:
-            if title.startswith(head):
-                title = title.removeprefix(head)
-                break
-        else:
-            return False
-    title = title.removeprefix("[doctest] ")
-    return title in (_domain(node_id), node_id)
+def _section_keys(title: str) -> tuple[str, str]:
+    """The kind of report a section headline starts and the test it names, as `_domain` gives it."""
+    for head in _ERROR_HEADS:
+        if title.startswith(head):
+            return "error", title.removeprefix(head).removeprefix("[doctest] ")
+    return "failed", title.removeprefix("[doctest] ")
 
 
 def _failures(lines: list[str], entries: list[re.Match[str]]) -> Iterator[TestFailure]:
@@ -181,21 +178,24 @@ def _failures(lines: list[str], entries: list[re.Match[str]]) -> Iterator[TestFa
     headers = [
         (index, found.group(1).strip()) for index, line in enumerate(lines) if (found := _SECTION.match(line))
     ]
+    by_name: dict[tuple[str, str], list[int]] = {}
+    for position, (_, title) in enumerate(headers):
+        by_name.setdefault(_section_keys(title), []).append(position)
     matched: list[tuple[int, int]] = []  # (entry, header position in `headers`)
     after = {"failed": 0, "error": 0}
     for number, entry in enumerate(entries):
         kind = "failed" if entry.group(1) == "FAILED" else "error"
-        for position in range(after[kind], len(headers)):
-            if _matches(headers[position][1], entry.group(2), kind):
-                matched.append((number, position))
-                after[kind] = position + 1
-                break
+        section = _next_section(by_name, kind, entry.group(2), after[kind])
+        if section is not None:
+            matched.append((number, section))
+            after[kind] = section + 1
     starts = sorted(headers[position][0] for _, position in matched)
     bodies: dict[int, list[str]] = {}
     for number, position in matched:
         start = headers[position][0]
-        later = [s for s in starts if s > start]
-        bodies[number] = lines[start + 1 : _body_end(lines, start + 1, later[0] if later else len(lines))]
+        after_it = bisect.bisect_right(starts, start)
+        stop = starts[after_it] if after_it < len(starts) else len(lines)
+        bodies[number] = lines[start + 1 : _body_end(lines, start + 1, stop)]
     for number, entry in enumerate(entries):
         body = bodies.get(number, [])
         yield TestFailure(
@@ -204,6 +204,19 @@ def _failures(lines: list[str], entries: list[re.Match[str]]) -> Iterator[TestFa
             message=_message(body, entry.group(3) or ""),
             traceback=_traceback(body),
         )
+
+
+def _next_section(
+    by_name: dict[tuple[str, str], list[int]], kind: str, node_id: str, start: int
+) -> int | None:
+    """The first section at or after `start` whose headline names `node_id`; None if none does."""
+    found = None
+    for name in (_domain(node_id), node_id):
+        positions = by_name.get((kind, name), [])
+        index = bisect.bisect_left(positions, start)
+        if index < len(positions) and (found is None or positions[index] < found):
+            found = positions[index]
+    return found
 
 
 def _body_end(lines: list[str], start: int, stop: int) -> int:
