@@ -43,21 +43,23 @@ def hidden_links(root: Path, shown: Iterable[Path]) -> list[str]:
     """
     visible = (root, *SYSTEM_SHOWN, *shown)
     hidden: list[str] = []
+    pending = [root]
     seen = 0
-    for folder, subfolders, files in os.walk(root):
-        subfolders[:] = [s for s in subfolders if not _skipped(s)]
-        for name in [*subfolders, *files]:
-            seen += 1
-            path = Path(folder) / name
-            if not path.is_symlink():
-                continue
-            target = Path(os.path.realpath(path))
-            # A link to nothing is nothing in a terminal too: pytest passes it by.
-            if target.exists() and not any(target.is_relative_to(place) for place in visible):
-                hidden.append(path.relative_to(root).as_posix())
-        # A link to a folder is listed, never walked into (os.walk does not follow links).
-        if seen > _WALK_LIMIT:
-            break
+    # scandir's entries know a link from their directory listing: no stat per entry.
+    while pending and seen <= _WALK_LIMIT:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            if entry.is_symlink():
+                target = Path(os.path.realpath(entry.path))
+                # A link to nothing is nothing in a terminal too: pytest passes it by.
+                if target.exists() and not any(target.is_relative_to(place) for place in visible):
+                    hidden.append(Path(entry.path).relative_to(root).as_posix())
+            elif entry.is_dir(follow_symlinks=False) and not _skipped(entry.name):
+                pending.append(Path(entry.path))
     return sorted(hidden)
 
 
