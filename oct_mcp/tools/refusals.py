@@ -38,11 +38,16 @@ _RIGHTS: Final = {
     "outside": "open a path the sandbox does not show",
     "project": "open or create a path in the project",
     "read_only": "write in the project, which runs see read-only",
+    "read_only_outside": "write a path outside the project, which runs see read-only",
+}
+# The refusals each backend makes, so that no other cause is taken for one: native confines
+# nothing, bubblewrap gives loopback, ptys and /dev/shm and hides (not refuses) what it does not
+# show; an EACCES there (a port below 1024, a folder of another user) is the system's own answer.
+_MADE_BY: Final = {
+    "landlock": frozenset(_RIGHTS) - {"read_only_outside"},
+    "bubblewrap": frozenset({"read_only", "read_only_outside"}),
 }
 _NO_SHM: Final = "landlock runs have no /dev/shm; the bubblewrap backend gives each run its own"
-_NO_NETWORK: Final = (
-    "runs have no network but their own loopback; oct_run with network=true gives a command the network"
-)
 _PROJECT_READ_ONLY: Final = (
     "a test that writes into the project fails under oct_test; write under tmp_path or TMPDIR, or run "
     "the command with oct_run and writes=true (consent)"
@@ -73,13 +78,12 @@ _ALLOWS: Final = {
     ),
 }
 _ALLOWS_ANY: Final = {
-    "tcp": _NO_NETWORK,
-    "udp": _NO_NETWORK,
     "project": (
         "runs see the project read-only (and under landlock not the files that hold secrets, which a "
         f"note names); {_PROJECT_READ_ONLY}"
     ),
     "read_only": _PROJECT_READ_ONLY,
+    "read_only_outside": "runs write only in their scratch folder (TMPDIR, HOME, tmp_path): write there",
 }
 _ALLOWS_DEFAULT: Final = "`oct-mcp doctor` shows what this backend lets a run do"
 
@@ -111,6 +115,8 @@ def refusal_notes(failures: Iterable[TestFailure], output: str, backend: str, ro
         if found is None:
             continue
         kind, detail = found
+        if kind not in _MADE_BY.get(backend, frozenset()):
+            continue
         entry = seen.setdefault(kind, _Seen())
         entry.tests.append(failure.node_id)
         if detail and detail not in entry.details and len(entry.details) < _DETAILS:
@@ -148,12 +154,17 @@ def _refusal(report: str, root: Path) -> tuple[str, str] | None:
         return kind, "" if address is None else _cut(address.group(1))
     read_only = _READ_ONLY_PATH.search(report)
     if read_only is not None:
-        return "read_only", _cut(read_only.group(1))
+        return ("read_only" if _inside(Path(read_only.group(1)), root) else "read_only_outside"), _cut(
+            read_only.group(1)
+        )
     if denied is not None:
-        path = Path(denied.group(1))
-        inside = not path.is_absolute() or path == root or root in path.parents
-        return ("project" if inside else "outside"), _cut(denied.group(1))
+        return ("project" if _inside(Path(denied.group(1)), root) else "outside"), _cut(denied.group(1))
     return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether a path a test printed lies in the project (a relative one is: tests start at the root)."""
+    return not path.is_absolute() or path == root or root in path.parents
 
 
 def _cut(detail: str) -> str:
