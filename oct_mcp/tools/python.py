@@ -784,7 +784,7 @@ def _parse_pytest(notes: list[str], root: Path) -> Callable[[RunResult], ToolRes
             )
         every = report.failures
         failures, _ = take_within(every, MODEL_VIEW_BUDGET)
-        all_notes = [*stopped, *notes, *refusal_notes(every, text, run.backend, root)]
+        all_notes = [*stopped, *notes, *refusal_notes(every, run.backend, root)]
         output = TestOutput(
             **report.counts,
             duration_seconds=report.duration if report.summarised else run.duration_seconds,

@@ -24,17 +24,12 @@ _BIND_ADDRESS: Final = re.compile(r"while attempting to bind on address (\(.{1,1
 _CALL_ADDRESS: Final = re.compile(r"\.(?:bind|connect)\((.{1,100})\)\s*$", re.MULTILINE)
 _DENIED_PATH: Final = re.compile(r"\[Errno 13\] Permission denied: '([^']{1,300})'")
 _READ_ONLY_PATH: Final = re.compile(r"\[Errno 30\] Read-only file system: '([^']{1,300})'")
-# joblib's warning when it finds no working semaphores; in pytest's warnings summary.
-_SERIAL_MODE: Final = re.compile(r"\b\w*Warning: .*will operate in serial mode.*$", re.MULTILINE)
 
 # What each refusal is, and what allows it, by backend: only what the backend really refuses.
 _RIGHTS: Final = {
     "tcp": "bind, listen on or connect a TCP socket",
     "udp": "create a UDP socket",
     "unix": "create a unix socket",
-    "pty": "open a pseudo-terminal (/dev/ptmx: `out of pty devices`)",
-    "semaphore": "create a POSIX semaphore in /dev/shm (multiprocessing's locks, queues and pools)",
-    "shared_memory": "create POSIX shared memory in /dev/shm",
     "outside": "open a path the sandbox does not show",
     "project": "open or create a path in the project",
     "read_only": "write in the project, which runs see read-only",
@@ -43,11 +38,12 @@ _RIGHTS: Final = {
 # The refusals each backend makes, so that no other cause is taken for one: native confines
 # nothing, bubblewrap gives loopback, ptys and /dev/shm and hides (not refuses) what it does not
 # show; an EACCES there (a port below 1024, a folder of another user) is the system's own answer.
+# A pty, a semaphore or shared memory is told apart (so it is not read as a path or a socket) and
+# left to the note the sandbox adds for the devices a backend lacks (backends/devices.py).
 _MADE_BY: Final = {
     "landlock": frozenset(_RIGHTS) - {"read_only_outside"},
     "bubblewrap": frozenset({"read_only", "read_only_outside"}),
 }
-_NO_SHM: Final = "landlock runs have no /dev/shm; the bubblewrap backend gives each run its own"
 _PROJECT_READ_ONLY: Final = (
     "a test that writes into the project fails under oct_test; write under tmp_path or TMPDIR, or run "
     "the command with oct_run and writes=true (consent)"
@@ -66,11 +62,6 @@ _ALLOWS: Final = {
         "landlock runs may not create unix sockets; the bubblewrap backend allows them in the run's own "
         "folders"
     ),
-    ("pty", "landlock"): (
-        "landlock runs cannot open /dev/ptmx; the bubblewrap backend gives runs ptys of their own"
-    ),
-    ("semaphore", "landlock"): _NO_SHM,
-    ("shared_memory", "landlock"): _NO_SHM,
     ("outside", "landlock"): (
         "runs see the project, their scratch folder (TMPDIR, HOME) and the tools' and system's folders; "
         "the bubblewrap backend also shows a minimal /dev; put what the tests need in the project or "
@@ -94,15 +85,14 @@ class _Seen:
     details: list[str] = field(default_factory=list)
 
 
-def refusal_notes(failures: Iterable[TestFailure], output: str, backend: str, root: Path) -> list[str]:
-    """A note per kind of refusal the failed tests' reports show, and one per degradation a library printed.
+def refusal_notes(failures: Iterable[TestFailure], backend: str, root: Path) -> list[str]:
+    """A note per kind of refusal the failed tests' reports show.
 
-    Only what a report shows counts: an `[Errno 13]` or `[Errno 1]` at a socket call, `out of pty
-    devices`, a semaphore or shared memory refused, a path refused; no cause is guessed.
+    Only what a report shows counts: an `[Errno 13]` or `[Errno 1]` at a socket call, a path
+    refused, a write into the read-only project; no cause is guessed.
 
     Args:
         failures: The failures pytest reported, with their messages and tracebacks.
-        output: pytest's whole output (a library's warnings stand in its warnings summary).
         backend: The sandbox backend the run had.
         root: The project root, to tell a path in the project from one outside it.
 
@@ -129,11 +119,6 @@ def refusal_notes(failures: Iterable[TestFailure], output: str, backend: str, ro
         notes.append(
             f"sandbox refusal: {len(entry.tests)} test(s) failed because the {backend} sandbox refused to "
             f"{_RIGHTS[kind]}{where}, for example {examples}; {allows}"
-        )
-    for line in dict.fromkeys(found.group(0).strip()[:300] for found in _SERIAL_MODE.finditer(output)):
-        notes.append(
-            f"degraded, not failed: a library printed `{line}`: the tests that need its parallel mode were "
-            "skipped or ran serially, and pass or skip without testing it"
         )
     return notes
 

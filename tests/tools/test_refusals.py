@@ -27,11 +27,11 @@ READ_ONLY = pytest_report.TestFailure(
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "native", "sandbox_exec"])
 def test_a_refusal_the_backend_does_not_make_is_not_claimed(backend: str) -> None:
-    assert refusal_notes([LOW_PORT], "", backend, ROOT) == []
+    assert refusal_notes([LOW_PORT], backend, ROOT) == []
 
 
 def test_landlock_which_refuses_every_bind_without_network_names_it_with_the_address() -> None:
-    (note,) = refusal_notes([LOW_PORT], "", "landlock", ROOT)
+    (note,) = refusal_notes([LOW_PORT], "landlock", ROOT)
 
     assert note.startswith(
         "sandbox refusal: 1 test(s) failed because the landlock sandbox refused to bind, listen on or "
@@ -41,7 +41,7 @@ def test_landlock_which_refuses_every_bind_without_network_names_it_with_the_add
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
 def test_a_write_into_the_read_only_project_is_named_on_every_confining_backend(backend: str) -> None:
-    (note,) = refusal_notes([READ_ONLY], "", backend, ROOT)
+    (note,) = refusal_notes([READ_ONLY], backend, ROOT)
 
     assert "refused to write in the project, which runs see read-only (out.txt)" in note
     assert "oct_run and writes=true" in note
