@@ -229,8 +229,6 @@ async def test_a_test_the_sandbox_refused_something_is_named_with_what_would_all
             assert named in note.replace('"', "'")
         else:
             assert naming == []
-    if backend == "landlock":
-        assert failed >= set(REFUSALS)
     (written,) = [note for note in refusals if "::test_writes_in_project" in note]
     assert "some_folder" in written
     assert "oct_run and writes=true" in written
