@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -15,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 import anyio
 
 from oct_mcp import __version__
+from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command, blocked_by_apparmor
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
+from oct_mcp.stopping import until_stopped
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
 from oct_mcp.tools.screen_helper import helper_status
@@ -497,12 +500,19 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object], output: str = 
     # At a terminal, the person running the command is the human who can consent.
     interactive = sys.stdin.isatty()
     client = ClientInfo(client_id="cli", transport="cli", can_elicit=interactive)
-    outcome = anyio.run(run_call, app, tool, arguments, client)
+    outcome = anyio.run(until_stopped, partial(run_call, app, tool, arguments, client))
     if isinstance(outcome, ConsentRequest) and interactive:
         print(outcome.message, file=sys.stderr)
         approved = input("Allow this call? [y/N] ").strip().lower() in ("y", "yes")
         consent = Consent(tool=outcome.tool, digest=outcome.digest, approved=approved)
-        outcome = anyio.run(partial(run_call, app, tool, arguments, client, consent=consent))
+        outcome = anyio.run(until_stopped, partial(run_call, app, tool, arguments, client, consent=consent))
+    if isinstance(outcome, signal.Signals):
+        # The call was cancelled: the command it ran, and everything that command started, are gone.
+        print(
+            f"[interrupted] oct-mcp call stopped on {outcome.name}; the tool's run was ended",
+            file=sys.stderr,
+        )
+        return 128 + outcome.value
     if isinstance(outcome, CallFailure):
         print(f"[{outcome.code}] {outcome.message}", file=sys.stderr)
         return EXIT_CALL_FAILED
@@ -603,6 +613,9 @@ def print_doctor(app: App, out: TextIO) -> None:
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
+    advice = bubblewrap_advice()
+    if advice is not None:
+        write(advice)
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
     write(f"secret files: {secret_files_status(app)}\n")
     write(f"search: {helper_status(app.workspace.root)}\n")
@@ -710,6 +723,37 @@ def landlock_guarantee_status() -> list[tuple[str, str]]:
         reason = missing.get(guarantee)
         rows.append((guarantee, "met" if reason is None else f"missed: {reason}"))
     return rows
+
+
+def bubblewrap_advice(
+    probe_error: str | None = None, executable: str | None = None, sysctl: Path = RESTRICT_SYSCTL
+) -> str | None:
+    """Where AppArmor blocks an installed bubblewrap: that it does, and the one-time commands that let
+    it run; None where bubblewrap works, is absent or fails for another reason.
+
+    Args:
+        probe_error: What bubblewrap's probe reported; by default this machine's probe.
+        executable: The bwrap it probed; by default the one the backend uses.
+        sysctl: The kernel's user-namespace restriction file.
+    """
+    from oct_mcp.backends.bubblewrap import Bubblewrap
+    from oct_mcp.backends.selection import probe_backends
+
+    if probe_error is None:
+        availability = dict(probe_backends())["bubblewrap"]
+        if availability.usable:
+            return None
+        probe_error = availability.detail
+    executable = executable or Bubblewrap().executable
+    if executable is None or not blocked_by_apparmor(probe_error, sysctl):
+        return None
+    return (
+        f"bubblewrap is installed but AppArmor blocks it: this kernel lets only programs whose AppArmor "
+        f"profile allows it create user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1), and "
+        f"{executable} has no such profile. To let it run, once, as root (Ubuntu's documented profile):\n"
+        f"{apparmor_profile_command(executable)}"
+        "then run `oct-mcp doctor` again: `auto` picks bubblewrap once its probe passes\n"
+    )
 
 
 def sandbox_backend_status(configured: str) -> list[tuple[str, str]]:

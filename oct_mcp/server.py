@@ -24,6 +24,7 @@ from oct_mcp.app import App
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants, with_confirm_argument
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
+from oct_mcp.stopping import STOP_SIGNALS
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.transports.error_masking import MaskedErrorStream
 
@@ -208,7 +209,7 @@ def build_server(
 
 
 async def serve_stdio(app: App) -> None:
-    """Serve MCP over this process's stdin and stdout until the client closes stdin, or SIGTERM/SIGINT.
+    """Serve MCP over this process's stdin and stdout until the client closes stdin, or SIGTERM/SIGINT/SIGHUP.
 
     A signal cancels every call in flight: each kills its process tree on the way out
     (the runner's cancellation path), and the server returns normally.
@@ -217,7 +218,7 @@ async def serve_stdio(app: App) -> None:
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
                 async for signum in signals:
                     _log.info("shutting_down", signal=signal.Signals(signum).name)
                     tasks.cancel_scope.cancel()

@@ -355,10 +355,14 @@ def test_an_output_definition_used_once_is_written_in_place_and_one_used_twice_s
 
 def _values(names: list[str]) -> st.SearchStrategy[object]:
     """JSON values shaped like the tools' arguments and results: objects keyed by their own names."""
-    scalars = st.none() | st.booleans() | st.integers(-3, 50_000) | st.sampled_from(["", "a", "lines", "x" * 1100])
+    scalars = (
+        st.none() | st.booleans() | st.integers(-3, 50_000) | st.sampled_from(["", "a", "lines", "x" * 1100])
+    )
     return st.recursive(
         scalars,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(names), inner, max_size=6),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(names), inner, max_size=6)
+        ),
         max_leaves=12,
     )
 

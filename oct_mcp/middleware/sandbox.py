@@ -350,6 +350,7 @@ class ExecutionSandbox:
                 time_limit=timeout,
                 max_output=self.max_output_bytes,
                 on_stdout_line=_progress_reader(plan, progress),
+                interrupt_first=plan.reports_when_interrupted,
             )
             if plan.output_files:
                 files, cut = outputs.read(name for _, name in plan.output_files)
@@ -372,7 +373,7 @@ class ExecutionSandbox:
             # After the protected-path check, which would otherwise see HEAD changed: the run had no
             # right on the git folder, the server installs what git left in its private one.
             await anyio.to_thread.run_sync(install_git_state, plan.git_writes.git_dir, git_state)
-        if run.timed_out:
+        if run.timed_out and not plan.reports_when_interrupted:
             raise ToolTimeoutError(_timeout_message(limit, plan))
         degraded = tuple(
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))

@@ -6,7 +6,6 @@ import configparser
 import json
 import os
 import re
-import textwrap
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -17,9 +16,9 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
-from oct_mcp.backends.installs import is_inside
+from oct_mcp.backends.installs import install_roots, is_inside
 from oct_mcp.diff_view import diff_files, readable_diff
-from oct_mcp.errors import OctError, ToolUnavailableError
+from oct_mcp.errors import InstallRefusedError, OctError, ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
     CallRisk,
@@ -37,6 +36,8 @@ from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git_masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
+from oct_mcp.tools.pytest_report import PytestReport, SkipReason, TestFailure, read_report, report_chars
+from oct_mcp.tools.refusals import refusal_notes
 from oct_mcp.tools.results import (
     MODEL_VIEW_BUDGET,
     MODEL_VIEW_MIN,
@@ -47,6 +48,7 @@ from oct_mcp.tools.results import (
     page,
     take_within,
 )
+from oct_mcp.tools.unseen import hidden_links
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -58,12 +60,13 @@ SUMMARY_FIRST: Final = 10
 _SNAPSHOT_LIMIT: Final = 20_000
 _SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _TAIL_CHARS: Final = 4_000
-_MESSAGE_CHARS: Final = 4_000
 _NEXT_STEP: Final = (
     "run the same command in a terminal in the project to see all of it; `oct-mcp doctor` shows "
     "which program ran"
 )
 _RUFF_REPORT: Final = "ruff.json"
+_IGNORED_MAX: Final = 200
+_HIDDEN_NAMED: Final = 10
 
 RuleCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{1,4}[0-9]{0,4}$", max_length=8)]
 # A pytest -k or -m expression: words, operators and parentheses; it can never start with '-'.
@@ -838,15 +841,6 @@ class TestParams(_Params):
     )
 
 
-class TestFailure(BaseModel):
-    node_id: str
-    kind: Literal["failed", "error"]
-    message: str
-    """The whole assertion or exception message (pytest's `E` lines), up to 4,000 characters."""
-    traceback: str = ""
-    """The rest of the failure's report (--tb=short: frames, captured output), its last 4,000 characters."""
-
-
 class TestOutput(BaseModel):
     passed: int
     failed: int
@@ -856,19 +850,18 @@ class TestOutput(BaseModel):
     failures: list[TestFailure]
     failures_omitted: int = 0
     """Failures past the result's budget, counted and not shown: run fewer tests to see them."""
+    skips: list[SkipReason] = Field(default_factory=list)
+    """Why tests were skipped, as pytest reported it, one entry per reason and file."""
+    ended: Literal["finished", "timed_out", "crashed"] = "finished"
+    """`timed_out` or `crashed`: pytest stopped early; the counts and failures are those it reported
+    until then (from its progress characters when it printed no counts line)."""
     exit_code: int | None
     notes: list[str] = Field(default_factory=list)
-    """How oct ran the tests (which interpreter, serial instead of parallel), and why."""
+    """How oct ran the tests (which interpreter, serial instead of parallel), and why; what stopped a
+    run early."""
 
 
-_SUMMARY_COUNT: Final = re.compile(
-    r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
-)
-_SUMMARY_TIME: Final = re.compile(r" in ([0-9.]+)s")
-_SHORT_SUMMARY: Final = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 _PROGRESS: Final = re.compile(rb"\[\s*(\d{1,3})%\]\s*$")
-_BANNER: Final = re.compile(r"^=+ (.+?) =+$")
-_SECTION: Final = re.compile(r"^_+ (.+?) _+$")
 _COVERAGE_FILE: Final = "coverage/.coverage"
 
 
@@ -880,105 +873,63 @@ def _has_xdist(python: Path) -> bool:
     )
 
 
-def _failure_sections(lines: list[str]) -> dict[str, list[list[str]]]:
-    """pytest's FAILURES and ERRORS sections, one list of lines per report, in report order."""
-    sections: dict[str, list[list[str]]] = {"failed": [], "error": []}
-    kind: str | None = None
-    for line in lines:
-        banner = _BANNER.match(line)
-        if banner is not None:
-            title = banner.group(1).strip()
-            kind = "failed" if title == "FAILURES" else "error" if title == "ERRORS" else None
-            continue
-        if kind is None:
-            continue
-        if _SECTION.match(line):
-            sections[kind].append([])
-        elif sections[kind]:
-            sections[kind][-1].append(line)
-    return sections
-
-
-def _is_raised(line: str) -> bool:
-    return line.startswith("E ") or line == "E"
-
-
-def _message(section: list[str], fallback: str) -> str:
-    raised = [line[1:] for line in section if _is_raised(line)]
-    text = textwrap.dedent("\n".join(raised)).strip() if raised else fallback
-    return text[:_MESSAGE_CHARS]
-
-
-def _traceback(section: list[str]) -> str:
-    """The report without its `E` lines, which the message already carries; the end, where the failing
-    line is, kept."""
-    return "\n".join(line for line in section if not _is_raised(line)).strip()[-_TAIL_CHARS:]
-
-
-def _failures(lines: list[str]) -> list[TestFailure]:
-    sections = _failure_sections(lines)
-    taken = {"failed": 0, "error": 0}
-    failures: list[TestFailure] = []
-    for found in map(_SHORT_SUMMARY.match, lines):
-        if found is None:
-            continue
-        kind: Literal["failed", "error"] = "failed" if found.group(1) == "FAILED" else "error"
-        # The sections and the short summary both list the reports in the order pytest kept them.
-        index = taken[kind]
-        taken[kind] += 1
-        section = sections[kind][index] if index < len(sections[kind]) else []
-        failures.append(
-            TestFailure(
-                node_id=found.group(2),
-                kind=kind,
-                message=_message(section, found.group(3) or ""),
-                traceback=_traceback(section),
-            )
-        )
-    return failures
-
-
-def _parse_pytest(notes: list[str]) -> Callable[[RunResult], ToolResult]:
+def _parse_pytest(notes: list[str], root: Path) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         text = run.stdout.decode(errors="replace")
-        counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
-        duration = None
-        summarised = False
-        lines = text.splitlines()
-        for line in reversed(lines):
-            if _SUMMARY_TIME.search(line) and (_SUMMARY_COUNT.search(line) or "no tests ran" in line):
-                summarised = True
-                for number, word in _SUMMARY_COUNT.findall(line):
-                    key = "errors" if word.startswith("error") else word
-                    if key in counts:
-                        counts[key] = int(number)
-                found = _SUMMARY_TIME.search(line)
-                duration = float(found.group(1)) if found else None
-                break
-        # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected; others: it could not run
-        # (2 interrupted or a usage error, 3 an internal error, 4 a bad command line). A 1 with no
-        # summary line is a crash on the way out (a plugin that could not write its report).
-        if run.exit_code not in (0, 1, 5) or (run.exit_code == 1 and not summarised):
+        report = read_report(text)
+        ended: Literal["finished", "timed_out", "crashed"] = "finished"
+        stopped: list[str] = []
+        if run.timed_out:
+            ended = "timed_out"
+            stopped.append(
+                f"[timeout] the run reached its time limit after {run.duration_seconds:.0f} s and was "
+                f"stopped: {_what_was_reported(report)}; raise timeout_test_seconds, or run fewer tests "
+                "(paths, keyword)"
+            )
+        elif run.exit_code == 3 and report.internal_error is not None:
+            # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected, 3 an internal error,
+            # which it prints as INTERNALERROR lines after the tests it ran.
+            ended = "crashed"
+            stopped.append(
+                f"[tool_failed] pytest crashed with an internal error (exit code 3: "
+                f"{report.internal_error}); {_what_was_reported(report)}; the tests after it did not "
+                "run: run them with paths, or run `python -m pytest` in a terminal to see the whole error"
+            )
+        elif run.exit_code not in (0, 1, 5) or (run.exit_code == 1 and not report.summarised):
+            # Others: it could not run (2 interrupted or a usage error, 4 a bad command line). A 1 with
+            # no summary line is a crash on the way out (a plugin that could not write its report).
             return _tool_failed(
                 "pytest",
                 run,
                 "pytest could not run the tests (the end of its output says why); fix that, or run "
                 "`python -m pytest` in a terminal in the project to compare",
             )
-        every = _failures(lines)
+        every = report.failures
         failures, _ = take_within(every, MODEL_VIEW_BUDGET)
+        all_notes = [*stopped, *notes, *refusal_notes(every, run.backend, root)]
         output = TestOutput(
-            **counts,
-            duration_seconds=duration,
+            **report.counts,
+            duration_seconds=report.duration if report.summarised else run.duration_seconds,
             failures=failures,
             failures_omitted=len(every) - len(failures),
+            skips=report.skips,
+            ended=ended,
             exit_code=run.exit_code,
-            notes=notes,
+            notes=all_notes,
         )
         body = text[-MODEL_VIEW_BUDGET:]
-        return ToolResult(text="\n".join([*notes, body]) if notes else body, structured=output.model_dump())
+        return ToolResult(
+            text="\n".join([*all_notes, body]) if all_notes else body, structured=output.model_dump()
+        )
 
     return parse
+
+
+def _what_was_reported(report: PytestReport) -> str:
+    counts = ", ".join(f"{n} {word}" for word, n in report.counts.items())
+    if report.summarised:
+        return f"the counts ({counts}) and failures are those pytest reported until then"
+    return f"pytest printed no counts; these ({counts}) are read from its progress line"
 
 
 def _pytest_progress(line: bytes) -> tuple[float, float | None, str | None] | None:
@@ -1016,11 +967,35 @@ def _asks_for_junit(root: Path) -> bool:
     return any("--junit" in (_read_config(root / name) or "") for name in _PYTEST_CONFIGS)
 
 
+def _report_chars(root: Path) -> str:
+    """pytest's -r: failures, errors and skip reasons, plus what the project's config asks for, which
+    the last -r on the command line would otherwise replace."""
+    asked = report_chars("\n".join(_read_config(root / name) or "" for name in _PYTEST_CONFIGS))
+    return "".join(dict.fromkeys("fEs" + asked.replace("N", "")))
+
+
+def _hidden_from_run(root: Path, program: Path) -> list[str]:
+    """The project's links to places the run does not see, which pytest would fail to collect."""
+    try:
+        roots = install_roots(program, root)
+    except InstallRefusedError:
+        return []  # the sandbox refuses the run itself, and says why
+    return hidden_links(root, roots)
+
+
 def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
     command, python, notes = _pytest_command(root)
     cache = project_cache(root)
-    argv: list[str] = [*command, "-q", "-rfE", "--color=no", "--tb=short", "-o", f"cache_dir={cache}/pytest"]
+    argv: list[str] = [
+        *command,
+        "-q",
+        f"-r{_report_chars(root)}",
+        "--color=no",
+        "--tb=short",
+        "-o",
+        f"cache_dir={cache}/pytest",
+    ]
     if _asks_for_junit(root):
         # The last --junitxml wins over the one in addopts, which would write into the read-only project.
         argv.append(f"--junitxml={cache}/reports/junit.xml")
@@ -1038,11 +1013,22 @@ def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
             argv += ["-n", str(min(params.jobs, env.max_jobs))]
         else:
             notes.append("ran serially: jobs needs pytest-xdist, which the project's environment lacks")
+    hidden = _hidden_from_run(root, Path(command[0]))
+    if hidden:
+        argv += [f"--ignore={link}" for link in hidden[:_IGNORED_MAX]]
+        more = len(hidden) - _HIDDEN_NAMED
+        shown = ", ".join(hidden[:_HIDDEN_NAMED]) + (f" and {more} more" if more > 0 else "")
+        notes.append(
+            f"hidden from the run: {shown}: links to what lies outside the project and the sandbox "
+            "does not show, so pytest was told to ignore them (--ignore), as if they were absent; run "
+            "the tests under them in a terminal"
+        )
     argv += ["--", *params.paths] if params.paths else []
     return CommandPlan(
         argv=tuple(argv),
-        parse=_parse_pytest(notes),
+        parse=_parse_pytest(notes, root),
         long_running=True,
+        reports_when_interrupted=True,
         progress=_pytest_progress,
         # Plugins that write (coverage) write into the cache folder, not the read-only project.
         tool_env=(("COVERAGE_FILE", f"{cache}/{_COVERAGE_FILE}"),),
