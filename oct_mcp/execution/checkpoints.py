@@ -263,11 +263,18 @@ class CheckpointStore:
             info = os.lstat(path)
         except FileNotFoundError:
             return ABSENT_STATE
+        except OSError:
+            return PathState(kind="unrecorded")
         if not stat.S_ISREG(info.st_mode):
             return state_at(path)
         if info.st_size > self.file_max_bytes:
             return PathState(kind="unrecorded", mode=stat.S_IMODE(info.st_mode))
-        data = _read_file(path)
+        try:
+            data = _read_file(path)
+        except OSError:
+            # A file the server cannot read (mode 0000, gone meanwhile) is not undoable; the run is
+            # not refused for it: only a store that cannot be written refuses.
+            return PathState(kind="unrecorded", mode=stat.S_IMODE(info.st_mode))
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         kept = self._baseline_blobs / digest.removeprefix("sha256:")
         if not kept.exists():
