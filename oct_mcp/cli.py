@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -15,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 import anyio
 
 from oct_mcp import __version__
+from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command, blocked_by_apparmor
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
+from oct_mcp.stopping import until_stopped
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
 from oct_mcp.tools.screen_helper import helper_status
@@ -34,7 +37,9 @@ EXIT_CALL_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_BROAD_ROOT: Final = 3
 """The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
-COMMANDS: Final = ("serve", "doctor", "call", "tools", "checkpoints", "audit", "token")
+COMMANDS: Final = (
+    "serve", "doctor", "call", "tools", "checkpoints", "audit", "token", "install", "uninstall"
+)  # fmt: skip
 TAIL_DEFAULT: Final = 20
 
 _log = get_logger(__name__)
@@ -79,7 +84,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
     descriptions = {
         "serve": (
             "Serve MCP over stdio for one project. "
-            "Commands: serve (default), doctor, call, checkpoints, audit, token."
+            "Commands: serve (default), doctor, call, tools, checkpoints, audit, token, install, uninstall."
         ),
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
@@ -93,6 +98,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
         return _audit_parser()
     if command == "token":
         return _token_parser()
+    if command in ("install", "uninstall"):
+        return _install_parser(command)
     prog = "oct-mcp" if command == "serve" else f"oct-mcp {command}"
     parser = argparse.ArgumentParser(prog=prog, description=descriptions[command])
     if command == "serve":
@@ -114,6 +121,12 @@ def _parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("tool", help="tool name, as tools/list shows it")
         parser.add_argument(
             "--json", dest="arguments", default="{}", metavar="ARGS", help="arguments as JSON"
+        )
+        parser.add_argument(
+            "--output",
+            choices=("text", "json"),
+            default="text",
+            help="text: what the model reads (default); json: the structured result, for scripts",
         )
     return parser
 
@@ -172,6 +185,93 @@ def _token_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _install_parser(command: str) -> argparse.ArgumentParser:
+    from oct_mcp.install import DEFAULT_NAME, HOSTS
+
+    adds = command == "install"
+    parser = argparse.ArgumentParser(
+        prog=f"oct-mcp {command}",
+        description=(
+            "Add this server to a host's MCP config for one project, and turn the host's own shell, "
+            "file and edit tools off there where the host has a setting for it; a backup of each file "
+            "comes first. `oct-mcp uninstall HOST` removes exactly that."
+            if adds
+            else "Remove what `oct-mcp install HOST` added: the server's entry and the host tools it "
+            "turned off, nothing else; a backup of each file comes first."
+        ),
+    )
+    parser.add_argument("host", choices=HOSTS, help="the MCP host")
+    parser.add_argument(
+        "--project-root", default=".", metavar="PATH", help="the project (default: the current directory)"
+    )
+    parser.add_argument(
+        "--name",
+        default=DEFAULT_NAME,
+        help=f"the server's name in the host's config (default: {DEFAULT_NAME})",
+    )
+    if adds:
+        parser.add_argument("--profile", metavar="NAME", help="the security profile the server runs with")
+        parser.add_argument(
+            "--keep-host-tools",
+            action="store_true",
+            help="leave the host's own shell, file and edit tools on",
+        )
+    parser.add_argument("--print", action="store_true", help="show the changes as diffs, write nothing")
+    parser.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
+    return parser
+
+
+def _install(command: str, args: argparse.Namespace) -> int:
+    """`install HOST` / `uninstall HOST`: plan the host's config changes, then show or write them."""
+    from oct_mcp.errors import OctError
+    from oct_mcp.install import DEFAULT_NAME, apply_plan, plan_install, plan_uninstall, render_plan
+
+    home = _home()
+    if home is None:
+        print(f"oct-mcp {command}: [project_root] no home folder (HOME is unset); set HOME", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if command == "install":
+            plan = plan_install(
+                args.host,
+                args.project_root,
+                home=home,
+                profile=args.profile,
+                name=args.name,
+                keep_host_tools=args.keep_host_tools,
+            )
+        else:
+            plan = plan_uninstall(args.host, args.project_root, home=home, name=args.name)
+        shown = render_plan(plan)
+        if args.print:
+            sys.stdout.write(shown or f"oct-mcp {command}: nothing to change for {args.host}\n")
+            return EXIT_OK
+        backups = apply_plan(plan)
+    except OctError as exc:
+        print(f"oct-mcp {command}: [{exc.code}] {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(
+            f"oct-mcp {command}: [host_config] cannot write ({exc}); nothing more was changed",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not shown:
+        print(f"oct-mcp {command}: {args.host} already as asked; nothing changed")
+        return EXIT_OK
+    sys.stdout.write(shown)
+    for backup in backups:
+        print(f"backup: {backup}")
+    for note in plan.notes:
+        print(f"note: {note}")
+    if command == "install":
+        named = "" if args.name == DEFAULT_NAME else f" --name {args.name}"
+        print(
+            f"undo: oct-mcp uninstall {args.host} --project-root {Path(args.project_root).resolve()}{named}"
+        )
+    return EXIT_OK
+
+
 def _audit_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="oct-mcp audit", description="Check the audit log's hash chain, or show its last records."
@@ -207,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(args.action, args.paths, args.config, getattr(args, "count", TAIL_DEFAULT))
     if command == "token":
         return _token_create(args.name, args.config)
+    if command in ("install", "uninstall"):
+        return _install(command, args)
 
     project_root = "." if args.project_root is None else args.project_root
     if command in ("serve", "call", "checkpoints") and not args.allow_broad_root:
@@ -236,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_doctor(app, sys.stdout)
         return EXIT_OK
     if command == "call":
-        return _call(app, args.tool, args.arguments)
+        return _call(app, args.tool, args.arguments, args.output)
     if command == "checkpoints":
         return _checkpoints(app, args)
     if command == "tools":
@@ -376,7 +478,7 @@ def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
     return EXIT_OK
 
 
-def _call(app: App, tool: str, raw_arguments: str) -> int:
+def _call(app: App, tool: str, raw_arguments: str, output: str) -> int:
     try:
         arguments = json.loads(raw_arguments)
     except ValueError as exc:
@@ -385,11 +487,12 @@ def _call(app: App, tool: str, raw_arguments: str) -> int:
     if not isinstance(arguments, dict):
         print("oct-mcp call: --json must be a JSON object of arguments", file=sys.stderr)
         return EXIT_USAGE
-    return _call_tool(app, tool, arguments)
+    return _call_tool(app, tool, arguments, output)
 
 
-def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
-    """One call through the chain; its text on stdout, its structured content and failures on stderr."""
+def _call_tool(app: App, tool: str, arguments: dict[str, object], output: str = "text") -> int:
+    """One call through the chain: its text (or with `output="json"` its structured content) on
+    stdout, failures on stderr."""
     from oct_mcp.app import CallFailure, run_call
     from oct_mcp.consent import Consent
     from oct_mcp.types import ClientInfo, ConsentRequest
@@ -397,21 +500,32 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object]) -> int:
     # At a terminal, the person running the command is the human who can consent.
     interactive = sys.stdin.isatty()
     client = ClientInfo(client_id="cli", transport="cli", can_elicit=interactive)
-    outcome = anyio.run(run_call, app, tool, arguments, client)
+    outcome = anyio.run(until_stopped, partial(run_call, app, tool, arguments, client))
     if isinstance(outcome, ConsentRequest) and interactive:
         print(outcome.message, file=sys.stderr)
         approved = input("Allow this call? [y/N] ").strip().lower() in ("y", "yes")
         consent = Consent(tool=outcome.tool, digest=outcome.digest, approved=approved)
-        outcome = anyio.run(partial(run_call, app, tool, arguments, client, consent=consent))
+        outcome = anyio.run(until_stopped, partial(run_call, app, tool, arguments, client, consent=consent))
+    if isinstance(outcome, signal.Signals):
+        # The call was cancelled: the command it ran, and everything that command started, are gone.
+        print(
+            f"[interrupted] oct-mcp call stopped on {outcome.name}; the tool's run was ended",
+            file=sys.stderr,
+        )
+        return 128 + outcome.value
     if isinstance(outcome, CallFailure):
         print(f"[{outcome.code}] {outcome.message}", file=sys.stderr)
         return EXIT_CALL_FAILED
     if isinstance(outcome, ConsentRequest):
         print(outcome.message, file=sys.stderr)
         return EXIT_CALL_FAILED
-    sys.stdout.write(outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n")
-    if outcome.structured is not None:
-        print(json.dumps(dict(outcome.structured), indent=2), file=sys.stderr)
+    if output == "json" and outcome.structured is not None:
+        print(json.dumps(dict(outcome.structured), indent=2))
+    else:
+        # A tool without structured content (or a tool error) has only its text, whichever is asked.
+        sys.stdout.write(
+            outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n"
+        )
     return EXIT_CALL_FAILED if outcome.is_error else EXIT_OK
 
 
@@ -499,6 +613,9 @@ def print_doctor(app: App, out: TextIO) -> None:
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")
+    advice = bubblewrap_advice()
+    if advice is not None:
+        write(advice)
     write(f"run limits: {run_limits_status(config.memory_limit_mb)}\n")
     write(f"secret files: {secret_files_status(app)}\n")
     write(f"search: {helper_status(app.workspace.root)}\n")
@@ -624,6 +741,37 @@ def loopback_status() -> str:
         "supervised: a run without network serves and reaches its own TCP and UDP sockets on "
         "127.0.0.0/8 and ::1 and its own unix sockets under its scratch folder, nothing else "
         "(no wildcard, no other address, no socket of the host)"
+    )
+
+
+def bubblewrap_advice(
+    probe_error: str | None = None, executable: str | None = None, sysctl: Path = RESTRICT_SYSCTL
+) -> str | None:
+    """Where AppArmor blocks an installed bubblewrap: that it does, and the one-time commands that let
+    it run; None where bubblewrap works, is absent or fails for another reason.
+
+    Args:
+        probe_error: What bubblewrap's probe reported; by default this machine's probe.
+        executable: The bwrap it probed; by default the one the backend uses.
+        sysctl: The kernel's user-namespace restriction file.
+    """
+    from oct_mcp.backends.bubblewrap import Bubblewrap
+    from oct_mcp.backends.selection import probe_backends
+
+    if probe_error is None:
+        availability = dict(probe_backends())["bubblewrap"]
+        if availability.usable:
+            return None
+        probe_error = availability.detail
+    executable = executable or Bubblewrap().executable
+    if executable is None or not blocked_by_apparmor(probe_error, sysctl):
+        return None
+    return (
+        f"bubblewrap is installed but AppArmor blocks it: this kernel lets only programs whose AppArmor "
+        f"profile allows it create user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1), and "
+        f"{executable} has no such profile. To let it run, once, as root (Ubuntu's documented profile):\n"
+        f"{apparmor_profile_command(executable)}"
+        "then run `oct-mcp doctor` again: `auto` picks bubblewrap once its probe passes\n"
     )
 
 

@@ -24,6 +24,7 @@ from oct_mcp.app import App
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants, with_confirm_argument
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.spec import ToolSpec
+from oct_mcp.stopping import STOP_SIGNALS
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.transports.error_masking import MaskedErrorStream
 
@@ -52,29 +53,110 @@ def _tool_listing(spec: ToolSpec, *, takes_confirm: bool) -> types.Tool:
         title=spec.title,
         description=spec.description,
         input_schema=input_schema,
-        output_schema=compact_schema(spec.output.model_json_schema()) if spec.output is not None else None,
+        output_schema=(
+            compact_schema(spec.output.model_json_schema(), output=True) if spec.output is not None else None
+        ),
         annotations=types.ToolAnnotations.model_validate(spec.annotations),
         # Claude Code saves a larger result to a file and shows the model its path instead.
         meta={MAX_RESULT_META_KEY: spec.max_result_chars} if spec.max_result_chars is not None else None,
     )
 
 
-def compact_schema(schema: Any) -> Any:
-    """A JSON schema without pydantic's generated titles, which repeat each property's name.
+def compact_schema(schema: Any, *, output: bool = False) -> Any:
+    """`schema` as tools/list shows it: the same values accepted, in fewer characters.
 
-    tools/list is in every turn of a model's context; the titles are a fifth of it.
+    tools/list is in every turn of a model's context. Pydantic's generated titles repeat each
+    property's name; an optional field's `anyOf` of a type and null is one `type` list; an output
+    schema (for clients' validation, never read by the model) keeps no defaults, and a definition
+    used once is written where it is used, so a client resolves no `$ref` for it.
     """
-    if isinstance(schema, dict):
-        # A "title" whose value is a string is a schema's title; under "properties" a field named
-        # title maps to a schema, and stays.
-        return {
-            key: compact_schema(value)
-            for key, value in schema.items()
-            if not (key == "title" and isinstance(value, str))
-        }
+    if output:
+        schema = _inline_single_use(schema)
+    return _compacted(schema, output=output)
+
+
+def _compacted(schema: Any, *, output: bool) -> Any:
     if isinstance(schema, list):
-        return [compact_schema(item) for item in schema]
-    return schema
+        return [_compacted(item, output=output) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    # A "title" whose value is a string is a schema's title; under "properties" a field named
+    # title maps to a schema, and stays. So does a property named "default".
+    compacted = {
+        key: (
+            {name: _compacted(value, output=output) for name, value in value.items()}
+            if key in _SCHEMA_MAPS and isinstance(value, dict)
+            else _compacted(value, output=output)
+        )
+        for key, value in schema.items()
+        if not (key == "title" and isinstance(value, str)) and not (output and key == "default")
+    }
+    return _merged_optional(compacted)
+
+
+_SCHEMA_MAPS: Final = frozenset({"properties", "$defs", "patternProperties"})
+"""Keys whose value maps names to schemas: a name there is not a keyword."""
+
+
+def _merged_optional(schema: dict[str, Any]) -> dict[str, Any]:
+    """`{"anyOf": [{"type": T, ...}, {"type": "null"}], ...}` as `{"type": [T, "null"], ...}`."""
+    choices = schema.get("anyOf")
+    if not isinstance(choices, list) or len(choices) != 2 or {"type": "null"} not in choices:
+        return schema
+    (other,) = [choice for choice in choices if choice != {"type": "null"}]
+    if not isinstance(other.get("type"), str) or set(other) & set(schema):
+        return schema
+    merged = {key: value for key, value in schema.items() if key != "anyOf"}
+    merged.update(other)
+    merged["type"] = [other["type"], "null"]
+    if "enum" in merged:
+        merged["enum"] = [*merged["enum"], None]
+    if "const" in merged:
+        merged["enum"] = [merged.pop("const"), None]
+    return merged
+
+
+def _inline_single_use(schema: Any) -> Any:
+    """`schema` with each `$defs` entry that one `$ref` names written in its place."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("$defs"), dict):
+        return schema
+    definitions: dict[str, Any] = schema["$defs"]
+    uses: dict[str, int] = {}
+
+    def count(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith(_DEFS):
+                uses[ref.removeprefix(_DEFS)] = uses.get(ref.removeprefix(_DEFS), 0) + 1
+            for value in node.values():
+                count(value)
+        elif isinstance(node, list):
+            for value in node:
+                count(value)
+
+    count(schema)
+    # A definition that refers to itself, or is named more than once, stays a definition.
+    inlined = {name for name, used in uses.items() if used == 1 and name in definitions}
+    inlined -= {name for name in inlined if f"{_DEFS}{name}" in repr(definitions[name])}
+
+    def replace(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if len(node) == 1 and isinstance(ref, str) and ref.removeprefix(_DEFS) in inlined:
+                return replace(definitions[ref.removeprefix(_DEFS)])
+            return {key: replace(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [replace(value) for value in node]
+        return node
+
+    result = replace(schema)
+    kept = {name: replace(value) for name, value in definitions.items() if name not in inlined}
+    if kept:
+        result["$defs"] = kept
+    return result
+
+
+_DEFS: Final = "#/$defs/"
 
 
 def build_server(
@@ -127,7 +209,7 @@ def build_server(
 
 
 async def serve_stdio(app: App) -> None:
-    """Serve MCP over this process's stdin and stdout until the client closes stdin, or SIGTERM/SIGINT.
+    """Serve MCP over this process's stdin and stdout until the client closes stdin, or SIGTERM/SIGINT/SIGHUP.
 
     A signal cancels every call in flight: each kills its process tree on the way out
     (the runner's cancellation path), and the server returns normally.
@@ -136,7 +218,7 @@ async def serve_stdio(app: App) -> None:
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
                 async for signum in signals:
                     _log.info("shutting_down", signal=signal.Signals(signum).name)
                     tasks.cancel_scope.cancel()

@@ -170,6 +170,10 @@ class CommandPlan:
     contains it (a folder a call names passes the validator's containment first)."""
     timeout_seconds: float | None = None
     """A time limit lower than the configured one (a call asked for less); never raises it."""
+    reports_when_interrupted: bool = False
+    """The program prints its report when interrupted (SIGINT), as pytest does: past the time limit
+    the runner interrupts it first and gives it a few seconds, and `parse` reads that run
+    (`RunResult.timed_out` set) instead of the call failing with a timeout."""
     then: Then | None = None
     """A next command: `argv` runs first, in the same sandbox, and what it printed decides the
     argv run next (the same program); a `NextCommand` carries its own `then`, so each step's

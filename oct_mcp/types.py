@@ -314,4 +314,5 @@ class Runner(Protocol):
         time_limit: float,
         max_output: int,
         on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
+        interrupt_first: bool = False,
     ) -> Awaitable[RunResult]: ...

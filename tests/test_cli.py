@@ -95,7 +95,35 @@ def test_call_prints_the_tool_text_and_exits_0(
 
     assert code == EXIT_OK
     assert out == "# Demo\n"
-    assert json.loads(err)["total_lines"] == 4
+    assert err == ""
+
+
+def test_call_with_output_json_prints_the_structured_result_alone(
+    project: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(
+        capsys,
+        "call",
+        "oct_read_file",
+        "--project-root",
+        str(project),
+        "--config",
+        str(config_file),
+        "--json",
+        '{"path": "README.md", "end_line": 1}',
+        "--output",
+        "json",
+    )
+
+    assert code == EXIT_OK
+    assert json.loads(out) == {
+        "path": "README.md",
+        "text": "# Demo\n",
+        "start_line": 1,
+        "end_line": 1,
+        "total_lines": 4,
+    }
+    assert err == ""
 
 
 def test_call_refused_exits_1_with_the_code(

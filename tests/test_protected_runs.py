@@ -61,12 +61,17 @@ def project(tmp_path: Path) -> Path:
 
 
 def _fake_ruff(project: Path, body: str) -> None:
-    """`.venv/bin/ruff`: a shell script that does `body`, then formats app.py and exits 0."""
+    """`.venv/bin/ruff`: a shell script that, asked for its diff, names app.py; asked to format,
+    does `body`, then formats app.py and exits 0."""
     bin_folder = project / ".venv" / "bin"
     bin_folder.mkdir(parents=True)
     (project / ".venv" / "pyvenv.cfg").write_text("include-system-site-packages = false\n")
     script = bin_folder / "ruff"
-    script.write_text("#!/bin/sh\n" + textwrap.dedent(body) + "\necho 'y = 2' > src/app.py\nexit 0\n")
+    diff = "--- src/app.py\\n+++ src/app.py\\n@@ -1 +1 @@\\n-y=2\\n+y = 2\\n"
+    asked_for_diff = f'case " $* " in *" --diff "*) printf \'{diff}\'; exit 1;; esac\n'
+    script.write_text(
+        "#!/bin/sh\n" + asked_for_diff + textwrap.dedent(body) + "\necho 'y = 2' > src/app.py\nexit 0\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 

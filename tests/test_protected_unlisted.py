@@ -177,7 +177,10 @@ for backend in ("native", "bubblewrap", "landlock"):
         (project / "pkg").mkdir(parents=True)
         (project / "pkg" / "mod.py").write_text("x = 1\\n")
         config = base / f"{backend}-{name}.json"
-        config.write_text(json.dumps({"sandbox_backend": backend, "allow_unconfined_project_code": True}))
+        # HOME is /nonexistent here: no checkpoint store can be made, and a writing run would be refused.
+        settings = {"sandbox_backend": backend, "allow_unconfined_project_code": True}
+        settings["checkpoint_max_count"] = 0
+        config.write_text(json.dumps(settings))
         try:
             app = build_app(project, config_path=config, environ={})
         except ConfigError:

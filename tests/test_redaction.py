@@ -695,7 +695,7 @@ def _rebuild(text: str, findings: tuple[Finding, ...]) -> str:
 
 def test_the_package_exports_exactly_its_all() -> None:
     public = {name for name in vars(oct_mcp.redaction) if not name.startswith("_")}
-    submodules = {"checks", "detectors", "engine", "paths", "prefilter", "screen", "superset"}
+    submodules = {"checks", "code", "detectors", "engine", "paths", "prefilter", "screen", "superset"}
 
     assert public - submodules == set(oct_mcp.redaction.__all__)
 

@@ -1,4 +1,4 @@
-"""Shutdown while tools run: SIGTERM, SIGINT or stdin closing kill every child tree and exit 0."""
+"""Shutdown mid-run: SIGTERM, SIGINT, SIGHUP or stdin closing end the runs of a server or `oct-mcp call`."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _wait_until(predicate: object, seconds: float) -> bool:
 
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock", "native"])
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "stdin closed"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "SIGHUP", "stdin closed"])
 def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
     tmp_path: Path, config_file: Path, backend: str, stop: str
 ) -> None:
@@ -140,3 +140,51 @@ def test_a_server_started_at_a_terminal_says_so_answers_a_line_and_stops_on_ctrl
     assert f"serving {project.resolve()} (profile default) over stdio".encode() in started
     assert b'"result":{}' in answered
     assert code == 0
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_stopping_oct_mcp_call_mid_run_ends_the_run_it_started(
+    tmp_path: Path, config_file: Path, backend: str, stop: str
+) -> None:
+    # Skips where the backend does not work here.
+    if backend == "bubblewrap":
+        bubblewrap()
+    else:
+        landlock()
+    marker = f"oct-call-stop-{os.getpid()}-{backend}-{stop}"
+    project = tmp_path.resolve() / "proj"
+    project.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project / ".venv")], check=True)
+    config_file.write_text(json.dumps({"audit_log_path": str(tmp_path / "audit.log")}))
+    arguments = {"argv": ["python", "-c", "import sys, time; time.sleep(120)", marker]}
+    command = [
+        *(sys.executable, "-m", "oct_mcp", "call", "oct_run", "--json", json.dumps(arguments)),
+        *("--project-root", str(project), "--config", str(config_file)),
+    ]
+    env = {**os.environ, "OCT_MCP_SANDBOX": backend}
+    call = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        # The call's own command line names the marker too.
+        assert _wait_until(lambda: set(_processes_with(marker)) - {call.pid}, 60), "the run never started"
+        call.send_signal(getattr(signal, stop))
+        code = call.wait(timeout=15)
+        assert call.stderr is not None
+        said = call.stderr.read()
+    finally:
+        if call.poll() is None:
+            call.kill()
+            call.wait()
+        for pipe in (call.stdout, call.stderr):
+            if pipe is not None:
+                pipe.close()
+        leftover = [pid for pid in _processes_with(marker) if pid != call.pid]
+        for pid in leftover:
+            os.kill(pid, signal.SIGKILL)
+
+    assert code == 128 + getattr(signal, stop)
+    assert f"[interrupted] oct-mcp call stopped on {stop}".encode() in said
+    assert b"Traceback" not in said
+    assert leftover == []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from oct_mcp.backends.confined import Confinement
+from oct_mcp.backends.devices import DeviceGap
 
 __all__ = [
     "GUARANTEES",
@@ -165,6 +166,8 @@ class Prepared:
     """What this run is guaranteed, given the request and the backend."""
     confinement: Confinement | None = None
     """Applied to a fresh thread that then spawns the command (landlock); None: spawn as is."""
+    refused_devices: tuple[DeviceGap, ...] = ()
+    """Devices the run does not get: a result whose output shows the run needed one says so."""
 
 
 @dataclass(frozen=True, slots=True)

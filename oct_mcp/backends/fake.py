@@ -58,6 +58,7 @@ class ScriptedRunner:
         time_limit: float,
         max_output: int,
         on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
+        interrupt_first: bool = False,
     ) -> RunResult:
         self.seen.append((prepared, time_limit, max_output))
         return self.answer(prepared)

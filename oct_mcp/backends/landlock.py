@@ -39,6 +39,7 @@ from oct_mcp.backends import (
     SecretFileView,
 )
 from oct_mcp.backends.confined import kill_and_reap
+from oct_mcp.backends.devices import PTYS, SHARED_MEMORY
 from oct_mcp.backends.loopback import LoopbackSupervisor, loopback_support
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import filter_program, load_filter
@@ -57,6 +58,11 @@ _SCOPE_ABI: Final = 6
 _SYSTEM_READ: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc")
 _DEVICES_READ: Final = ("/dev/zero", "/dev/random", "/dev/urandom")
 _DEVICES_WRITE: Final = ("/dev/null", "/dev/full")
+_DEVICES_LISTED: Final = "/dev"
+"""Listed, not opened: a test that lists /dev or asks whether an entry is a block device. The right
+reaches the folders below it (/dev/shm, /dev/pts): their names show, as /proc shows processes'."""
+_DEVICE_GAPS: Final = "runs get no pty and no /dev/shm (bubblewrap gives each run its own)"
+"""What doctor says beside the guarantees: what a test suite misses here (devices.py says why)."""
 _CACHES: Final = (
     ("RUFF_CACHE_DIR", "ruff-cache"),
     ("MYPY_CACHE_DIR", "mypy-cache"),
@@ -171,7 +177,8 @@ class LandlockBackend:
             gaps = "; ".join(
                 filter(None, [gaps, "a setsid daemon can outlive its call (needs ABI 6, Linux 6.12)"])
             )
-        return Availability(True, f"{detail}; {gaps}" if gaps else f"{detail}; every guarantee holds")
+        held = f"{detail}; {gaps}" if gaps else f"{detail}; every guarantee holds"
+        return Availability(True, f"{held}; {_DEVICE_GAPS}")
 
     def prepare(self, request: SandboxRequest) -> Prepared:
         support = landlock_support()
@@ -201,6 +208,7 @@ class LandlockBackend:
                 support=support,
                 loopback=not request.network and support.seccomp and loopback_support() is None,
             ),
+            refused_devices=(PTYS, SHARED_MEMORY),
         )
 
 
@@ -402,6 +410,7 @@ def _allow_reads(ruleset: Ruleset, request: SandboxRequest) -> None:
         _allow_existing(ruleset, path, read)
     for path in _DEVICES_WRITE:
         _allow_existing(ruleset, path, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE)
+    _allow_existing(ruleset, _DEVICES_LISTED, AccessFS.READ_DIR)
     ruleset.allow_path(request.scratch, read | AccessFS(_write_rights(directory=True)))
     for folder in request.writable_dirs:
         ruleset.allow_path(folder, read | AccessFS(_write_rights(directory=True)))

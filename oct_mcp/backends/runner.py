@@ -19,13 +19,17 @@ from oct_mcp.backends.confined import ConfinedRun, start_confined
 from oct_mcp.errors import ToolUnavailableError
 from oct_mcp.spec import RunResult
 
-__all__ = ["DRAIN_SECONDS", "GRACE_SECONDS", "run_prepared"]
+__all__ = ["DRAIN_SECONDS", "GRACE_SECONDS", "INTERRUPT_SECONDS", "run_prepared"]
 
 CHUNK_BYTES: Final = 65_536
 GRACE_SECONDS: Final = 2.0
 """Between SIGTERM and SIGKILL."""
+INTERRUPT_SECONDS: Final = 10.0
+"""How long a command interrupted at its time limit has to print its report (pytest's summary of
+hundreds of failures takes seconds) before SIGTERM."""
 DRAIN_SECONDS: Final = 1.0
 """How long the pipes are read after the process is gone: an escaped daemon can hold them open forever."""
+_DESCENDANTS_MAX: Final = 4_096
 
 
 @dataclass
@@ -81,6 +85,51 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
         os.killpg(pgid, signum)
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid`, from /proc (a bubblewrap run's command sits two levels down, in a
+    session of its own, where the leader's group signal does not reach)."""
+    found: list[int] = []
+    pending = [pid]
+    while pending and len(found) < _DESCENDANTS_MAX:
+        parent = pending.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as handle:
+                    children = [int(child) for child in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            found.extend(children)
+            pending.extend(children)
+    return found
+
+
+def _group_and_session(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rpartition(")")[2].split()
+        return int(fields[2]), int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _interrupt(process: Process) -> None:
+    """SIGINT to the command's process groups, as Ctrl-C at a terminal sends it. A command that sits
+    in a session of its own below the leader (bubblewrap's) gets it there: bubblewrap itself would
+    die of it and take the command down before it printed anything."""
+    leader = _group_and_session(process.pid)
+    groups = set()
+    for pid in _descendants(process.pid):
+        found = _group_and_session(pid)
+        if found is not None and leader is not None and found[1] != leader[1]:
+            groups.add(found[0])
+    for group in groups or {process.pid}:
+        _signal_group(group, signal.SIGINT)
+
+
 async def _kill_tree(process: Process, grace: float) -> None:
     """SIGTERM to the command's whole process group, a grace period, then SIGKILL."""
     _signal_group(process.pid, signal.SIGTERM)
@@ -115,12 +164,16 @@ async def run_prepared(
     grace: float = GRACE_SECONDS,
     drain: float = DRAIN_SECONDS,
     on_stdout_line: LineHandler | None = None,
+    interrupt_first: bool = False,
+    interrupt_seconds: float = INTERRUPT_SECONDS,
 ) -> RunResult:
     """Run a prepared command to its end, its timeout, or its output cap.
 
     The command gets its own session and process group. Past `time_limit` or on overflow
     the group gets SIGTERM, then SIGKILL after `grace`; after the leader exits the
-    group is swept with SIGKILL again; the pipes are read for at most `drain` more.
+    group is swept with SIGKILL again; the pipes are read for at most `drain` more. With
+    `interrupt_first`, a command past its time limit gets SIGINT first and `interrupt_seconds` to
+    print its report and exit.
     The server's memory stays flat: at most `max_output` bytes are kept.
 
     Raises:
@@ -145,6 +198,10 @@ async def run_prepared(
             with anyio.move_on_after(time_limit) as deadline:
                 await _wait_for_exit_or_overflow(process, capture)
             timed_out = deadline.cancelled_caught
+            if timed_out and interrupt_first and process.returncode is None:
+                _interrupt(process)
+                with anyio.move_on_after(interrupt_seconds):
+                    await _wait_for_exit_or_overflow(process, capture)
             if process.returncode is None:
                 await _kill_tree(process, grace)
             # The leader is gone; anything it left in its group goes too, and in its domain.

@@ -11,9 +11,10 @@ sees no path, only a syscall's number and its plain arguments, so the rules are 
   extended attribute (ACLs are one) or an inode flag;
 - no file is made setuid, setgid or sticky at creation, whatever the run may write;
 - sockets (landlock only; bubblewrap has its own network namespace): no unix `socket()`, and
-  without network either TCP and UDP through the loopback supervisor (`loopback.py`), or where
-  the kernel cannot supervise, only TCP sockets, which Landlock keeps from binding or
-  connecting, and no `listen()`, which would bind one to every address on its own;
+  without network either TCP, UDP and unix sockets through the loopback supervisor
+  (`loopback.py`), or where the kernel cannot supervise, only TCP sockets, which Landlock keeps
+  from binding or connecting, and no `listen()`, which would bind one to every address on its own;
+- no keystrokes typed into a terminal (TIOCSTI, TIOCLINUX);
 - calls no tool needs that reach past the others: io_uring, ptrace, bpf, keyrings, the x32 ABI.
 
 A syscall argument is compared on the bits the kernel reads: an `int` or `mode_t` argument is
@@ -99,6 +100,12 @@ _FLAG_IOCTLS: Final = (
     0x40806685,  # FS_IOC_ENABLE_VERITY
     0x800C6613,  # FS_IOC_SET_ENCRYPTION_POLICY
 )
+# A terminal's input: TIOCSTI pushes a byte into it as if typed (dev.tty.legacy_tiocsti is on in most
+# kernels), TIOCLINUX pastes the console's selection. A run writes to a terminal, never types into one.
+_TERMINAL_INPUT_IOCTLS: Final = (
+    0x5412,  # TIOCSTI
+    0x541C,  # TIOCLINUX
+)
 _FLAG_SYSCALLS: Final = ("file_setattr",)
 """The syscall form of FS_IOC_FSSETXATTR (Linux 6.17)."""
 # io_uring performs socket() and connect() without those syscalls, so a filter on them needs it gone.
@@ -183,6 +190,7 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
                 _deny(rules, name, errno.EPERM, [ArgCmp(flags_at, CmpOp.MASKED_EQ, flag, mask=flag), mode])
     for request in _FLAG_IOCTLS:
         _deny(rules, "ioctl", errno.EPERM, [ArgCmp(1, CmpOp.MASKED_EQ, request, mask=_LOW_32)])
+    _terminal_rules(rules)
     for name, mode_at in _CHMODS:
         if not writes:
             _deny(rules, name, errno.EPERM)
@@ -207,6 +215,14 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
     if syscalls.arch() == "x86_64":
         return _refuse_x32() + program
     return program
+
+
+def _terminal_rules(rules: Filter) -> None:
+    """No keystrokes pushed into a terminal, the run's own pty's included."""
+    from seccompy import ArgCmp, CmpOp
+
+    for request in _TERMINAL_INPUT_IOCTLS:
+        _deny(rules, "ioctl", errno.EPERM, [ArgCmp(1, CmpOp.MASKED_EQ, request, mask=_LOW_32)])
 
 
 def _socket_rules(rules: Filter, *, network: bool) -> None:

@@ -16,13 +16,15 @@ digest of the state after tells whether a file changed since). The store keeps a
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
@@ -42,6 +44,7 @@ __all__ = [
     "CheckpointStore",
     "Entry",
     "PathState",
+    "StatKey",
     "StoreUsage",
     "project_key",
     "record_or_refuse",
@@ -54,6 +57,8 @@ _MIB: Final = 1_048_576
 _DOCUMENT_SUFFIX: Final = ".json"
 _ID_WIDTH: Final = 8
 
+StatKey = tuple[int, ...]
+"""A file's stat fields a change moves (times, size, inode): an unchanged key, an unchanged file."""
 Kind = Literal["absent", "file", "symlink", "folder", "other", "unrecorded", "pending"]
 
 
@@ -134,14 +139,7 @@ def state_at(path: str, *, keep: CheckpointStore | None = None) -> PathState:
     mode = stat.S_IMODE(info.st_mode)
     if keep is not None and info.st_size > keep.file_max_bytes:
         return PathState(kind="unrecorded", mode=mode)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        chunks = []
-        while chunk := os.read(fd, _CHUNK):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
+    data = _read_file(path)
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if keep is not None:
         keep.put_blob(digest, data)
@@ -157,6 +155,12 @@ class CheckpointStore:
     max_bytes: int = 256 * 1_048_576
     file_max_bytes: int = 8 * 1_048_576
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _baseline: dict[str, tuple[StatKey, PathState]] = field(default_factory=dict, repr=False)
+    """What each project file was when a command that may change anything last looked: its stat
+    key and state, with a file's content kept under `baseline/` (see `keep_baseline`)."""
+    _baseline_uses: Counter[str] = field(default_factory=Counter, repr=False)
+    """How many baseline files have each content: one no file has is deleted."""
+    _baseline_swept: bool = field(default=False, repr=False)
 
     @classmethod
     def for_project(
@@ -186,9 +190,13 @@ class CheckpointStore:
     def _documents(self) -> Path:
         return self.folder / "checkpoints"
 
+    @property
+    def _baseline_blobs(self) -> Path:
+        return self.folder / "baseline"
+
     def _prepare(self) -> None:
         self.folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for folder in (self.folder, self._objects, self._documents):
+        for folder in (self.folder, self._objects, self._documents, self._baseline_blobs):
             folder.mkdir(mode=0o700, exist_ok=True)
             # Made by an older umask or by hand: the store holds secrets, so owner-only whatever it was.
             if stat.S_IMODE(folder.stat().st_mode) & 0o077:
@@ -200,6 +208,135 @@ class CheckpointStore:
         if path.exists():
             return
         _write_private(path, zlib.compress(data, 6))
+
+    def keep_baseline(self, root: Path, files: Mapping[str, StatKey]) -> None:
+        """Keep what each of `files` (relative to `root`, with their stat keys) is now, before a
+        command that may change any of them runs: only those whose key this store has not seen
+        are read, so a warm call costs a comparison of keys.
+
+        A command's changes are known only after it ran; what it replaced is then taken from here
+        (`record_command`). Contents live under `baseline/`, owner-only like the rest, compressed
+        fast (level 1: the first call reads the whole project), outside the checkpoints' size limit;
+        a file over `file_max_bytes` is kept as not undoable.
+
+        Raises:
+            OSError: The store could not be written.
+        """
+        with self._lock:
+            self._prepare()
+            known, uses = self._baseline, self._baseline_uses
+            for gone in known.keys() - files.keys():
+                self._forget_baseline(known.pop(gone)[1])
+            for path, key in files.items():
+                seen = known.get(path)
+                if seen is None or seen[0] != key:
+                    state = self._baseline_state(os.path.join(root, path))
+                    if state.kind == "file":
+                        uses[state.digest] += 1
+                    known[path] = (key, state)
+                    if seen is not None:
+                        self._forget_baseline(seen[1])
+            if not self._baseline_swept:
+                # Left by an earlier server of this project: what no file is now, goes.
+                for blob in _files(self._baseline_blobs):
+                    if f"sha256:{blob.name}" not in uses:
+                        with contextlib.suppress(FileNotFoundError):
+                            blob.unlink()
+                self._baseline_swept = True
+
+    def _forget_baseline(self, state: PathState) -> None:
+        """One file less is `state`: its content goes when no file of the baseline has it."""
+        if state.kind != "file":
+            return
+        self._baseline_uses[state.digest] -= 1
+        if self._baseline_uses[state.digest] <= 0:
+            del self._baseline_uses[state.digest]
+            with contextlib.suppress(FileNotFoundError):
+                (self._baseline_blobs / state.digest.removeprefix("sha256:")).unlink()
+
+    def _baseline_state(self, path: str) -> PathState:
+        """What stands at `path`, a file's content kept under `baseline/`; through no link."""
+        parent = os.path.dirname(path)
+        if os.path.realpath(parent) != os.path.normpath(parent):
+            return PathState(kind="unrecorded")
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return ABSENT_STATE
+        except OSError:
+            return PathState(kind="unrecorded")
+        if not stat.S_ISREG(info.st_mode):
+            return state_at(path)
+        if info.st_size > self.file_max_bytes:
+            return PathState(kind="unrecorded", mode=stat.S_IMODE(info.st_mode))
+        try:
+            data = _read_file(path)
+        except OSError:
+            # A file the server cannot read (mode 0000, gone meanwhile) is not undoable; the run is
+            # not refused for it: only a store that cannot be written refuses.
+            return PathState(kind="unrecorded", mode=stat.S_IMODE(info.st_mode))
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        kept = self._baseline_blobs / digest.removeprefix("sha256:")
+        if not kept.exists():
+            # Not synced: a baseline lost in a crash is read again; a checkpoint that adopts one syncs it.
+            _write_private(kept, zlib.compress(data, 1), durable=False)
+        return PathState(kind="file", digest=digest, mode=stat.S_IMODE(info.st_mode))
+
+    def record_command(
+        self, root: Path, changed: Sequence[str], *, tool: str, call_id: str
+    ) -> Checkpoint | None:
+        """A checkpoint of `changed` (relative to `root`) as a command left them, each as it was
+        before from the baseline kept before the command ran (absent where it was not there).
+
+        Returns:
+            The checkpoint; None where nothing changed.
+
+        Raises:
+            OSError: The store could not be written (the command has run: its changes stay).
+        """
+        if not changed:
+            return None
+
+        def capture(kept: CheckpointStore) -> list[Entry]:
+            entries = []
+            for path in changed:
+                seen = kept._baseline.get(path)
+                before = ABSENT_STATE if seen is None else seen[1]
+                if before.kind == "file":
+                    kept._adopt_baseline_blob(before.digest)
+                full = os.path.join(root, path)
+                parent = os.path.dirname(full)
+                after = (
+                    state_at(full)
+                    if os.path.realpath(parent) == os.path.normpath(parent)
+                    else PathState(kind="unrecorded")
+                )
+                entries.append(Entry(path=path, before=before, after=after))
+            return entries
+
+        return self.record(tool=tool, call_id=call_id, capture=capture)
+
+    def _adopt_baseline_blob(self, digest: str) -> None:
+        """Make a baseline content a checkpoint's: the same file under a second name (no copy; the
+        baseline may then drop its own), or a copy where the file system has no hard links."""
+        name = digest.removeprefix("sha256:")
+        if (self._objects / name).exists():
+            return
+        try:
+            os.link(self._baseline_blobs / name, self._objects / name)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP):
+                raise
+            self.put_blob(digest, zlib.decompress((self._baseline_blobs / name).read_bytes()))
+            return
+        # The baseline wrote it without a sync; a checkpoint's content must outlive a crash.
+        fd = os.open(self._objects / name, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def blob(self, digest: str) -> bytes:
         """The content kept under `digest`.
@@ -364,6 +501,17 @@ def record_paths_before(
     return record_or_refuse(store, tool=tool, call_id=call_id, capture=capture)
 
 
+def _read_file(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def _files(folder: Path) -> Iterable[Path]:
     try:
         return list(folder.iterdir())
@@ -371,15 +519,17 @@ def _files(folder: Path) -> Iterable[Path]:
         return []
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write owner-only through a temporary file renamed over `path`: never half a document."""
+def _write_private(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write owner-only through a temporary file renamed over `path`: never half a document;
+    `durable`: synced to disk before the rename."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):

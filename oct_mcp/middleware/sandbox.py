@@ -32,6 +32,7 @@ from oct_mcp.backends import (
 )
 from oct_mcp.backends.caches import prepare_project_cache
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
+from oct_mcp.backends.devices import device_notes
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.git_state import InstalledState, PrivateGitFolder, install_git_state
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
@@ -349,6 +350,7 @@ class ExecutionSandbox:
                 time_limit=timeout,
                 max_output=self.max_output_bytes,
                 on_stdout_line=_progress_reader(plan, progress),
+                interrupt_first=plan.reports_when_interrupted,
             )
             if plan.output_files:
                 files, cut = outputs.read(name for _, name in plan.output_files)
@@ -371,12 +373,14 @@ class ExecutionSandbox:
             # After the protected-path check, which would otherwise see HEAD changed: the run had no
             # right on the git folder, the server installs what git left in its private one.
             await anyio.to_thread.run_sync(install_git_state, plan.git_writes.git_dir, git_state)
-        if run.timed_out:
+        if run.timed_out and not plan.reports_when_interrupted:
             raise ToolTimeoutError(_timeout_message(limit, plan))
         degraded = tuple(
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
         result = plan.parse(replace(run, degraded=degraded))
+        for note in device_notes(prepared.refused_devices, run.stdout + run.stderr):
+            result = _with_note(result, note)
         if secrets:
             result = _with_note(result, _secrets_note(self.backend.secret_files, secrets, project))
         return replace(

@@ -14,6 +14,7 @@ __all__ = [
     "is_literal_secret",
     "is_placeholder",
     "is_reference",
+    "is_sample_pair",
     "is_words",
     "looks_random",
     "mask",
@@ -84,7 +85,7 @@ _PLACEHOLDER_VALUES: Final = frozenset(
     }
 )
 # Fragments that mark a value as a stand-in, wherever they occur in it: marks, then words.
-_PLACEHOLDER_MARKS: Final = ("....", "…", "[redacted", "<redacted", "redacted>")
+_PLACEHOLDER_MARKS: Final = ("....", "…", "[redacted", "<redacted", "redacted>", "xxxx")
 _PLACEHOLDER_WORDS: Final = (
     "placeholder",
     "changeme",
@@ -145,6 +146,16 @@ _REFERENCE_SHAPE: Final = re.compile(
 )
 
 
+# A user and a password in lower-case words, as test data writes them (`foo:bar`, `user:pass`,
+# `login:pass`): the password eight letters at most. A generated password has digits or capitals.
+_SAMPLE_PAIR: Final = re.compile(r"[a-z][a-z_]{0,31}:[a-z]{1,8}", re.ASCII)
+
+
+def is_sample_pair(value: str) -> bool:
+    """Whether `value` is `user:password` of test data: lower-case words, a password of 8 letters or fewer."""
+    return _SAMPLE_PAIR.fullmatch(value) is not None
+
+
 def is_reference(value: str) -> bool:
     """Whether `value` names a secret held elsewhere (`$DB_PASSWORD`, `{{ pw }}`, `%PW%`, `*alias`)."""
     lowered = value.lower()
@@ -167,7 +178,20 @@ _VERSION: Final = re.compile(r"[\^~<>=!]{0,2}v?\d+(?:\.\d+)+(?:[-+.][\w.]+)?", r
 _DOTTED_NAME: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", re.ASCII)
 # Camel case counts as words when each capital starts a run of at least two lower-case letters
 # (`PasswordInput`, `hashedPassword`), which random letters (`aRzsHcZehv`) seldom do.
-_WORDS: Final = re.compile(r"[a-z]+(?:[_-][a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[a-z]*(?:[A-Z][a-z]{2,})+", re.ASCII)
+_WORDS: Final = re.compile(
+    r"[a-z]+(?:[_-][a-z]+)*|[A-Z]+(?:_[A-Z]+)*|[a-z]*(?:[A-Z][a-z]{2,})+|[A-Z][a-z]+(?:[_-][A-Z][a-z]+)+",
+    re.ASCII,
+)
+# A size or a count, as `kubectl describe secret` prints in place of a value (`token: 273 bytes`).
+_SIZE: Final = re.compile(
+    r"\d+(?:\.\d+)?[ \t]*(?:bytes?|[KMGTP]i?B|B|chars?|characters|items?|keys?|entries)", re.ASCII
+)
+# A prefix being named or built on (`sk-ant-api03-`, `sha256:`, `ghp_`): lower case, short, and
+# open at its end. Generated secrets are longer or mix cases (measured: none of the corpus's are so).
+_PREFIX: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,13}[-_:/]", re.ASCII)
+# Words joined by `:`, `@`, `/` or `.` of which one says what the value stands for (`some:password`,
+# `user@token`): test data that names itself.
+_NAMED_PARTS: Final = re.compile(r"[a-z]+(?:[:@/.][a-z]+)+", re.ASCII)
 _RUN: Final = re.compile(r"(.)\1{5}", re.DOTALL)
 _SEQUENCE: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
 _SEQUENCE_WINDOWS: Final = tuple(_SEQUENCE[i : i + 10] for i in range(len(_SEQUENCE) - 9))
@@ -282,6 +306,12 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     if lowered in _PLACEHOLDER_VALUES or is_reference(value):
         return False
     if "${" in value or "{{" in value or "://" in value:
+        return False
+    if _SIZE.fullmatch(value) or _PREFIX.fullmatch(value):
+        return False
+    if is_sample_pair(value):
+        return False
+    if _NAMED_PARTS.fullmatch(value) and not _PLACEHOLDER_VALUES.isdisjoint(re.split(r"[:@/.]", value)):
         return False
     if lowered == value.upper():
         # Numbers, dates, times, ratios, addresses: no generated secret goes without letters.

@@ -30,14 +30,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from oct_mcp.redaction import code
 from oct_mcp.redaction.checks import (
     char_classes,
     is_literal_secret,
     is_placeholder,
     is_reference,
+    is_sample_pair,
     is_words,
     looks_random,
 )
+from oct_mcp.redaction.code import Expression
 
 __all__ = [
     "CONTEXT",
@@ -415,7 +418,16 @@ def _is_prose(value: str) -> bool:
 
 
 # Documented public identifiers: shipped to browsers and apps by design, they grant nothing alone.
-PUBLIC_PREFIXES: Final = ("pk_live_", "pk_test_", "pk.eyJ", "FLWPUBK", "sb_publishable_", "pub_", "pubkey-")
+PUBLIC_PREFIXES: Final = (
+    "pk_live_",
+    "pk_test_",
+    "pk.eyJ",
+    "FLWPUBK",
+    "sb_publishable_",
+    "pub_",
+    "pubkey-",
+    "phc_",  # PostHog project keys: written into every page that sends events
+)
 
 
 def _cookie(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
@@ -481,6 +493,23 @@ def _env_entry(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
 
 
 def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    spans = _literal_field(detector, match)
+    if not spans:
+        return spans
+    # Only a value the rules above would mask is in doubt: most field names in tool output are
+    # followed by values they turn down at once, and reading tokens costs more (about 20 us).
+    group, _value_text = _value(match)
+    found = _code_value(match, group)
+    if found is not None:
+        kind = secret_field_kind(match["name"])
+        return _literals_in_code(match.string, found, kind, detector.priority)
+    if _public_name(match.string, match.start()):
+        return ()
+    return spans
+
+
+def _literal_field(detector: Detector, match: re.Match[str]) -> tuple[Span, ...]:
+    """The field's value as the rules on its text alone judge it: masked whole, or not at all."""
     group, value = _value(match)
     start = match.start()
     kind = secret_field_kind(match["name"])
@@ -494,6 +523,8 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         if scheme is not None:
             # `auth: Bearer <token>`: the scheme is no part of the secret, as for `Authorization:`.
             value, value_start = value[scheme.end() :], value_start + scheme.end()
+        # A comment after the value (`= 9476...  # why`, `: 498, // Unofficial`) is no part of it.
+        value = _TRAILING_COMMENT.split(value, maxsplit=1)[0]
         value = value.rstrip(" \t").removesuffix(",")  # an item's end
         if ((" " in value or "\t" in value) and not _stands_alone(match, start)) or (
             _CODE_LINE.search(value)
@@ -505,12 +536,109 @@ def _field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
             if token is None or not is_literal_secret(token.group(), quoted=False, digits=digits):
                 return ()
             value = token.group()
-    elif _is_prose(value) or not is_literal_secret(value, quoted=True, digits=digits):
+    elif (
+        _is_prose(value)
+        or not is_literal_secret(value, quoted=True, digits=digits)
+        or _is_template(match, group, value)
+    ):
         return ()
     if value.startswith(PUBLIC_PREFIXES):
         return ()
     end = value_start + len(value)
     return ((_equals_start(match, group, value_start), end, kind, detector.priority),)
+
+
+# Frameworks that ship a variable so named to every browser, by design: its value is public.
+_PUBLIC_NAME_STARTS: Final = ("NEXT_PUBLIC_", "NUXT_PUBLIC_", "EXPO_PUBLIC_")
+# Where a quoted value's string goes on: an operator, or a word such as `or`, `if`, `and`.
+_JOINED: Final = _compile(r"[ \t]*(?:[-+*/%|&^<>=!?@]|(?:or|and|if|else|in|is)[ \t])")
+# A format's field (`{}`, `{0}`, `{name}`, `{user.id!r:>8}`): the string is a template, not a value.
+_FORMAT_FIELD: Final = _compile(r"\{[A-Za-z0-9_.\[\]]*(?:[!:][^{}\n]{0,32})?\}")
+_FORMAT_FIELDS: Final = _compile(r"\{[^{}\n]*\}")
+_QUOTE_GROUPS: Final = ("dq", "sq", "bq")
+
+
+def _public_name(text: str, start: int) -> bool:
+    """Whether the field's whole name says a framework ships it to browsers (`NEXT_PUBLIC_..._KEY`)."""
+    low = max(0, start - 64)
+    while start > low and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    return text.startswith(_PUBLIC_NAME_STARTS, start)
+
+
+def _code_value(match: re.Match[str], group: str) -> Expression | None:
+    """The field's value as an expression, where it may be one; None: a literal, judged as before.
+
+    The tokens are read only where a value is in doubt: an unquoted one with a blank or an operator
+    character in it, or a quoted one that an operator or a keyword follows. A value alone on its
+    line (most of JSON, YAML, .env) is never tokenized.
+    """
+    text = match.string
+    value_start = match.start(group)
+    if group == "uq":
+        value = match.group(group)
+        name = _IDENTIFIER.match(value)
+        # A name mixing both cases and digits (`Xk9mQ2pLzR4t`) may be a secret in a URL or a shell.
+        if (
+            name is not None
+            and char_classes(name.group()) < 3
+            and _names_a_value(match, value_start + name.end())
+        ):
+            return Expression(())
+        if value.isalnum() and _JOINED.match(text, match.end(group)) is None:
+            return None
+        return code.expression(text, value_start)
+    if group not in _QUOTE_GROUPS or _JOINED.match(text, match.end(group) + 1) is None:
+        return None
+    quote = value_start - 1
+    while quote > 0 and value_start - quote <= 3 and text[quote - 1] in "bBrRuUfF":
+        quote -= 1
+    return code.expression(text, quote)
+
+
+_TRAILING_COMMENT: Final = _compile(r"[ \t]+(?:#|//)[ \t]")
+_IDENTIFIER: Final = _compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COMPARISONS: Final = frozenset({"==", "===", "!="})
+
+
+def _names_a_value(match: re.Match[str], name_end: int) -> bool:
+    """Whether the identifier that starts the value and ends at `name_end` is a name in code.
+
+    Two places say so: a keyword argument (`gss_auth=UseGSSAPI,`: `=` glued, then `,` or `)`)
+    and the side of a comparison (`password == provided_password:`), where a literal would be quoted.
+    """
+    text = match.string
+    op_start, op_end = match.span("op")
+    after = text[name_end : name_end + 1]
+    # `,` then a blank or the line's end: the next argument; `abc,def|g1` is one password.
+    next_item = after == ")" or (
+        after == "," and text[name_end + 1 : name_end + 2] in ("", " ", "\t", "\n", "\r", "\\")
+    )
+    if match["op"] == "=" and op_end == match.start("uq") and next_item:
+        return True
+    spaced = op_start > 0 and text[op_start - 1] in " \t"
+    return match["op"] in _COMPARISONS and spaced and after in ("", ":", ")", " ", "\n", "\r", ",")
+
+
+def _literals_in_code(text: str, found: Expression, kind: str, priority: int) -> list[Span]:
+    """In a value that is code, the string literals that are secrets alone (`"Zx8...Pa" + suffix`)."""
+    return [(start, end, kind, priority) for start, end in found.strings if looks_random(text[start:end])]
+
+
+def _is_template(match: re.Match[str], group: str, value: str) -> bool:
+    """A format string (`f"deploy with token {SECRET}"`, `"{user}:{password}"`): its fields are filled
+    from names; no piece left between them is a secret alone."""
+    if "{" not in value:
+        return False
+    text = match.string
+    quote = match.start(group) - 1
+    prefix = quote
+    while prefix > 0 and quote - prefix < 2 and text[prefix - 1] in "bBrRuUfF":
+        prefix -= 1
+    f_string = "f" in text[prefix:quote].lower() and (prefix == 0 or text[prefix - 1] not in _NAME_CHARS)
+    if not f_string and _FORMAT_FIELD.search(value) is None:
+        return False
+    return not any(looks_random(piece) for piece in _FORMAT_FIELDS.split(value))
 
 
 def _equals_start(match: re.Match[str], group: str, value_start: int) -> int:
@@ -608,13 +736,16 @@ def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         return ()
     if not is_literal_secret(value, quoted=group != "uq") or not looks_random(value):
         return ()
+    found = _code_value(match, group)
+    if found is not None:
+        return _literals_in_code(match.string, found, "api_key", detector.priority)
     text = match.string
     start = match.start()
     low = max(0, start - 64)
     while start > low and text[start - 1] in _NAME_CHARS:
         start -= 1
     words = re.split(r"[_.-]+", text[start : match.start()].lower())
-    if words[-1] in _NOT_SECRET_KEYS:
+    if words[-1] in _NOT_SECRET_KEYS or _public_name(text, match.start()):
         return ()
     return ((match.start(group), match.end(group), "api_key", detector.priority),)
 
@@ -653,6 +784,8 @@ def _authorization(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     scheme = match["scheme"]
     if is_placeholder(value):
         return ()
+    if scheme and scheme.lower() == "basic" and _sample_basic(value):
+        return ()
     if scheme:
         # A scheme says a credential follows; a word after it is prose ("Bearer authentication").
         ok = len(value) >= 8 and char_classes(value) >= 2 and not is_words(value)
@@ -663,8 +796,37 @@ def _authorization(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     return ((match.start("secret"), match.end("secret"), "authorization", detector.priority),)
 
 
+# Hosts that no one's real service runs at: this machine, and the names reserved for examples
+# (RFC 2606, RFC 6761), with a port or not.
+_SAMPLE_HOST: Final = _compile(
+    r"(?i:localhost|127\.0\.0\.1|\[::1\]|(?:[\w-]+\.)*(?:example|test|invalid|localhost)"
+    r"|(?:[\w-]+\.)*example\.(?:com|org|net))(?::\d{1,5})?"
+)
+_SAMPLE_PASSWORD: Final = _compile(r"[a-z_]{1,16}")
+# A password in lower-case letters that says what it is (`mysecret`, `clearpassword`): a stand-in.
+_SELF_NAMED: Final = _compile(r"[a-z_]{0,16}(?:password|secret)[a-z_]{0,16}")
+
+
+def _sample_basic(value: str) -> bool:
+    """Basic credentials that decode to test data's `user:pass` (`Zm9vOmJhcg==` is `foo:bar`)."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return is_sample_pair(decoded)
+
+
 def _url_password(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if not _password_ok(match["secret"]):
+        return ()
+    host = match.groupdict().get("host")
+    if host is not None and _SAMPLE_HOST.fullmatch(host):
+        # `amqp://guest:guest@localhost//`, `mysql://scott:tiger@localhost/foo`: a documented default
+        # at no real host. A password with a digit or a capital there is masked all the same.
+        secret = match["secret"]
+        if secret == match["user"] or _SAMPLE_PASSWORD.fullmatch(secret):
+            return ()
+    if _SELF_NAMED.fullmatch(match["secret"]):
         return ()
     return ((match.start("secret"), match.end("secret"), detector.kind, detector.priority),)
 
@@ -1433,7 +1595,10 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     Detector(
         "password",
         ("machine",),
-        _compile(r"machine[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+(?P<secret>\S+)"),
+        # A netrc line quoted in code (`"machine h password pass\n"`) ends its password at the escape.
+        _compile(
+            r"machine[ \t]+\S+(?:\s+login[ \t]+\S+)?\s+password[ \t]+(?P<secret>(?:[^\s\\]|\\(?![nrt\"']))+)"
+        ),
         GENERIC,
         finish=_netrc,
     ),

@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import FileTooLargeError, PathRefusedError
 from oct_mcp.execution.changes import ChangePlan, Proposal
+from oct_mcp.execution.checkpoints import Checkpoint, record_paths_before
 from oct_mcp.file_screen import BINARY_SNIFF_BYTES
 from oct_mcp.preview import ABSENT
 from oct_mcp.spec import ToolEnv
@@ -28,6 +29,7 @@ from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
     "EDIT_READ_MAX_BYTES",
+    "CommandCheckpoint",
     "ExistingFile",
     "StrictParams",
     "digest_of",
@@ -120,3 +122,34 @@ def named_if_other(workspace: Workspace, requested: str, relative: str) -> str |
     lexical = os.path.normpath(os.path.join(workspace.root, requested))
     named = os.path.relpath(lexical, workspace.root)
     return None if named == relative else named
+
+
+class CommandCheckpoint:
+    """The checkpoint of the files a command is about to change in the work tree: recorded before
+    it runs (what the files were), settled after it (what it left), so oct_undo can put them back
+    (what a git switch or restore replaced, what ruff rewrote). git's own state (HEAD, the index)
+    is not in it."""
+
+    def __init__(self, env: ToolEnv, tool: str) -> None:
+        self._env, self._tool = env, tool
+        self._recorded: Checkpoint | None = None
+        self._settled: Checkpoint | None = None
+
+    def before(self, paths: Sequence[str]) -> None:
+        """Raises: ExecutionError: the checkpoint could not be written; the command has not run."""
+        store = self._env.checkpoints
+        if store is not None and paths:
+            self._recorded = record_paths_before(
+                store, self._env.workspace.root, paths, tool=self._tool, call_id=self._env.call_id
+            )
+
+    def settle(self) -> None:
+        store, recorded = self._env.checkpoints, self._recorded
+        if store is not None and recorded is not None:
+            self._settled = store.settle(recorded, self._env.workspace.root)
+
+    def noted(self, result: ToolResult) -> ToolResult:
+        if self._settled is None:
+            return result
+        note = f"\n(checkpoint {self._settled.id}: oct_undo can put these files back)"
+        return replace(result, text=result.text + note, checkpoint=self._settled.id)

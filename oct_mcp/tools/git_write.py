@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Final
 
@@ -40,7 +40,6 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     TargetChangedError,
 )
-from oct_mcp.execution.checkpoints import Checkpoint, record_paths_before
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, commit_target, content_digest
 from oct_mcp.protected import (
     GIT_DIRECTORY_RULE,
@@ -50,6 +49,7 @@ from oct_mcp.protected import (
     snapshot_protected,
 )
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.tools.change_kit import CommandCheckpoint
 from oct_mcp.tools.git import (
     CONFIG_NAMES_LISTING,
     GIT_ENVIRONMENT,
@@ -369,36 +369,6 @@ def _git_path(relative: str) -> str:
 
 def _file_targets(workspace: Workspace, paths: Sequence[str], *extra: str) -> tuple[TargetState, ...]:
     return tuple(TargetState(path=path, digest=content_digest(workspace, path)) for path in (*paths, *extra))
-
-
-class _CommandCheckpoint:
-    """The checkpoint of the files a git command is about to change in the work tree: recorded
-    before git runs (what the files were), settled after it (what git left), so oct_undo can put
-    back what a switch or a restore replaced. git's own state (HEAD, the index) is not in it."""
-
-    def __init__(self, env: ToolEnv, tool: str) -> None:
-        self._env, self._tool = env, tool
-        self._recorded: Checkpoint | None = None
-        self._settled: Checkpoint | None = None
-
-    def before(self, paths: Sequence[str]) -> None:
-        """Raises: ExecutionError: the checkpoint could not be written; git has not run."""
-        store = self._env.checkpoints
-        if store is not None and paths:
-            self._recorded = record_paths_before(
-                store, self._env.workspace.root, paths, tool=self._tool, call_id=self._env.call_id
-            )
-
-    def settle(self) -> None:
-        store, recorded = self._env.checkpoints, self._recorded
-        if store is not None and recorded is not None:
-            self._settled = store.settle(recorded, self._env.workspace.root)
-
-    def noted(self, result: ToolResult) -> ToolResult:
-        if self._settled is None:
-            return result
-        note = f"\n(checkpoint {self._settled.id}: oct_undo can put these files back)"
-        return replace(result, text=result.text + note, checkpoint=self._settled.id)
 
 
 # -- oct_git_add ---------------------------------------------------------------------------------
@@ -1065,7 +1035,7 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             )
         )
 
-    checkpoint = _CommandCheckpoint(env, "oct_git_switch")
+    checkpoint = CommandCheckpoint(env, "oct_git_switch")
     steps: list[Step] = [_fixed(*verify_arguments(f"refs/heads/{params.branch}")), changed_files, switch]
     return _plan(git, steps, parse, writes_project=True)
 
@@ -1273,7 +1243,7 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
             )
         )
 
-    checkpoint = _CommandCheckpoint(env, "oct_git_restore")
+    checkpoint = CommandCheckpoint(env, "oct_git_restore")
 
     return _plan(
         git, [_fixed(*_status_arguments(specs, untracked=False)), restore], parse, writes_project=True

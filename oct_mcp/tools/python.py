@@ -6,7 +6,6 @@ import configparser
 import json
 import os
 import re
-import textwrap
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -17,8 +16,9 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends.caches import project_cache
+from oct_mcp.backends.installs import install_roots, is_inside
 from oct_mcp.diff_view import diff_files, readable_diff
-from oct_mcp.errors import OctError, ToolUnavailableError
+from oct_mcp.errors import InstallRefusedError, OctError, ToolUnavailableError
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
     CallRisk,
@@ -31,19 +31,24 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
+from oct_mcp.tools.change_kit import CommandCheckpoint
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git_masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
+from oct_mcp.tools.pytest_report import PytestReport, SkipReason, TestFailure, read_report, report_chars
+from oct_mcp.tools.refusals import refusal_notes
 from oct_mcp.tools.results import (
     MODEL_VIEW_BUDGET,
     MODEL_VIEW_MIN,
     BudgetField,
     OffsetField,
+    cut_lines,
     json_size,
     page,
     take_within,
 )
+from oct_mcp.tools.unseen import hidden_links
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -55,12 +60,13 @@ SUMMARY_FIRST: Final = 10
 _SNAPSHOT_LIMIT: Final = 20_000
 _SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _TAIL_CHARS: Final = 4_000
-_MESSAGE_CHARS: Final = 4_000
 _NEXT_STEP: Final = (
     "run the same command in a terminal in the project to see all of it; `oct-mcp doctor` shows "
     "which program ran"
 )
 _RUFF_REPORT: Final = "ruff.json"
+_IGNORED_MAX: Final = 200
+_HIDDEN_NAMED: Final = 10
 
 RuleCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{1,4}[0-9]{0,4}$", max_length=8)]
 # A pytest -k or -m expression: words, operators and parentheses; it can never start with '-'.
@@ -231,7 +237,16 @@ def _plan_lint(params: LintParams, env: ToolEnv) -> CommandPlan:
         parse=_parse_ruff_check(root, params),
         output_files=(("RUFF_OUTPUT_FILE", _RUFF_REPORT),),
         project_cache=True,
+        masks_secret_files=_runs_project_code(ruff, root),
     )
+
+
+def _runs_project_code(ruff: Path, root: Path) -> bool:
+    """Whether `ruff` is the project's own (project code), so the run must not read the files that
+    hold secrets as they are. The server's ruff has no plugins and fixed arguments: it reads a secret
+    file as it is (a masked copy would be formatted into the file, or fail to be written), and what it
+    prints is masked with the whole file as context."""
+    return is_inside(ruff, root)
 
 
 # -- oct_fix and oct_format: writes, with a diff preview ---------------------------------------
@@ -243,11 +258,19 @@ class FixParams(_Params):
     dry_run: bool | None = Field(
         default=None, description="Only show the diff; the server's default when unset."
     )
+    offset: int = Field(
+        default=0, ge=0, le=10_000_000, description="Diff lines to skip: a cut diff's next_offset."
+    )
+    max_chars: int = BudgetField()
 
 
 class FormatParams(_Params):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     apply: bool | None = Field(default=None, description="False: only show the diff. True: format the files.")
+    offset: int = Field(
+        default=0, ge=0, le=10_000_000, description="Diff lines to skip: a cut diff's next_offset."
+    )
+    max_chars: int = BudgetField()
 
 
 class ChangeOutput(BaseModel):
@@ -255,6 +278,8 @@ class ChangeOutput(BaseModel):
     applied: bool
     changed_files: list[str]
     diff: str = ""
+    next_offset: int | None = None
+    """A dry run's diff was cut: pass this as offset for the rest (the same call otherwise)."""
 
 
 def _files_ruff_may_touch(root: Path, paths: list[str]) -> Iterator[Path]:
@@ -317,11 +342,16 @@ def _masked_diff(diff: str, workspace: Workspace) -> str:
     if first is None:
         return diff
     pieces = ["".join(line + "\n" for line in every[:first])]
-    for name, chunk in _file_diffs(diff):
+    summary: list[str] = []
+    # By name: ruff checks files in parallel, so its order changes from run to run, and a dry run's
+    # pages are cut by line from separate runs.
+    for name, chunk in sorted(_file_diffs(diff), key=lambda file: file[0]):
         lines = chunk.split("\n")
-        # The hunks end at ruff's blank line after them; its summary ("Would fix 1 error.") may follow.
+        # The hunks end at ruff's blank line after them; its summary ("Would fix 1 error.") may
+        # follow, and goes last.
         end = next((i for i in range(2, len(lines)) if not lines[i].startswith(_HUNK_LINE)), len(lines))
-        lines, after = lines[:end], lines[end:]
+        lines, after = lines[:end], [""] * (end < len(lines))
+        summary += [line for line in chunk.split("\n")[end:] if line]
         masked = None
         relative = _relative(workspace.root, name)
         if relative is not None:
@@ -339,23 +369,43 @@ def _masked_diff(diff: str, workspace: Workspace) -> str:
         if masked is None:
             masked = ["[oct-mcp: this file's diff is not shown: the file changed since ruff read it]"]
         pieces.append("\n".join([*lines[:2], *masked, *after]))
+    if summary:
+        pieces.append("\n" + "".join(line + "\n" for line in summary))
     return "".join(pieces)
 
 
-def _preview(tool: str, diff_ok: tuple[int, ...], workspace: Workspace) -> Callable[[RunResult], ToolResult]:
+def _preview(
+    tool: str, diff_ok: tuple[int, ...], workspace: Workspace, paging: tuple[int, int] | None = None
+) -> Callable[[RunResult], ToolResult]:
+    """A dry run's answer: the masked diff, whole or (with `paging`, an offset in lines and a budget in
+    characters) the page of it that fits, cut before a file's or a hunk's header."""
+
     def parse(run: RunResult) -> ToolResult:
         if run.exit_code not in diff_ok:
             return _tool_failed(tool, run)
         diff = _masked_diff(run.stdout.decode(errors="replace"), workspace)
         files = _diff_files(diff)
-        output = ChangeOutput(tool=tool, applied=False, changed_files=files, diff=diff)
-        text = readable_diff(diff) if diff else "nothing to change"
+        shown, next_offset = diff, None
+        if paging is not None:
+            offset, budget = paging
+            shown, next_offset = cut_lines(diff, offset, budget - json_size(files), _DIFF_STARTS)
+        output = ChangeOutput(
+            tool=tool, applied=False, changed_files=files, diff=shown, next_offset=next_offset
+        )
+        text = readable_diff(shown) if shown else "nothing to change"
+        if next_offset is not None:
+            text += f"\n[the diff is cut here: the rest with offset={next_offset}]"
         return ToolResult(
             text=f"dry run, nothing changed; would change {len(files)} file(s):\n{text}",
             structured=output.model_dump(),
+            truncated=next_offset is not None,
         )
 
     return parse
+
+
+_DIFF_STARTS: Final = ("--- ", "@@ ")
+"""Where a page of ruff's diff may end: before a file's header or a hunk's."""
 
 
 def _applied(
@@ -373,6 +423,63 @@ def _applied(
         return ToolResult(text=f"changed {len(changed)} file(s):\n{listing}", structured=output.model_dump())
 
     return parse
+
+
+def _checkpointed_apply(
+    tool: str,
+    checkpoint_name: str,
+    env: ToolEnv,
+    *,
+    diff: tuple[str, ...],
+    apply: tuple[str, ...],
+    paths: list[str],
+) -> CommandPlan:
+    """ruff asked first for its diff, in the same sandbox, then run over exactly the files that diff
+    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote,
+    and no file outside the checkpoint is changed.
+
+    A diff that ruff ends with an error (a file it cannot parse) still names the files it would
+    change: those are changed, and the answer is ruff's error with what changed.
+    """
+    root = env.workspace.root
+    before = _snapshot(root, paths)
+    checkpoint = CommandCheckpoint(env, checkpoint_name)
+    applied = _applied(tool, root, before, (0,))
+    failed: list[RunResult] = []
+
+    def apply_to_what_the_diff_names(run: RunResult) -> tuple[str, ...]:
+        if run.exit_code not in (0, 1):
+            failed.append(run)
+        files = [
+            relative
+            for name in _diff_files(run.stdout.decode(errors="replace"))
+            if (relative := _relative(root, name)) is not None
+        ]
+        if not files:
+            # A plan's steps end in a command of their program; this one changes nothing.
+            return (diff[0], "--version")
+        checkpoint.before(files)
+        return (*apply, "--", *files)
+
+    def parse(run: RunResult) -> ToolResult:
+        checkpoint.settle()
+        result = applied(run)
+        if failed and not result.is_error:
+            stopped = _tool_failed(tool, failed[0])
+            changed = _changed(root, before)
+            result = replace(
+                stopped, text=f"{stopped.text}\nchanged before it stopped: {changed or 'nothing'}"
+            )
+        return checkpoint.noted(result)
+
+    return CommandPlan(
+        argv=diff,
+        then=apply_to_what_the_diff_names,
+        parse=parse,
+        writes_project=True,
+        project_cache=True,
+        masks_secret_files=_runs_project_code(Path(diff[0]), root),
+    )
 
 
 def _approved_paths(params_paths: list[str], env: ToolEnv) -> list[str]:
@@ -402,17 +509,21 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
     if dry_run:
         # --diff implies --fix-only and writes nothing; exit 1 means "there is a diff".
         argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
-        return CommandPlan(argv=argv, parse=_preview("ruff check --fix", (0, 1), env.workspace))
+        return CommandPlan(
+            argv=argv,
+            parse=_preview("ruff check --fix", (0, 1), env.workspace, (params.offset, params.max_chars)),
+            masks_secret_files=_runs_project_code(ruff, root),
+        )
     paths = _approved_paths(params.paths, env)
     if env.approved_targets is not None and not paths:
         return _nothing_approved("ruff check --fix")
-    before = _snapshot(root, paths)
-    argv = (str(ruff), "check", "--fix", "--exit-zero", *select, *_targets(paths))
-    return CommandPlan(
-        argv=argv,
-        parse=_applied("ruff check --fix", root, before, (0,)),
-        writes_project=True,
-        project_cache=True,
+    return _checkpointed_apply(
+        "ruff check --fix",
+        "oct_fix",
+        env,
+        diff=(str(ruff), "check", "--diff", *select, *_targets(paths)),
+        apply=(str(ruff), "check", "--fix", "--exit-zero", *select),
+        paths=paths,
     )
 
 
@@ -420,7 +531,11 @@ def _preview_fix(params: FixParams, env: ToolEnv) -> CommandPlan:
     ruff = find_program(env.workspace.root, "ruff")
     select = ["--select", ",".join(params.select)] if params.select else []
     argv = (str(ruff), "check", "--diff", *select, *_targets(params.paths))
-    return CommandPlan(argv=argv, parse=_previewed("ruff check --fix", "fix", env.workspace, (0, 1)))
+    return CommandPlan(
+        argv=argv,
+        parse=_previewed("ruff check --fix", "fix", env.workspace, (0, 1)),
+        masks_secret_files=_runs_project_code(ruff, env.workspace.root),
+    )
 
 
 def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
@@ -429,14 +544,21 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
     # The gate decides dry_run from `apply` by this spec's own rule (`_format_risk`).
     if env.dry_run:
         argv = (str(ruff), "format", "--diff", *_targets(params.paths))
-        return CommandPlan(argv=argv, parse=_preview("ruff format", (0, 1), env.workspace))
+        return CommandPlan(
+            argv=argv,
+            parse=_preview("ruff format", (0, 1), env.workspace, (params.offset, params.max_chars)),
+            masks_secret_files=_runs_project_code(ruff, root),
+        )
     paths = _approved_paths(params.paths, env)
     if env.approved_targets is not None and not paths:
         return _nothing_approved("ruff format")
-    before = _snapshot(root, paths)
-    argv = (str(ruff), "format", *_targets(paths))
-    return CommandPlan(
-        argv=argv, parse=_applied("ruff format", root, before, (0,)), writes_project=True, project_cache=True
+    return _checkpointed_apply(
+        "ruff format",
+        "oct_format",
+        env,
+        diff=(str(ruff), "format", "--diff", *_targets(paths)),
+        apply=(str(ruff), "format"),
+        paths=paths,
     )
 
 
@@ -453,7 +575,11 @@ def _format_risk(arguments: Mapping[str, Any]) -> CallRisk:
 def _preview_format(params: FormatParams, env: ToolEnv) -> CommandPlan:
     ruff = find_program(env.workspace.root, "ruff")
     argv = (str(ruff), "format", "--diff", *_targets(params.paths))
-    return CommandPlan(argv=argv, parse=_previewed("ruff format", "format", env.workspace, (0, 1)))
+    return CommandPlan(
+        argv=argv,
+        parse=_previewed("ruff format", "format", env.workspace, (0, 1)),
+        masks_secret_files=_runs_project_code(ruff, env.workspace.root),
+    )
 
 
 def _previewed(
@@ -715,15 +841,6 @@ class TestParams(_Params):
     )
 
 
-class TestFailure(BaseModel):
-    node_id: str
-    kind: Literal["failed", "error"]
-    message: str
-    """The whole assertion or exception message (pytest's `E` lines), up to 4,000 characters."""
-    traceback: str = ""
-    """The rest of the failure's report (--tb=short: frames, captured output), its last 4,000 characters."""
-
-
 class TestOutput(BaseModel):
     passed: int
     failed: int
@@ -733,19 +850,18 @@ class TestOutput(BaseModel):
     failures: list[TestFailure]
     failures_omitted: int = 0
     """Failures past the result's budget, counted and not shown: run fewer tests to see them."""
+    skips: list[SkipReason] = Field(default_factory=list)
+    """Why tests were skipped, as pytest reported it, one entry per reason and file."""
+    ended: Literal["finished", "timed_out", "crashed"] = "finished"
+    """`timed_out` or `crashed`: pytest stopped early; the counts and failures are those it reported
+    until then (from its progress characters when it printed no counts line)."""
     exit_code: int | None
     notes: list[str] = Field(default_factory=list)
-    """How oct ran the tests (which interpreter, serial instead of parallel), and why."""
+    """How oct ran the tests (which interpreter, serial instead of parallel), and why; what stopped a
+    run early."""
 
 
-_SUMMARY_COUNT: Final = re.compile(
-    r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)"
-)
-_SUMMARY_TIME: Final = re.compile(r" in ([0-9.]+)s")
-_SHORT_SUMMARY: Final = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 _PROGRESS: Final = re.compile(rb"\[\s*(\d{1,3})%\]\s*$")
-_BANNER: Final = re.compile(r"^=+ (.+?) =+$")
-_SECTION: Final = re.compile(r"^_+ (.+?) _+$")
 _COVERAGE_FILE: Final = "coverage/.coverage"
 
 
@@ -757,105 +873,63 @@ def _has_xdist(python: Path) -> bool:
     )
 
 
-def _failure_sections(lines: list[str]) -> dict[str, list[list[str]]]:
-    """pytest's FAILURES and ERRORS sections, one list of lines per report, in report order."""
-    sections: dict[str, list[list[str]]] = {"failed": [], "error": []}
-    kind: str | None = None
-    for line in lines:
-        banner = _BANNER.match(line)
-        if banner is not None:
-            title = banner.group(1).strip()
-            kind = "failed" if title == "FAILURES" else "error" if title == "ERRORS" else None
-            continue
-        if kind is None:
-            continue
-        if _SECTION.match(line):
-            sections[kind].append([])
-        elif sections[kind]:
-            sections[kind][-1].append(line)
-    return sections
-
-
-def _is_raised(line: str) -> bool:
-    return line.startswith("E ") or line == "E"
-
-
-def _message(section: list[str], fallback: str) -> str:
-    raised = [line[1:] for line in section if _is_raised(line)]
-    text = textwrap.dedent("\n".join(raised)).strip() if raised else fallback
-    return text[:_MESSAGE_CHARS]
-
-
-def _traceback(section: list[str]) -> str:
-    """The report without its `E` lines, which the message already carries; the end, where the failing
-    line is, kept."""
-    return "\n".join(line for line in section if not _is_raised(line)).strip()[-_TAIL_CHARS:]
-
-
-def _failures(lines: list[str]) -> list[TestFailure]:
-    sections = _failure_sections(lines)
-    taken = {"failed": 0, "error": 0}
-    failures: list[TestFailure] = []
-    for found in map(_SHORT_SUMMARY.match, lines):
-        if found is None:
-            continue
-        kind: Literal["failed", "error"] = "failed" if found.group(1) == "FAILED" else "error"
-        # The sections and the short summary both list the reports in the order pytest kept them.
-        index = taken[kind]
-        taken[kind] += 1
-        section = sections[kind][index] if index < len(sections[kind]) else []
-        failures.append(
-            TestFailure(
-                node_id=found.group(2),
-                kind=kind,
-                message=_message(section, found.group(3) or ""),
-                traceback=_traceback(section),
-            )
-        )
-    return failures
-
-
-def _parse_pytest(notes: list[str]) -> Callable[[RunResult], ToolResult]:
+def _parse_pytest(notes: list[str], root: Path) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         text = run.stdout.decode(errors="replace")
-        counts = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
-        duration = None
-        summarised = False
-        lines = text.splitlines()
-        for line in reversed(lines):
-            if _SUMMARY_TIME.search(line) and (_SUMMARY_COUNT.search(line) or "no tests ran" in line):
-                summarised = True
-                for number, word in _SUMMARY_COUNT.findall(line):
-                    key = "errors" if word.startswith("error") else word
-                    if key in counts:
-                        counts[key] = int(number)
-                found = _SUMMARY_TIME.search(line)
-                duration = float(found.group(1)) if found else None
-                break
-        # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected; others: it could not run
-        # (2 interrupted or a usage error, 3 an internal error, 4 a bad command line). A 1 with no
-        # summary line is a crash on the way out (a plugin that could not write its report).
-        if run.exit_code not in (0, 1, 5) or (run.exit_code == 1 and not summarised):
+        report = read_report(text)
+        ended: Literal["finished", "timed_out", "crashed"] = "finished"
+        stopped: list[str] = []
+        if run.timed_out:
+            ended = "timed_out"
+            stopped.append(
+                f"[timeout] the run reached its time limit after {run.duration_seconds:.0f} s and was "
+                f"stopped: {_what_was_reported(report)}; raise timeout_test_seconds, or run fewer tests "
+                "(paths, keyword)"
+            )
+        elif run.exit_code == 3 and report.internal_error is not None:
+            # pytest's exit codes: 0 passed, 1 failures, 5 no tests collected, 3 an internal error,
+            # which it prints as INTERNALERROR lines after the tests it ran.
+            ended = "crashed"
+            stopped.append(
+                f"[tool_failed] pytest crashed with an internal error (exit code 3: "
+                f"{report.internal_error}); {_what_was_reported(report)}; the tests after it did not "
+                "run: run them with paths, or run `python -m pytest` in a terminal to see the whole error"
+            )
+        elif run.exit_code not in (0, 1, 5) or (run.exit_code == 1 and not report.summarised):
+            # Others: it could not run (2 interrupted or a usage error, 4 a bad command line). A 1 with
+            # no summary line is a crash on the way out (a plugin that could not write its report).
             return _tool_failed(
                 "pytest",
                 run,
                 "pytest could not run the tests (the end of its output says why); fix that, or run "
                 "`python -m pytest` in a terminal in the project to compare",
             )
-        every = _failures(lines)
+        every = report.failures
         failures, _ = take_within(every, MODEL_VIEW_BUDGET)
+        all_notes = [*stopped, *notes, *refusal_notes(every, run.backend, root)]
         output = TestOutput(
-            **counts,
-            duration_seconds=duration,
+            **report.counts,
+            duration_seconds=report.duration if report.summarised else run.duration_seconds,
             failures=failures,
             failures_omitted=len(every) - len(failures),
+            skips=report.skips,
+            ended=ended,
             exit_code=run.exit_code,
-            notes=notes,
+            notes=all_notes,
         )
         body = text[-MODEL_VIEW_BUDGET:]
-        return ToolResult(text="\n".join([*notes, body]) if notes else body, structured=output.model_dump())
+        return ToolResult(
+            text="\n".join([*all_notes, body]) if all_notes else body, structured=output.model_dump()
+        )
 
     return parse
+
+
+def _what_was_reported(report: PytestReport) -> str:
+    counts = ", ".join(f"{n} {word}" for word, n in report.counts.items())
+    if report.summarised:
+        return f"the counts ({counts}) and failures are those pytest reported until then"
+    return f"pytest printed no counts; these ({counts}) are read from its progress line"
 
 
 def _pytest_progress(line: bytes) -> tuple[float, float | None, str | None] | None:
@@ -893,11 +967,35 @@ def _asks_for_junit(root: Path) -> bool:
     return any("--junit" in (_read_config(root / name) or "") for name in _PYTEST_CONFIGS)
 
 
+def _report_chars(root: Path) -> str:
+    """pytest's -r: failures, errors and skip reasons, plus what the project's config asks for, which
+    the last -r on the command line would otherwise replace."""
+    asked = report_chars("\n".join(_read_config(root / name) or "" for name in _PYTEST_CONFIGS))
+    return "".join(dict.fromkeys("fEs" + asked.replace("N", "")))
+
+
+def _hidden_from_run(root: Path, program: Path) -> list[str]:
+    """The project's links to places the run does not see, which pytest would fail to collect."""
+    try:
+        roots = install_roots(program, root)
+    except InstallRefusedError:
+        return []  # the sandbox refuses the run itself, and says why
+    return hidden_links(root, roots)
+
+
 def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
     root = env.workspace.root
     command, python, notes = _pytest_command(root)
     cache = project_cache(root)
-    argv: list[str] = [*command, "-q", "-rfE", "--color=no", "--tb=short", "-o", f"cache_dir={cache}/pytest"]
+    argv: list[str] = [
+        *command,
+        "-q",
+        f"-r{_report_chars(root)}",
+        "--color=no",
+        "--tb=short",
+        "-o",
+        f"cache_dir={cache}/pytest",
+    ]
     if _asks_for_junit(root):
         # The last --junitxml wins over the one in addopts, which would write into the read-only project.
         argv.append(f"--junitxml={cache}/reports/junit.xml")
@@ -915,11 +1013,22 @@ def _plan_test(params: TestParams, env: ToolEnv) -> CommandPlan:
             argv += ["-n", str(min(params.jobs, env.max_jobs))]
         else:
             notes.append("ran serially: jobs needs pytest-xdist, which the project's environment lacks")
+    hidden = _hidden_from_run(root, Path(command[0]))
+    if hidden:
+        argv += [f"--ignore={link}" for link in hidden[:_IGNORED_MAX]]
+        more = len(hidden) - _HIDDEN_NAMED
+        shown = ", ".join(hidden[:_HIDDEN_NAMED]) + (f" and {more} more" if more > 0 else "")
+        notes.append(
+            f"hidden from the run: {shown}: links to what lies outside the project and the sandbox "
+            "does not show, so pytest was told to ignore them (--ignore), as if they were absent; run "
+            "the tests under them in a terminal"
+        )
     argv += ["--", *params.paths] if params.paths else []
     return CommandPlan(
         argv=tuple(argv),
-        parse=_parse_pytest(notes),
+        parse=_parse_pytest(notes, root),
         long_running=True,
+        reports_when_interrupted=True,
         progress=_pytest_progress,
         # Plugins that write (coverage) write into the cache folder, not the read-only project.
         tool_env=(("COVERAGE_FILE", f"{cache}/{_COVERAGE_FILE}"),),

@@ -15,7 +15,8 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from oct_mcp.display import has_hidden_characters, quote_name
-from oct_mcp.errors import LinkedFileError, NotFoundError
+from oct_mcp.errors import ExecutionError, LinkedFileError, NotFoundError
+from oct_mcp.execution.checkpoints import Checkpoint
 from oct_mcp.spec import CallRisk, CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python
@@ -222,13 +223,21 @@ def _tail(text: str, room: int) -> tuple[str, bool]:
     return "", True
 
 
-def _parse(root: Path, before: _Listing | None, notes: list[str]) -> Callable[[RunResult], ToolResult]:
+def _parse(
+    root: Path, before: _Listing | None, notes: list[str], env: ToolEnv
+) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         notes_now = list(notes)
         changed: list[str] | None = None
+        checkpoint: Checkpoint | None = None
         if before is not None:
             after = _snapshot(root)
             every = _changed(before.files, after.files)
+            checkpoint, failure = _checkpoint(env, every)
+            if checkpoint is not None:
+                notes_now.append(f"checkpoint {checkpoint.id}: oct_undo can put these files back")
+            elif failure is not None:
+                notes_now.append(failure)
             changed, cut = take_within(every, _CHANGED_BUDGET)
             if cut:
                 notes_now.append(f"{len(every)} files changed; the first {len(changed)} are listed")
@@ -281,9 +290,24 @@ def _parse(root: Path, before: _Listing | None, notes: list[str]) -> Callable[[R
             text="\n".join(lines),
             structured=output.model_dump(),
             truncated=output.truncated,
+            checkpoint=None if checkpoint is None else checkpoint.id,
         )
 
     return parse
+
+
+def _checkpoint(env: ToolEnv, changed: list[str]) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint of what a writing run changed, or why there is none it could write."""
+    store = env.checkpoints
+    if store is None:
+        return None, None
+    try:
+        return store.record_command(env.workspace.root, changed, tool="oct_run", call_id=env.call_id), None
+    except OSError as exc:
+        return None, (
+            f"its changes could not be checkpointed ({exc.strerror or type(exc).__name__}): oct_undo "
+            "cannot take them back"
+        )
 
 
 def _line_counter() -> Callable[[bytes], tuple[float, float | None, str | None] | None]:
@@ -322,9 +346,18 @@ def _plan(params: RunParams, env: ToolEnv) -> CommandPlan:
             f"too: {shown}{f' and {more} more' if more > 0 else ''}; replace each with a copy of itself "
             "(cp F F.new && mv F.new F), or run without writes; nothing ran"
         )
+    if before is not None and env.checkpoints is not None:
+        try:
+            env.checkpoints.keep_baseline(root, before.files)
+        except OSError as exc:
+            raise ExecutionError(
+                f"the checkpoint of this run could not be prepared ({exc.strerror or type(exc).__name__}), "
+                "so nothing ran; fix the checkpoint_dir folder, or set checkpoint_max_count to 0 to run "
+                "without undo"
+            ) from exc
     return CommandPlan(
         argv=(str(program), *params.argv[1:]),
-        parse=_parse(root, before, notes),
+        parse=_parse(root, before, notes, env),
         writes_project=writes,
         needs_network=params.network,
         cwd=None if cwd == root else cwd,

@@ -102,6 +102,55 @@ async def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period(t
     assert result.exit_code == -signal.SIGKILL
 
 
+async def test_a_command_that_reports_when_interrupted_gets_sigint_first_and_prints_its_report(
+    tmp_path: Path,
+) -> None:
+    prepared = _python(
+        tmp_path,
+        """
+        import time
+        print('started', flush=True)
+        try:
+            time.sleep(60)
+        except KeyboardInterrupt:
+            print('2 passed, 1 failed (interrupted)', flush=True)
+            raise SystemExit(2)
+        """,
+    )
+
+    with anyio.fail_after(30):
+        result = await run_prepared(
+            prepared, backend="native", time_limit=0.5, max_output=CAP, interrupt_first=True
+        )
+
+    assert result.timed_out is True
+    assert result.exit_code == 2
+    assert result.stdout == b"started\n2 passed, 1 failed (interrupted)\n"
+
+
+async def test_a_command_that_ignores_the_interrupt_is_ended_after_its_few_seconds(tmp_path: Path) -> None:
+    prepared = _python(
+        tmp_path,
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n",
+    )
+
+    with anyio.fail_after(30):
+        result = await run_prepared(
+            prepared,
+            backend="native",
+            time_limit=0.5,
+            max_output=CAP,
+            interrupt_first=True,
+            interrupt_seconds=0.5,
+        )
+
+    assert result.timed_out is True
+    assert result.exit_code == -signal.SIGTERM
+
+
 async def test_children_in_the_commands_group_die_with_it(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     prepared = _python(

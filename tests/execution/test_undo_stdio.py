@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,9 @@ from clients import oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
+
+# python and ruff as the test's own environment has them (the project has no environment).
+_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
 class Accept:
@@ -58,6 +62,9 @@ def _project(tmp_path: Path) -> Path:
     (root / "docs" / "deep" / "page.md").write_text("deep\n")
     (root / "docs" / "deep" / "alias.md").symlink_to("page.md")
     (root / "private.env").write_text("API_TOKEN=ghp_R8k2Qz7LmX4vT9bW1nYc5JdF3hS6pA0eUgKi\n")
+    # For ruff and a writing run (in a folder: landlock lets no run create at the root).
+    (root / "style").mkdir()
+    (root / "style" / "ugly.py").write_text("import os\nx=1\n")
     return root
 
 
@@ -67,6 +74,12 @@ _PATCH = (
     "--- a/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-to be deleted by a patch\n"
     "diff --git a/ren.txt b/renamed.txt\nsimilarity index 100%\nrename from ren.txt\nrename to renamed.txt\n"
 )
+_RUN = (
+    "import os; os.chdir('style'); open('ugly.py', 'a').write('y = 2\\n'); "
+    "open('made.py', 'w').write('m = 1\\n')"
+)
+# Every change is applied: dry_run=false, where a tool has it (oct_format applies by apply=true).
+_NO_DRY_RUN = frozenset({"oct_format", "oct_run"})
 _CHANGES: list[tuple[str, dict[str, Any]]] = [
     ("oct_edit", {"path": "core.py", "edits": [{"old": "add", "new": "plus"}]}),
     ("oct_write_file", {"path": "new/dir/a.txt", "content": "a new file in new folders\n"}),
@@ -76,6 +89,9 @@ _CHANGES: list[tuple[str, dict[str, Any]]] = [
     ("oct_move", {"source": "pkg", "destination": "lib/pkg"}),
     ("oct_delete", {"path": "data.bin"}),
     ("oct_delete", {"path": "docs", "recursive": True}),
+    ("oct_format", {"apply": True, "paths": ["style"]}),
+    ("oct_fix", {"select": ["F401"], "paths": ["style"]}),
+    ("oct_run", {"argv": ["python", "-c", _RUN], "writes": True}),
 ]
 
 
@@ -94,10 +110,16 @@ async def test_every_change_undone_newest_first_leaves_the_project_byte_identica
     start = snapshot(project)
     made: list[types.CallToolResult] = []
     undone: list[types.CallToolResult] = []
-    with anyio.fail_after(120):
-        async with Client(oct_server(project, config), elicitation_callback=Accept()) as client:
+    with anyio.fail_after(240):
+        async with Client(
+            oct_server(project, config, env={"PATH": _PATH}), elicitation_callback=Accept()
+        ) as client:
             for tool, arguments in _CHANGES:
-                made.append(await client.call_tool(tool, {**arguments, "dry_run": False}))
+                made.append(
+                    await client.call_tool(
+                        tool, arguments if tool in _NO_DRY_RUN else {**arguments, "dry_run": False}
+                    )
+                )
             changed = snapshot(project)
             listed = await client.call_tool("oct_checkpoints", {})
             ids = [entry["id"] for entry in (listed.structured_content or {})["checkpoints"]]

@@ -172,6 +172,7 @@ async def test_format_shows_the_diff_then_formats_with_consent(
         "applied": True,
         "changed_files": ["demo/core.py", "tests/test_core.py"],
         "diff": "",
+        "next_offset": None,
     }
     assert "return a + b" in (fixture_project / "demo" / "core.py").read_text()
 

@@ -1,0 +1,260 @@
+"""Redaction on real source trees: masks over code, files changed, MB/s, and what reading tokens costs.
+
+Downloads pinned sdists of six projects with `pip download --no-deps --no-binary :all:` into a cache
+folder outside the repository (`--cache`, default the user's cache folder), and redacts every text
+file in them. Django, Flask, requests, SQLAlchemy, httpx, rich, redis-py, PyJWT and Authlib are held
+out (issue 31): never tune on them, and they are not here.
+
+Reports:
+- masks over code: in Python files, a mask that covers anything but the inside of one string or one
+  comment (read with `tokenize` over the whole file), each printed; goal 0.
+- files changed: goal at most 0.5 %.
+- MB/s of `redact()` over all the files.
+- the cost of the token-based decision (`code.expression`, run where a secret-named field's value
+  is in doubt) on a 10,000-line Python file: the file cut from the sdists, and a file of nothing but
+  secret-named assignments (the worst case), each against the engine with that decision left out
+  (the decision before it), side by side in one run.
+
+Every mask made is printed with its line, so each can be judged. With `--rounds 1` (the smoke
+test) nothing is downloaded: the sdists already in the cache are used, and the 10,000-line rows
+run on the generated file alone if there are none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+import tokenize
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import interleave
+
+from oct_mcp.redaction import detectors, redact
+
+PROJECTS = (
+    ("paramiko", "3.4.0"),
+    ("celery", "5.3.6"),
+    ("aiohttp", "3.9.5"),
+    ("docker", "7.0.0"),
+    ("twine", "5.0.0"),
+    ("urllib3", "2.2.1"),
+)
+PIP_DOWNLOAD = (sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:")
+MAX_FILE = 2 * 1024 * 1024
+LINES = 10_000
+GOAL_CHANGED = 0.005
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median taken)")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oct-mcp-bench" / "sdists"
+    parser.add_argument("--cache", type=Path, default=cache, help="where the sdists are kept")
+    return parser.parse_args()
+
+
+def sdist(cache: Path, name: str, version: str, download: bool) -> Path | None:
+    for suffix in (".tar.gz", ".zip"):
+        for stem in (f"{name}-{version}", f"{name.replace('-', '_')}-{version}"):
+            path = cache / (stem + suffix)
+            if path.exists():
+                return path
+    if not download:
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [*PIP_DOWNLOAD, "-d", str(cache), f"{name}=={version}"],
+        check=True,
+        capture_output=True,
+    )
+    return sdist(cache, name, version, download=False)
+
+
+def texts(path: Path) -> list[tuple[str, str]]:
+    """(member name, text) of every UTF-8 text file in the sdist."""
+    found = []
+    with tarfile.open(path) as archive:
+        for member in archive.getmembers():
+            if not member.isfile() or member.size > MAX_FILE:
+                continue
+            data = archive.extractfile(member)
+            if data is None:
+                continue
+            raw = data.read()
+            if b"\0" in raw:
+                continue
+            try:
+                found.append((member.name, raw.decode("utf-8")))
+            except UnicodeDecodeError:
+                continue
+    return found
+
+
+def literal_spans(text: str) -> list[tuple[int, int]] | None:
+    """The (start, end) of each string and comment token of a Python file; None: it does not tokenize."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in (tokenize.STRING, tokenize.COMMENT):
+                start = starts[token.start[0] - 1] + token.start[1]
+                end = starts[token.end[0] - 1] + token.end[1]
+                spans.append((start, end))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return spans
+
+
+def over_code(text: str, findings: Any, literals: list[tuple[int, int]]) -> list[Any]:
+    return [
+        finding
+        for finding in findings
+        if not any(start <= finding.start and finding.end <= end for start, end in literals)
+    ]
+
+
+def line_of(text: str, offset: int) -> tuple[int, str]:
+    start = text.rfind("\n", 0, offset) + 1
+    stop = text.find("\n", offset)
+    return text.count("\n", 0, offset) + 1, text[start : stop if stop != -1 else len(text)]
+
+
+def without_tokens() -> Callable[[], None]:
+    """Leave the token-based decision out (as before it), and return what puts it back."""
+    original = detectors._code_value
+    detectors._code_value = lambda _match, _group: None  # type: ignore[assignment]
+
+    def restore() -> None:
+        detectors._code_value = original
+
+    return restore
+
+
+def generated_python() -> str:
+    """10,000 lines of secret-named assignments: every one is a field the detectors look at."""
+    shapes = (
+        'self.password = password or ""',
+        'token = prefix + " " + suffix',
+        "expected_key = Storage.prefix + folder + key",
+        "private_key: Ed25519PrivateKey | Ed448PrivateKey | None = None",
+        'auth_token = f"Bearer {token}"',
+        "secret = settings.SECRET_KEY if use_settings else default_secret",
+        'api_key = "Zx8Qw2Lp9Rt4Yu6Io1Pa"',
+        "    def check_password(self, raw_password):",
+        "    return hashlib.sha256(password.encode()).hexdigest()",
+        "x = compute(1, 2)",
+    )
+    return "\n".join(shapes[index % len(shapes)] for index in range(LINES)) + "\n"
+
+
+def time_of(function: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def compare(text: str, rounds: int) -> tuple[float, float]:
+    def with_tokens() -> float:
+        return time_of(lambda: redact(text))
+
+    def before() -> float:
+        restore = without_tokens()
+        try:
+            return time_of(lambda: redact(text))
+        finally:
+            restore()
+
+    subject, reference = interleave(rounds, [with_tokens, before])
+    return statistics.median(subject), statistics.median(reference)
+
+
+def main() -> None:
+    args = parse()
+    smoke = args.rounds == 1
+    files: list[tuple[str, str]] = []
+    for name, version in PROJECTS:
+        path = sdist(args.cache, name, version, download=not smoke)
+        if path is None:
+            print(f"{name}=={version}: not in the cache (run without --rounds 1 to download)")
+            continue
+        found = texts(path)
+        files.extend(found)
+        print(f"{name}=={version}: {len(found)} text files")
+
+    total_bytes = sum(len(text.encode("utf-8")) for _name, text in files)
+    changed = 0
+    keys_only = 0
+    code_masks: list[tuple[str, Any]] = []
+    masks = 0
+    unclassified = 0
+    for name, text in files:
+        _redacted, findings = redact(text)
+        if not findings:
+            continue
+        changed += 1
+        if all(finding.kind == "private_key" for finding in findings):
+            keys_only += 1
+        masks += len(findings)
+        literals = literal_spans(text) if name.endswith((".py", ".pyi")) else None
+        if literals is None:
+            unclassified += len(findings)
+            over: list[Any] = []
+        else:
+            over = over_code(text, findings, literals)
+            code_masks.extend((name, finding) for finding in over)
+        for finding in findings:
+            number, line = line_of(text, finding.start)
+            mark = "CODE " if finding in over else ""
+            print(f"mask {mark}{finding.kind} {name}:{number}: {line.strip()[:160]}")
+    if files:
+        passes = []
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            for _name, text in files:
+                redact(text)
+            passes.append(time.perf_counter() - started)
+        rate = total_bytes / statistics.median(passes) / 1e6
+        share = changed / len(files)
+        print()
+        print(
+            f"files: {len(files)}, {total_bytes / 1e6:.1f} MB; masks: {masks} ({unclassified} outside Python)"
+        )
+        print(f"masks over code: {len(code_masks)} (goal 0)")
+        for name, finding in code_masks:
+            number, line = line_of(dict(files)[name], finding.start)
+            print(f"  {name}:{number}: {line.strip()[:160]}")
+        verdict = "met" if share <= GOAL_CHANGED else "MISSED"
+        print(f"files changed: {changed} ({share:.2%}, goal <= {GOAL_CHANGED:.1%}: {verdict})")
+        others = changed - keys_only
+        print(
+            f"  of which only private key blocks (test keys, real by their format): {keys_only}; "
+            f"the rest: {others} ({others / len(files):.2%})"
+        )
+        print(f"redact(): {rate:.1f} MB/s over the sdists")
+
+    samples = [("generated: secret-named assignments only", generated_python())]
+    python = "".join(text for name, text in files if name.endswith(".py"))
+    if python:
+        cut = "\n".join(python.split("\n")[:LINES]) + "\n"
+        samples.insert(0, ("cut from the sdists' Python files", cut))
+    print()
+    print(f"rounds: {args.rounds}, cores: {os.cpu_count()}")
+    print(f"| {LINES:,}-line Python file | with the token decision | without (before) | ratio |")
+    print("|---|---|---|---|")
+    for label, text in samples:
+        subject, reference = compare(text, args.rounds)
+        print(f"| {label} | {subject * 1e3:.2f} ms | {reference * 1e3:.2f} ms | {subject / reference:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

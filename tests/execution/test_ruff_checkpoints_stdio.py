@@ -1,0 +1,118 @@
+"""oct_format and oct_fix applying: a checkpoint of exactly the files ruff rewrites, undone over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from clients import oct_server, only_text
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+_KEY = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    + "\n".join(["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + "a" * 12] * 6)
+    + "\n-----END PRIVATE KEY-----"
+)
+
+
+class Accept:
+    """A human who accepts every consent form."""
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path.resolve() / "demo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "ugly.py").write_text("x=1\ny = [1,2 ,3]\n")
+    (root / "pkg" / "unused.py").write_text("import os\nimport sys\n\nprint(sys.argv)\n")
+    (root / "pkg" / "tidy.py").write_text("TIDY = 1\n")
+    # A file that holds a secret: the server's ruff reads it as it is, and undo puts it back whole.
+    (root / "settings.py").write_text(f'KEY = """{_KEY}"""\nx=1\n')
+    return root
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_a_format_and_a_fix_record_what_ruff_rewrote_and_oct_undo_puts_it_back(
+    tmp_path: Path, backend: str
+) -> None:
+    project = _project(tmp_path)
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "sandbox_backend": backend,
+                "checkpoint_dir": str(tmp_path / "store"),
+                "rate_limit_per_minute": 1000,
+            }
+        )
+    )
+    start = {path: path.read_bytes() for path in project.rglob("*.py")}
+    # ruff as the test's own environment has it: the server's ruff, not the project's.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    with anyio.fail_after(180):
+        async with Client(
+            oct_server(project, config, env={"PATH": path}), elicitation_callback=Accept()
+        ) as client:
+            formatted = await client.call_tool("oct_format", {"apply": True})
+            after_format = {path: path.read_bytes() for path in project.rglob("*.py")}
+            fixed = await client.call_tool("oct_fix", {"dry_run": False, "select": ["F401"]})
+            after_fix = (project / "pkg" / "unused.py").read_text()
+            listed = await client.call_tool("oct_checkpoints", {})
+            undone = [
+                await client.call_tool("oct_undo", {"id": checkpoint, "dry_run": False})
+                for checkpoint in ("2", "1")
+            ]
+
+    assert formatted.is_error is False, only_text(formatted)
+    assert "(checkpoint 1: oct_undo can put these files back)" in only_text(formatted)
+    assert after_format[project / "pkg" / "ugly.py"] == b"x = 1\ny = [1, 2, 3]\n"
+    assert after_format[project / "settings.py"].endswith(b'"""\nx = 1\n')
+    assert fixed.is_error is False, only_text(fixed)
+    assert "(checkpoint 2: oct_undo can put these files back)" in only_text(fixed)
+    assert "import os" not in after_fix
+    assert listed.structured_content is not None
+    entries = {entry["id"]: entry for entry in listed.structured_content["checkpoints"]}
+    # Exactly the files ruff rewrote: not the tidy one, nor those it found nothing to do in.
+    assert (entries["1"]["tool"], sorted(file["path"] for file in entries["1"]["files"])) == (
+        "oct_format",
+        ["pkg/ugly.py", "settings.py"],
+    )
+    assert (entries["2"]["tool"], [file["path"] for file in entries["2"]["files"]]) == (
+        "oct_fix",
+        ["pkg/unused.py"],
+    )
+    assert [result.is_error for result in undone] == [False, False], [only_text(result) for result in undone]
+    assert {path: path.read_bytes() for path in project.rglob("*.py")} == start
+    assert all(
+        _KEY.splitlines()[1] not in only_text(result) for result in (formatted, fixed, listed, *undone)
+    )
+
+
+async def test_a_format_with_nothing_to_change_records_no_checkpoint(tmp_path: Path) -> None:
+    project = tmp_path.resolve() / "tidy"
+    project.mkdir()
+    (project / "tidy.py").write_text("TIDY = 1\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"checkpoint_dir": str(tmp_path / "store"), "rate_limit_per_minute": 1000}))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    with anyio.fail_after(120):
+        async with Client(
+            oct_server(project, config, env={"PATH": path}), elicitation_callback=Accept()
+        ) as client:
+            formatted = await client.call_tool("oct_format", {"apply": True})
+            listed = await client.call_tool("oct_checkpoints", {})
+
+    assert formatted.is_error is False, only_text(formatted)
+    assert "checkpoint" not in only_text(formatted)
+    assert (formatted.structured_content or {})["changed_files"] == []
+    assert (listed.structured_content or {})["checkpoints"] == []

@@ -1,0 +1,208 @@
+"""Code is not a value, and literals that cannot be secrets are left alone: each boundary both ways.
+
+Each row is a text the redactor must leave as it is (code, a size, a placeholder, a public key, test
+data) and, beside it, a real secret in the same place, which must be masked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oct_mcp.redaction import redact
+from oct_mcp.redaction.code import expression
+
+SECRET = "Zx8Qw2Lp9Rt4Yu6Io1Pa"  # noqa: S105  (made up: the shape of a generated secret)
+"""A generated-looking value: 20 characters, both cases and digits."""
+
+# (left alone, a real secret in the same place). The secret text is the one the mask must cover.
+CODE_SHAPES = [
+    pytest.param('self.password = password or ""', f'self.password = "{SECRET}" or ""', id="or-default"),
+    pytest.param('passphrase = url.password or ""', f'passphrase = "{SECRET}"', id="attribute-or"),
+    pytest.param('token = prefix + " "', f'token = prefix + "{SECRET}"', id="concatenation"),
+    pytest.param(
+        "expected_key = AWSS3Storage.prefix + folder + key",
+        f'expected_key = "{SECRET}"',
+        id="key-name-concatenation",
+    ),
+    pytest.param(
+        "private_key: Ed25519PrivateKey | Ed448PrivateKey",
+        f"private_key: {SECRET}",
+        id="annotation",
+    ),
+    pytest.param(
+        "SEC_WEBSOCKET_KEY1: istr = hdrs.SEC_WEBSOCKET_KEY1,",
+        f'SEC_WEBSOCKET_KEY1: istr = "{SECRET}",',
+        id="attribute-chain",
+    ),
+    pytest.param(
+        'creds: f"deploy with token {SECRET}"',
+        f'creds: f"{SECRET}"',
+        id="f-string-placeholder",
+    ),
+    pytest.param(
+        'secret = "sk-ant-api03-" + "B" * 40',
+        f'secret = "{SECRET}" + "B" * 40',
+        id="prefix-literal-concatenated",
+    ),
+    pytest.param(
+        '"""A stored bearer token: `sha256:` and 64 hex digits."""',
+        f'"""A stored bearer token: `{SECRET}` and 64 hex digits."""',
+        id="docstring-prefix",
+    ),
+    pytest.param("gss_auth=UseGSSAPI,", "gss_auth=Xk9mQ2pLzR4t,", id="keyword-argument"),
+    pytest.param(
+        "if username == user and password == provided_password:",
+        f'if password == "{SECRET}":',
+        id="comparison",
+    ),
+    pytest.param(
+        "private_key_value = 94761803665136558137557783047955027733968  # why",
+        f"private_key_value = {SECRET}  # why",
+        id="trailing-comment",
+    ),
+    pytest.param(
+        '"machine example.com login me password pass\\n",',
+        "machine h login me password Xk9mQ2pLzR4t",
+        id="netrc",
+    ),
+    pytest.param("const token = prefix + suffix;", f'const token = "{SECRET}";', id="javascript"),
+    pytest.param("token: header ?? fallback", f"token: {SECRET}", id="javascript-nullish"),
+]
+
+LITERAL_KINDS = [
+    pytest.param("token:      273 bytes", f"token:      {SECRET}", id="kubectl-size"),
+    pytest.param('password = "xxxx-xxxx-xxxx"', f'password = "{SECRET}"', id="xxxx"),
+    pytest.param('api_key = "EXAMPLE_KEY_HERE"', f'api_key = "{SECRET}"', id="example"),
+    pytest.param('token = "your-token"', f'token = "{SECRET}"', id="your-token"),
+    pytest.param("token = <token>", f"token = {SECRET}", id="angle-placeholder"),
+    pytest.param("PASSWORD=${DB_PASSWORD}", f"PASSWORD={SECRET}", id="env-reference"),
+    pytest.param(
+        "NEXT_PUBLIC_POSTHOG_KEY=phc_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5z",
+        "NEXT_PUBLIC_STRIPE_KEY=sk_live_51HqLyjWDarjtT1zdp7dcXYZabc12345",
+        id="next-public",
+    ),
+    pytest.param(
+        "POSTHOG_KEY=phc_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5z",
+        "POSTHOG_KEY=phx_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5z",
+        id="posthog-project-key",
+    ),
+    pytest.param('password = "1234"', 'password = "8150274"', id="short"),
+    pytest.param('token = "Bad-Token"', 'token = "Bad-T0ken9x"', id="title-words"),
+    pytest.param('password = "some:password"', 'password = "some:Pa55word"', id="named-parts"),
+    pytest.param('auth="foo:bar"', 'auth="foo:Xk9mQ2pL"', id="user-pass-pair"),
+    pytest.param(
+        'headers={"Authorization": "Basic Zm9vOmJhcg=="}',
+        'headers={"Authorization": "Basic dXNlcjpYazltUTJwTHpSNHQ="}',
+        id="basic-sample",
+    ),
+    pytest.param(
+        "broker_url = 'amqp://guest:guest@localhost:5672//'",
+        "broker_url = 'amqp://guest:Xk9mQ2pL@localhost:5672//'",
+        id="url-local-default",
+    ),
+    pytest.param(
+        "ssh://:clearpassword@host:22",
+        "ssh://:clearpassw0rd9@host:22",
+        id="url-self-named",
+    ),
+    pytest.param("    proxy_auth=None,\\", "    proxy_auth=Xk9mQ2pLzR4t,\\", id="keyword-argument-continued"),
+    pytest.param(
+        "mysql://scott:tiger@example.com/foo",
+        "mysql://scott:tiger@db.internal/foo",
+        id="url-example-host",
+    ),
+]
+
+
+@pytest.mark.parametrize(("alone", "secret"), CODE_SHAPES)
+def test_a_value_that_is_code_is_left_alone_and_a_literal_secret_there_is_masked(
+    alone: str, secret: str
+) -> None:
+    assert redact(alone) == (alone, ())
+
+    masked, findings = redact(secret)
+
+    assert findings
+    assert "[REDACTED:" in masked
+
+
+@pytest.mark.parametrize(("alone", "secret"), LITERAL_KINDS)
+def test_a_literal_that_cannot_be_a_secret_is_left_alone_and_a_secret_there_is_masked(
+    alone: str, secret: str
+) -> None:
+    assert redact(alone) == (alone, ())
+
+    masked, findings = redact(secret)
+
+    assert findings
+    assert "[REDACTED:" in masked
+
+
+def test_a_secret_literal_inside_an_expression_is_masked_alone() -> None:
+    text = f'token = prefix + "{SECRET}" + suffix'
+
+    assert redact(text)[0] == 'token = prefix + "[REDACTED:token]" + suffix'
+
+
+def test_code_inside_a_longer_file_is_left_alone_with_the_secret_beside_it_masked() -> None:
+    text = (
+        "class Client:\n"
+        "    def __init__(self, password=None):\n"
+        '        self.password = password or ""\n'
+        f'        self.api_key = "{SECRET}"\n'
+    )
+
+    masked, findings = redact(text)
+
+    assert masked == text.replace(SECRET, "[REDACTED:api_key]")
+    assert len(findings) == 1
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        'password = """starts a string the cut left open',
+        "password = call(first,",
+        "password = $(cat secret.txt) || true",
+        "password = '",
+    ],
+)
+def test_the_token_reader_reads_a_fragment_as_no_expression_so_the_old_rules_decide(fragment: str) -> None:
+    start = fragment.index("=") + 2
+
+    assert expression(fragment, start) is None
+
+
+def test_a_value_that_does_not_read_as_python_is_judged_as_before() -> None:
+    # `$` is no Python token: the reader gives up, and the old rules mask a literal-looking value.
+    assert expression(f"password = ${SECRET} + x", len("password = ")) is None
+    assert expression(f"{SECRET}", 0) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        ("header ?? fallback", True),
+        ("ok ? left : right", True),
+        ("not configured", True),
+        ("url.password", True),
+        ("hdrs.SEC_WEBSOCKET_KEY1", True),
+        ('f"{scheme} {token}" + suffix', True),
+        ('b"prefix" + rest', True),
+        ("obj.Xk9mQ2pLzR4t", False),
+        ("Ab+cd/ef==", False),
+        ("hunter2Xq9", False),
+        ("correct horse battery staple", False),
+    ],
+)
+def test_the_token_reader_tells_an_expression_from_a_value(value: str, code: bool) -> None:
+    assert (expression(value, 0) is not None) == code
+
+
+def test_the_strings_of_an_expression_are_given_without_prefix_quotes_or_templates() -> None:
+    text = 'x = b"Zx8Qw2Lp9Rt4Yu6Io1Pa" + f"{a}" + """long"""'
+
+    found = expression(text, 4)
+
+    assert found is not None
+    assert [text[start:end] for start, end in found.strings] == [SECRET, "long"]
