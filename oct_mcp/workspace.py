@@ -15,6 +15,7 @@ from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.file_screen import read_at_most
 
 __all__ = [
+    "ENVIRONMENT_FOLDERS",
     "KEY_HOLDERS",
     "NO_FORMAT_CHARACTERS",
     "Workspace",
@@ -50,6 +51,21 @@ def resolve_root(root: str | os.PathLike[str]) -> Path:
 
 KEY_HOLDERS: Final = (".ssh", ".gnupg", ".aws", ".gitconfig")
 """Names whose presence says a folder is a home, not a project: a root there exposes keys and settings."""
+ENVIRONMENT_FOLDERS: Final = frozenset(
+    {
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+    }
+)
+"""A project's folders of installed packages and caches: list and search skip them below the folder
+they start in, and the search for files holding secrets looks only at their own files."""
 
 
 def broad_root_problem(root: Path, home: Path | None) -> str | None:

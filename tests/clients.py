@@ -1,10 +1,12 @@
-"""What the tests that speak MCP to oct-mcp share: how to start it over stdio, how to read a result."""
+"""What the tests that speak MCP share: starting oct-mcp over stdio, reading a result, a human who accepts."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 from mcp import StdioServerParameters
@@ -38,3 +40,20 @@ def model_view(result: types.CallToolResult) -> str:
     if result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+class Accept:
+    """A human who accepts every consent form, and counts them."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked += 1
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+
+def own_tools_path() -> str:
+    """PATH with this test run's interpreter's folder first: its python, ruff and pytest for a
+    project that has no environment of its own."""
+    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"

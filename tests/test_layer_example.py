@@ -11,11 +11,11 @@ import sys
 import sysconfig
 import venv
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+from clients import Accept
 from mcp import Client, StdioServerParameters
 
 from oct_mcp.embed import guard
@@ -31,13 +31,6 @@ from oct_write_budget import LAYER  # noqa: E402
 pytestmark = pytest.mark.anyio
 
 BUDGETED_LAYERS = ["audit", "gateway", "validator", "policy", "safety", "write_budget", "redactor"]
-
-
-class Accept:
-    """A human who approves every change the client shows."""
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 def _config(tmp_path: Path, layers: list[str], max_writes: int, **fields: object) -> Path:

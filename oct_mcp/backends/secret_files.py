@@ -25,6 +25,7 @@ from typing import Final
 from oct_mcp.backends import SecretFile
 from oct_mcp.file_screen import BINARY_SNIFF_BYTES, read_at_most
 from oct_mcp.redaction import redact
+from oct_mcp.workspace import ENVIRONMENT_FOLDERS
 
 __all__ = [
     "SCAN_MAX_BYTES",
@@ -38,22 +39,6 @@ SCAN_MAX_BYTES: Final = 64 * 1_048_576
 masked as the whole file shows it, up to their scan limit). A larger file is no file a read shows
 masked (it is refused whole), so it stays readable: large text files are a suite's data and logs,
 which hiding would break, and no read tool can show their secrets either."""
-ENVIRONMENT_FOLDERS: Final = frozenset(
-    {
-        ".venv",
-        "venv",
-        "node_modules",
-        "__pycache__",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".pytest_cache",
-    }
-)
-"""Installed packages and caches: only the files directly in them are looked into (a venv's `pip.conf`
-may hold an index URL's password), not the packages, whose test data are full of fake keys that
-would hide library files from every run."""
 GIT_FOLDER: Final = ".git"
 _GIT_OBJECTS: Final = "objects"
 """Compressed (zlib) objects: no read shows them as text, so no mask; see the README's known gaps."""
@@ -348,4 +333,7 @@ def _mode_below(mode: int, name: str, *, in_git: bool) -> int:
     """How the walk treats a folder named `name` in a folder it treats as `mode`."""
     if mode != _READ or (in_git and name == _GIT_OBJECTS):
         return _SKIP
+    # Installed packages and caches: their own files are looked into (a venv's `pip.conf` may hold
+    # an index URL's password), not the packages, whose test data are full of fake keys that would
+    # hide library files from every run.
     return _TOP if name in ENVIRONMENT_FOLDERS and not in_git else _READ

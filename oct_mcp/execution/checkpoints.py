@@ -256,8 +256,7 @@ class CheckpointStore:
 
     def _baseline_state(self, path: str) -> PathState:
         """What stands at `path`, a file's content kept under `baseline/`; through no link."""
-        parent = os.path.dirname(path)
-        if os.path.realpath(parent) != os.path.normpath(parent):
+        if _through_linked_folder(path):
             return PathState(kind="unrecorded")
         try:
             info = os.lstat(path)
@@ -305,12 +304,7 @@ class CheckpointStore:
                 if before.kind == "file":
                     kept._adopt_baseline_blob(before.digest)
                 full = os.path.join(root, path)
-                parent = os.path.dirname(full)
-                after = (
-                    state_at(full)
-                    if os.path.realpath(parent) == os.path.normpath(parent)
-                    else PathState(kind="unrecorded")
-                )
+                after = PathState(kind="unrecorded") if _through_linked_folder(full) else state_at(full)
                 entries.append(Entry(path=path, before=before, after=after))
             return entries
 
@@ -487,18 +481,21 @@ def record_paths_before(
         entries = []
         for path in paths:
             full = os.path.join(root, path)
-            parent = os.path.dirname(full)
             # The command's git or tool never writes through a linked folder; the store never reads
             # through one either (it could lead out of the project).
             before = (
-                state_at(full, keep=kept)
-                if os.path.realpath(parent) == os.path.normpath(parent)
-                else PathState(kind="unrecorded")
+                PathState(kind="unrecorded") if _through_linked_folder(full) else state_at(full, keep=kept)
             )
             entries.append(Entry(path=path, before=before, after=PENDING_STATE))
         return entries
 
     return record_or_refuse(store, tool=tool, call_id=call_id, capture=capture)
+
+
+def _through_linked_folder(path: str) -> bool:
+    """Whether a folder on the way to `path` is a link: what stands there may lie outside the project."""
+    parent = os.path.dirname(path)
+    return os.path.realpath(parent) != os.path.normpath(parent)
 
 
 def _read_file(path: str) -> bytes:

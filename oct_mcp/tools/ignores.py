@@ -10,24 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from oct_mcp.workspace import read_at_most
+from oct_mcp.workspace import ENVIRONMENT_FOLDERS, read_at_most
 
 __all__ = ["ENVIRONMENT_FOLDERS", "user_excludes_file"]
 
-ENVIRONMENT_FOLDERS: Final = frozenset(
-    {
-        ".venv",
-        "venv",
-        "node_modules",
-        "__pycache__",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".pytest_cache",
-    }
-)
-"""Skipped by list and search below the folder they start in, ignored by git or not."""
 _CONFIG_MAX_BYTES: Final = 1_048_576
 _SECTION: Final = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)\s*(?:"[^"]*")?\s*\]')
 _EXCLUDES: Final = re.compile(r"^\s*excludesfile\s*=\s*(.*?)\s*$", re.IGNORECASE)

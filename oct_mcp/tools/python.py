@@ -465,11 +465,8 @@ def _checkpointed_apply(
         checkpoint.settle()
         result = applied(run)
         if failed and not result.is_error:
-            stopped = _tool_failed(tool, failed[0])
-            changed = _changed(root, before)
-            result = replace(
-                stopped, text=f"{stopped.text}\nchanged before it stopped: {changed or 'nothing'}"
-            )
+            # The diff's error is the answer, with what the run over the files it named changed.
+            result = applied(failed[0])
         return checkpoint.noted(result)
 
     return CommandPlan(

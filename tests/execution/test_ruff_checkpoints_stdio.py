@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text, own_tools_path
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -21,13 +17,6 @@ _KEY = (
     + "\n".join(["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + "a" * 12] * 6)
     + "\n-----END PRIVATE KEY-----"
 )
-
-
-class Accept:
-    """A human who accepts every consent form."""
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 def _project(tmp_path: Path) -> Path:
@@ -58,7 +47,7 @@ async def test_a_format_and_a_fix_record_what_ruff_rewrote_and_oct_undo_puts_it_
     )
     start = {path: path.read_bytes() for path in project.rglob("*.py")}
     # ruff as the test's own environment has it: the server's ruff, not the project's.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    path = own_tools_path()
     with anyio.fail_after(180):
         async with Client(
             oct_server(project, config, env={"PATH": path}), elicitation_callback=Accept()
@@ -104,7 +93,7 @@ async def test_a_format_with_nothing_to_change_records_no_checkpoint(tmp_path: P
     (project / "tidy.py").write_text("TIDY = 1\n")
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"checkpoint_dir": str(tmp_path / "store"), "rate_limit_per_minute": 1000}))
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    path = own_tools_path()
     with anyio.fail_after(120):
         async with Client(
             oct_server(project, config, env={"PATH": path}), elicitation_callback=Accept()

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text, own_tools_path
 from mcp import Client
 
 from oct_mcp.execution.checkpoints import CheckpointStore
@@ -19,7 +16,7 @@ from oct_mcp.execution.checkpoints import CheckpointStore
 pytestmark = pytest.mark.anyio
 
 # python as the test's own environment has it (the project has none of its own).
-_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+_PATH = own_tools_path()
 
 # In a folder of the project: landlock cannot let a run create or delete at the root (README).
 _SCRIPT = (
@@ -31,13 +28,6 @@ _SCRIPT = (
     "os.remove('old.txt')\n"
     "os.replace('keep.cfg', 'moved.cfg')\n"
 )
-
-
-class Accept:
-    """A human who accepts every consent form."""
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -5,27 +5,19 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text, own_tools_path
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
 
 # python and ruff as the test's own environment has them (the project has no environment).
-_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
-
-
-class Accept:
-    """A human who accepts every consent form."""
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
+_PATH = own_tools_path()
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, bytes]]:

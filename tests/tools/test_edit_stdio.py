@@ -8,23 +8,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
 
 CORE = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
-
-
-class Accept:
-    """A human who accepts every consent form, and counts them."""
-
-    def __init__(self) -> None:
-        self.asked = 0
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        self.asked += 1
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 @pytest.fixture

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text, own_tools_path
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
-
-
-class Accept:
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 @pytest.mark.parametrize(
@@ -36,7 +29,7 @@ async def test_a_long_dry_run_diff_pages_to_its_end_and_the_pages_make_the_whole
         (project / f"m{number:02d}.py").write_text(
             "import os\n" + "".join(f"value_{n}=[{n},{n} ,{n}]\n" for n in range(10))
         )
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    path = own_tools_path()
     pages: list[types.CallToolResult] = []
     with anyio.fail_after(180):
         async with Client(

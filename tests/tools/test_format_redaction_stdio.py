@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server
+from clients import oct_server, own_tools_path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
@@ -41,7 +39,7 @@ async def test_a_format_or_fix_diff_next_to_a_private_key_shows_no_line_of_it(
     # ruff would reformat the line after the key, and (a fix) drop the unused import after it.
     (project / "settings.py").write_text('KEY = """' + "\n".join(key) + '"""\nx=1\nimport os\n')
     # ruff as the test's own environment has it.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    path = own_tools_path()
     with anyio.fail_after(120):
         async with Client(oct_server(project, config_file, env={"PATH": path})) as client:
             formatted = await client.call_tool("oct_format", {"apply": False})

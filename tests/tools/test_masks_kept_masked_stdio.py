@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from clients import model_view, oct_server, only_text
+from clients import Accept, model_view, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -18,17 +17,6 @@ PASSWORD = "hunter2hunter2x"  # noqa: S105 - a test secret
 RANDOM = "Zq8vR2mK9xL4pT7w"
 SETTINGS = f'import os\nDB_PASSWORD = "{PASSWORD}"\nDEBUG = True\n'
 POD = f"env:\n- name: DB_PASSWORD\n  value: {RANDOM}\n"
-
-
-class Accept:
-    """A human who accepts every consent form, and counts them."""
-
-    def __init__(self) -> None:
-        self.asked = 0
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        self.asked += 1
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 @pytest.mark.parametrize("backend", ["native", "bubblewrap", "landlock"])

@@ -4,8 +4,6 @@ as a real SDK client over stdio checks it (the client raises on a result its sch
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +11,7 @@ import anyio
 import jsonschema
 import mcp_types as types
 import pytest
-from clients import oct_server
+from clients import Accept, oct_server, own_tools_path
 from git_repos import git, new_repo
 from mcp import Client
 
@@ -71,13 +69,6 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-class Accept:
-    """A human who accepts every consent form."""
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = new_repo(tmp_path)
@@ -103,7 +94,7 @@ async def test_every_tool_gives_structured_content_its_own_output_schema_accepts
     home.mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.invalid\n")
     # ruff, mypy and pytest as the test's own environment has them, for the tools that run them.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    path = own_tools_path()
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"rate_limit_per_minute": 1000, "checkpoint_dir": str(tmp_path / "store")}))
     results: list[tuple[str, dict[str, Any], types.CallToolResult]] = []

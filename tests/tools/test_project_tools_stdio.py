@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import model_view, oct_server, only_text
+from clients import Accept, model_view, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -39,17 +39,6 @@ def repo(tmp_path: Path) -> Path:
     subprocess.run([*git, "commit", "-q", "-m", "Add a readme"], check=True)
     (root / "README.md").write_text("# demo\n\nAdds numbers.\n")
     return root
-
-
-class Accept:
-    """A human who accepts every consent form, and counts them."""
-
-    def __init__(self) -> None:
-        self.asked = 0
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        self.asked += 1
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 async def test_the_tools_are_listed_with_truthful_annotations_and_output_schemas(

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import model_view, oct_server, only_text
+from clients import Accept, model_view, oct_server, only_text
 from mcp import Client, StdioServerParameters
 
 from oct_mcp.spec import Risk
@@ -48,11 +48,6 @@ def fixture_project(tmp_path: Path) -> Path:
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "initial"], check=True)
     return root
-
-
-class Accept:
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 async def test_the_python_tools_are_listed_with_truthful_annotations(

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text
 from mcp import Client
 from optional import missing
 
@@ -32,11 +32,6 @@ VENV_BIN = Path(sys.executable).parent
 PROGRAMS = ("ruff", "pytest", "mypy")
 _PYTEST_COUNTS = re.compile(r"(\d+) (passed|failed)")
 _MYPY_LINE = re.compile(r"^(\S+?):(\d+): error: .*\[([a-z-]+)\]$")
-
-
-class Accept:
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 def fixture_project(tmp_path: Path, name: str) -> Path:

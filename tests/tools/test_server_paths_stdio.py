@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import Accept, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -22,11 +20,6 @@ sys.stderr.write(
 )
 raise SystemExit(3)
 """
-
-
-class Accept:
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action="accept", content={"approve": True})
 
 
 @pytest.mark.parametrize("backend", ["native", "bubblewrap", "landlock"])
