@@ -55,7 +55,7 @@ print(json.dumps({{"tcp": tcp, "udp": udp}}))
 def _unsupervised(prepared: Prepared) -> Prepared:
     return dataclasses.replace(
         prepared,
-        confinement=dataclasses.replace(prepared.confinement, loopback=False),  # type: ignore[type-var]
+        confinement=dataclasses.replace(prepared.confinement, supervised=False),  # type: ignore[type-var]
     )
 
 
