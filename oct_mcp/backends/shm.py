@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Final
 from oct_mcp.backends.run_memory import read_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from seccompy import Filter
     from seccompy.notify import Listener, Notification
 
@@ -73,10 +75,10 @@ def notify_shm_calls(rules: Filter) -> None:
     rules.notify("linkat", args=here)
 
 
-def _exists(name: str, syscall_nr: object) -> bool:
+def _exists(name: str, syscall_nr: Callable[[str], int]) -> bool:
     """Whether this architecture has the call (arm64 has no open, link or unlink)."""
     try:
-        syscall_nr(name)  # type: ignore[operator]
+        syscall_nr(name)
     except ValueError:
         return False
     return True
