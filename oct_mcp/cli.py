@@ -736,11 +736,12 @@ def loopback_status() -> str:
         return "refused: no seccomp filter here"
     problem = loopback_support()
     if problem is not None:
-        return f"refused (TCP bind, listen, UDP, unix sockets): {problem}"
+        return f"refused (TCP bind, listen, UDP, unix sockets, ptys, /dev/shm): {problem}"
     return (
         "supervised: a run without network serves and reaches its own TCP and UDP sockets on "
         "127.0.0.0/8 and ::1 and its own unix sockets under its scratch folder, nothing else "
-        "(no wildcard, no other address, no socket of the host)"
+        "(no wildcard, no other address, no socket of the host); every run gets its own ptys and "
+        "/dev/shm segments and semaphores, never another's"
     )
 
 

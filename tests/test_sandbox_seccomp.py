@@ -235,20 +235,30 @@ async def test_a_writing_oct_run_makes_nothing_setuid_setgid_sticky_or_world_wri
 
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
-async def test_a_read_only_run_sets_modes_and_times_on_its_own_temporary_files_only_under_bubblewrap(
+async def test_a_read_only_run_sets_modes_on_its_own_temporary_files_and_times_only_under_bubblewrap(
     tmp_path: Path, config_file: Path, backend: str
 ) -> None:
     _backend(backend)
     package = _package(tmp_path.resolve())
+    outside = tmp_path.resolve() / "outside-tool"
+    outside.write_text("#!/bin/sh\n")
+    outside.chmod(0o755)
+    before = _metadata(outside)
     (package / "scratch.py").write_text(
         PROBE_HEAD
-        + textwrap.dedent("""
+        + textwrap.dedent(f"""
             import tempfile
             script = os.path.join(tempfile.gettempdir(), "script.sh")
             open(script, "w").write("#!/bin/sh\\n")
             attempt("chmod_exec", lambda: os.chmod(script, 0o755))
             attempt("touch", lambda: os.utime(script, None))
             attempt("chmod_setuid", lambda: os.chmod(script, 0o4755))
+            attempt("chmod_world_write", lambda: os.chmod(script, 0o757))
+            attempt("chmod_project", lambda: os.chmod("scratch.py", 0o600))
+            attempt("chmod_outside", lambda: os.chmod({str(outside)!r}, 0o700))
+            os.symlink("{package / "scratch.py"}", script + ".link")
+            attempt("chmod_through_link", lambda: os.chmod(script + ".link", 0o600))
+            attempt("chmod_scratch_itself", lambda: os.chmod(os.path.dirname(tempfile.gettempdir()), 0o755))
         """)
     )
 
@@ -256,10 +266,20 @@ async def test_a_read_only_run_sets_modes_and_times_on_its_own_temporary_files_o
 
     assert result.structured_content is not None, only_text(result)
     verdicts = _verdicts(result.structured_content["stdout"])
-    # bubblewrap's mounts hold a read-only run to its private /tmp, where modes are its own; landlock
-    # has no such place a filter could tell apart, so no mode or time changes there (a known gap).
-    expected = "DONE" if backend == "bubblewrap" else "BLOCKED EPERM"
-    assert verdicts == {"chmod_exec": expected, "touch": expected, "chmod_setuid": "BLOCKED EPERM"}
+    # bubblewrap's mounts hold a read-only run to its private /tmp, where modes and times are its
+    # own; landlock's supervisor changes a mode in the run's scratch folder only, never a time.
+    bubblewrap = backend == "bubblewrap"
+    assert verdicts["chmod_exec"] == "DONE"
+    assert verdicts["touch"] == ("DONE" if bubblewrap else "BLOCKED EPERM")
+    assert verdicts["chmod_setuid"] == "BLOCKED EPERM"
+    assert verdicts["chmod_world_write"] == "BLOCKED EPERM"
+    assert verdicts["chmod_project"].startswith("BLOCKED")
+    assert verdicts["chmod_outside"].startswith("BLOCKED")
+    if not bubblewrap:
+        assert verdicts["chmod_through_link"] == "BLOCKED EPERM"
+        assert verdicts["chmod_scratch_itself"] == "BLOCKED EPERM"
+    assert _metadata(outside) == before
+    assert stat.S_IMODE((package / "scratch.py").stat().st_mode) != 0o600
 
 
 async def test_a_run_without_network_is_refused_listen_on_a_socket_it_never_bound(
@@ -697,3 +717,40 @@ def test_the_supervised_filter_hands_over_tcp_udp_and_unix_and_refuses_every_oth
     assert _verdict(program, nr["sendmsg"], args=(3, 0x1000, 0)) == notify
     assert _verdict(program, nr["sendmmsg"], args=(3, 0x1000, 1, 0)) == SECCOMP_RET_ERRNO | errno.ENOSYS
     assert _verdict(program, nr["accept4"], args=(3, 0, 0, 0)) == SECCOMP_RET_ALLOW
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
+def test_the_supervised_filter_hands_over_pty_peers_dev_shm_names_and_scratch_modes_only() -> None:
+    from seccompy import syscall_nr, syscalls
+
+    if syscalls.arch() != "x86_64":
+        pytest.skip("the numbers below are x86-64's")
+    program = filter_program(sockets=True, network=False, writes=False, supervised=True)
+    plain = filter_program(sockets=True, network=False, writes=False)
+    notify, refused = 0x7FC00000, SECCOMP_RET_ERRNO | errno.EPERM
+    names = ("openat", "unlink", "unlinkat", "linkat", "ioctl", "chmod", "fchmod")
+    nr = {name: syscall_nr(name) for name in names}
+    tiocgptpeer, at_fdcwd, o_creat, o_excl, o_nofollow = 0x5441, 0xFFFFFF9C, 0o100, 0o200, 0o400000
+
+    assert _verdict(program, nr["ioctl"], args=(3, tiocgptpeer, 2)) == notify
+    assert _verdict(program, nr["ioctl"], args=(3, 0x5401, 0)) == SECCOMP_RET_ALLOW  # TCGETS
+    # shm_open's and mkstemp's opens, and sem_open's temporary file; an ordinary open stays plain.
+    assert _verdict(program, nr["openat"], args=(at_fdcwd, 0, 2 | o_nofollow, 0)) == notify
+    assert _verdict(program, nr["openat"], args=(at_fdcwd, 0, 2 | o_creat | o_excl, 0o600)) == notify
+    assert _verdict(program, nr["openat"], args=(at_fdcwd, 0, 0, 0)) == SECCOMP_RET_ALLOW
+    assert _verdict(program, nr["openat"], args=(at_fdcwd, 0, 1 | o_creat, 0o644)) == SECCOMP_RET_ALLOW
+    # A setuid file is refused before the supervisor is asked.
+    assert _verdict(program, nr["openat"], args=(at_fdcwd, 0, o_creat | o_excl, 0o4755)) == refused
+    assert _verdict(program, nr["unlink"], args=(0,)) == notify
+    assert _verdict(program, nr["unlinkat"], args=(at_fdcwd, 0, 0)) == notify
+    assert _verdict(program, nr["unlinkat"], args=(3, 0, 0)) == SECCOMP_RET_ALLOW  # left to Landlock
+    assert _verdict(program, nr["linkat"], args=(at_fdcwd, 0, at_fdcwd, 0, 0)) == notify
+    # chmod by path goes to the supervisor (made in the scratch folder only), never a refused bit.
+    assert _verdict(program, nr["chmod"], args=(0, 0o600)) == notify
+    for bit in (0o4000, 0o2000, 0o1000, 0o0002):
+        assert _verdict(program, nr["chmod"], args=(0, 0o600 | bit)) == refused
+    assert _verdict(program, nr["fchmod"], args=(3, 0o600)) == refused
+    # Without a supervisor none of it is handed over: the kernel would answer ENOSYS.
+    assert _verdict(plain, nr["ioctl"], args=(3, tiocgptpeer, 2)) == SECCOMP_RET_ALLOW
+    assert _verdict(plain, nr["unlink"], args=(0,)) == SECCOMP_RET_ALLOW
+    assert _verdict(plain, nr["chmod"], args=(0, 0o600)) == refused

@@ -1,7 +1,7 @@
 """The devices a backend cannot give a run, and the note a result carries when a run needed one.
 
-Under landlock a run gets no pty and no POSIX shared memory. Landlock rights reach every file
-below the folder they are on, and no rule can tell a run's own entries from the user's:
+Landlock rights reach every file below the folder they are on, and no rule can tell a run's own
+entries from the user's:
 
 - a pty: glibc's `openpty` opens the terminal side with TIOCGPTPEER, and the kernel checks that
   open as one of `/dev/pts/N` (measured). A right on `/dev/pts` would let a run open every
@@ -10,8 +10,11 @@ below the folder they are on, and no rule can tell a run's own entries from the 
   `shared_memory`): glibc makes them in `/dev/shm` by a fixed path, beside every other process's
   segments (a browser's), which a right on `/dev/shm` would open to the run.
 
-Bubblewrap gives each run its own `/dev`, with a devpts and a `/dev/shm` of its own. A run that
-failed for want of one is told so by name, with what gives it.
+So a landlock run gets them from its supervisor (seccomp user notification): the terminal side of
+its own pty (`ptys.py`), its segments in a folder of its own (`shm.py`). Where the kernel cannot
+supervise a run (`loopback_support`), it gets neither: a run that failed for want of one is told
+so by name, with what gives it. Bubblewrap gives each run its own `/dev`, with a devpts and a
+`/dev/shm` of its own.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ PTYS: Final = DeviceGap(
     symptoms=(b"openpty()", b"forkpty()", b"out of pty devices", b"/dev/ptmx", b"/dev/pts/"),
     note=(
         "ptys (/dev/ptmx: pty.openpty, os.forkpty, pexpect) are not available under the landlock "
-        "backend: a Landlock right that opens the run's own pty opens the user's terminals too; the "
+        "backend on this kernel, which cannot supervise a run (oct-mcp doctor says why): a Landlock "
+        "right that opens the run's own pty opens the user's terminals too; the "
         "bubblewrap backend gives each run a pty device of its own (sandbox_backend set to bubblewrap, "
         "where oct-mcp doctor shows it usable)"
     ),
@@ -52,7 +56,8 @@ SHARED_MEMORY: Final = DeviceGap(
     ),
     note=(
         "POSIX shared memory and semaphores (/dev/shm: multiprocessing's locks, Pool, Manager, "
-        "shared_memory) are not available under the landlock backend: a Landlock right on /dev/shm "
+        "shared_memory) are not available under the landlock backend on this kernel, which cannot "
+        "supervise a run (oct-mcp doctor says why): a Landlock right on /dev/shm "
         "opens every other process's segments too; the bubblewrap backend gives each run a /dev/shm "
         "of its own (sandbox_backend set to bubblewrap, where oct-mcp doctor shows it usable)"
     ),

@@ -41,6 +41,7 @@ from oct_mcp.backends import (
 from oct_mcp.backends.confined import kill_and_reap
 from oct_mcp.backends.devices import PTYS, SHARED_MEMORY
 from oct_mcp.backends.loopback import LoopbackSupervisor, loopback_support
+from oct_mcp.backends.ptys import allow_pty_master
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import filter_program, load_filter
 from oct_mcp.errors import SandboxUnavailableError
@@ -62,7 +63,8 @@ _DEVICES_LISTED: Final = "/dev"
 """Listed, not opened: a test that lists /dev or asks whether an entry is a block device. The right
 reaches the folders below it (/dev/shm, /dev/pts): their names show, as /proc shows processes'."""
 _DEVICE_GAPS: Final = "runs get no pty and no /dev/shm (bubblewrap gives each run its own)"
-"""What doctor says beside the guarantees: what a test suite misses here (devices.py says why)."""
+"""What doctor says beside the guarantees where the kernel cannot supervise a run: what a test
+suite misses then (devices.py says why)."""
 _CACHES: Final = (
     ("RUFF_CACHE_DIR", "ruff-cache"),
     ("MYPY_CACHE_DIR", "mypy-cache"),
@@ -165,7 +167,7 @@ class LandlockBackend:
             return Availability(False, support.problem)
         failure = _run_true_confined(support)
         # Probed once here, at start-up, rather than on the first run's spawn.
-        loopback_support()
+        supervised = support.seccomp and loopback_support() is None
         if failure is not None:
             return Availability(
                 False, f"Landlock ABI {support.abi} is there, but a confined run failed: {failure}"
@@ -178,7 +180,7 @@ class LandlockBackend:
                 filter(None, [gaps, "a setsid daemon can outlive its call (needs ABI 6, Linux 6.12)"])
             )
         held = f"{detail}; {gaps}" if gaps else f"{detail}; every guarantee holds"
-        return Availability(True, f"{held}; {_DEVICE_GAPS}")
+        return Availability(True, held if supervised else f"{held}; {_DEVICE_GAPS}")
 
     def prepare(self, request: SandboxRequest) -> Prepared:
         support = landlock_support()
@@ -193,6 +195,7 @@ class LandlockBackend:
             guarantees.discard(NO_NETWORK)
         if support.sweeps_leftovers:
             _become_subreaper()
+        supervised = support.seccomp and loopback_support() is None
         env = dict(request.env)
         if request.writable:
             # No new entry can be made in the project root itself (see _allow_writes): caches go to TMPDIR.
@@ -203,12 +206,9 @@ class LandlockBackend:
             env=env,
             cwd=request.start_folder,
             guarantees=frozenset(guarantees),
-            confinement=_Domain(
-                request=request,
-                support=support,
-                loopback=not request.network and support.seccomp and loopback_support() is None,
-            ),
-            refused_devices=(PTYS, SHARED_MEMORY),
+            confinement=_Domain(request=request, support=support, supervised=supervised),
+            # Without a supervisor (a kernel that cannot), the run's ptys and /dev/shm stay refused.
+            refused_devices=() if supervised else (PTYS, SHARED_MEMORY),
         )
 
 
@@ -259,12 +259,13 @@ class _Domain:
 
     request: SandboxRequest
     support: LandlockSupport
-    loopback: bool = False
-    """TCP and UDP on loopback through the supervisor (a run without network, a kernel that can)."""
+    supervised: bool = False
+    """A supervisor answers the run's ptys and /dev/shm, and without network its loopback and unix
+    sockets (a kernel that can: `loopback_support`)."""
 
     def restrict_current_thread(self) -> None:
         # Before any confinement: the supervisor's thread takes this thread's credentials as they are.
-        supervisor = LoopbackSupervisor(self.request.scratch) if self.loopback else None
+        supervisor = LoopbackSupervisor(self.request.scratch) if self.supervised else None
         try:
             self._restrict(supervisor)
         finally:
@@ -284,14 +285,19 @@ class _Domain:
             with Ruleset(handled_net=handled_net, scoped=scoped) as ruleset:
                 _allow_reads(ruleset, request)
                 _allow_writes(ruleset, request)
+                if supervisor is not None:
+                    # /dev/ptmx only: the terminal side comes from the supervisor (ptys.py). No
+                    # right on /dev/shm: the supervisor makes the run's segments (shm.py).
+                    allow_pty_master(ruleset)
                 # No port rule: with TCP handled, every bind and connect the run makes itself is
                 # refused; the supervisor makes them for it from outside the domain.
                 ruleset.restrict(no_new_privs=True)
                 enforced = ruleset.enforced
             if supervisor is not None:
-                supervisor.load(
-                    filter_program(sockets=True, network=False, writes=request.writable, supervised=True)
+                program = filter_program(
+                    sockets=True, network=request.network, writes=request.writable, supervised=True
                 )
+                supervisor.load(program)
             elif self.support.seccomp:
                 load_filter(filter_program(sockets=True, network=request.network, writes=request.writable))
         except (LandlockError, OSError, ValueError) as exc:

@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 
     from seccompy.notify import Listener, Notification
 
+from oct_mcp.backends.ptys import answer_pty_peer
+from oct_mcp.backends.scratch_modes import MODE_CALLS, ScratchModes
+from oct_mcp.backends.shm import SHM_CALLS, RunSharedMemory
+
 __all__ = ["LoopbackSupervisor", "loopback_support"]
 
 _PR_SET_NO_NEW_PRIVS: Final = 38
@@ -176,6 +180,8 @@ class LoopbackSupervisor:
         """The inode of every socket made for the run: the only receivers its sends may reach."""
         self._diag: socket.socket | None = None
         self._diag_lock = threading.Lock()
+        self._shared_memory = RunSharedMemory()
+        self._modes = ScratchModes(self._scratch)
         # Started now, unconfined; it waits for the listener the confined thread will make.
         threading.Thread(target=self._serve, name="oct-loopback", daemon=True).start()
 
@@ -245,9 +251,19 @@ class LoopbackSupervisor:
         finally:
             listener.close()
             self._diag.close()
+            self._shared_memory.close()
 
     def _answer(self, notification: Notification) -> None:
         name = _supervised_names().get(notification.nr, "")
+        if name == "ioctl":
+            answer_pty_peer(self._listener_now(), notification)
+            return
+        if name in SHM_CALLS:
+            self._shared_memory.answer(self._listener_now(), notification, name)
+            return
+        if name in MODE_CALLS:
+            self._modes.answer(self._listener_now(), notification, name)
+            return
         if name == "socket":
             try:
                 self._socket(notification)
@@ -636,7 +652,12 @@ def _supervised_names() -> dict[int, str]:
     """The calls the filter hands over, by number (seccompy's own lookup costs microseconds a call)."""
     from seccompy import syscall_nr
 
-    return {syscall_nr(name): name for name in ("socket", "bind", "connect", "listen", "sendmsg", "sendto")}
+    names = ("socket", "bind", "connect", "listen", "sendmsg", "sendto", "ioctl", *SHM_CALLS, *MODE_CALLS)
+    numbers: dict[int, str] = {}
+    for name in names:
+        with contextlib.suppress(ValueError):  # arm64 has no open, link or unlink
+            numbers[syscall_nr(name)] = name
+    return numbers
 
 
 @cache

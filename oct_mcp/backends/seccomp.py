@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
     from seccompy import ArgCmp, Filter
 
+from oct_mcp.backends.ptys import notify_pty_peer
+from oct_mcp.backends.scratch_modes import MODE_CALLS, notify_scratch_modes
+from oct_mcp.backends.shm import notify_shm_calls
+
 __all__ = ["RunFilter", "filter_program", "load_filter", "seccomp_loads"]
 
 _PR_SET_NO_NEW_PRIVS: Final = 38
@@ -170,8 +174,11 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
         sockets: Whether to filter sockets (landlock); bubblewrap isolates the network itself.
         network: Whether the run may use the network.
         writes: Whether the run may write the project.
-        supervised: Without network, whether TCP and UDP go to the loopback supervisor
-            (`loopback.py`, to load with its listener) rather than being refused.
+        supervised: Whether the filter has a supervisor (`loopback.py`, to load with its
+            listener): it answers the run's TIOCGPTPEER (`ptys.py`), its calls that may name
+            /dev/shm (`shm.py`), without writes its chmod in its scratch folder
+            (`scratch_modes.py`), and without network its TCP, UDP and unix sockets, which are
+            otherwise refused.
 
     Returns:
         The BPF program, x32 calls refused ahead of seccompy's own (which checks the arch).
@@ -192,7 +199,7 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
         _deny(rules, "ioctl", errno.EPERM, [ArgCmp(1, CmpOp.MASKED_EQ, request, mask=_LOW_32)])
     _terminal_rules(rules)
     for name, mode_at in _CHMODS:
-        if not writes:
+        if not writes and not (supervised and name in MODE_CALLS):
             _deny(rules, name, errno.EPERM)
             continue
         for bit in _CHANGED_BITS:
@@ -211,6 +218,12 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
         _supervised_socket_rules(rules)
     elif sockets:
         _socket_rules(rules, network=network)
+    if supervised:
+        notify_pty_peer(rules)
+        notify_shm_calls(rules)
+        if not writes:
+            # After the rules above, which refuse the bits no run sets.
+            notify_scratch_modes(rules)
     program = rules.program
     if syscalls.arch() == "x86_64":
         return _refuse_x32() + program

@@ -39,7 +39,8 @@ _RIGHTS: Final = {
 # nothing, bubblewrap gives loopback, ptys and /dev/shm and hides (not refuses) what it does not
 # show; an EACCES there (a port below 1024, a folder of another user) is the system's own answer.
 # A pty, a semaphore or shared memory is told apart (so it is not read as a path or a socket) and
-# left to the note the sandbox adds for the devices a backend lacks (backends/devices.py).
+# left to the note the sandbox adds for the devices a run lacks (backends/devices.py: landlock on a
+# kernel that cannot supervise a run; elsewhere landlock's supervisor gives them).
 _MADE_BY: Final = {
     "landlock": frozenset(_RIGHTS) - {"read_only_outside"},
     "bubblewrap": frozenset({"read_only", "read_only_outside"}),

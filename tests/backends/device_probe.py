@@ -6,6 +6,8 @@ outside it, a name for a segment the run leaves behind. Each probe prints "OK ..
 take the same number.
 """
 
+import _posixshmem
+import ctypes
 import fcntl
 import json
 import multiprocessing
@@ -106,6 +108,28 @@ def own_segment():
     return name.startswith("psm_")
 
 
+def named_semaphore():
+    # sem_open by name, as a C extension does: made, opened again by its name, counted, removed.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sem_open.restype = ctypes.c_void_p
+    libc.sem_open.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_uint)
+    name = f"/oct-probe-{os.getpid()}".encode()
+    made = libc.sem_open(name, os.O_CREAT | os.O_EXCL, 0o600, 1)
+    if made in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "sem_open")
+    again = libc.sem_open(name, 0, 0, 0)
+    if again in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "sem_open")
+    libc.sem_post(ctypes.c_void_p(again))
+    value = ctypes.c_int()
+    libc.sem_getvalue(ctypes.c_void_p(made), ctypes.byref(value))
+    libc.sem_close(ctypes.c_void_p(again))
+    libc.sem_close(ctypes.c_void_p(made))
+    if libc.sem_unlink(name) != 0:
+        raise OSError(ctypes.get_errno(), "sem_unlink")
+    return value.value
+
+
 if __name__ == "__main__":
     probe("other pts", other_pts)
     probe("pair", pair_round_trip)
@@ -117,12 +141,14 @@ if __name__ == "__main__":
     probe("block device", lambda: stat.S_ISBLK(os.stat("/dev/null").st_mode))
     # Opened by its path: attaching through SharedMemory would have the resource tracker unlink it.
     probe("other segment", lambda: os.close(os.open(f"/dev/shm/{sys.argv[2]}", os.O_RDWR)))
+    probe("other segment by shm_open", lambda: os.close(_posixshmem.shm_open(f"/{sys.argv[2]}", os.O_RDWR)))
     probe("lock", lambda: bool(multiprocessing.Lock()))
     for method in ("fork", "spawn", "forkserver"):
         probe(f"pool {method}", lambda method=method: pool(method))
     probe("manager", manager)
     probe("shared_memory", own_segment)
+    probe("named semaphore", named_semaphore)
     # Left behind on purpose: the harness looks for it outside the run.
-    left = f"/dev/shm/{sys.argv[3]}"
-    probe("leave segment", lambda: os.close(os.open(left, os.O_RDWR | os.O_CREAT, 0o600)))
+    left = f"/{sys.argv[3]}"
+    probe("leave segment", lambda: os.close(_posixshmem.shm_open(left, os.O_RDWR | os.O_CREAT, 0o600)))
     print(json.dumps(results))

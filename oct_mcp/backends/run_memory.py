@@ -1,0 +1,51 @@
+"""Reading a supervised call's arguments out of the calling process's memory, once, into the server's.
+
+The run may change its memory while the supervisor looks: every check and every call the
+supervisor makes for it use the copy, never the run's memory again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from functools import cache
+from typing import Final
+
+__all__ = ["read_path"]
+
+_MAX_PATH: Final = 4096
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+def read_path(pid: int, pointer: int) -> bytes:
+    """A NUL-ended path from the run's memory, read once; the call's own EFAULT or ENAMETOOLONG otherwise.
+
+    Read page by page: a short path at the end of a mapping must not fail for the bytes after it.
+    """
+    out = b""
+    page = 4096
+    while len(out) < _MAX_PATH:
+        size = min(page - (pointer + len(out)) % page, _MAX_PATH - len(out))
+        buffer = ctypes.create_string_buffer(size)
+        local = _Iovec(ctypes.addressof(buffer), size)
+        remote = _Iovec(pointer + len(out), size)
+        one = ctypes.c_ulong(1)
+        read = _libc().process_vm_readv(
+            pid, ctypes.byref(local), one, ctypes.byref(remote), one, ctypes.c_ulong(0)
+        )
+        if read <= 0:
+            raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
+        chunk = buffer.raw[:read]
+        if b"\0" in chunk:
+            return out + chunk.split(b"\0", 1)[0]
+        out += chunk
+    raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
