@@ -19,8 +19,8 @@ address in its memory after the check. It acts on copies instead:
   kernel checks the path as it binds; a connect or send goes through a descriptor of the socket
   file opened beneath the folder with no link on the way. Abstract names are refused: the
   supervisor stands outside the run's domain, whose scope keeps the run from the host's.
-- `listen`: only on a socket bound to loopback. An unbound socket would be bound by the kernel to
-  every address: refused, as the same bind by hand is.
+- `listen`: only on a socket bound to loopback. An unbound socket, which the kernel would bind to
+  every address, is first bound by the supervisor to a free port on loopback.
 - `sendmsg`, and `sendto` with an address: to loopback only, sent by the supervisor from copies
   of the data, the address and the control data (which could choose the interface past
   SO_BINDTODEVICE: IP_PKTINFO), which may carry only descriptors (SCM_RIGHTS, taken from the run
@@ -151,6 +151,25 @@ def _is_loopback(address: bytes) -> bool:
 
 def _port(address: bytes) -> int:
     return int.from_bytes(address[2:4], "big")
+
+
+def _on_loopback(address: bytes) -> bytes:
+    """A copied sockaddr with the wildcard host (`0.0.0.0`, `::`, `::ffff:0.0.0.0`) made loopback's.
+
+    A test server binds the wildcard as often as loopback (`""` is Python's default host), and
+    is reached by its clients on `127.0.0.1` or `localhost` either way: bound to loopback it serves
+    them all the same, and no other address of the machine. Any other host is left as it is.
+    """
+    family = int.from_bytes(address[:2], "little")
+    if family == socket.AF_INET and len(address) >= 8 and address[4:8] == bytes(4):
+        return address[:4] + b"\x7f\0\0\x01" + address[8:]
+    if family == socket.AF_INET6 and len(address) >= 24:
+        host = address[8:24]
+        if host == bytes(16):
+            return address[:8] + _V6_LOOPBACK + address[24:]
+        if host == _V4_MAPPED + bytes(4):
+            return address[:8] + _V4_MAPPED + b"\x7f\0\0\x01" + address[24:]
+    return address
 
 
 @dataclass(slots=True)
@@ -407,6 +426,7 @@ class LoopbackSupervisor:
         address = _read_address(run, notification.args[1], notification.args[2])
         if _family(address) == socket.AF_UNIX:
             return self._bind_unix(run, target, address)
+        address = _on_loopback(address)
         if not _is_loopback(address):
             raise _RefusedError(errno.EACCES)
         if 0 < _port(address) < _unprivileged_port_start():
@@ -437,8 +457,12 @@ class LoopbackSupervisor:
         size = ctypes.c_uint32(_MAX_ADDRESS)
         _check(_libc().getsockname(target, address, ctypes.byref(size)))
         bound = address.raw[: size.value]
+        if _family(bound) in (socket.AF_INET, socket.AF_INET6) and _port(bound) == 0:
+            # Unbound: the kernel would bind it to every address; a port on loopback serves the same.
+            bound = _on_loopback(bound)
+            _check(_libc().bind(target, bound, len(bound)))
         # A unix socket listens only where it was bound (the kernel refuses an unbound one).
-        if _family(bound) != socket.AF_UNIX and (not _is_loopback(bound) or _port(bound) == 0):
+        if _family(bound) != socket.AF_UNIX and not _is_loopback(bound):
             raise _RefusedError(errno.EACCES)
         return _check(_libc().listen(target, ctypes.c_int(_int(notification.args[1]))))
 

@@ -51,11 +51,11 @@ _PROJECT_READ_ONLY: Final = (
 )
 _ALLOWS: Final = {
     ("tcp", "landlock"): (
-        "landlock runs without network bind and listen on 127.0.0.0/8 and ::1 only (not 0.0.0.0, :: or "
-        "''), and reach only their own sockets there, where `oct-mcp doctor` says loopback is supervised "
-        '(none where it is not); the bubblewrap backend (sandbox_backend = "bubblewrap", where doctor '
-        "says it works) gives each run a loopback of its own, and oct_run with network=true (consent, a "
-        "profile without no_network) gives it the network"
+        "landlock runs without network bind and listen on 127.0.0.0/8 and ::1 only (a bind to 0.0.0.0, "
+        ":: or '' is made on loopback), and reach only their own sockets there, where `oct-mcp doctor` "
+        "says loopback is supervised (none where it is not); the bubblewrap backend "
+        '(sandbox_backend = "bubblewrap", where doctor says it works) gives each run a loopback of its '
+        "own, and oct_run with network=true (consent, a profile without no_network) gives it the network"
     ),
     ("udp", "landlock"): (
         "landlock runs without network use UDP on 127.0.0.0/8 and ::1 between their own sockets only, "

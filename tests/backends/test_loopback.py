@@ -139,11 +139,19 @@ def attempt(name, action):
         print(name, "DONE")
     except OSError as exc:
         print(name, errno.errorcode[exc.errno])
-attempt("bind_any4", lambda: socket.socket().bind(("0.0.0.0", 0)))
-attempt("bind_any6", lambda: socket.socket(socket.AF_INET6).bind(("::", 0)))
-attempt("listen_unbound", lambda: socket.socket().listen())
+def bound(name, family, kind, host):
+    made = socket.socket(family, kind)
+    if host is None:
+        made.listen()
+    else:
+        made.bind((host, 0))
+    print(name, made.getsockname()[0])
+bound("bind_any4", socket.AF_INET, socket.SOCK_STREAM, "0.0.0.0")
+bound("bind_any6", socket.AF_INET6, socket.SOCK_STREAM, "::")
+bound("bind_any_mapped", socket.AF_INET6, socket.SOCK_STREAM, "::ffff:0.0.0.0")
+bound("listen_unbound", socket.AF_INET, socket.SOCK_STREAM, None)
+bound("udp_bind_empty", socket.AF_INET, socket.SOCK_DGRAM, "")
 attempt("bind_privileged", lambda: socket.socket().bind(("127.0.0.1", 80)))
-attempt("udp_bind_any", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("", 0)))
 attempt("host_tcp", lambda: socket.create_connection(("127.0.0.1", host_tcp), timeout=5))
 def steal(kind):
     thief = socket.socket(socket.AF_INET, kind)
@@ -158,7 +166,7 @@ attempt("ping", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.
 """
 
 
-async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_host_on_loopback(
+async def test_a_landlock_run_binds_the_wildcard_on_loopback_and_reaches_no_socket_of_the_host_there(
     tmp_path: Path,
 ) -> None:
     # The host's own loopback services (a resolver, a proxy, a database) would carry data elsewhere,
@@ -184,11 +192,13 @@ async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_hos
 
     assert code == 0, stderr
     assert dict(line.split() for line in lines) == {
-        "bind_any4": "EACCES",
-        "bind_any6": "EACCES",
-        "listen_unbound": "EACCES",
+        # The wildcard, given or left to the kernel by a listen(), is bound on loopback.
+        "bind_any4": "127.0.0.1",
+        "bind_any6": "::1",
+        "bind_any_mapped": "::ffff:127.0.0.1",
+        "listen_unbound": "127.0.0.1",
+        "udp_bind_empty": "127.0.0.1",
         "bind_privileged": "EACCES",
-        "udp_bind_any": "EACCES",
         "host_tcp": "ECONNREFUSED",
         "share_host_tcp_port": "EADDRINUSE",
         "share_host_udp_port": "EADDRINUSE",
@@ -201,7 +211,7 @@ async def test_a_landlock_run_binds_no_wildcard_and_reaches_no_socket_of_the_hos
 # Run as root inside a network namespace of the test's own: a veth pair gives this "machine" another
 # address, with a TCP listener and a UDP receiver on it that the run must never reach.
 NETNS_HARNESS = """
-import json, socket, subprocess, sys, threading
+import errno, json, socket, subprocess, sys, threading
 from dataclasses import replace
 from pathlib import Path
 import anyio
@@ -229,8 +239,29 @@ request = SandboxRequest(
     limits=Limits(memory_bytes=512 * 1024 * 1024, cpu_seconds=120), scratch=base / "scratch",
 )
 request.scratch.mkdir()
+def knock():
+    # While the run serves on the wildcard, knock on its port from the machine's other addresses.
+    ports, answer = base / "scratch" / "wildcard", base / "scratch" / "knocked"
+    while not ports.exists() and not finished.is_set():
+        finished.wait(0.05)
+    if finished.is_set():
+        return
+    port4, port6 = (int(value) for value in ports.read_text().split())
+    outcomes = []
+    for family, host, port in ((socket.AF_INET, "10.77.0.1", port4), (socket.AF_INET6, "fd77::1", port6)):
+        try:
+            socket.create_connection((host, port), timeout=3).close()
+            outcomes.append("reached")
+        except OSError as exc:
+            outcomes.append(errno.errorcode.get(exc.errno or 0, "timeout"))
+    answer.write_text(" ".join(outcomes))
+finished = threading.Event()
+knocker = threading.Thread(target=knock)
+knocker.start()
 prepared = LandlockBackend().prepare(request)
 run = anyio.run(lambda: run_prepared(prepared, backend="landlock", time_limit=120, max_output=1 << 20))
+finished.set()
+knocker.join()
 reached = 0
 for listening in (outside_tcp, outside_tcp6):
     while True:
@@ -266,6 +297,19 @@ attempt("udp_sendto", lambda: udp().sendto(b"x", ("10.77.0.1", udp_port)))
 attempt("udp_sendmsg", lambda: udp().sendmsg([b"x"], [], 0, ("10.77.0.1", udp_port)))
 attempt("udp_connect", lambda: udp().connect(("10.77.0.1", udp_port)))
 attempt("bind_other", lambda: socket.socket().bind(("10.77.0.1", 0)))
+import os, time
+wild4 = socket.create_server(("0.0.0.0", 0))
+wild6 = socket.create_server(("::", 0), family=socket.AF_INET6)
+scratch = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scratch")
+with open(os.path.join(scratch, "wildcard.part"), "w") as ports:
+    ports.write(f"{wild4.getsockname()[1]} {wild6.getsockname()[1]}")
+os.rename(os.path.join(scratch, "wildcard.part"), os.path.join(scratch, "wildcard"))
+for _ in range(200):
+    if os.path.exists(os.path.join(scratch, "knocked")):
+        break
+    time.sleep(0.05)
+with open(os.path.join(scratch, "knocked")) as knocked:
+    print("knocked", knocked.read().replace(" ", "/"), flush=True)
 
 # The race: one thread flips the address in memory between the run's own listener and the
 # outside one while the other connects and sends through it, again and again.
@@ -342,6 +386,8 @@ def test_a_landlock_run_reaches_no_other_address_of_the_machine_even_racing_its_
         "udp_sendmsg": "ENETUNREACH",
         "udp_connect": "ENETUNREACH",
         "bind_other": "EACCES",
+        # A server on the wildcard is on loopback: the machine's other addresses do not reach it.
+        "knocked": "ECONNREFUSED/ECONNREFUSED",
     }
     # Both addresses were seen (the race ran), and only the run's own listener was reached.
     assert {key for key, count in race.items() if int(count) > 0} == set(race), race
