@@ -21,6 +21,7 @@ from pathspec import PathSpec
 from pathspec.patterns.gitwildmatch import GitWildMatchPattern
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError, FieldProblem, InvalidArgumentsError, OctError
 from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.types import RuleVerdict
@@ -57,6 +58,8 @@ REF_FIELDS: Final = ("branch", "base", "commit", "target", "ref", "revision", "s
 """The params fields that name a git ref or branch."""
 MAX_RULES: Final = 256
 _ANY_TOOL: Final = "*"
+
+_log = get_logger(__name__)
 
 
 class _Strict(BaseModel):
@@ -243,8 +246,8 @@ def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ())
         tool_names: The tools of the catalog: a rule naming another is refused; empty: not checked.
 
     Raises:
-        ConfigError: A rule is malformed, names an unknown tool, or a repository's config allows
-            something (it may only deny or ask).
+        ConfigError: A rule is malformed or names an unknown tool. A repository's allow is
+            dropped (logged): its config may only deny or ask.
     """
     known = frozenset(tool_names)
     by_tier: dict[Tier, list[CompiledRule]] = {tier: [] for tier in TIERS}
@@ -265,11 +268,11 @@ def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ())
             if known and unknown:
                 raise ConfigError(f"{where} names unknown tools: {', '.join(sorted(unknown))}", rule="rules")
             if source.tier == "repo" and rule.effect == "allow":
-                raise ConfigError(
-                    f"{where} allows; a repository's config may only deny or ask: remove the rule, or "
-                    "put it in your own config",
-                    rule="rules",
+                # A repository may tighten, never loosen: its allow is dropped, said where it is read.
+                _log.warning(
+                    "repo_rule_ignored", file=source.file, rule=index, problem="a repository may not allow"
                 )
+                continue
             by_tier[source.tier].append(_compile(rule, f"{rule.name or f'#{index}'}", source))
     ordered = tuple((tier, tuple(by_tier[tier])) for tier in TIERS if by_tier[tier])
     per_tool = {
