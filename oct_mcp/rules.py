@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pathspec import PathSpec
-from pathspec.patterns.gitwildmatch import GitWildMatchPattern
+from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oct_mcp.diagnostics import get_logger
@@ -151,7 +150,7 @@ class CompiledRule:
     file: str
     tools: frozenset[str] | None
     """None: every tool."""
-    paths: PathSpec[GitWildMatchPattern] | None
+    paths: GitIgnoreSpec | None
     refs: re.Pattern[str] | None
     argv_words: re.Pattern[str] | None
     risks: frozenset[str]
@@ -183,7 +182,7 @@ class CompiledRule:
         )
 
 
-def _path_matches(spec: PathSpec[GitWildMatchPattern], path: str) -> bool:
+def _path_matches(spec: GitIgnoreSpec, path: str) -> bool:
     # A folder named as itself (`secrets`) is matched as a folder too: `secrets/` must cover it.
     return spec.match_file(path) or spec.match_file(path + "/")
 
@@ -285,7 +284,7 @@ def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ())
 def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
     when = rule.when
     try:
-        paths = PathSpec.from_lines(GitWildMatchPattern, when.paths) if when.paths else None
+        paths = GitIgnoreSpec.from_lines(when.paths) if when.paths else None
     except ValueError as exc:
         raise ConfigError(f"rule {label} of {source.file}: a path glob is malformed", rule="rules") from exc
     return CompiledRule(
