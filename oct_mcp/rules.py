@@ -7,6 +7,7 @@ so what the command prints is what the server does.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from oct_mcp.diagnostics import get_logger
@@ -150,17 +150,18 @@ class CompiledRule:
     file: str
     tools: frozenset[str] | None
     """None: every tool."""
-    paths: GitIgnoreSpec | None
+    paths: PathGlobs | None
     refs: re.Pattern[str] | None
     argv_words: re.Pattern[str] | None
     risks: frozenset[str]
 
-    def matches(self, facts: CallFacts) -> bool:
+    def matches(self, facts: CallFacts, *, paths_hit: bool = True) -> bool:
+        """Whether every condition holds; `paths_hit` False: the book knows no path glob matches."""
         if self.tools is not None and facts.tool not in self.tools:
             return False
         if self.risks and facts.risk not in self.risks:
             return False
-        if self.paths is not None and not any(_path_matches(self.paths, path) for path in facts.paths):
+        if self.paths is not None and not (paths_hit and self.paths.matches_any(facts.paths)):
             return False
         if self.refs is not None and not any(self.refs.fullmatch(ref) for ref in facts.refs):
             return False
@@ -182,9 +183,125 @@ class CompiledRule:
         )
 
 
-def _path_matches(spec: GitIgnoreSpec, path: str) -> bool:
-    # A folder named as itself (`secrets`) is matched as a folder too: `secrets/` must cover it.
-    return spec.match_file(path) or spec.match_file(path + "/")
+@dataclass(frozen=True, slots=True)
+class PathGlobs:
+    """gitignore-style globs as two expressions: over one name at any depth (`*.pem`, `secrets/`),
+    and over a path from the project root (`config/prod.yaml`, `/build`, `docs/**/*.md`).
+
+    A path matches where a name of it matches the first, or it or a folder above it matches the
+    second: what a folder's glob denies, it denies all inside. Written for speed: each path is
+    tried against one expression per part, never a pattern at a time.
+    """
+
+    names: str | None
+    """The alternation over one name, for the globs neither a plain name nor `*` and a suffix."""
+    rooted: str | None
+    """The alternation over a path from the root."""
+    literal_names: frozenset[str] = frozenset()
+    """Plain names (`secrets`, `.env`): a set lookup per part."""
+    suffixes: tuple[str, ...] = ()
+    """`*.pem` as `.pem`: a `str.endswith` per part."""
+    _names: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _rooted: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Most globs are plain names or suffixes, tried without a regular expression; the rest
+        # are one expression over each part, and one match for the path or a folder above it.
+        names = re.compile(self.names) if self.names is not None else None
+        rooted = re.compile(f"(?:{self.rooted})(?:/|$)") if self.rooted is not None else None
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_rooted", rooted)
+
+    def matches_any(self, paths: Iterable[str]) -> bool:
+        return any(self.matches(path) for path in paths)
+
+    def matches(self, path: str) -> bool:
+        if self._rooted is not None and self._rooted.match(path):
+            return True
+        if not (self.literal_names or self.suffixes or self._names is not None):
+            return False
+        for part in path.split("/"):
+            if part in self.literal_names or (self.suffixes and part.endswith(self.suffixes)):
+                return True
+            if self._names is not None and self._names.fullmatch(part):
+                return True
+        return False
+
+    @classmethod
+    def union(cls, globs: Iterable[PathGlobs]) -> PathGlobs:
+        listed = list(globs)
+        return cls(
+            names=_alternation(g.names for g in listed),
+            rooted=_alternation(g.rooted for g in listed),
+            literal_names=frozenset().union(*(g.literal_names for g in listed)),
+            suffixes=tuple(suffix for g in listed for suffix in g.suffixes),
+        )
+
+
+def _alternation(texts: Iterable[str | None]) -> str | None:
+    kept = [text for text in texts if text is not None]
+    return "|".join(f"(?:{text})" for text in kept) if kept else None
+
+
+def path_globs(patterns: Iterable[str]) -> PathGlobs:
+    """Compile gitignore-style globs.
+
+    Raises:
+        ValueError: A glob is empty, a negation (`!`: write a rule before this one instead), or
+            climbs (`..`).
+    """
+    names: list[str] = []
+    rooted: list[str] = []
+    literal: set[str] = set()
+    suffixes: list[str] = []
+    for raw in patterns:
+        glob = raw.strip().rstrip("/")
+        if not glob or glob.startswith("!") or ".." in glob.split("/"):
+            raise ValueError(raw)
+        if "/" in glob:
+            rooted.append(_glob_regex(glob.lstrip("/")))
+        elif not any(char in glob for char in "*?[\\"):
+            literal.add(glob)
+        elif glob.startswith("*") and glob[1:] and not any(char in glob[1:] for char in "*?[\\"):
+            suffixes.append(glob[1:])
+        else:
+            names.append(_glob_regex(glob))
+    return PathGlobs(
+        names=_alternation(names),
+        rooted=_alternation(rooted),
+        literal_names=frozenset(literal),
+        suffixes=tuple(suffixes),
+    )
+
+
+def _glob_regex(glob: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(glob):
+        char = glob[index]
+        if glob.startswith("**/", index):
+            out.append("(?:[^/]+/)*")
+            index += 3
+        elif glob.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif char == "*":
+            out.append("[^/]*")
+            index += 1
+        elif char == "?":
+            out.append("[^/]")
+            index += 1
+        elif char == "[" and "]" in glob[index + 2 :]:
+            close = glob.index("]", index + 2)
+            body = glob[index + 1 : close]
+            negated = body.startswith("!")
+            body = re.escape(body[1:] if negated else body).replace(r"\-", "-")
+            out.append(f"[{'^' if negated else ''}{body}]")
+            index = close + 1
+        else:
+            out.append(re.escape(char))
+            index += 1
+    return "".join(out)
 
 
 def _globs(patterns: Iterable[str]) -> re.Pattern[str] | None:
@@ -198,6 +315,11 @@ class RuleBook:
 
     by_tier: tuple[tuple[Tier, tuple[CompiledRule, ...]], ...] = ()
     _by_tool: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
+    _path_union: Mapping[str, PathGlobs] = field(default_factory=dict)
+    _pathless: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
+    """By tool: `_by_tool` without the rules over paths, tried where the union matches no path."""
+    """By tool: every path glob that can apply to it as one expression, where all can be one: a
+    call whose paths it does not match skips each rule over paths with one match in all."""
 
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
@@ -226,9 +348,12 @@ class RuleBook:
         allow), and of equals the strongest tier's. So a rule below never loosens one above.
         """
         chosen: CompiledRule | None = None
-        for rules in self.for_tool(facts.tool):
+        union = self._path_union.get(facts.tool)
+        paths_hit = union is None or union.matches_any(facts.paths)
+        tiers = self.for_tool(facts.tool) if paths_hit else self._pathless[facts.tool]
+        for rules in tiers:
             for rule in rules:
-                if rule.matches(facts):
+                if rule.matches(facts, paths_hit=paths_hit):
                     if chosen is None or (
                         EFFECT_STRICTNESS[rule.rule.effect] > EFFECT_STRICTNESS[chosen.rule.effect]
                     ):
@@ -278,15 +403,27 @@ def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ())
         name: tuple(tuple(r for r in rules if r.tools is None or name in r.tools) for _t, rules in ordered)
         for name in known
     }
-    return RuleBook(by_tier=ordered, _by_tool=per_tool)
+    unions = {
+        name: PathGlobs.union(rule.paths for rules in tiers for rule in rules if rule.paths is not None)
+        for name, tiers in per_tool.items()
+    }
+    pathless = {
+        name: tuple(tuple(rule for rule in rules if rule.paths is None) for rules in tiers)
+        for name, tiers in per_tool.items()
+    }
+    return RuleBook(by_tier=ordered, _by_tool=per_tool, _path_union=unions, _pathless=pathless)
 
 
 def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
     when = rule.when
     try:
-        paths = GitIgnoreSpec.from_lines(when.paths) if when.paths else None
+        paths = path_globs(when.paths) if when.paths else None
     except ValueError as exc:
-        raise ConfigError(f"rule {label} of {source.file}: a path glob is malformed", rule="rules") from exc
+        raise ConfigError(
+            f"rule {label} of {source.file}: a path glob is empty, climbs (..) or negates (!); "
+            "for an exception, put a rule before this one",
+            rule="rules",
+        ) from exc
     return CompiledRule(
         rule=rule,
         label=label,
@@ -301,7 +438,12 @@ def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
 
 
 def call_facts(
-    spec: ToolSpec, params: BaseModel, workspace: Workspace, *, with_targets: bool = True
+    spec: ToolSpec,
+    params: BaseModel,
+    workspace: Workspace,
+    *,
+    resolved: Sequence[tuple[str, str]] = (),
+    with_targets: bool = True,
 ) -> CallFacts:
     """What a validated call touches, for the rules.
 
@@ -309,32 +451,52 @@ def call_facts(
     resolved in the project (a link to `secrets/` is `secrets/`); the command a run starts; the refs
     it names; its own risk.
 
+    Args:
+        resolved: Paths as given and where they resolve, as the validator found them: not
+            resolved again.
+
     Raises:
         OctError: A path leaves the project (the validator refused it already for a path field).
     """
-    args = params.model_dump()
+    # The dump costs more than the rest together: only the tools whose arguments decide their risk
+    # or name paths inside (a patch) need it.
+    args = params.model_dump() if spec.targets is not None or spec.call_risk is not None else None
     named: list[str] = [path for _field, path in spec.given_paths(params)]
-    if with_targets and spec.targets is not None:
+    if with_targets and spec.targets is not None and args is not None:
         # A patch that cannot be read names nothing; the tool refuses it when it runs.
         with contextlib.suppress(OctError, ValueError, TypeError, KeyError):
             named.extend(p for p in spec.targets(args) if isinstance(p, str))
+    known = dict(resolved)
     paths: list[str] = []
     for path in named:
-        for shown in (_as_named(path, workspace), workspace.relative(workspace.contain_text(path))):
+        landed = known.get(path)
+        if landed is None:
+            landed = workspace.contain_text(path)
+        for shown in (_as_named(path, workspace), workspace.relative(landed)):
             if shown is not None and shown not in paths:
                 paths.append(shown)
-    refs = tuple(str(args[name]) for name in REF_FIELDS if isinstance(args.get(name), str))
+    refs = tuple(
+        value for name in _ref_fields(type(params)) if isinstance(value := getattr(params, name), str)
+    )
     return CallFacts(
         tool=spec.name,
-        risk=spec.risk_of(args).risk.value,
+        risk=spec.risk.value if args is None or spec.call_risk is None else spec.risk_of(args).risk.value,
         paths=tuple(paths),
         argv=spec.runs(params) if spec.runs is not None else None,
         refs=refs,
     )
 
 
+@functools.cache
+def _ref_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    # Asked once per tool: a pydantic model answers a missing attribute slowly (it raises inside).
+    return tuple(name for name in REF_FIELDS if name in model.model_fields)
+
+
 def _as_named(path: str, workspace: Workspace) -> str | None:
     """The path as the call named it, relative and normalised, without following links."""
+    if not path.startswith("/") and not any(part in ("", ".", "..") for part in path.split("/")):
+        return path  # already relative and normal, as most are
     root = str(workspace.root)
     joined = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
     if joined == root:

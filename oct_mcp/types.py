@@ -109,6 +109,9 @@ class CallContext:
     """Written by validator: the call carried `confirm=true`, the seed's stateless consent, which
     the validator took off the arguments before the tool's model saw them; the safety gate decides
     what it counts for (nothing where the client can ask a human)."""
+    resolved_paths: tuple[tuple[str, str], ...] = ()
+    """Written by validator: each path argument as given, and where it resolves (absolute, inside
+    the project), so a layer that judges paths does not resolve them again."""
     rule_verdict: RuleVerdict | None = None
     """Written by policy: the rule that asks about or allows this call; None where none matched."""
     dry_run: bool = False

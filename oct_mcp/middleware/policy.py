@@ -93,7 +93,8 @@ class PolicyEngine:
                         f"argument: {name})"
                     )
         if self.rules:
-            decided = self.rules.decide(call_facts(spec, params, workspace))
+            facts = call_facts(spec, params, workspace, resolved=ctx.resolved_paths)
+            decided = self.rules.decide(facts)
             if decided is not None:
                 if decided.rule.effect == "deny":
                     raise PolicyError(
