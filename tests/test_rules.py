@@ -284,3 +284,15 @@ def test_doctor_lists_the_rules_in_force_with_tier_and_file(
 
     assert code == EXIT_OK
     assert f"  user   deny   no-keys              tools *: keys stay out ({ruled})" in out
+
+
+def test_a_risk_condition_matches_the_call_s_own_risk(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path.resolve())
+    sources = [
+        RuleSource(tier="user", file="c", rules=(rule("ask", tools=["oct_run"], when={"risk": ["write"]}),))
+    ]
+    writes = facts_of_arguments(CATALOG["oct_run"], {"argv": ["pytest"], "writes": True}, workspace)
+    reads = facts_of_arguments(CATALOG["oct_run"], {"argv": ["pytest"]}, workspace)
+
+    assert decided(sources, writes) == ("ask", "user")
+    assert decided(sources, reads) is None

@@ -281,3 +281,27 @@ def test_an_admin_file_others_may_write_is_refused_at_start_up(
 
     assert stopped.returncode == 2
     assert "must be owned by root and writable by root alone" in stopped.stderr
+
+
+async def test_where_no_human_can_be_asked_an_ask_rule_is_answered_by_confirm(
+    project: Path, config_file: Path, tmp_path: Path
+) -> None:
+    rule = {
+        "effect": "ask",
+        "tools": ["oct_read_file"],
+        "when": {"paths": ["README.md"]},
+        "reason": README_ASK,
+    }
+    write_config(config_file, tmp_path, rules=[rule])
+
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file)) as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            asked = await client.call_tool("oct_read_file", {"path": "README.md"})
+            confirmed = await client.call_tool("oct_read_file", {"path": "README.md", "confirm": True})
+
+    assert "confirm" in listed["oct_read_file"].input_schema["properties"]
+    assert text_of(asked).startswith("[oct-mcp requires_confirmation]")
+    assert README_ASK in text_of(asked)
+    assert "# Demo" not in text_of(asked)
+    assert "# Demo" in text_of(confirmed)

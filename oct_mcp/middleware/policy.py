@@ -138,6 +138,9 @@ def rule_book(settings: PolicySettings, runtime: LayerRuntime) -> RuleBook:
             after_user, RuleSource(tier="user", file=f"profile {runtime.profile}", rules=settings.rules)
         )
     book = compile_rules(sources, () if runtime.open_catalog else runtime.catalog)
+    if runtime.open_catalog:
+        # An embedding host lists its tools after start-up: examples naming them cannot be run yet.
+        return book
     failures = example_failures(book, runtime.catalog, runtime.workspace)
     if failures:
         listed = "\n  ".join(failure.describe() for failure in failures)
