@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final, TextIO
 
 from oct_mcp.errors import OctError
 from oct_mcp.middleware.policy import PolicyEngine
-from oct_mcp.rules import CompiledRule, RuleBook, facts_of_arguments
+from oct_mcp.rules import ADMIN_POLICY_ENV, ADMIN_POLICY_PATH, CompiledRule, RuleBook, facts_of_arguments
 
 if TYPE_CHECKING:
     from oct_mcp.app import App
@@ -91,6 +91,11 @@ def policy_test(app: App, out: TextIO) -> int:
 def print_rules(app: App, out: TextIO) -> None:
     """The rules in force for `doctor`, strongest tier first, each with its tier and file."""
     book = rules_in_force(app)
+    admin = next((source for source in app.rule_sources if source.tier == "admin"), None)
+    if admin is None:
+        out.write(f"admin policy: none ({ADMIN_POLICY_PATH} absent, {ADMIN_POLICY_ENV} unset)\n")
+    else:
+        out.write(f"admin policy: {admin.file} ({len(admin.rules)} rule(s), owned by root)\n")
     if not book:
         out.write("rules: none\n")
         return

@@ -338,6 +338,10 @@ class RuleBook:
             )
         return found
 
+    def applies_to(self, tool: str) -> bool:
+        """Whether some rule can apply to a call of `tool`: where none can, its facts are not needed."""
+        return any(self.for_tool(tool))
+
     def may_ask(self, tool: str) -> bool:
         return any(rule.rule.effect == "ask" for rules in self.for_tool(tool) for rule in rules)
 
@@ -461,7 +465,8 @@ def call_facts(
     # The dump costs more than the rest together: only the tools whose arguments decide their risk
     # or name paths inside (a patch) need it.
     args = params.model_dump() if spec.targets is not None or spec.call_risk is not None else None
-    named: list[str] = [path for _field, path in spec.given_paths(params)]
+    # The validator's list is the path fields' own, in the same order: not walked again.
+    named = [given for given, _landed in resolved] or [path for _field, path in spec.given_paths(params)]
     if with_targets and spec.targets is not None and args is not None:
         # A patch that cannot be read names nothing; the tool refuses it when it runs.
         with contextlib.suppress(OctError, ValueError, TypeError, KeyError):
@@ -472,8 +477,12 @@ def call_facts(
         landed = known.get(path)
         if landed is None:
             landed = workspace.contain_text(path)
-        for shown in (_as_named(path, workspace), workspace.relative(landed)):
-            if shown is not None and shown not in paths:
+        as_named = _as_named(path, workspace)
+        if as_named is not None and as_named not in paths:
+            paths.append(as_named)
+        if landed != f"{workspace.root}/{as_named}":
+            shown = workspace.relative(landed)
+            if shown not in paths:
                 paths.append(shown)
     refs = tuple(
         value for name in _ref_fields(type(params)) if isinstance(value := getattr(params, name), str)

@@ -284,6 +284,7 @@ def test_doctor_lists_the_rules_in_force_with_tier_and_file(
 
     assert code == EXIT_OK
     assert f"  user   deny   no-keys              tools *: keys stay out ({ruled})" in out
+    assert "admin policy: none" in out
 
 
 def test_a_risk_condition_matches_the_call_s_own_risk(tmp_path: Path) -> None:

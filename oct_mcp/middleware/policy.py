@@ -92,7 +92,7 @@ class PolicyEngine:
                         f"{spec.name} may not write to {rule.why} (protected path rule: {rule.name}, "
                         f"argument: {name})"
                     )
-        if self.rules:
+        if self.rules.applies_to(spec.name):
             facts = call_facts(spec, params, workspace, resolved=ctx.resolved_paths)
             decided = self.rules.decide(facts)
             if decided is not None:
