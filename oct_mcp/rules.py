@@ -504,7 +504,8 @@ def _ref_fields(model: type[BaseModel]) -> tuple[str, ...]:
 
 def _as_named(path: str, workspace: Workspace) -> str | None:
     """The path as the call named it, relative and normalised, without following links."""
-    if not path.startswith("/") and not any(part in ("", ".", "..") for part in path.split("/")):
+    framed = f"/{path}/"
+    if not path.startswith("/") and "//" not in framed and "/./" not in framed and "/../" not in framed:
         return path  # already relative and normal, as most are
     root = str(workspace.root)
     joined = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
