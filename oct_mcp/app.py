@@ -19,6 +19,7 @@ from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
 from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_policy, parse_policy
 from oct_mcp.profiles import Profile, resolve_profile
 from oct_mcp.registry import LayerRegistry, layer_registry
+from oct_mcp.rules import RuleSource, read_admin_rules
 from oct_mcp.spec import ToolSpec
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, LayerType, Outcome, ProgressReporter
@@ -49,6 +50,8 @@ class App:
     """The running `/metrics` endpoint, when the server serves one."""
     used_consents: UsedConsents = field(default_factory=UsedConsents)
     """Sealed consent states already answered: each answer runs its call once."""
+    rule_sources: tuple[RuleSource, ...] = ()
+    """The files whose rules are in force, strongest tier first (the profile's are the policy layer's)."""
 
     def visible_tools(self) -> list[ToolSpec]:
         """The tools `tools/list` shows: the catalog minus what the chain hides."""
@@ -106,13 +109,20 @@ def build_app(
     registry = layer_registry(layers)
     workspace = Workspace(resolve_root(project_root))
     loaded = load_settings(config_path, environ)
+    admin = read_admin_rules(os.environ if environ is None else environ)
     if profile is not None:
         loaded = loaded.with_values({"profile": profile}, "cli")
     if loaded.config.policy_source is not None:
         network_allowed = resolve_profile(loaded.config.profile, loaded.user_profiles).allows_network
         loaded = _apply_policy_source(loaded, loaded.config.policy_source, network_allowed=network_allowed)
+    rule_sources: list[RuleSource] = [] if admin is None else [admin]
+    if loaded.config.rules:
+        from_policy = loaded.sources["rules"] == "policy" and loaded.config.policy_source is not None
+        user_file = loaded.config.policy_source if from_policy else str(loaded.path)
+        rule_sources.append(RuleSource(tier="user", file=str(user_file), rules=loaded.config.rules))
     if loaded.config.trust_repo_config:
-        loaded = _apply_repo_config(loaded, workspace)
+        loaded, repo_rules = _apply_repo_config(loaded, workspace)
+        rule_sources.extend(repo_rules)
     chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
     catalog = default_catalog() if catalog is None else catalog
     server_files = [str(loaded.path)]
@@ -129,6 +139,7 @@ def build_app(
         audit=audit,
         open_catalog=hosted,
         development=development,
+        rule_sources=tuple(rule_sources),
     )
     chain = build_chain(chosen, runtime, endpoint=_forward_to_host if hosted else None, registry=registry)
     _log.info("chain_built", profile=chosen.name, layers=list(chosen.layers), root=str(workspace.root))
@@ -142,6 +153,7 @@ def build_app(
         registry=registry,
         audit=audit,
         metrics=endpoint,
+        rule_sources=tuple(rule_sources),
     )
 
 
@@ -164,9 +176,15 @@ def _apply_policy_source(loaded: LoadedConfig, source: str, *, network_allowed: 
     return replace(merged, policy_status=f"loaded ({len(document)} fields)")
 
 
-def _apply_repo_config(loaded: LoadedConfig, workspace: Workspace) -> LoadedConfig:
-    """Tighten the config with the project's own `.octrc.json` and `debug_config.json`, if present."""
+def _apply_repo_config(loaded: LoadedConfig, workspace: Workspace) -> tuple[LoadedConfig, list[RuleSource]]:
+    """Tighten the config with the project's own `.octrc.json` and `debug_config.json`, if present.
+
+    Returns:
+        The config, and the files' rules, which join below the user's (a repository's may only
+        deny or ask: `compile_rules` refuses its allow).
+    """
     found: list[str] = []
+    rules: list[RuleSource] = []
     for name in REPO_CONFIG_FILES:
         try:
             document = _read_repo_config(workspace, name)
@@ -176,9 +194,15 @@ def _apply_repo_config(loaded: LoadedConfig, workspace: Workspace) -> LoadedConf
             continue
         if document is None:
             continue
+        if "rules" in document:
+            raw = document.pop("rules")
+            rules.append(
+                RuleSource(tier="repo", file=name, rules=tuple(raw) if isinstance(raw, list) else (raw,))
+            )
         loaded = tighten_with_repo_config(loaded, document, origin=name)
         found.append(name)
-    return replace(loaded, repo_status="read: " + ", ".join(found) if found else "none found in the project")
+    status = "read: " + ", ".join(found) if found else "none found in the project"
+    return replace(loaded, repo_status=status), rules
 
 
 def _read_repo_config(workspace: Workspace, name: str) -> dict[str, Any] | None:

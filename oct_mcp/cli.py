@@ -38,7 +38,7 @@ EXIT_USAGE: Final = 2
 EXIT_BROAD_ROOT: Final = 3
 """The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
 COMMANDS: Final = (
-    "serve", "doctor", "call", "tools", "checkpoints", "audit", "token", "install", "uninstall"
+    "serve", "doctor", "call", "tools", "checkpoints", "audit", "token", "install", "uninstall", "policy"
 )  # fmt: skip
 TAIL_DEFAULT: Final = 20
 
@@ -84,11 +84,16 @@ def _parser(command: str) -> argparse.ArgumentParser:
     descriptions = {
         "serve": (
             "Serve MCP over stdio for one project. "
-            "Commands: serve (default), doctor, call, tools, checkpoints, audit, token, install, uninstall."
+            "Commands: serve (default), doctor, call, tools, checkpoints, audit, token, install, uninstall, "
+            "policy."
         ),
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
         "tools": "List the tools this profile offers, or show one tool's arguments.",
+        "policy": (
+            "What the rules decide, running nothing: `policy check TOOL --json ARGS` prints the decision "
+            "for a call, the rule and its tier; `policy test` runs every rule's examples."
+        ),
         "checkpoints": (
             "The changes oct-mcp made to this project, and their undo, through the same chain as the "
             "server (its audit log, its masks; an undo shows its diff and asks you first)."
@@ -115,6 +120,10 @@ def _parser(command: str) -> argparse.ArgumentParser:
         _checkpoint_actions(parser)
     else:
         _common_options(parser)
+    if command == "policy":
+        parser.add_argument("action", choices=("check", "test"), help="check one call, or test every example")
+        parser.add_argument("tool", nargs="?", help="check: the tool's name")
+        parser.add_argument("--json", dest="arguments", default="{}", metavar="ARGS", help="check: arguments")
     if command == "tools":
         parser.add_argument("tool", nargs="?", help="a tool's name: show its description and arguments")
     if command == "call":
@@ -333,7 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ConfigError as exc:
         print(f"oct-mcp: configuration error: {exc.message}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_CALL_FAILED if command == "policy" and exc.rule == "rule_examples" else EXIT_USAGE
+    if command == "policy":
+        return _policy(app, args)
     if command == "doctor":
         print_doctor(app, sys.stdout)
         return EXIT_OK
@@ -357,6 +368,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     anyio.run(serve_stdio, app)
     return EXIT_OK
+
+
+def _policy(app: App, args: argparse.Namespace) -> int:
+    from oct_mcp.policy_command import policy_check, policy_test
+
+    if args.action == "test":
+        return policy_test(app, sys.stdout)
+    if args.tool is None:
+        print("oct-mcp policy check: name the tool: oct-mcp policy check TOOL --json ARGS", file=sys.stderr)
+        return EXIT_USAGE
+    return policy_check(app, args.tool, args.arguments, sys.stdout)
 
 
 def _home() -> Path | None:
@@ -601,13 +623,17 @@ def print_doctor(app: App, out: TextIO) -> None:
     write(f"repo config: {loaded.repo_status}\n\n")
     write("configuration (value, source):\n")
     for name, source in loaded.sources.items():
-        write(f"  {name:<28} {getattr(config, name)!r:<40} {source}\n")
+        value = f"{len(config.rules)} rule(s), below" if name == "rules" else repr(getattr(config, name))
+        write(f"  {name:<28} {value:<40} {source}\n")
     write(f"\nprofile: {app.profile.name} ({app.profile.origin}) {app.profile.description}\n")
     write("chain, outermost first: " + " > ".join(app.chain.layer_names) + "\n")
     write("layers a profile may name (where each came from):\n")
     for name in app.registry:
         used = ", in this chain" if name in app.chain.layer_names else ""
         write(f"  {name:<16} {app.registry.origin(name)}{used}\n")
+    from oct_mcp.policy_command import print_rules
+
+    print_rules(app, out)
     write(f"audit: {audit_status(app)}\n")
     write(f"checkpoints: {_checkpoint_status(app)}\n\n")
     write("sandbox backends:\n")

@@ -159,6 +159,10 @@ class McpConfig:
     """The contents kept per project, compressed; past it the oldest checkpoints are dropped."""
     checkpoint_file_max_mb: float = field(default=8.0, metadata=_rules(range=(0.01, 1_024.0)))
     """A file larger than this is recorded as not undoable rather than copied."""
+    # Rules over arguments (issue 34).
+    rules: tuple[Mapping[str, Any], ...] = ()
+    """Allow, ask or deny calls by what they touch (`oct_mcp.rules.Rule`), first match wins; the
+    user tier, below the admin file's and above a trusted repository's (`oct-mcp policy check`)."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
@@ -421,6 +425,10 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         if not all(is_client_name(key) and is_token_hash(value) for key, value in raw.items()):
             return refuse("each entry must map a client name to a sha256: hash (oct-mcp token create NAME)")
         return True, dict(raw)
+    if name == "rules":
+        # Kept whatever its shape, checked rule by rule when the chain is built: a rule dropped
+        # here would be a deny silently lost, so a malformed one stops the start-up there instead.
+        return True, tuple(raw) if isinstance(raw, list) else (raw,)
     if not isinstance(raw, str):
         return refuse("must be a string")
     if name == "replica_id":

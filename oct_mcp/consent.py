@@ -215,7 +215,7 @@ class UsedConsents:
 class ConsentFacts:
     """How a call that needed consent got it, for the audit record."""
 
-    given_by: Literal["elicitation", "session_grant", "confirm"]
+    given_by: Literal["elicitation", "session_grant", "confirm", "rule"]
     """A human through the client; a grant a human gave earlier in this session; the model's confirm=true."""
     preview_digest: str | None = None
     """The preview the consent was given for; None where none was shown (confirm=true)."""

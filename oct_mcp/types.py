@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from oct_mcp.config import McpConfig
     from oct_mcp.consent import Consent, ConsentFacts, SessionGrants
     from oct_mcp.preview import Preview, TargetState
+    from oct_mcp.rules import RuleSource
     from oct_mcp.spec import RunResult, ToolSpec
     from oct_mcp.workspace import Workspace
 
@@ -37,6 +38,7 @@ __all__ = [
     "Middleware",
     "Outcome",
     "ProgressReporter",
+    "RuleVerdict",
     "Runner",
     "Slot",
     "ToolResult",
@@ -61,6 +63,21 @@ class ClientInfo:
     protocol_version: str | None = None
     can_elicit: bool = False
     """The client declared the elicitation capability, so a human can be asked."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuleVerdict:
+    """The rule that decided a call (`oct_mcp.rules`): what the safety gate acts on, and shows."""
+
+    effect: str
+    """`allow`, `ask` or `deny`."""
+    reason: str
+    """The rule's own words, shown to whoever is asked or refused."""
+    rule: str
+    """Its name, or `#N`: its place in its file."""
+    tier: str
+    """`admin`, `user` or `repo`."""
+    file: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +109,11 @@ class CallContext:
     """Written by validator: the call carried `confirm=true`, the seed's stateless consent, which
     the validator took off the arguments before the tool's model saw them; the safety gate decides
     what it counts for (nothing where the client can ask a human)."""
+    resolved_paths: tuple[tuple[str, str], ...] = ()
+    """Written by validator: each path argument as given, and where it resolves (absolute, inside
+    the project), so a layer that judges paths does not resolve them again."""
+    rule_verdict: RuleVerdict | None = None
+    """Written by policy: the rule that asks about or allows this call; None where none matched."""
     dry_run: bool = False
     """Written by safety: run the tool without changing anything."""
     session_grants: SessionGrants | None = None
@@ -261,6 +283,8 @@ class LayerRuntime:
     """An embedding host adds its tools after start-up: tool names cannot be checked at build."""
     audit: AuditSink | None = None
     """Where the audit layer records; None: a writer at the config's audit_log_path, no metrics."""
+    rule_sources: tuple[RuleSource, ...] = ()
+    """The rules of the admin file, the user's config and a trusted repository's config, by tier."""
 
 
 # What `requires` and `provides` may name besides slot keys; `layer_data` is reached through slots.

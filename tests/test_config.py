@@ -65,6 +65,8 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("checkpoint_max_count", 200),
     ("checkpoint_max_size_mb", 256.0),
     ("checkpoint_file_max_mb", 8.0),
+    # Rules over arguments (issue 34).
+    ("rules", ()),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -133,6 +135,7 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "checkpoint_max_count": 50,
     "checkpoint_max_size_mb": 64.0,
     "checkpoint_file_max_mb": 2.0,
+    "rules": ({"effect": "deny", "tools": ["oct_read_file"], "reason": "no reading"},),
 }
 
 

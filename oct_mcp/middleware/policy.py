@@ -1,19 +1,20 @@
-"""PolicyEngine: the tool and program allowlists, and the protected paths no write may touch."""
+"""PolicyEngine: the tool and program allowlists, the protected paths no write may touch, and the rules."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.protected import ProtectedPaths
+from oct_mcp.rules import RuleBook, RuleSource, call_facts, compile_rules, example_failures
 from oct_mcp.spec import CallRisk, Risk, ToolSpec
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 
-__all__ = ["ALL_TOOLS", "DEFAULT_PROGRAMS", "LAYER", "PolicyEngine", "PolicySettings"]
+__all__ = ["ALL_TOOLS", "DEFAULT_PROGRAMS", "LAYER", "PolicyEngine", "PolicySettings", "rule_book"]
 
 ALL_TOOLS: Final = "*"
 DEFAULT_PROGRAMS: Final = ("python", "pytest", "nox", "tox", "make", "hatch", "uv run", "npm run")
@@ -28,6 +29,8 @@ class PolicySettings(BaseModel):
     programs: tuple[str, ...] = Field(default=DEFAULT_PROGRAMS)
     """The commands a tool that runs what the caller names (oct_run) may start: a program's name,
     or a name and the first argument it must have (`npm run`). `python` is the project's interpreter."""
+    rules: tuple[dict[str, Any], ...] = ()
+    """Rules over what a call touches (`oct_mcp.rules.Rule`), after the user config's own: the user tier."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +50,14 @@ class PolicyEngine:
     """Each allowed command as its words: one (any arguments) or two (the first argument pinned)."""
     network_allowed: bool = True
     """False where the profile requires the `no_network` guarantee."""
+    rules: RuleBook = field(default_factory=RuleBook)
 
     def is_visible(self, spec: ToolSpec) -> bool:
         return self.allowed is None or spec.name in self.allowed
+
+    def takes_confirm(self, spec: ToolSpec) -> bool:
+        """A rule may ask about a call of the tool: `confirm=true` answers it where nobody can be asked."""
+        return self.rules.may_ask(spec.name)
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         if self.allowed is not None and ctx.tool not in self.allowed:
@@ -84,6 +92,16 @@ class PolicyEngine:
                         f"{spec.name} may not write to {rule.why} (protected path rule: {rule.name}, "
                         f"argument: {name})"
                     )
+        if self.rules.applies_to(spec.name):
+            facts = call_facts(spec, params, workspace, resolved=ctx.resolved_paths)
+            decided = self.rules.decide(facts)
+            if decided is not None:
+                if decided.rule.effect == "deny":
+                    raise PolicyError(
+                        f"{spec.name} is denied by rule {decided.label} ({decided.tier} tier): "
+                        f"{decided.rule.reason}; `oct-mcp policy check` shows which rule decides a call"
+                    )
+                return await call_next(replace(ctx, rule_verdict=decided.verdict()))
         return await call_next(ctx)
 
     def _allows_command(self, command: tuple[str, ...]) -> bool:
@@ -105,6 +123,35 @@ def _program_entries(programs: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
     return frozenset(entries)
 
 
+def rule_book(settings: PolicySettings, runtime: LayerRuntime) -> RuleBook:
+    """The rules in force: the admin file's, the user's config's, the profile's, a trusted repository's.
+
+    Raises:
+        ConfigError: A rule is malformed, or an example says the opposite of what its rule does
+            (each such example is named).
+    """
+    sources = list(runtime.rule_sources)
+    if settings.rules:
+        # The profile is the user's choice: its rules join the user tier, after the config file's.
+        after_user = sum(1 for source in sources if source.tier in ("admin", "user"))
+        sources.insert(
+            after_user, RuleSource(tier="user", file=f"profile {runtime.profile}", rules=settings.rules)
+        )
+    book = compile_rules(sources, () if runtime.open_catalog else runtime.catalog)
+    if runtime.open_catalog:
+        # An embedding host lists its tools after start-up: examples naming them cannot be run yet.
+        return book
+    failures = example_failures(book, runtime.catalog, runtime.workspace)
+    if failures:
+        listed = "\n  ".join(failure.describe() for failure in failures)
+        raise ConfigError(
+            f"{len(failures)} rule example(s) disagree with their rule; fix the rule or the example "
+            f"(`oct-mcp policy test` runs them all):\n  {listed}",
+            rule="rule_examples",
+        )
+    return book
+
+
 def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
     names = set(settings.tools)
     unknown = names - set(runtime.catalog) - {ALL_TOOLS}
@@ -116,6 +163,7 @@ def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
         protected=ProtectedPaths.for_runtime(runtime),
         programs=_program_entries(settings.programs),
         network_allowed="no_network" not in runtime.guarantees,
+        rules=rule_book(settings, runtime),
     )
 
 
@@ -124,4 +172,5 @@ LAYER: Final = LayerType(
     settings=PolicySettings,
     build=_build,
     requires=frozenset({"workspace", "spec", "params"}),
+    provides=frozenset({"rule_verdict"}),
 )

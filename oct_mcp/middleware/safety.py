@@ -73,10 +73,11 @@ class SafetyGate:
     """HITL consent and dry-run enforcement for every tool call.
 
     Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.confirmed`, `ctx.client`, `ctx.consent`,
-    `ctx.session_grants`; writes `ctx.dry_run`, `ctx.previewing`, `ctx.approved_targets`. Previews a
-    write through the layers below before asking; answers the preview's error, a `ConsentRequest`,
-    or a declined result. Raises `ConsentUnavailableError` when the profile requires a human the
-    client cannot ask. Keeps no state: a session's grants belong to the transport that serves it.
+    `ctx.session_grants`, `ctx.rule_verdict` (a rule's ask or allow); writes `ctx.dry_run`,
+    `ctx.previewing`, `ctx.approved_targets`. Previews a write through the layers below before
+    asking; answers the preview's error, a `ConsentRequest`, or a declined result. Raises
+    `ConsentUnavailableError` when the profile requires a human the client cannot ask. Keeps no
+    state: a session's grants belong to the transport that serves it.
     """
 
     config: McpConfig
@@ -159,7 +160,9 @@ class SafetyGate:
         args = params.model_dump()
         # Decided as if unconfirmed: where a human can be asked, the model's own confirm=true is not consent.
         decision = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: False})
-        if decision.proceed:
+        verdict = ctx.rule_verdict
+        asked = verdict is not None and verdict.effect == "ask"
+        if decision.proceed and not asked:
             # Most calls (reads) leave dry_run as it is: no copy of the context for them.
             if decision.dry_run == ctx.dry_run:
                 return await call_next(ctx)
@@ -167,8 +170,20 @@ class SafetyGate:
         call = spec.risk_of(args)
         dry_run, how = self.dry_run_when_confirmed(spec, args)
         reason = f"{decision.reason}; {how}"
-        digest = argument_digest(args)
         human_required = self.settings.human_consent == "required"
+        if verdict is not None and verdict.effect == "allow" and not human_required:
+            # The user's own rule answers for them; never where the profile takes a human's answer alone.
+            facts = ConsentFacts(
+                given_by="rule", reason=f"allowed by rule {verdict.rule} ({verdict.tier} tier)"
+            )
+            return _with_facts(await call_next(replace(ctx, dry_run=dry_run)), facts)
+        rule_line = ""
+        if verdict is not None and asked:
+            rule_line = (
+                f"A rule asks about this call: {verdict.reason} (rule {verdict.rule}, {verdict.tier} tier)."
+            )
+            reason = f"asked by rule {verdict.rule} ({verdict.tier} tier); {how}"
+        digest = argument_digest(args)
         consent = ctx.consent
         if consent is not None and consent.covers(ctx.tool, digest):
             if consent.replayed:
@@ -220,6 +235,7 @@ class SafetyGate:
                 and not human_required
                 and self._grants_offered(ctx)
                 and ctx.session_grants is not None
+                and not asked
                 and _grantable(preview)
                 and ctx.session_grants.covers(ctx.tool, preview.folders())
             ):
@@ -230,31 +246,39 @@ class SafetyGate:
             preview.folders()
             if preview is not None
             and not human_required
+            and not asked
             and self._grants_offered(ctx)
             and _grantable(preview)
             else ()
         )
+        message = _format_confirmation_request(
+            ctx.tool,
+            spec,
+            args,
+            digest,
+            changes_nothing=changes_nothing,
+            workspace=ctx.workspace,
+            preview=preview,
+        )
+        question = format_question(
+            ctx.tool,
+            spec,
+            args,
+            changes_nothing=changes_nothing,
+            workspace=ctx.workspace,
+            preview=preview,
+            grant_folders=offer,
+        )
+        if rule_line:
+            # Said first, where a host that cuts a long question still shows it.
+            first, _, rest = message.partition("\n")
+            message = f"{first}\n{rule_line}\n{rest}"
+            question = f"{rule_line}\n{question}"
         return ConsentRequest(
             tool=ctx.tool,
             digest=digest,
-            message=_format_confirmation_request(
-                ctx.tool,
-                spec,
-                args,
-                digest,
-                changes_nothing=changes_nothing,
-                workspace=ctx.workspace,
-                preview=preview,
-            ),
-            question=format_question(
-                ctx.tool,
-                spec,
-                args,
-                changes_nothing=changes_nothing,
-                workspace=ctx.workspace,
-                preview=preview,
-                grant_folders=offer,
-            ),
+            message=message,
+            question=question,
             human_required=human_required,
             preview=preview,
             grant_folders=offer,

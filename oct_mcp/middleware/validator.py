@@ -15,7 +15,14 @@ from oct_mcp.spec import ToolSpec
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
 from oct_mcp.workspace import NO_FORMAT_CHARACTERS, Workspace
 
-__all__ = ["LAYER", "InputValidator", "ValidatorSettings", "take_confirm", "validate_arguments"]
+__all__ = [
+    "LAYER",
+    "InputValidator",
+    "ValidatorSettings",
+    "take_confirm",
+    "validate_and_resolve",
+    "validate_arguments",
+]
 
 _CONFIRM_PROBLEM: Final = "must be true or false (a JSON boolean)"
 
@@ -27,13 +34,23 @@ class ValidatorSettings(BaseModel):
 def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace) -> BaseModel:
     """Validate `arguments` with the tool's model and contain every path field in the workspace.
 
+    `validate_and_resolve` without the resolved paths.
+    """
+    return validate_and_resolve(spec, arguments, workspace)[0]
+
+
+def validate_and_resolve(
+    spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace
+) -> tuple[BaseModel, tuple[tuple[str, str], ...]]:
+    """Validate `arguments` with the tool's model and contain every path field in the workspace.
+
     Args:
         spec: The tool.
         arguments: As the host sent them.
         workspace: The project root paths must stay inside.
 
     Returns:
-        The validated params.
+        The validated params, and each path argument with where it resolves (absolute, inside).
 
     Raises:
         InvalidArgumentsError: Each bad field and why, never its value; a path with format
@@ -55,9 +72,8 @@ def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
     ]
     if hidden:
         raise InvalidArgumentsError(spec.name, hidden)
-    for _field, path in spec.given_paths(params):
-        workspace.contain_text(path)
-    return params
+    resolved = tuple((path, workspace.contain_text(path)) for _field, path in spec.given_paths(params))
+    return params, resolved
 
 
 def take_confirm(spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[bool, Mapping[str, Any]]:
@@ -100,7 +116,8 @@ def _field_label(loc: tuple[int | str, ...], spec: ToolSpec) -> str:
 class InputValidator:
     """Resolve the tool, take the chain's `confirm` off the arguments, and validate the rest.
 
-    Reads `ctx.tool`, `ctx.arguments`, `ctx.workspace`. Writes `ctx.spec`, `ctx.params`, `ctx.confirmed`.
+    Reads `ctx.tool`, `ctx.arguments`, `ctx.workspace`. Writes `ctx.spec`, `ctx.params`, `ctx.confirmed`,
+    `ctx.resolved_paths`.
     Raises `UnknownToolError`, `InvalidArgumentsError`, `PathRefusedError`. Never answers.
     """
 
@@ -113,8 +130,10 @@ class InputValidator:
         if ctx.workspace is None:
             raise RuntimeError("the validator was reached without a workspace")
         confirmed, arguments = take_confirm(spec, ctx.arguments)
-        params = validate_arguments(spec, arguments, ctx.workspace)
-        return await call_next(replace(ctx, spec=spec, params=params, confirmed=confirmed))
+        params, resolved = validate_and_resolve(spec, arguments, ctx.workspace)
+        return await call_next(
+            replace(ctx, spec=spec, params=params, confirmed=confirmed, resolved_paths=resolved)
+        )
 
 
 def _build(settings: ValidatorSettings, runtime: LayerRuntime) -> InputValidator:
@@ -126,5 +145,5 @@ LAYER: Final = LayerType(
     settings=ValidatorSettings,
     build=_build,
     requires=frozenset({"workspace"}),
-    provides=frozenset({"spec", "params", "confirmed"}),
+    provides=frozenset({"spec", "params", "confirmed", "resolved_paths"}),
 )

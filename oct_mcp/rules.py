@@ -1,0 +1,634 @@
+"""Rules over what a call touches: allow, ask or deny by its resolved paths, argv, git refs and risk.
+
+The policy layer decides with them; `oct-mcp policy check` and `policy test` use the same functions,
+so what the command prints is what the server does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import stat
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from oct_mcp.diagnostics import get_logger
+from oct_mcp.errors import ConfigError, FieldProblem, InvalidArgumentsError, OctError
+from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.types import RuleVerdict
+from oct_mcp.workspace import Workspace
+
+__all__ = [
+    "ADMIN_POLICY_ENV",
+    "ADMIN_POLICY_PATH",
+    "EFFECT_STRICTNESS",
+    "TIERS",
+    "CallFacts",
+    "CompiledRule",
+    "ExampleFailure",
+    "Rule",
+    "RuleBook",
+    "RuleSource",
+    "call_facts",
+    "compile_rules",
+    "example_failures",
+    "facts_of_arguments",
+    "read_admin_rules",
+]
+
+Effect = Literal["allow", "ask", "deny"]
+Tier = Literal["admin", "user", "repo"]
+
+TIERS: Final[tuple[Tier, ...]] = ("admin", "user", "repo")
+"""From the strongest: a tier's deny or ask holds whatever the tiers after it say."""
+EFFECT_STRICTNESS: Final[Mapping[str, int]] = {"allow": 0, "ask": 1, "deny": 2}
+ADMIN_POLICY_PATH: Final = "/etc/oct-mcp/policy.toml"
+ADMIN_POLICY_ENV: Final = "OCT_MCP_ADMIN_POLICY"
+"""Names the admin file where it is not at `ADMIN_POLICY_PATH`; it must be as well kept."""
+REF_FIELDS: Final = ("branch", "base", "commit", "target", "ref", "revision", "start_point")
+"""The params fields that name a git ref or branch."""
+MAX_RULES: Final = 256
+_ANY_TOOL: Final = "*"
+
+_log = get_logger(__name__)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ArgvCondition(_Strict):
+    """Over the command a run starts, as the caller named it (program first)."""
+
+    prefix: tuple[str, ...] = ()
+    """The argv starts with these words."""
+    program: tuple[str, ...] = ()
+    """The program is one of these names."""
+    any: tuple[str, ...] = ()
+    """Some word of the argv matches one of these globs (`*` any characters)."""
+
+
+class When(_Strict):
+    """Every condition given must hold; a condition over something the call does not have fails."""
+
+    paths: tuple[str, ...] = ()
+    """gitignore-style globs over each path the call touches, relative to the project root."""
+    argv: ArgvCondition | None = None
+    ref: tuple[str, ...] = ()
+    """Globs over the git refs or branches the call names."""
+    risk: tuple[Risk, ...] = ()
+    """The call's own risk (oct_run's `writes` makes it a write)."""
+
+
+class Example(_Strict):
+    tool: str | None = None
+    """The tool; the rule's only tool when it names one."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Examples(_Strict):
+    match: tuple[Example, ...] = ()
+    not_match: tuple[Example, ...] = ()
+
+
+class Rule(_Strict):
+    """One rule as a config file writes it."""
+
+    effect: Effect
+    tools: tuple[str, ...] = (_ANY_TOOL,)
+    when: When = Field(default_factory=When)
+    reason: str = Field(min_length=1, max_length=300)
+    """Shown to whoever is refused or asked: say why, and what to do instead."""
+    name: str | None = Field(default=None, min_length=1, max_length=64)
+    examples: Examples = Field(default_factory=Examples)
+
+    @field_validator("tools")
+    @classmethod
+    def _some_tool(cls, tools: tuple[str, ...]) -> tuple[str, ...]:
+        if not tools:
+            raise ValueError("name at least one tool, or * for every tool")
+        return tools
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSource:
+    """The rules one file holds, as data, and the tier it speaks for."""
+
+    tier: Tier
+    file: str
+    rules: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What a validated call touches: what rules are matched against."""
+
+    tool: str
+    risk: str
+    paths: tuple[str, ...] = ()
+    """Relative to the project root, POSIX: each path as named and as resolved, each once."""
+    argv: tuple[str, ...] | None = None
+    refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    """A rule made ready to match: its globs compiled once, at start-up."""
+
+    rule: Rule
+    label: str
+    """`name`, or `#N` (its place in its file, from 1)."""
+    tier: Tier
+    file: str
+    tools: frozenset[str] | None
+    """None: every tool."""
+    paths: PathGlobs | None
+    refs: re.Pattern[str] | None
+    argv_words: re.Pattern[str] | None
+    risks: frozenset[str]
+
+    def matches(self, facts: CallFacts, *, paths_hit: bool = True) -> bool:
+        """Whether every condition holds; `paths_hit` False: the book knows no path glob matches."""
+        if self.tools is not None and facts.tool not in self.tools:
+            return False
+        if self.risks and facts.risk not in self.risks:
+            return False
+        if self.paths is not None and not (paths_hit and self.paths.matches_any(facts.paths)):
+            return False
+        if self.refs is not None and not any(self.refs.fullmatch(ref) for ref in facts.refs):
+            return False
+        argv = self.rule.when.argv
+        if argv is not None:
+            if facts.argv is None:
+                return False
+            if argv.prefix and facts.argv[: len(argv.prefix)] != argv.prefix:
+                return False
+            if argv.program and (not facts.argv or facts.argv[0] not in argv.program):
+                return False
+            if self.argv_words is not None and not any(self.argv_words.fullmatch(w) for w in facts.argv):
+                return False
+        return True
+
+    def verdict(self) -> RuleVerdict:
+        return RuleVerdict(
+            effect=self.rule.effect, reason=self.rule.reason, rule=self.label, tier=self.tier, file=self.file
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PathGlobs:
+    """gitignore-style globs as two expressions: over one name at any depth (`*.pem`, `secrets/`),
+    and over a path from the project root (`config/prod.yaml`, `/build`, `docs/**/*.md`).
+
+    A path matches where a name of it matches the first, or it or a folder above it matches the
+    second: what a folder's glob denies, it denies all inside. Written for speed: each path is
+    tried against one expression per part, never a pattern at a time.
+    """
+
+    names: str | None
+    """The alternation over one name, for the globs neither a plain name nor `*` and a suffix."""
+    rooted: str | None
+    """The alternation over a path from the root."""
+    literal_names: frozenset[str] = frozenset()
+    """Plain names (`secrets`, `.env`): a set lookup per part."""
+    suffixes: tuple[str, ...] = ()
+    """`*.pem` as `.pem`: a `str.endswith` per part."""
+    _names: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _rooted: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Most globs are plain names or suffixes, tried without a regular expression; the rest
+        # are one expression over each part, and one match for the path or a folder above it.
+        names = re.compile(self.names) if self.names is not None else None
+        rooted = re.compile(f"(?:{self.rooted})(?:/|$)") if self.rooted is not None else None
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_rooted", rooted)
+
+    def matches_any(self, paths: Iterable[str]) -> bool:
+        return any(self.matches(path) for path in paths)
+
+    def matches(self, path: str) -> bool:
+        if self._rooted is not None and self._rooted.match(path):
+            return True
+        if not (self.literal_names or self.suffixes or self._names is not None):
+            return False
+        for part in path.split("/"):
+            if part in self.literal_names or (self.suffixes and part.endswith(self.suffixes)):
+                return True
+            if self._names is not None and self._names.fullmatch(part):
+                return True
+        return False
+
+    @classmethod
+    def union(cls, globs: Iterable[PathGlobs]) -> PathGlobs:
+        listed = list(globs)
+        return cls(
+            names=_alternation(g.names for g in listed),
+            rooted=_alternation(g.rooted for g in listed),
+            literal_names=frozenset().union(*(g.literal_names for g in listed)),
+            suffixes=tuple(suffix for g in listed for suffix in g.suffixes),
+        )
+
+
+def _alternation(texts: Iterable[str | None]) -> str | None:
+    kept = [text for text in texts if text is not None]
+    return "|".join(f"(?:{text})" for text in kept) if kept else None
+
+
+def path_globs(patterns: Iterable[str]) -> PathGlobs:
+    """Compile gitignore-style globs.
+
+    Raises:
+        ValueError: A glob is empty, a negation (`!`: write a rule before this one instead), or
+            climbs (`..`).
+    """
+    names: list[str] = []
+    rooted: list[str] = []
+    literal: set[str] = set()
+    suffixes: list[str] = []
+    for raw in patterns:
+        glob = raw.strip().rstrip("/")
+        if not glob or glob.startswith("!") or ".." in glob.split("/"):
+            raise ValueError(raw)
+        if "/" in glob:
+            rooted.append(_glob_regex(glob.lstrip("/")))
+        elif not any(char in glob for char in "*?[\\"):
+            literal.add(glob)
+        elif glob.startswith("*") and glob[1:] and not any(char in glob[1:] for char in "*?[\\"):
+            suffixes.append(glob[1:])
+        else:
+            names.append(_glob_regex(glob))
+    return PathGlobs(
+        names=_alternation(names),
+        rooted=_alternation(rooted),
+        literal_names=frozenset(literal),
+        suffixes=tuple(suffixes),
+    )
+
+
+def _glob_regex(glob: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(glob):
+        char = glob[index]
+        if glob.startswith("**/", index):
+            out.append("(?:[^/]+/)*")
+            index += 3
+        elif glob.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif char == "*":
+            out.append("[^/]*")
+            index += 1
+        elif char == "?":
+            out.append("[^/]")
+            index += 1
+        elif char == "[" and "]" in glob[index + 2 :]:
+            close = glob.index("]", index + 2)
+            body = glob[index + 1 : close]
+            negated = body.startswith("!")
+            body = re.escape(body[1:] if negated else body).replace(r"\-", "-")
+            out.append(f"[{'^' if negated else ''}{body}]")
+            index = close + 1
+        else:
+            out.append(re.escape(char))
+            index += 1
+    return "".join(out)
+
+
+def _globs(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    words = [re.escape(p).replace(r"\*", ".*").replace(r"\?", ".") for p in patterns]
+    return re.compile("|".join(f"(?:{w})" for w in words)) if words else None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleBook:
+    """Every rule in force, by tier, each tier in its file's order."""
+
+    by_tier: tuple[tuple[Tier, tuple[CompiledRule, ...]], ...] = ()
+    _by_tool: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
+    _path_union: Mapping[str, PathGlobs] = field(default_factory=dict)
+    _pathless: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
+    """By tool: `_by_tool` without the rules over paths, tried where the union matches no path."""
+    """By tool: every path glob that can apply to it as one expression, where all can be one: a
+    call whose paths it does not match skips each rule over paths with one match in all."""
+
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        return tuple(rule for _tier, rules in self.by_tier for rule in rules)
+
+    def __bool__(self) -> bool:
+        return any(rules for _tier, rules in self.by_tier)
+
+    def for_tool(self, tool: str) -> tuple[tuple[CompiledRule, ...], ...]:
+        """Each tier's rules that can apply to `tool`, in order (computed once per tool name)."""
+        found = self._by_tool.get(tool)
+        if found is None:
+            found = tuple(
+                tuple(rule for rule in rules if rule.tools is None or tool in rule.tools)
+                for _tier, rules in self.by_tier
+            )
+        return found
+
+    def applies_to(self, tool: str) -> bool:
+        """Whether some rule can apply to a call of `tool`: where none can, its facts are not needed."""
+        return any(self.for_tool(tool))
+
+    def may_ask(self, tool: str) -> bool:
+        return any(rule.rule.effect == "ask" for rules in self.for_tool(tool) for rule in rules)
+
+    def decide(self, facts: CallFacts) -> CompiledRule | None:
+        """The rule that decides the call, or None where no rule matches.
+
+        In each tier the first rule that matches; of those, the strictest (deny, then ask, then
+        allow), and of equals the strongest tier's. So a rule below never loosens one above.
+        """
+        chosen: CompiledRule | None = None
+        union = self._path_union.get(facts.tool)
+        paths_hit = union is None or union.matches_any(facts.paths)
+        tiers = self.for_tool(facts.tool) if paths_hit else self._pathless[facts.tool]
+        for rules in tiers:
+            for rule in rules:
+                if rule.matches(facts, paths_hit=paths_hit):
+                    if chosen is None or (
+                        EFFECT_STRICTNESS[rule.rule.effect] > EFFECT_STRICTNESS[chosen.rule.effect]
+                    ):
+                        chosen = rule
+                    break
+        return chosen
+
+
+def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ()) -> RuleBook:
+    """Parse and compile the rules of every source, strongest tier first.
+
+    Args:
+        sources: The files' rules as data, with their tier.
+        tool_names: The tools of the catalog: a rule naming another is refused; empty: not checked.
+
+    Raises:
+        ConfigError: A rule is malformed or names an unknown tool. A repository's allow is
+            dropped (logged): its config may only deny or ask.
+    """
+    known = frozenset(tool_names)
+    by_tier: dict[Tier, list[CompiledRule]] = {tier: [] for tier in TIERS}
+    for source in sources:
+        if len(source.rules) > MAX_RULES:
+            raise ConfigError(f"{source.file}: at most {MAX_RULES} rules", rule="rules")
+        for index, raw in enumerate(source.rules, start=1):
+            where = f"rule #{index} of {source.file} ({source.tier} tier)"
+            try:
+                rule = Rule.model_validate(raw)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or '(rule)'}: {e['msg']}"
+                    for e in exc.errors(include_url=False, include_input=False)
+                )
+                raise ConfigError(f"{where} is malformed: {problems}", rule="rules") from None
+            unknown = set(rule.tools) - {_ANY_TOOL} - known
+            if known and unknown:
+                raise ConfigError(f"{where} names unknown tools: {', '.join(sorted(unknown))}", rule="rules")
+            if source.tier == "repo" and rule.effect == "allow":
+                # A repository may tighten, never loosen: its allow is dropped, said where it is read.
+                _log.warning(
+                    "repo_rule_ignored", file=source.file, rule=index, problem="a repository may not allow"
+                )
+                continue
+            by_tier[source.tier].append(_compile(rule, f"{rule.name or f'#{index}'}", source))
+    ordered = tuple((tier, tuple(by_tier[tier])) for tier in TIERS if by_tier[tier])
+    per_tool = {
+        name: tuple(tuple(r for r in rules if r.tools is None or name in r.tools) for _t, rules in ordered)
+        for name in known
+    }
+    unions = {
+        name: PathGlobs.union(rule.paths for rules in tiers for rule in rules if rule.paths is not None)
+        for name, tiers in per_tool.items()
+    }
+    pathless = {
+        name: tuple(tuple(rule for rule in rules if rule.paths is None) for rules in tiers)
+        for name, tiers in per_tool.items()
+    }
+    return RuleBook(by_tier=ordered, _by_tool=per_tool, _path_union=unions, _pathless=pathless)
+
+
+def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
+    when = rule.when
+    try:
+        paths = path_globs(when.paths) if when.paths else None
+    except ValueError as exc:
+        raise ConfigError(
+            f"rule {label} of {source.file}: a path glob is empty, climbs (..) or negates (!); "
+            "for an exception, put a rule before this one",
+            rule="rules",
+        ) from exc
+    return CompiledRule(
+        rule=rule,
+        label=label,
+        tier=source.tier,
+        file=source.file,
+        tools=None if _ANY_TOOL in rule.tools else frozenset(rule.tools),
+        paths=paths,
+        refs=_globs(when.ref),
+        argv_words=_globs(when.argv.any) if when.argv is not None else None,
+        risks=frozenset(risk.value for risk in when.risk),
+    )
+
+
+def call_facts(
+    spec: ToolSpec,
+    params: BaseModel,
+    workspace: Workspace,
+    *,
+    resolved: Sequence[tuple[str, str]] = (),
+    with_targets: bool = True,
+) -> CallFacts:
+    """What a validated call touches, for the rules.
+
+    Every path field, and the paths a patch or a move names inside (`targets`), each as named and as
+    resolved in the project (a link to `secrets/` is `secrets/`); the command a run starts; the refs
+    it names; its own risk.
+
+    Args:
+        resolved: Paths as given and where they resolve, as the validator found them: not
+            resolved again.
+
+    Raises:
+        OctError: A path leaves the project (the validator refused it already for a path field).
+    """
+    # The dump costs more than the rest together: only the tools whose arguments decide their risk
+    # or name paths inside (a patch) need it.
+    args = params.model_dump() if spec.targets is not None or spec.call_risk is not None else None
+    # The validator's list is the path fields' own, in the same order: not walked again.
+    named = [given for given, _landed in resolved] or [path for _field, path in spec.given_paths(params)]
+    if with_targets and spec.targets is not None and args is not None:
+        # A patch that cannot be read names nothing; the tool refuses it when it runs.
+        with contextlib.suppress(OctError, ValueError, TypeError, KeyError):
+            named.extend(p for p in spec.targets(args) if isinstance(p, str))
+    known = dict(resolved)
+    paths: list[str] = []
+    for path in named:
+        landed = known.get(path)
+        if landed is None:
+            landed = workspace.contain_text(path)
+        as_named = _as_named(path, workspace)
+        if as_named is not None and as_named not in paths:
+            paths.append(as_named)
+        if landed != f"{workspace.root}/{as_named}":
+            shown = workspace.relative(landed)
+            if shown not in paths:
+                paths.append(shown)
+    refs = tuple(
+        value for name in _ref_fields(type(params)) if isinstance(value := getattr(params, name), str)
+    )
+    return CallFacts(
+        tool=spec.name,
+        risk=spec.risk.value if args is None or spec.call_risk is None else spec.risk_of(args).risk.value,
+        paths=tuple(paths),
+        argv=spec.runs(params) if spec.runs is not None else None,
+        refs=refs,
+    )
+
+
+@functools.cache
+def _ref_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    # Asked once per tool: a pydantic model answers a missing attribute slowly (it raises inside).
+    return tuple(name for name in REF_FIELDS if name in model.model_fields)
+
+
+def _as_named(path: str, workspace: Workspace) -> str | None:
+    """The path as the call named it, relative and normalised, without following links."""
+    framed = f"/{path}/"
+    if not path.startswith("/") and "//" not in framed and "/./" not in framed and "/../" not in framed:
+        return path  # already relative and normal, as most are
+    root = str(workspace.root)
+    joined = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
+    if joined == root:
+        return "."
+    if not joined.startswith(root.rstrip("/") + "/"):
+        return None
+    return joined[len(root.rstrip("/")) + 1 :]
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleFailure:
+    """An example that says the opposite of what its rule does."""
+
+    rule: CompiledRule
+    kind: Literal["match", "not_match"]
+    example: Example
+    problem: str
+    tool: str | None = None
+    """The tool the example calls, where it names one or its rule names only one."""
+
+    def describe(self) -> str:
+        tool = self.tool or "(no tool)"
+        return (
+            f"rule {self.rule.label} ({self.rule.tier} tier, {self.rule.file}): its {self.kind} example "
+            f"{tool} {_shown_arguments(self.example.arguments)} {self.problem}"
+        )
+
+
+def _shown_arguments(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True)
+
+
+def facts_of_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace) -> CallFacts:
+    """`call_facts` for arguments as a client would send them, validated as the server does.
+
+    Raises:
+        OctError: The server would refuse the arguments (a bad field, a path out of the project).
+    """
+    try:
+        params = spec.params.model_validate(dict(arguments))
+    except ValidationError as exc:
+        problems = [
+            FieldProblem(field=".".join(str(p) for p in error["loc"]) or "(arguments)", problem=error["msg"])
+            for error in exc.errors(include_url=False, include_input=False, include_context=False)
+        ]
+        raise InvalidArgumentsError(spec.name, problems) from None
+    for _field, path in spec.given_paths(params):
+        workspace.contain_text(path)
+    return call_facts(spec, params, workspace)
+
+
+def example_failures(
+    book: RuleBook, catalog: Mapping[str, ToolSpec], workspace: Workspace
+) -> list[ExampleFailure]:
+    """Check every rule's examples: each `match` must match the rule, each `not_match` must not."""
+    failures: list[ExampleFailure] = []
+    for rule in book.rules:
+        for kind in ("match", "not_match"):
+            examples = rule.rule.examples.match if kind == "match" else rule.rule.examples.not_match
+            for example in examples:
+                tool = example.tool
+                if tool is None and rule.tools is not None and len(rule.tools) == 1:
+                    (tool,) = rule.tools
+                spec = catalog.get(tool) if tool is not None else None
+                if spec is None:
+                    missing = "names no tool of this server (give its tool)"
+                    failures.append(ExampleFailure(rule, kind, example, missing, tool))
+                    continue
+                try:
+                    facts = facts_of_arguments(spec, example.arguments, workspace)
+                except OctError as exc:
+                    failures.append(
+                        ExampleFailure(rule, kind, example, f"is refused as a call: {exc.message}", tool)
+                    )
+                    continue
+                if rule.matches(facts) != (kind == "match"):
+                    problem = "does not match it" if kind == "match" else "matches it"
+                    failures.append(ExampleFailure(rule, kind, example, problem, tool))
+    return failures
+
+
+def read_admin_rules(environ: Mapping[str, str]) -> RuleSource | None:
+    """The admin tier: `/etc/oct-mcp/policy.toml`, or the file `OCT_MCP_ADMIN_POLICY` names.
+
+    Returns:
+        Its rules; None when there is no such file.
+
+    Raises:
+        ConfigError: The file is not owned by root, others or its group may write it, or it is
+            not a TOML table whose `rules` is a list of tables. The server does not start: an
+            admin's rules that cannot be trusted or read must not be silently dropped.
+    """
+    named = environ.get(ADMIN_POLICY_ENV, "").strip()
+    path = Path(named or ADMIN_POLICY_PATH)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if named:
+            raise ConfigError(
+                f"the admin policy {path} ({ADMIN_POLICY_ENV}) does not exist", rule="admin"
+            ) from None
+        return None
+    except OSError as exc:
+        raise ConfigError(
+            f"the admin policy {path} cannot be read ({type(exc).__name__})", rule="admin"
+        ) from exc
+    for checked in (path, *path.parents[:1]):
+        held = checked.stat()
+        if held.st_uid != 0 or held.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ConfigError(
+                f"the admin policy {path} is refused: {checked} must be owned by root and writable by "
+                "root alone (chown root, chmod go-w)",
+                rule="admin",
+            )
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"the admin policy {path} is not a regular file", rule="admin")
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"the admin policy {path} is not valid TOML", rule="admin") from exc
+    unknown = set(document) - {"rules"}
+    rules = document.get("rules", [])
+    if unknown or not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        raise ConfigError(f"the admin policy {path} holds only `[[rules]]` tables", rule="admin")
+    return RuleSource(tier="admin", file=str(path), rules=tuple(rules))

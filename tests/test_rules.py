@@ -1,0 +1,299 @@
+"""Rules over arguments without a client: what a call's facts are, how tiers combine, the admin
+file's keeping, and `oct-mcp policy check`, `policy test` and `doctor`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oct_mcp.app import build_app
+from oct_mcp.cli import EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
+from oct_mcp.errors import ConfigError
+from oct_mcp.profiles import shipped_profile
+from oct_mcp.rules import CallFacts, RuleSource, compile_rules, facts_of_arguments, read_admin_rules
+from oct_mcp.tools import default_catalog
+from oct_mcp.workspace import Workspace
+
+CATALOG = default_catalog()
+
+
+def rule(effect: str, reason: str = "because", **extra: Any) -> dict[str, Any]:
+    return {"effect": effect, "reason": reason, **extra}
+
+
+def read(path: str) -> CallFacts:
+    return CallFacts(tool="oct_read_file", risk="read", paths=(path,))
+
+
+def decided(sources: list[RuleSource], facts: CallFacts) -> tuple[str, str] | None:
+    chosen = compile_rules(sources, CATALOG).decide(facts)
+    return None if chosen is None else (chosen.rule.effect, chosen.tier)
+
+
+def test_the_first_matching_rule_of_a_file_decides() -> None:
+    user = RuleSource(
+        tier="user",
+        file="config.json",
+        rules=(rule("allow", when={"paths": ["docs/public/"]}), rule("deny", when={"paths": ["docs/"]})),
+    )
+
+    assert decided([user], read("docs/public/a.md")) == ("allow", "user")
+    assert decided([user], read("docs/private/a.md")) == ("deny", "user")
+    assert decided([user], read("src/a.py")) is None
+
+
+def test_of_the_tiers_the_strictest_answer_wins_so_none_below_loosens_one_above() -> None:
+    admin = RuleSource(tier="admin", file="policy.toml", rules=(rule("ask", tools=["oct_read_file"]),))
+    user = RuleSource(tier="user", file="config.json", rules=(rule("allow"), rule("deny", tools=["oct_run"])))
+    repo = RuleSource(tier="repo", file=".octrc.json", rules=(rule("deny", when={"paths": ["*.pem"]}),))
+
+    assert decided([admin, user, repo], read("README.md")) == ("ask", "admin")
+    assert decided([admin, user, repo], read("keys/server.pem")) == ("deny", "repo")
+    assert decided([user], read("README.md")) == ("allow", "user")
+
+
+def test_a_repository_allow_is_ignored() -> None:
+    repo = RuleSource(tier="repo", file=".octrc.json", rules=(rule("allow"), rule("ask", tools=["oct_run"])))
+
+    book = compile_rules([repo], CATALOG)
+
+    assert [r.rule.effect for r in book.rules] == ["ask"]
+    assert book.decide(read("README.md")) is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"effect": "maybe", "reason": "r"},
+        {"effect": "deny"},
+        {"effect": "deny", "reason": "r", "tools": []},
+        {"effect": "deny", "reason": "r", "tools": ["oct_no_such_tool"]},
+        {"effect": "deny", "reason": "r", "when": {"path": ["a"]}},
+        "deny everything",
+    ],
+)
+def test_a_malformed_rule_stops_the_start_up(bad: object) -> None:
+    with pytest.raises(ConfigError) as raised:
+        compile_rules([RuleSource(tier="user", file="config.json", rules=(bad,))], CATALOG)  # type: ignore[arg-type]
+
+    assert raised.value.rule == "rules"
+    assert "rule #1 of config.json (user tier)" in raised.value.message
+
+
+def test_the_facts_of_a_call_are_its_paths_as_named_and_resolved_its_argv_and_its_refs(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key.txt").write_text("k")
+    (tmp_path / "notes.txt").symlink_to(tmp_path / "secrets" / "key.txt")
+    workspace = Workspace(tmp_path.resolve())
+
+    facts = facts_of_arguments(CATALOG["oct_read_file"], {"path": "notes.txt"}, workspace)
+    run = facts_of_arguments(CATALOG["oct_run"], {"argv": ["pytest", "-q"]}, workspace)
+
+    assert facts.paths == ("notes.txt", "secrets/key.txt")
+    assert facts.risk == "read"
+    assert run.argv == ("pytest", "-q")
+
+
+def test_argv_conditions_match_the_prefix_the_program_and_any_word() -> None:
+    sources = [
+        RuleSource(
+            tier="user",
+            file="config.json",
+            rules=(
+                rule("allow", when={"argv": {"prefix": ["pytest", "-q"]}}),
+                rule("deny", when={"argv": {"any": ["--co*"]}}),
+                rule("ask", when={"argv": {"program": ["make"]}}),
+            ),
+        )
+    ]
+
+    def run(*argv: str) -> CallFacts:
+        return CallFacts(tool="oct_run", risk="execute", argv=argv)
+
+    assert decided(sources, run("pytest", "-q", "tests")) == ("allow", "user")
+    assert decided(sources, run("pytest", "--cov")) == ("deny", "user")
+    assert decided(sources, run("make", "docs")) == ("ask", "user")
+    assert decided(sources, run("python", "x.py")) is None
+    assert decided(sources, read("Makefile")) is None
+
+
+def test_a_ref_rule_matches_the_branch_a_git_call_names() -> None:
+    sources = [RuleSource(tier="user", file="c", rules=(rule("deny", when={"ref": ["main", "release/*"]}),))]
+
+    def branch(name: str) -> CallFacts:
+        return CallFacts(tool="oct_git_switch", risk="write", refs=(name,))
+
+    assert decided(sources, branch("release/1.2")) == ("deny", "user")
+    assert decided(sources, branch("main")) == ("deny", "user")
+    assert decided(sources, branch("feature/mainline")) is None
+
+
+def write_admin(tmp_path: Path, text: str, mode: int = 0o644) -> Path:
+    path = tmp_path / "admin" / "policy.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+ADMIN_RULE = '[[rules]]\neffect = "deny"\nreason = "no keys"\nwhen = { paths = ["*.pem"] }\n'
+
+
+def test_an_admin_file_is_read_when_root_alone_may_write_it(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("an admin policy must be owned by root: writing one needs root")
+    path = write_admin(tmp_path, ADMIN_RULE)
+
+    source = read_admin_rules({"OCT_MCP_ADMIN_POLICY": str(path)})
+
+    assert source is not None
+    assert (source.tier, source.file, len(source.rules)) == ("admin", str(path), 1)
+
+
+def test_an_admin_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    path = write_admin(tmp_path, ADMIN_RULE)
+    os.chown(path, 65534, 65534)
+
+    with pytest.raises(ConfigError) as raised:
+        read_admin_rules({"OCT_MCP_ADMIN_POLICY": str(path)})
+
+    assert raised.value.rule == "admin"
+
+
+@pytest.mark.parametrize("text", ["rules = 3\n", "[other]\nx = 1\n", "[[rules]\n"])
+def test_an_admin_file_that_is_not_a_list_of_rules_is_refused(tmp_path: Path, text: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("an admin policy must be owned by root: writing one needs root")
+    path = write_admin(tmp_path, text)
+
+    with pytest.raises(ConfigError):
+        read_admin_rules({"OCT_MCP_ADMIN_POLICY": str(path)})
+
+
+def test_an_admin_file_the_environment_names_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        read_admin_rules({"OCT_MCP_ADMIN_POLICY": str(tmp_path / "missing.toml")})
+
+
+def test_a_profile_rules_join_the_user_tier_after_the_config_file(tmp_path: Path) -> None:
+    default = shipped_profile("default")
+    settings = {**default.settings, "policy": {**default.settings["policy"], "rules": [rule("ask")]}}
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "audit_log_path": str(tmp_path / "audit.log"),
+                "profile": "mine",
+                "profiles": {"mine": {"layers": list(default.layers), "settings": settings}},
+                "rules": [rule("deny", when={"paths": ["*.pem"]})],
+            }
+        )
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+
+    app = build_app(project, config_path=config, environ={})
+    from oct_mcp.policy_command import rules_in_force
+
+    book = rules_in_force(app)
+    assert [(r.rule.effect, r.tier, r.file) for r in book.rules] == [
+        ("deny", "user", str(config)),
+        ("ask", "user", "profile mine"),
+    ]
+
+
+@pytest.fixture
+def ruled(tmp_path: Path, config_file: Path) -> Path:
+    config_file.write_text(
+        json.dumps(
+            {
+                "audit_log_path": str(tmp_path / "audit.log"),
+                "rules": [
+                    {
+                        "name": "no-keys",
+                        "effect": "deny",
+                        "when": {"paths": ["*.pem"]},
+                        "reason": "keys stay out",
+                        "examples": {"match": [{"tool": "oct_read_file", "arguments": {"path": "a/b.pem"}}]},
+                    }
+                ],
+            }
+        )
+    )
+    return config_file
+
+
+def test_policy_check_prints_the_decision_the_rule_and_its_tier(
+    project: Path, ruled: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--project-root", str(project), "--config", str(ruled)]
+    code = main(["policy", "check", "oct_read_file", "--json", '{"path": "deep/x.pem"}', *where])
+    out = capsys.readouterr().out
+
+    assert code == EXIT_OK
+    assert "decision: deny" in out
+    assert f"by: rule no-keys (user tier, {ruled})" in out
+    assert "reason: keys stay out" in out
+    assert not (project / "deep").exists()
+
+
+def test_policy_check_refuses_a_call_the_server_would_refuse(
+    project: Path, ruled: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--project-root", str(project), "--config", str(ruled)]
+    code = main(["policy", "check", "oct_read_file", "--json", '{"path": "../x.pem"}', *where])
+
+    assert code == EXIT_USAGE
+    assert capsys.readouterr().out.startswith("[path_refused]")
+
+
+def test_policy_test_prints_each_example_and_exits_1_when_one_disagrees(
+    project: Path, ruled: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    passing = main(["policy", "test", "--project-root", str(project), "--config", str(ruled)])
+    out = capsys.readouterr().out
+    document = json.loads(ruled.read_text())
+    document["rules"][0]["examples"]["not_match"] = [
+        {"tool": "oct_read_file", "arguments": {"path": "x.pem"}}
+    ]
+    ruled.write_text(json.dumps(document))
+    failing = main(["policy", "test", "--project-root", str(project), "--config", str(ruled)])
+    err = capsys.readouterr().err
+
+    assert passing == EXIT_OK
+    assert "ok  rule no-keys" in out
+    assert "1 example(s) of 1 rule(s) agree" in out
+    assert failing == EXIT_CALL_FAILED
+    assert "rule no-keys (user tier" in err
+    assert 'not_match example oct_read_file {"path": "x.pem"} matches it' in err
+
+
+def test_doctor_lists_the_rules_in_force_with_tier_and_file(
+    project: Path, ruled: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["doctor", "--project-root", str(project), "--config", str(ruled)])
+    out = capsys.readouterr().out
+
+    assert code == EXIT_OK
+    assert f"  user   deny   no-keys              tools *: keys stay out ({ruled})" in out
+    assert "admin policy: none" in out
+
+
+def test_a_risk_condition_matches_the_call_s_own_risk(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path.resolve())
+    sources = [
+        RuleSource(tier="user", file="c", rules=(rule("ask", tools=["oct_run"], when={"risk": ["write"]}),))
+    ]
+    writes = facts_of_arguments(CATALOG["oct_run"], {"argv": ["pytest"], "writes": True}, workspace)
+    reads = facts_of_arguments(CATALOG["oct_run"], {"argv": ["pytest"]}, workspace)
+
+    assert decided(sources, writes) == ("ask", "user")
+    assert decided(sources, reads) is None
