@@ -70,8 +70,7 @@ def compact_schema(schema: Any, *, output: bool = False) -> Any:
     schema (for clients' validation, never read by the model) keeps no defaults, no `type` beside an
     `enum` whose values are all of it, and a definition used once is written where it is used, so a
     client resolves no `$ref` for it. Clients check every page of a listing against it, entry by
-    entry: jsonschema checks a `type` as dearly as the `enum` beside it (a 576-entry listing page
-    validates in half the time without it).
+    entry (a 576-entry listing page checks about a tenth faster without that `type`).
     """
     if output:
         schema = _inline_single_use(schema)
