@@ -72,7 +72,9 @@ def _serve_bare(project: Path) -> None:
         return types.CallToolResult(content=[types.TextContent(type="text", text=await path.read_text())])
 
     server = Server("bare", version="0", on_list_tools=list_tools, on_call_tool=call_tool)
-    listener = socket.socket()
+    # As uvicorn makes it when it binds host:port itself: with the protocol named, asyncio sets
+    # TCP_NODELAY on each accepted connection (left at 0, every SSE event waits ~40 ms for an ACK).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.bind(("127.0.0.1", 0))
     listener.listen(2048)
     app = server.streamable_http_app(host="127.0.0.1")

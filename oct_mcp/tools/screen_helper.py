@@ -156,6 +156,8 @@ class ScreenHelper:
         self._control: socket.socket | None = None
         self._ready = False
         self._unanswered = 0
+        self._stale = 0
+        """Of the unanswered requests, those of searches that ended before their answers came."""
         self._starts = 0
         self._requests = 0
         self._first_request = 1
@@ -185,7 +187,39 @@ class ScreenHelper:
             self._in_use.release()
             return False
         self._first_request = self._requests + 1
+        self._stale = self._unanswered
         return True
+
+    def has_room(self) -> bool:
+        """A request may be sent now (never waits): the helper is ready and holds fewer than
+        IN_FLIGHT_MAX requests. Those of earlier searches that stopped early count (the helper is on
+        them until it reads their CANCEL), and the answers to them already there are read here: no
+        search of theirs waits for those, so nothing else would, and they would fill the helper for
+        good."""
+        if not self.ready():
+            return False
+        self._discard_stale()
+        return self._unanswered < IN_FLIGHT_MAX
+
+    def _discard_stale(self) -> None:
+        """Read the answers already there to requests of earlier searches; they come first, in order."""
+        while self._stale and self._socket is not None:
+            try:
+                header = self._socket.recv(REPLY_HEADER.size, socket.MSG_DONTWAIT | socket.MSG_PEEK)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.stop()
+                return
+            if len(header) < REPLY_HEADER.size or REPLY_HEADER.unpack_from(header)[0] >= self._first_request:
+                return  # this search's (or malformed: receive() stops the helper over it)
+            try:
+                self._socket.recv(65_536, socket.MSG_DONTWAIT)
+            except OSError:
+                self.stop()
+                return
+            self._unanswered -= 1
+            self._stale -= 1
 
     def release(self) -> None:
         """Give the helper back; what it still holds of this search it answers UNREACHED from its next
@@ -286,6 +320,7 @@ class ScreenHelper:
             request: int = REPLY_HEADER.unpack_from(reply)[0]
             if request >= self._first_request:
                 return request, reply[REPLY_HEADER.size :]
+            self._stale -= 1
         return None
 
     def stop(self) -> None:
@@ -294,7 +329,7 @@ class ScreenHelper:
             if held is not None:
                 held.close()
         self._socket = self._control = None
-        self._unanswered = 0
+        self._unanswered = self._stale = 0
         if self._process is not None:
             self._process.kill()
             self._process.wait()
@@ -505,12 +540,10 @@ class _OrderedScreen:
         self._feed()
 
     def _helper_has_room(self) -> bool:
-        helper = self.helper
-        return helper is not None and helper.unanswered < IN_FLIGHT_MAX and helper.ready()
+        return self.helper is not None and self.helper.has_room()
 
     def _feed(self) -> None:
-        """Send the helper unassigned chunks behind the first, while it holds fewer than IN_FLIGHT_MAX
-        requests (counting what a search that stopped early left it)."""
+        """Send the helper unassigned chunks behind the first, while it has room (`ScreenHelper.has_room`)."""
         for index, chunk in enumerate(self.pending):
             helper = self.helper
             if helper is None or not self._helper_has_room():

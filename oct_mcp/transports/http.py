@@ -270,6 +270,30 @@ def build_http_app(
     )
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port` and listening, whose accepted connections send at once.
+
+    Raises:
+        OSError: The address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # The protocol is named: asyncio sets TCP_NODELAY on an accepted connection only when its
+    # socket says IPPROTO_TCP, and with Nagle left on each SSE event waits ~40 ms behind its headers
+    # for the client's delayed ACK. The listener carries the option too, which Linux copies to
+    # every accepted connection whatever the event loop does.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        listener.bind((host, port))
+        # Listening before the address is announced: a client that connects at once waits in the backlog.
+        listener.listen(_BACKLOG)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
 async def serve_http(app: App, host: str, port: int) -> None:
     """Serve MCP over streamable HTTP on `host:port` until SIGTERM or SIGINT.
 
@@ -281,23 +305,19 @@ async def serve_http(app: App, host: str, port: int) -> None:
     """
     # Refused before anything is bound.
     check_bind(host, app.loaded.config)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
-    # Listening before the address is announced: a client that connects at once waits in the backlog.
-    listener.listen(_BACKLOG)
-    bound = listener.getsockname()[1]
-    asgi = build_http_app(app, host=host, port=bound)
-    config = uvicorn.Config(
-        asgi,
-        log_level="warning",
-        lifespan="on",
-        timeout_keep_alive=_KEEP_ALIVE_SECONDS,
-        access_log=False,
-        server_header=False,
-    )
-    shown = f"[{host}]" if ":" in host else host
-    print(f"oct-mcp: serving http://{shown}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
-    _log.info("serving", transport="http", host=host, port=bound, profile=app.profile.name)
-    await uvicorn.Server(config).serve(sockets=[listener])
+    # Closed here too: a cancelled serve leaves its listener open.
+    with _listening_socket(host, port) as listener:
+        bound = listener.getsockname()[1]
+        asgi = build_http_app(app, host=host, port=bound)
+        config = uvicorn.Config(
+            asgi,
+            log_level="warning",
+            lifespan="on",
+            timeout_keep_alive=_KEEP_ALIVE_SECONDS,
+            access_log=False,
+            server_header=False,
+        )
+        shown = f"[{host}]" if ":" in host else host
+        print(f"oct-mcp: serving http://{shown}:{bound}{MCP_PATH}", file=sys.stderr, flush=True)
+        _log.info("serving", transport="http", host=host, port=bound, profile=app.profile.name)
+        await uvicorn.Server(config).serve(sockets=[listener])

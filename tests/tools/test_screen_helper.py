@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,9 @@ def test_search_goes_on_alone_with_the_same_results_when_the_helper_dies(tree: W
     assert dying.sent >= 2
 
 
-def _scripted_helper(script: str, reply_timeout: float = 30.0) -> ScreenHelper:
+def _scripted_helper(
+    script: str, reply_timeout: float = 30.0, factory: Callable[..., ScreenHelper] = ScreenHelper
+) -> ScreenHelper:
     """A helper process that runs `script` (given `connection` and `control`, its sockets) instead of
     the screen."""
     prelude = (
@@ -163,11 +165,18 @@ def _scripted_helper(script: str, reply_timeout: float = 30.0) -> ScreenHelper:
     def argv_for(socket_fd: int, control_fd: int) -> Sequence[str]:
         return [sys.executable, "-I", "-c", prelude + script, str(socket_fd), str(control_fd)]
 
-    return ScreenHelper(argv_for=argv_for, reply_timeout=reply_timeout)
+    return factory(argv_for=argv_for, reply_timeout=reply_timeout)
 
 
-def _late_helper(delay: float, reply_timeout: float = 30.0) -> ScreenHelper:
-    """The real screen, each reply sent `delay` seconds late (a helper busy on slow files)."""
+def _late_helper(
+    delay: float,
+    reply_timeout: float = 30.0,
+    factory: Callable[..., ScreenHelper] = ScreenHelper,
+    answered: Path | None = None,
+) -> ScreenHelper:
+    """The real screen, each reply sent `delay` seconds late (a helper busy on slow files); with
+    `answered`, a byte is added to that file after each reply is sent."""
+    tally = f"        open({str(answered)!r}, 'ab').write(b'.')\n" if answered is not None else ""
     return _scripted_helper(
         "import time\n"
         "sys.argv = sys.argv[1:]\n"
@@ -176,9 +185,11 @@ def _late_helper(delay: float, reply_timeout: float = 30.0) -> ScreenHelper:
         "class Late(socket.socket):\n"
         "    def sendall(self, data, *rest):\n"
         f"        if len(data) > 1: time.sleep({delay})\n"
-        "        return super().sendall(data, *rest)\n"
+        "        super().sendall(data, *rest)\n"
+        f"{tally}"
         "file_screen.serve(Late(fileno=connection.detach()), control)\n",
         reply_timeout=reply_timeout,
+        factory=factory,
     )
 
 
@@ -635,3 +646,40 @@ def test_a_relative_library_path_into_the_project_keeps_the_helper_out(
         assert helper_module.runs_code_inside(project)
     finally:
         helper_module._helper_code.cache_clear()
+
+
+def test_pages_that_fill_while_the_helper_holds_requests_leave_it_room_for_later_searches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 5.0)
+    many = tmp_path / "many"
+    many.mkdir()
+    # Every file from the second chunk on matches and a page holds 40 lines: each page fills in that
+    # chunk, screened here, with the chunks after it at a helper too slow to have answered by then.
+    for n in range(8 * 64):
+        (many / f"f{n:03}.txt").write_text("needle\n" if n >= 64 else "hay\n")
+    small = _small_tree(tmp_path / "small")
+    answered = tmp_path / "answered"
+    answered.touch()
+    late = _late_helper(0.2, factory=CountingHelper, answered=answered)
+    assert isinstance(late, CountingHelper)
+    assert late.warm(WARM_SECONDS)
+    try:
+        for _ in range(2):
+            page = search(
+                Workspace(many.resolve()), SearchParams(pattern="needle", max_results=40), screen_helper=late
+            )
+            assert page.structured is not None
+            assert page.structured["truncated"] is True
+        held, sent = late.unanswered, late.sent
+        # Every request of those pages answered (UNREACHED, after their CANCEL), the answers unread.
+        end = time.monotonic() + 60
+        while answered.stat().st_size < sent and time.monotonic() < end:
+            time.sleep(0.05)
+        after = every_page(small, late, pattern="needle")
+    finally:
+        late.stop()
+
+    assert held == helper_module.IN_FLIGHT_MAX
+    assert after == every_page(small, None, pattern="needle")
+    assert late.sent > sent
