@@ -178,9 +178,10 @@ class CommandPlan:
     """A next command: `argv` runs first, in the same sandbox, and what it printed decides the
     argv run next (the same program); a `NextCommand` carries its own `then`, so each step's
     output can decide the one after it (git lists its config, then checks a ref, then runs).
-    `parse` reads the last step's output; a step raises to refuse the call. At most
-    `COMMAND_STEPS_MAX` commands run. A runner that ignored it would run `argv` only, never a
-    later command unchecked."""
+    `parse` reads the last step's output; a step raises to refuse the call (in a worker thread: it
+    may read files). Of a plan that `writes_project`, only the last command may write the project:
+    the earlier ones run with it read-only. At most `COMMAND_STEPS_MAX` commands run. A runner that
+    ignored it would run `argv` only, never a later command unchecked."""
     git_writes: GitWrites | None = None
     """The git folder writes the command makes (git's own argv must not name `--git-dir`: the
     sandbox sets GIT_DIR to the run's private git folder)."""

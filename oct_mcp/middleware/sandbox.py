@@ -278,6 +278,19 @@ class ExecutionSandbox:
             home, tmp = self.backend.home_and_tmp(scratch)
             roots = install_roots(Path(plan.argv[0]), project)
             path_dirs = [*tool_path_dirs(Path(plan.argv[0]), project, roots), *_SYSTEM_PATH]
+
+            def environment(*, read_only_project: bool) -> dict[str, str]:
+                return sandbox_environment(
+                    path_dirs=path_dirs,
+                    home=home,
+                    tmpdir=tmp,
+                    read_only_project=read_only_project,
+                    threads=self.threads,
+                    tool_env=(*plan.tool_env, *outputs.environment(plan.output_files)),
+                    cache=None if cache is None else str(cache),
+                    # GIT_DIR is never a tool's to set (it is never passed): the sandbox names its own folder.
+                ) | dict(() if private is None else private.environment())
+
             request = SandboxRequest(
                 argv=plan.argv,
                 project=project,
@@ -285,17 +298,7 @@ class ExecutionSandbox:
                 network=plan.needs_network,
                 protected=before.bind_paths(project) if before is not None else (),
                 read_only_binds=(*roots, *plan.read_only_paths),
-                env=sandbox_environment(
-                    path_dirs=path_dirs,
-                    home=home,
-                    tmpdir=tmp,
-                    read_only_project=not plan.writes_project,
-                    threads=self.threads,
-                    tool_env=(*plan.tool_env, *outputs.environment(plan.output_files)),
-                    cache=None if cache is None else str(cache),
-                )
-                # GIT_DIR is never a tool's to set (it is never passed): the sandbox names its own folder.
-                | dict(() if private is None else private.environment()),
+                env=environment(read_only_project=not plan.writes_project),
                 limits=Limits(
                     memory_bytes=self.memory_bytes,
                     cpu_seconds=int(timeout) + _CPU_BACKSTOP_SECONDS,
@@ -325,13 +328,24 @@ class ExecutionSandbox:
                     f"backend cannot give here; {_HOW_TO_ISOLATE}"
                 )
             step, steps = plan.then, 1
+            # Only the last command may write the project: the earlier ones decide what it runs over
+            # (ruff's diff names the files to checkpoint), and project code that wrote there would
+            # change files before their checkpoint is taken, unseen by the human.
+            deciding = (
+                replace(request, writable=False, env=environment(read_only_project=True))
+                if plan.writes_project
+                else request
+            )
+            if step is not None and plan.writes_project:
+                prepared = _prepare(self.backend, deciding, cgroup)
             while step is not None:
                 earlier = await self.runner(
                     prepared, backend=self.backend.name, time_limit=timeout, max_output=self.max_output_bytes
                 )
                 if earlier.timed_out:
                     raise ToolTimeoutError(_timeout_message(limit, plan))
-                decided = step(earlier)
+                # In a worker thread: a step may read the files it checkpoints.
+                decided = await anyio.to_thread.run_sync(step, earlier)
                 argv, step = (
                     (decided.argv, decided.then) if isinstance(decided, NextCommand) else (decided, None)
                 )
@@ -342,7 +356,9 @@ class ExecutionSandbox:
                         f"a plan's later commands must run its first command's program, {COMMAND_STEPS_MAX} "
                         "commands at most"
                     )
-                prepared = _prepare(self.backend, replace(request, argv=argv), cgroup)
+                prepared = _prepare(
+                    self.backend, replace(request if step is None else deciding, argv=argv), cgroup
+                )
                 timeout = max(timeout - earlier.duration_seconds, 0.0)
             run = await self.runner(
                 prepared,

@@ -434,9 +434,9 @@ def _checkpointed_apply(
     apply: tuple[str, ...],
     paths: list[str],
 ) -> CommandPlan:
-    """ruff asked first for its diff, in the same sandbox, then run over exactly the files that diff
-    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote,
-    and no file outside the checkpoint is changed.
+    """ruff asked first for its diff, with the project read-only (a project's ruff is project code:
+    nothing it does may land before the checkpoint), then run over exactly the files that diff
+    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote.
 
     A diff that ruff ends with an error (a file it cannot parse) still names the files it would
     change: those are changed, and the answer is ruff's error with what changed.
