@@ -185,6 +185,11 @@ class CommandPlan:
     git_writes: GitWrites | None = None
     """The git folder writes the command makes (git's own argv must not name `--git-dir`: the
     sandbox sets GIT_DIR to the run's private git folder)."""
+    after_failure: Callable[[], str | None] | None = None
+    """Called, in a worker thread, where the last command ran but the call fails without `parse`
+    (a refusal of what it did to protected paths, its time limit, a cancellation): a writing plan
+    records the checkpoint of what the run changed, so oct_undo can take it back. Returns a note
+    for the error (the checkpoint's id, or why there is none; never a value of the call), or None."""
     masks_secret_files: bool = True
     """The run reads the project's files that a read shows masked as a read shows them (bubblewrap)
     or not at all (landlock), unless the profile's `show_secrets_to_runs` says otherwise. False only

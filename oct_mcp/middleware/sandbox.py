@@ -252,6 +252,8 @@ class ExecutionSandbox:
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
         git_state: tuple[InstalledState, ...] = ()
+        # The last command started (it may have written), and the call went on to parse it.
+        last_started = finished = False
         scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
         outputs = OutputFolder(scratch)
         cgroup = _run_cgroup(self.memory_bytes)
@@ -360,6 +362,7 @@ class ExecutionSandbox:
                     self.backend, replace(request if step is None else deciding, argv=argv), cgroup
                 )
                 timeout = max(timeout - earlier.duration_seconds, 0.0)
+            last_started = True
             run = await self.runner(
                 prepared,
                 backend=self.backend.name,
@@ -373,6 +376,7 @@ class ExecutionSandbox:
                 run = replace(run, files=files, files_truncated=tuple(cut))
             if private is not None and run.exit_code == 0 and not run.timed_out:
                 git_state = await anyio.to_thread.run_sync(private.changed)
+            finished = True
         finally:
             outputs.close()
             if cgroup is not None:
@@ -383,14 +387,18 @@ class ExecutionSandbox:
                 # Shielded: a run cut short by a timeout or a shutdown is checked all the same.
                 with anyio.CancelScope(shield=True):
                     changes = await anyio.to_thread.run_sync(_settle, project, before)
+            if last_started and not finished:
+                # Cut short (cancelled, or failed reading what it left): what it changed stays undoable.
+                await _after_failure(plan)
         if changes:
-            _refuse_protected_changes(changes)
+            _refuse_protected_changes(changes, await _after_failure(plan))
         if git_state and plan.git_writes is not None:
             # After the protected-path check, which would otherwise see HEAD changed: the run had no
             # right on the git folder, the server installs what git left in its private one.
             await anyio.to_thread.run_sync(install_git_state, plan.git_writes.git_dir, git_state)
         if run.timed_out and not plan.reports_when_interrupted:
-            raise ToolTimeoutError(_timeout_message(limit, plan))
+            kept = await _after_failure(plan)
+            raise ToolTimeoutError(_timeout_message(limit, plan) + ("" if kept is None else f"; {kept}"))
         degraded = tuple(
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
@@ -520,9 +528,19 @@ def _settle(project: Path, before: ProtectedSnapshot) -> ProtectedChanges:
         return ProtectedChanges(unchecked=True)
 
 
-def _refuse_protected_changes(changes: ProtectedChanges) -> None:
+async def _after_failure(plan: CommandPlan) -> str | None:
+    """The plan's `after_failure` note, shielded: a cancelled call's changes are recorded all the same."""
+    if plan.after_failure is None:
+        return None
+    with anyio.CancelScope(shield=True):
+        return await anyio.to_thread.run_sync(plan.after_failure)
+    return None  # not reached: a shielded scope never ends what it runs, though mypy cannot tell
+
+
+def _refuse_protected_changes(changes: ProtectedChanges, kept: str | None = None) -> None:
     """A writable run that touched protected paths, or hid a folder from the check, fails, whatever else
-    it did, saying what became of them."""
+    it did, saying what became of them (and, with `kept`, where its other changes can be undone)."""
+    undo = "" if kept is None else f" ({kept})"
     parts = []
     if changes.removed:
         parts.append(f"{_listed(changes.removed)} (created; removed again)")
@@ -556,11 +574,11 @@ def _refuse_protected_changes(changes: ProtectedChanges) -> None:
     if parts:
         raise ProtectedPathCreatedError(
             f"the tool wrote protected paths, which no tool may write: {'; '.join([*parts, *hidden])}; "
-            "its other changes were kept"
+            f"its other changes were kept{undo}"
         )
     raise UncheckedFolderError(
         f"the check of protected paths after the run could not see into every folder: {'; '.join(hidden)}; "
-        "the call's result is withheld and its other changes were kept"
+        f"the call's result is withheld and its other changes were kept{undo}"
     )
 
 

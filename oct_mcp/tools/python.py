@@ -474,6 +474,7 @@ def _checkpointed_apply(
         then=apply_to_what_the_diff_names,
         parse=parse,
         writes_project=True,
+        after_failure=checkpoint.after_failure,
         project_cache=True,
         masks_secret_files=_runs_project_code(Path(diff[0]), root),
     )

@@ -310,6 +310,19 @@ def _checkpoint(env: ToolEnv, changed: list[str]) -> tuple[Checkpoint | None, st
         )
 
 
+def _kept_after_failure(root: Path, before: _Listing, env: ToolEnv) -> Callable[[], str | None]:
+    """Where the run fails without its result (a protected path written, its time limit, a
+    cancellation): what it changed is a checkpoint all the same, which the error names."""
+
+    def keep() -> str | None:
+        checkpoint, failure = _checkpoint(env, _changed(before.files, _snapshot(root).files))
+        if checkpoint is None:
+            return failure
+        return f"checkpoint {checkpoint.id}: oct_undo can put the files it changed back"
+
+    return keep
+
+
 def _line_counter() -> Callable[[bytes], tuple[float, float | None, str | None] | None]:
     """Progress as lines of stdout so far, at most twice a second, never their content (which the
     redactor has not seen)."""
@@ -363,6 +376,7 @@ def _plan(params: RunParams, env: ToolEnv) -> CommandPlan:
         cwd=None if cwd == root else cwd,
         timeout_seconds=params.timeout_seconds,
         progress=_line_counter(),
+        after_failure=None if before is None else _kept_after_failure(root, before, env),
     )
 
 
