@@ -185,6 +185,10 @@ class CommandPlan:
     git_writes: GitWrites | None = None
     """The git folder writes the command makes (git's own argv must not name `--git-dir`: the
     sandbox sets GIT_DIR to the run's private git folder)."""
+    before_run: Callable[[], None] | None = None
+    """Reads the project before the command runs (a writing run's baseline, the files a format may
+    change), in a worker thread so that a large project holds up no other call; raises to refuse
+    the call, nothing run. A plan's own function stays on the event loop: it must read little."""
     after_failure: Callable[[], str | None] | None = None
     """Called, in a worker thread, where the last command ran but the call fails without `parse`
     (a refusal of what it did to protected paths, its time limit, a cancellation): a writing plan

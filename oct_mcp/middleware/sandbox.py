@@ -248,6 +248,8 @@ class ExecutionSandbox:
         timeout = limit = self.test_timeout_seconds if plan.long_running else self.timeout_seconds
         if plan.timeout_seconds is not None:
             timeout = limit = min(limit, plan.timeout_seconds)
+        if plan.before_run is not None:
+            await anyio.to_thread.run_sync(plan.before_run)
         # In a worker thread: a walk over a large project must not hold up the other calls.
         before = await anyio.to_thread.run_sync(_protected_before, project) if plan.writes_project else None
         changes: ProtectedChanges | None = None
@@ -372,7 +374,8 @@ class ExecutionSandbox:
                 interrupt_first=plan.reports_when_interrupted,
             )
             if plan.output_files:
-                files, cut = outputs.read(name for _, name in plan.output_files)
+                names = tuple(name for _, name in plan.output_files)
+                files, cut = await anyio.to_thread.run_sync(outputs.read, names)
                 run = replace(run, files=files, files_truncated=tuple(cut))
             if private is not None and run.exit_code == 0 and not run.timed_out:
                 git_state = await anyio.to_thread.run_sync(private.changed)
@@ -382,7 +385,9 @@ class ExecutionSandbox:
             if cgroup is not None:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(cgroup.close)
-            shutil.rmtree(scratch, ignore_errors=True)
+            with anyio.CancelScope(shield=True):
+                # A test run's scratch folder may hold many files.
+                await anyio.to_thread.run_sync(partial(shutil.rmtree, scratch, ignore_errors=True))
             if before is not None:
                 # Shielded: a run cut short by a timeout or a shutdown is checked all the same.
                 with anyio.CancelScope(shield=True):
@@ -402,7 +407,8 @@ class ExecutionSandbox:
         degraded = tuple(
             sorted(GUARANTEES - prepared.guarantees - ({NO_NETWORK} if plan.needs_network else set()))
         )
-        result = plan.parse(replace(run, degraded=degraded))
+        # In a worker thread: a parse may read what the run changed, and record its checkpoint.
+        result = await anyio.to_thread.run_sync(plan.parse, replace(run, degraded=degraded))
         for note in device_notes(prepared.refused_devices, run.stdout + run.stderr):
             result = _with_note(result, note)
         if secrets:

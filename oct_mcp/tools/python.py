@@ -442,7 +442,8 @@ def _checkpointed_apply(
     change: those are changed, and the answer is ruff's error with what changed.
     """
     root = env.workspace.root
-    before = _snapshot(root, paths)
+    # Filled by `before_run`, in a worker thread: paths of "." stat the whole project.
+    before: dict[Path, tuple[int, int]] = {}
     checkpoint = CommandCheckpoint(env, checkpoint_name)
     applied = _applied(tool, root, before, (0,))
     failed: list[RunResult] = []
@@ -471,6 +472,7 @@ def _checkpointed_apply(
 
     return CommandPlan(
         argv=diff,
+        before_run=lambda: before.update(_snapshot(root, paths)),
         then=apply_to_what_the_diff_names,
         parse=parse,
         writes_project=True,
