@@ -93,7 +93,7 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionSandbox:
     """Run the validated tool's plan: in-process ones in a thread (or inline), file changes through the
-    one applier, commands under the backend.
+    one applier (`execution.changes`), commands through `execution.commands` under the backend.
 
     Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
     spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
