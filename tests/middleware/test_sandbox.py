@@ -398,3 +398,30 @@ async def test_a_command_plan_s_reads_of_the_project_hold_up_no_other_call(proje
     (outcome,) = outcomes
     assert isinstance(outcome, ToolResult)
     assert outcome.text == "answered first: True"
+
+
+async def test_a_writing_command_cut_short_by_a_cancel_still_records_what_it_changed(project: Path) -> None:
+    started = anyio.Event()
+    kept: list[str] = []
+
+    async def hanging(prepared: object, **options: object) -> RunResult:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    def plan(params: BaseModel, env: ToolEnv) -> CommandPlan:
+        return CommandPlan(
+            argv=("/bin/step", "1"),
+            parse=lambda run: pytest.fail("a cancelled run is not parsed"),
+            writes_project=True,
+            after_failure=lambda: kept.append("recorded") or "checkpoint 1",
+        )
+
+    sandbox = replace(_command_sandbox(_echo_runner()), runner=hanging)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(sandbox, _command_call(project, plan), RecordingNext())
+            await started.wait()
+            group.cancel_scope.cancel()
+
+    assert kept == ["recorded"]
