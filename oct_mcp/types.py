@@ -19,11 +19,12 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from oct_mcp.audit import AuditSink
     from oct_mcp.backends import Prepared
+    from oct_mcp.backends.results import RunResult
     from oct_mcp.config import McpConfig
     from oct_mcp.consent import Consent, ConsentFacts, SessionGrants
     from oct_mcp.preview import Preview, TargetState
     from oct_mcp.rules import RuleSource
-    from oct_mcp.spec import RunResult, ToolSpec
+    from oct_mcp.spec import ToolSpec
     from oct_mcp.workspace import Workspace
 
 __all__ = [

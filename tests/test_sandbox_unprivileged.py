@@ -201,8 +201,7 @@ from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.types import ToolResult
-from oct_mcp.execution.changes import ChangeApplier
-from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.spec import CommandPlan
 
 project = Path(sys.argv[1])
@@ -229,12 +228,12 @@ for backend in (Native(), Bubblewrap(), LandlockBackend()):
     if not backend.probe().usable:
         results[backend.name] = None
         continue
-    sandbox = ExecutionSandbox(
+    commands = CommandRunner(
         backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=True,
         max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
-        memory_bytes=512 * 1024 * 1024, threads=1, applier=ChangeApplier(), allow_unconfined=True,
+        memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=True,
     )
-    result = anyio.run(lambda: sandbox._run_command(plan, project, None))
+    result = anyio.run(lambda: commands.run(plan, project, None))
     results[backend.name] = result.text.split()
 print(json.dumps(results))
 """

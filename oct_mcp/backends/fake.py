@@ -14,7 +14,7 @@ from oct_mcp.backends import (
     SandboxRequest,
     SecretFileView,
 )
-from oct_mcp.spec import RunResult
+from oct_mcp.backends.results import RunResult
 
 __all__ = ["FakeBackend", "ScriptedRunner"]
 

@@ -16,8 +16,8 @@ from anyio.abc import ByteReceiveStream, Process
 
 from oct_mcp.backends import Prepared
 from oct_mcp.backends.confined import ConfinedRun, start_confined
+from oct_mcp.backends.results import RunResult
 from oct_mcp.errors import ToolUnavailableError
-from oct_mcp.spec import RunResult
 
 __all__ = ["DRAIN_SECONDS", "GRACE_SECONDS", "INTERRUPT_SECONDS", "run_prepared"]
 

@@ -148,6 +148,16 @@ class CommandCheckpoint:
         if store is not None and recorded is not None:
             self._settled = store.settle(recorded, self._env.workspace.root)
 
+    def after_failure(self) -> str | None:
+        """`CommandPlan.after_failure`: settled all the same, so what the command changed can be undone."""
+        try:
+            self.settle()
+        except OSError as exc:
+            return f"its changes could not be checkpointed ({exc.strerror or type(exc).__name__})"
+        if self._settled is None:
+            return None
+        return f"checkpoint {self._settled.id}: oct_undo can put these files back"
+
     def noted(self, result: ToolResult) -> ToolResult:
         if self._settled is None:
             return result

@@ -296,6 +296,7 @@ def _plan(
     parse: Callable[[RunResult], ToolResult],
     *,
     writes_project: bool = False,
+    after_failure: Callable[[], str | None] | None = None,
 ) -> CommandPlan:
     """git's config names listed first (each filter driver is switched off), then each step in turn."""
     listed: dict[str, frozenset[str]] = {}
@@ -314,6 +315,7 @@ def _plan(
         then=step_at(0),
         parse=parse,
         writes_project=writes_project,
+        after_failure=after_failure,
         tool_env=(("GIT_COMMON_DIR", str(git.git_dir)), *GIT_ENVIRONMENT),
         git_writes=git.writes,
         # git, not project code, with fixed arguments: a commit of a masked copy would commit the masks.
@@ -1037,7 +1039,7 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
 
     checkpoint = CommandCheckpoint(env, "oct_git_switch")
     steps: list[Step] = [_fixed(*verify_arguments(f"refs/heads/{params.branch}")), changed_files, switch]
-    return _plan(git, steps, parse, writes_project=True)
+    return _plan(git, steps, parse, writes_project=True, after_failure=checkpoint.after_failure)
 
 
 # A switch or restore whose git would make or remove an entry where the backend allows none is
@@ -1246,7 +1248,11 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
     checkpoint = CommandCheckpoint(env, "oct_git_restore")
 
     return _plan(
-        git, [_fixed(*_status_arguments(specs, untracked=False)), restore], parse, writes_project=True
+        git,
+        [_fixed(*_status_arguments(specs, untracked=False)), restore],
+        parse,
+        writes_project=True,
+        after_failure=checkpoint.after_failure,
     )
 
 

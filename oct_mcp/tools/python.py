@@ -434,15 +434,16 @@ def _checkpointed_apply(
     apply: tuple[str, ...],
     paths: list[str],
 ) -> CommandPlan:
-    """ruff asked first for its diff, in the same sandbox, then run over exactly the files that diff
-    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote,
-    and no file outside the checkpoint is changed.
+    """ruff asked first for its diff, with the project read-only (a project's ruff is project code:
+    nothing it does may land before the checkpoint), then run over exactly the files that diff
+    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote.
 
     A diff that ruff ends with an error (a file it cannot parse) still names the files it would
     change: those are changed, and the answer is ruff's error with what changed.
     """
     root = env.workspace.root
-    before = _snapshot(root, paths)
+    # Filled by `before_run`, in a worker thread: paths of "." stat the whole project.
+    before: dict[Path, tuple[int, int]] = {}
     checkpoint = CommandCheckpoint(env, checkpoint_name)
     applied = _applied(tool, root, before, (0,))
     failed: list[RunResult] = []
@@ -471,9 +472,11 @@ def _checkpointed_apply(
 
     return CommandPlan(
         argv=diff,
+        before_run=lambda: before.update(_snapshot(root, paths)),
         then=apply_to_what_the_diff_names,
         parse=parse,
         writes_project=True,
+        after_failure=checkpoint.after_failure,
         project_cache=True,
         masks_secret_files=_runs_project_code(Path(diff[0]), root),
     )

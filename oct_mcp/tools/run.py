@@ -172,6 +172,49 @@ class _Listing:
     place changes that other file too, where no sandbox rule sees it."""
 
 
+class _Baseline:
+    """The project's files as a writing run finds them, taken in a worker thread just before it runs
+    (`CommandPlan.before_run`): the walk, and the first one's read of every file, take long on a
+    large project."""
+
+    def __init__(self, env: ToolEnv) -> None:
+        self._env = env
+        self._listing: _Listing | None = None
+
+    @property
+    def listing(self) -> _Listing:
+        if self._listing is None:
+            raise RuntimeError("a writing run's baseline is read before the run, never after it")
+        return self._listing
+
+    def take(self) -> None:
+        """Raises:
+        LinkedFileError: A file has another name; nothing ran.
+        ExecutionError: The baseline could not be kept; nothing ran.
+        """
+        root = self._env.workspace.root
+        before = _snapshot(root)
+        if before.linked:
+            shown = ", ".join(map(quote_name, before.linked[:_UNLISTED_SHOWN]))
+            more = len(before.linked) - _UNLISTED_SHOWN
+            raise LinkedFileError(
+                f"{len(before.linked)} project file(s) have another name (a hard link), which may lie "
+                "outside the project or be protected, and a writable run that changes one in place "
+                f"changes the other too: {shown}{f' and {more} more' if more > 0 else ''}; replace each "
+                "with a copy of itself (cp F F.new && mv F.new F), or run without writes; nothing ran"
+            )
+        if self._env.checkpoints is not None:
+            try:
+                self._env.checkpoints.keep_baseline(root, before.files)
+            except OSError as exc:
+                raise ExecutionError(
+                    "the checkpoint of this run could not be prepared "
+                    f"({exc.strerror or type(exc).__name__}), so nothing ran; fix the checkpoint_dir "
+                    "folder, or set checkpoint_max_count to 0 to run without undo"
+                ) from exc
+        self._listing = before
+
+
 def _snapshot(root: Path) -> _Listing:
     """Each project file's (mtime, ctime, size, inode), skipping git and environment folders."""
     found: Snapshot = {}
@@ -224,13 +267,14 @@ def _tail(text: str, room: int) -> tuple[str, bool]:
 
 
 def _parse(
-    root: Path, before: _Listing | None, notes: list[str], env: ToolEnv
+    root: Path, baseline: _Baseline | None, notes: list[str], env: ToolEnv
 ) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         notes_now = list(notes)
         changed: list[str] | None = None
         checkpoint: Checkpoint | None = None
-        if before is not None:
+        if baseline is not None:
+            before = baseline.listing
             after = _snapshot(root)
             every = _changed(before.files, after.files)
             checkpoint, failure = _checkpoint(env, every)
@@ -310,6 +354,19 @@ def _checkpoint(env: ToolEnv, changed: list[str]) -> tuple[Checkpoint | None, st
         )
 
 
+def _kept_after_failure(root: Path, baseline: _Baseline, env: ToolEnv) -> Callable[[], str | None]:
+    """Where the run fails without its result (a protected path written, its time limit, a
+    cancellation): what it changed is a checkpoint all the same, which the error names."""
+
+    def keep() -> str | None:
+        checkpoint, failure = _checkpoint(env, _changed(baseline.listing.files, _snapshot(root).files))
+        if checkpoint is None:
+            return failure
+        return f"checkpoint {checkpoint.id}: oct_undo can put the files it changed back"
+
+    return keep
+
+
 def _line_counter() -> Callable[[bytes], tuple[float, float | None, str | None] | None]:
     """Progress as lines of stdout so far, at most twice a second, never their content (which the
     redactor has not seen)."""
@@ -336,33 +393,17 @@ def _plan(params: RunParams, env: ToolEnv) -> CommandPlan:
         raise NotFoundError("cwd is not a folder of the project; name an existing folder, or leave it out")
     writes = params.writes and not env.dry_run
     notes = [interpreter] if interpreter is not None else []
-    before = _snapshot(root) if writes else None
-    if before is not None and before.linked:
-        shown = ", ".join(map(quote_name, before.linked[:_UNLISTED_SHOWN]))
-        more = len(before.linked) - _UNLISTED_SHOWN
-        raise LinkedFileError(
-            f"{len(before.linked)} project file(s) have another name (a hard link), which may lie outside "
-            f"the project or be protected, and a writable run that changes one in place changes the other "
-            f"too: {shown}{f' and {more} more' if more > 0 else ''}; replace each with a copy of itself "
-            "(cp F F.new && mv F.new F), or run without writes; nothing ran"
-        )
-    if before is not None and env.checkpoints is not None:
-        try:
-            env.checkpoints.keep_baseline(root, before.files)
-        except OSError as exc:
-            raise ExecutionError(
-                f"the checkpoint of this run could not be prepared ({exc.strerror or type(exc).__name__}), "
-                "so nothing ran; fix the checkpoint_dir folder, or set checkpoint_max_count to 0 to run "
-                "without undo"
-            ) from exc
+    baseline = _Baseline(env) if writes else None
     return CommandPlan(
         argv=(str(program), *params.argv[1:]),
-        parse=_parse(root, before, notes, env),
+        before_run=None if baseline is None else baseline.take,
+        parse=_parse(root, baseline, notes, env),
         writes_project=writes,
         needs_network=params.network,
         cwd=None if cwd == root else cwd,
         timeout_seconds=params.timeout_seconds,
         progress=_line_counter(),
+        after_failure=None if baseline is None else _kept_after_failure(root, baseline, env),
     )
 
 

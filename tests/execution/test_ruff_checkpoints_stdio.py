@@ -105,3 +105,56 @@ async def test_a_format_with_nothing_to_change_records_no_checkpoint(tmp_path: P
     assert "checkpoint" not in only_text(formatted)
     assert (formatted.structured_content or {})["changed_files"] == []
     assert (listed.structured_content or {})["checkpoints"] == []
+
+
+# A project's own ruff is project code. This one, asked for a diff (the question's, then the one that
+# names the files to checkpoint), first tries to change the file it names and to plant one of its own;
+# asked to format, it formats.
+_HOSTILE_RUFF = """#!/bin/sh
+case " $* " in
+  *" --diff "*)
+    printf 'x=2\\n' > pkg/ugly.py 2>/dev/null
+    printf 'planted\\n' > planted.txt 2>/dev/null
+    printf -- '--- pkg/ugly.py\\n+++ pkg/ugly.py\\n@@ -1,2 +1,2 @@\\n-x=1\\n+x = 1\\n y = [1,2 ,3]\\n'
+    exit 1 ;;
+esac
+printf 'x = 1\\ny = [1, 2, 3]\\n' > pkg/ugly.py
+"""
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_a_hostile_project_ruff_writes_nothing_before_the_checkpoint_and_its_format_is_undone(
+    tmp_path: Path, backend: str
+) -> None:
+    project = _project(tmp_path)
+    ruff = project / ".venv" / "bin" / "ruff"
+    ruff.parent.mkdir(parents=True)
+    ruff.write_text(_HOSTILE_RUFF)
+    ruff.chmod(0o755)
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "sandbox_backend": backend,
+                "checkpoint_dir": str(tmp_path / "store"),
+                "rate_limit_per_minute": 1000,
+            }
+        )
+    )
+    start = {path: path.read_bytes() for path in project.rglob("*") if path.is_file()}
+    human = Accept()
+    with anyio.fail_after(180):
+        async with Client(oct_server(project, config), elicitation_callback=human) as client:
+            formatted = await client.call_tool("oct_format", {"apply": True, "paths": ["pkg/ugly.py"]})
+            after_format = {path: path.read_bytes() for path in project.rglob("*") if path.is_file()}
+            undone = await client.call_tool("oct_undo", {"id": "1", "dry_run": False})
+
+    assert formatted.is_error is False, only_text(formatted)
+    assert human.asked >= 1
+    # The question's diff and the diff that named the files ran read-only: nothing was planted, and
+    # the file was checkpointed as it was, then formatted by the run the human approved.
+    assert project / "planted.txt" not in after_format
+    assert after_format[project / "pkg" / "ugly.py"] == b"x = 1\ny = [1, 2, 3]\n"
+    assert "(checkpoint 1: oct_undo can put these files back)" in only_text(formatted)
+    assert undone.is_error is False, only_text(undone)
+    assert {path: path.read_bytes() for path in project.rglob("*") if path.is_file()} == start

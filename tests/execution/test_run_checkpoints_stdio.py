@@ -90,6 +90,91 @@ async def test_a_writing_run_is_a_checkpoint_oct_undo_takes_back(tmp_path: Path,
     assert "checkpoint" not in only_text(again)
 
 
+# Changes a file and makes one, then writes an IDE's settings, which no tool may write.
+_PROTECTED_TOO = (
+    "import os, pathlib\n"
+    "os.chdir('src')\n"
+    "pathlib.Path('app.py').write_text('changed = True\\n')\n"
+    "pathlib.Path('made.txt').write_text('new\\n')\n"
+    "os.mkdir('.vscode')\n"
+    "pathlib.Path('.vscode/settings.json').write_text('{}\\n')\n"
+)
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+async def test_a_writing_run_refused_for_a_protected_path_leaves_its_other_changes_undoable(
+    tmp_path: Path, backend: str
+) -> None:
+    project = tmp_path.resolve() / "demo"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("changed = False\n")
+    (project / "untouched.md").write_text("# stays\n")
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "sandbox_backend": backend,
+                "checkpoint_dir": str(tmp_path / "store"),
+                "rate_limit_per_minute": 1000,
+            }
+        )
+    )
+    start = _files(project)
+    with anyio.fail_after(120):
+        async with Client(
+            oct_server(project, config, env={"PATH": _PATH}), elicitation_callback=Accept()
+        ) as client:
+            ran = await client.call_tool(
+                "oct_run", {"argv": ["python", "-c", _PROTECTED_TOO], "writes": True}
+            )
+            changed = _files(project)
+            listed = await client.call_tool("oct_checkpoints", {})
+            undone = await client.call_tool("oct_undo", {"id": "1", "dry_run": False})
+
+    assert ran.is_error is True
+    assert only_text(ran).startswith("[protected_path_created] ")
+    assert only_text(ran).endswith(
+        "its other changes were kept (checkpoint 1: oct_undo can put the files it changed back)"
+    )
+    assert changed == {**start, "src/app.py": b"changed = True\n", "src/made.txt": b"new\n"}
+    assert listed.structured_content is not None
+    (entry,) = listed.structured_content["checkpoints"]
+    assert sorted(file["path"] for file in entry["files"]) == ["src/app.py", "src/made.txt"]
+    assert undone.is_error is False, only_text(undone)
+    assert _files(project) == start
+    assert not (project / "src" / ".vscode").exists()
+
+
+async def test_a_writing_run_stopped_at_its_time_limit_leaves_what_it_changed_undoable(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path.resolve() / "demo"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("changed = False\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"checkpoint_dir": str(tmp_path / "store"), "rate_limit_per_minute": 1000}))
+    script = (
+        "import pathlib, time\npathlib.Path('src/app.py').write_text('changed = True\\n')\ntime.sleep(60)\n"
+    )
+    start = _files(project)
+    with anyio.fail_after(120):
+        async with Client(
+            oct_server(project, config, env={"PATH": _PATH}), elicitation_callback=Accept()
+        ) as client:
+            ran = await client.call_tool(
+                "oct_run", {"argv": ["python", "-c", script], "writes": True, "timeout_seconds": 3}
+            )
+            changed = _files(project)
+            undone = await client.call_tool("oct_undo", {"id": "1", "dry_run": False})
+
+    assert ran.is_error is True
+    assert only_text(ran).startswith("[timeout] ")
+    assert only_text(ran).endswith("; checkpoint 1: oct_undo can put the files it changed back")
+    assert changed == {"src/app.py": b"changed = True\n"}
+    assert undone.is_error is False, only_text(undone)
+    assert _files(project) == start
+
+
 def test_the_baseline_reads_a_file_again_only_when_its_key_changed_and_keeps_what_it_was(
     tmp_path: Path,
 ) -> None:

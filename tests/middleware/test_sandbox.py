@@ -307,3 +307,121 @@ async def test_a_plan_may_not_switch_programs_or_run_past_its_step_limit(project
         with pytest.raises(RuntimeError, match="later commands must run"):
             await _command_sandbox(runner)(_stepped_call(project, then), RecordingNext())
         assert len(runner.seen) <= COMMAND_STEPS_MAX
+
+
+def _command_call(project: Path, plan: Callable[[BaseModel, ToolEnv], CommandPlan]) -> CallContext:
+    spec = ToolSpec(
+        name="oct_steps",
+        title="Steps",
+        description="d",
+        params=_NoParams,
+        output=None,
+        risk=Risk.WRITE,
+        plan=plan,
+    )
+    return replace(make_context("oct_steps", Workspace(project)), spec=spec, params=_NoParams())
+
+
+async def test_only_the_last_command_of_a_writing_plan_may_write_the_project(project: Path) -> None:
+    backend = FakeBackend()
+
+    def second(run: RunResult) -> NextCommand:
+        return NextCommand(("/bin/step", "2"), then=lambda run: ("/bin/step", "3"))
+
+    def plan(params: BaseModel, env: ToolEnv) -> CommandPlan:
+        return CommandPlan(
+            argv=("/bin/step", "1"),
+            then=second,
+            parse=lambda run: ToolResult(text=run.stdout.decode()),
+            writes_project=True,
+        )
+
+    sandbox = replace(_command_sandbox(_echo_runner()), backend=backend)
+    outcome = await sandbox(_command_call(project, plan), RecordingNext())
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.text == "3"
+    # The first request is prepared only to learn the backend's guarantees for the writing run.
+    assert [(request.argv[1], request.writable) for request in backend.requests[1:]] == [
+        ("1", False),
+        ("2", False),
+        ("3", True),
+    ]
+
+
+@pytest.mark.parametrize("where", ["before_run", "step", "parse"])
+async def test_a_command_plan_s_reads_of_the_project_hold_up_no_other_call(project: Path, where: str) -> None:
+    """A plan that reads a large project (a writing run's baseline, ruff's checkpoint, the files a run
+    changed) is parked here on an event only another call's answer sets: on the event loop, that
+    other call could never answer while it waits."""
+    answered = threading.Event()
+    parked = threading.Event()
+
+    def read_the_project() -> None:
+        parked.set()
+        # Bounded: on the event loop this would hold every other call, and the test would fail, not hang.
+        answered.wait(10)
+
+    def step(run: RunResult) -> tuple[str, ...]:
+        read_the_project()
+        return ("/bin/step", "2")
+
+    def parse(run: RunResult) -> ToolResult:
+        if where == "parse":
+            read_the_project()
+        return ToolResult(text=f"answered first: {answered.is_set()}")
+
+    def plan(params: BaseModel, env: ToolEnv) -> CommandPlan:
+        return CommandPlan(
+            argv=("/bin/step", "1"),
+            before_run=read_the_project if where == "before_run" else None,
+            then=step if where == "step" else None,
+            parse=parse,
+            writes_project=True,
+        )
+
+    sandbox = _command_sandbox(_echo_runner())
+    outcomes: list[object] = []
+
+    async def reading() -> None:
+        outcomes.append(await sandbox(_command_call(project, plan), RecordingNext()))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(reading)
+            await anyio.to_thread.run_sync(parked.wait, 10)
+            other = await sandbox(_validated(project, "README.md"), RecordingNext())
+            answered.set()
+
+    assert isinstance(other, ToolResult)
+    assert other.text == "# Demo\n\nline 3\nline 4\n"
+    (outcome,) = outcomes
+    assert isinstance(outcome, ToolResult)
+    assert outcome.text == "answered first: True"
+
+
+async def test_a_writing_command_cut_short_by_a_cancel_still_records_what_it_changed(project: Path) -> None:
+    started = anyio.Event()
+    kept: list[str] = []
+
+    async def hanging(prepared: object, **options: object) -> RunResult:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    def plan(params: BaseModel, env: ToolEnv) -> CommandPlan:
+        return CommandPlan(
+            argv=("/bin/step", "1"),
+            parse=lambda run: pytest.fail("a cancelled run is not parsed"),
+            writes_project=True,
+            after_failure=lambda: kept.append("recorded") or "checkpoint 1",
+        )
+
+    sandbox = replace(_command_sandbox(_echo_runner()), runner=hanging)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(sandbox, _command_call(project, plan), RecordingNext())
+            await started.wait()
+            group.cancel_scope.cancel()
+
+    assert kept == ["recorded"]
