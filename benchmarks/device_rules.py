@@ -47,12 +47,16 @@ FILTER_ORIGINAL = seccomp.filter_program
 
 
 @cache
-def program_without_device_rules(*, sockets: bool, network: bool, writes: bool) -> bytes:
+def program_without_device_rules(
+    *, sockets: bool, network: bool, writes: bool, supervised: bool = False
+) -> bytes:
     """The run filter compiled without its terminal rules, all else the same."""
     rules = seccomp._terminal_rules
     seccomp._terminal_rules = lambda _rules: None  # type: ignore[assignment]
     try:
-        return FILTER_ORIGINAL.__wrapped__(sockets=sockets, network=network, writes=writes)  # type: ignore[attr-defined,no-any-return]
+        return FILTER_ORIGINAL.__wrapped__(
+            sockets=sockets, network=network, writes=writes, supervised=supervised
+        )  # type: ignore[attr-defined,no-any-return]
     finally:
         seccomp._terminal_rules = rules  # type: ignore[assignment]
 

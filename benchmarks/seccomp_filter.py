@@ -49,8 +49,12 @@ LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
 
 
 @cache
-def earlier_program(*, sockets: bool, network: bool, writes: bool) -> bytes:
-    """The filter as it was before the metadata and listen rules, rule for rule."""
+def earlier_program(*, sockets: bool, network: bool, writes: bool, supervised: bool = False) -> bytes:
+    """The filter as it was before the metadata and listen rules, rule for rule.
+
+    It hands the supervisor nothing (`supervised` is taken and left unused): that filter had no
+    notify rule, and a listener with none to answer costs a run nothing past its thread.
+    """
     from seccompy import ArgCmp, CmpOp, Filter, syscalls
 
     rules = Filter()

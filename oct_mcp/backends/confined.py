@@ -192,6 +192,11 @@ async def start_confined(
     # Shielded: a command that started must reach the caller, whose cleanup kills it if cancelled.
     with anyio.CancelScope(shield=True):
         await signal_loop.wait()
+    if not outcome:
+        # The thread ended on an error none of the above: nothing was started, and the caller must
+        # not wait for a run that is not there.
+        signal_loop.close()
+        raise SandboxUnavailableError("the sandbox could not confine the run's thread; nothing ran")
     result = outcome[0]
     if isinstance(result, Exception):
         signal_loop.close()
