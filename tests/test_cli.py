@@ -595,8 +595,8 @@ def test_tools_lists_the_profiles_tools_and_shows_one_tools_arguments(
     assert rows[-1] == "28 tools in profile default; oct-mcp tools NAME shows one"
     assert strict[1].splitlines()[-1].endswith("tools in profile strict; oct-mcp tools NAME shows one")
     assert shown[0] == EXIT_OK
-    assert "  path (string, required): " in shown[1]
-    assert "  start_line (integer or null, default null): " in shown[1]
+    assert "  path (string, required)\n" in shown[1]
+    assert "  start_line (integer or null, default null)\n" in shown[1]
     assert shown[1].endswith("""try: oct-mcp call oct_read_file --json '{"path": "..."}'\n""")
     assert unknown[0] == EXIT_USAGE
     assert "no tool 'oct_shell' in profile default" in unknown[2]
