@@ -194,8 +194,9 @@ class SafetyGate:
             approved = replace(ctx, dry_run=dry_run, approved_targets=consent.targets)
             return _with_facts(await call_next(approved), facts)
         changes_nothing = _changes_nothing(spec, args, call, dry_run)
-        if ctx.client.can_elicit and call.risk is Risk.WRITE and changes_nothing and call.consent is None:
-            # A dry run changes nothing: where a human would be asked, nobody is.
+        if call.risk is Risk.WRITE and changes_nothing and call.consent is None:
+            # A dry run changes nothing: nobody is asked, and a client that cannot ask a human is not
+            # sent back to re-submit it with confirm=true.
             return await call_next(replace(ctx, dry_run=dry_run))
         if not ctx.client.can_elicit:
             if human_required:
@@ -330,7 +331,8 @@ def _format_confirmation_request(
     effect = (
         call.action
         or {
-            Risk.WRITE: "change files in the project",
+            # What the confirmed call does: a dry run shows a change and makes none.
+            Risk.WRITE: "show the change it would make" if changes_nothing else "change files in the project",
             Risk.EXECUTE: "run project code",
             Risk.READ: "read the project",
         }[call.risk]
