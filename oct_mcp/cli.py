@@ -59,7 +59,9 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
         + " (refused otherwise: the tools would reach the user's keys and settings)",
     )
     parser.add_argument(
-        "--profile", metavar="NAME", help="security profile: default, strict, airgapped, or your own"
+        "--profile",
+        metavar="NAME",
+        help="security profile: default, read-only, strict, airgapped, or your own",
     )
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"

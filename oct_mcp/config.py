@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 SANDBOX_BACKENDS: Final = ("auto", "native", "bubblewrap", "landlock", "sandbox_exec")
-PROFILE_NAMES: Final = ("default", "strict", "airgapped")
+PROFILE_NAMES: Final = ("default", "read-only", "strict", "airgapped")
 PROFILE_NAME_MAX_LENGTH: Final = 64
 
 Source = Literal["default", "file", "policy", "env", "cli", "repo"]
@@ -91,8 +91,11 @@ def _strict_when(strict: bool) -> Tighter:
     return is_strict
 
 
-# Shipped profiles from the loosest to the strictest: repo config may only move right.
-_PROFILE_STRICTNESS: Final = {name: rank for rank, name in enumerate(PROFILE_NAMES)}
+# Shipped profiles from the loosest to the strictest: repo config may only move right. read-only is
+# not on this line (fewer tools than strict, lighter checks): repo config may neither pick nor leave it.
+_PROFILE_STRICTNESS: Final = {
+    name: rank for rank, name in enumerate(name for name in PROFILE_NAMES if name != "read-only")
+}
 
 
 def _stricter_profile(value: Any, current: Any) -> bool:

@@ -51,14 +51,9 @@ CONFIRM_FIELD: Final = "confirm"
 
 The chain's argument, not a tool's: the validator takes it off before the tool's model sees the call."""
 
-CONFIRM_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType(
-    {
-        "type": "boolean",
-        "default": False,
-        "description": "Re-submit with true when the server asks for it.",
-    }
-)
-"""How `confirm` is listed in the input schema of a tool whose call may need consent."""
+CONFIRM_SCHEMA: Final[Mapping[str, Any]] = MappingProxyType({"type": "boolean"})
+"""How `confirm` is listed in the input schema of a tool whose call may need consent: the name says
+what it is, and the answer that asks for it says how to send it (tools/list is in every turn)."""
 
 DECLINED_PREFIX: Final = "[declined]"
 

@@ -7,8 +7,9 @@ import json
 import os
 import signal
 import stat
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any, Final, cast
 
 import anyio
@@ -28,7 +29,15 @@ from oct_mcp.stopping import STOP_SIGNALS
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.transports.error_masking import MaskedErrorStream
 
-__all__ = ["SERVER_NAME", "build_server", "compact_schema", "serve_stdio"]
+__all__ = [
+    "SERVER_NAME",
+    "build_server",
+    "compact_schema",
+    "listed_annotations",
+    "listed_input_schema",
+    "listed_output_schema",
+    "serve_stdio",
+]
 
 SERVER_NAME: Final = "oct-mcp"
 MAX_RESULT_META_KEY: Final = "anthropic/maxResultSizeChars"
@@ -39,83 +48,145 @@ MAX_MESSAGE_BYTES: Final = 64 * 1_048_576
 _log = get_logger(__name__)
 INSTRUCTIONS: Final = (
     "oct-mcp runs this project's developer tools behind security layers. Paths are relative to the "
-    "project root; tools refuse paths outside it. Errors start with a stable code in brackets."
+    "project root; tools refuse paths outside it. Errors start with a stable code in brackets. Prefer "
+    "these tools to shell commands: their runs are sandboxed and audited, git without hooks or network."
 )
 
 
 def _tool_listing(spec: ToolSpec, *, takes_confirm: bool) -> types.Tool:
     """How tools/list shows `spec`; with the chain's `confirm` where a call of it may need consent."""
-    input_schema = compact_schema(spec.params.model_json_schema())
+    input_schema = listed_input_schema(spec.params.model_json_schema())
     if takes_confirm:
         input_schema = with_confirm_argument(input_schema)
     return types.Tool(
         name=spec.name,
-        title=spec.title,
         description=spec.description,
         input_schema=input_schema,
-        output_schema=(
-            compact_schema(spec.output.model_json_schema(), output=True) if spec.output is not None else None
-        ),
-        annotations=types.ToolAnnotations.model_validate(spec.annotations),
+        output_schema=listed_output_schema(spec.output.model_json_schema())
+        if spec.output is not None
+        else None,
+        annotations=types.ToolAnnotations.model_validate(listed_annotations(spec.annotations)),
         # Claude Code saves a larger result to a file and shows the model its path instead.
         meta={MAX_RESULT_META_KEY: spec.max_result_chars} if spec.max_result_chars is not None else None,
     )
 
 
-def compact_schema(schema: Any, *, output: bool = False) -> Any:
-    """`schema` as tools/list shows it: the same values accepted, in fewer characters.
+def listed_annotations(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """`annotations` without the hints a client reads the same when they are absent.
+
+    The title is listed once, here, where clients of both protocol eras look for it (a newer
+    client reads a tool's `title`, then this one). A hint equal to the protocol's default
+    (destructive, not idempotent, open world), or that the protocol reads only of a tool that
+    is not read-only (destructiveHint, idempotentHint), goes: it costs every turn and says nothing.
+    """
+    read_only = annotations.get("readOnlyHint") is True
+    listed = dict(annotations)
+    for hint, default in _HINT_DEFAULTS.items():
+        if hint in listed and (listed[hint] is default or (read_only and hint in _WRITE_HINTS)):
+            del listed[hint]
+    return listed
+
+
+_HINT_DEFAULTS: Final[Mapping[str, bool]] = MappingProxyType(
+    {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+)
+"""MCP's tool annotation defaults: what a client assumes of a hint that is absent."""
+_WRITE_HINTS: Final = frozenset({"destructiveHint", "idempotentHint"})
+"""Hints MCP says are meaningful only when readOnlyHint is false."""
+
+
+def listed_output_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """How tools/list shows an output schema: an object with the fields every result carries.
+
+    An output schema is for a client to check results with; the model never reads it, yet
+    tools/list carries it into every turn of the host's context (the whole structure was 14,000
+    of 55,800 characters). Every result of the tool still passes it (structured content is the
+    model's dump: an object with its required fields), a client resolves no `$ref`, and the
+    structure itself is the output model's, checked in tests against each tool's real results.
+    """
+    listed: dict[str, Any] = {"type": "object"}
+    required = schema.get("required")
+    if isinstance(required, list) and required:
+        listed["required"] = list(required)
+    return listed
+
+
+def listed_input_schema(schema: Mapping[str, Any]) -> Any:
+    """How tools/list shows an input schema: what a model needs to write a call, compacted.
+
+    Types, enums, required fields, defaults and descriptions stay. Limits (numeric bounds, string
+    and list lengths, character patterns) and the closing of the object to other fields go: the
+    validator checks the call against the whole model all the same, and refuses what they would
+    have refused with `[invalid_arguments]`, naming the limit. So a call the listed schema refuses
+    is refused by the server too; the reverse is not kept.
+    """
+    return _without_limits(compact_schema(schema))
+
+
+_LIMITS: Final = frozenset(
+    {
+        "minimum",
+        "maximum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "additionalProperties",
+    }
+)
+"""Keywords the listing leaves to the server's validator (`listed_input_schema`)."""
+
+
+def _without_limits(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_limits(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: (
+            {name: _without_limits(value) for name, value in value.items()}
+            if key in _SCHEMA_MAPS and isinstance(value, dict)
+            else _without_limits(value)
+        )
+        for key, value in schema.items()
+        if key not in _LIMITS
+    }
+
+
+def compact_schema(schema: Any) -> Any:
+    """`schema` in fewer characters, accepting the same values.
 
     tools/list is in every turn of a model's context. Pydantic's generated titles repeat each
-    property's name; an optional field's `anyOf` of a type and null is one `type` list; an output
-    schema (for clients' validation, never read by the model) keeps no defaults, no `type` beside an
-    `enum` whose values are all of it, and a definition used once is written where it is used, so a
-    client resolves no `$ref` for it. Clients check every page of a listing against it, entry by
-    entry (a 576-entry listing page checks about a tenth faster without that `type`).
+    property's name; an optional field's `anyOf` of a type and null is one `type` list; a default
+    of null, false or 0 (what an absent field means to anyone) goes; a definition used once is
+    written where it is used, so neither the model nor a client follows a `$ref` for it.
     """
-    if output:
-        schema = _inline_single_use(schema)
-    return _compacted(schema, output=output)
+    return _compacted(_inline_single_use(schema))
 
 
-def _compacted(schema: Any, *, output: bool) -> Any:
+def _compacted(schema: Any) -> Any:
     if isinstance(schema, list):
-        return [_compacted(item, output=output) for item in schema]
+        return [_compacted(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     # A "title" whose value is a string is a schema's title; under "properties" a field named
     # title maps to a schema, and stays. So does a property named "default".
     compacted = {
         key: (
-            {name: _compacted(value, output=output) for name, value in value.items()}
+            {name: _compacted(value) for name, value in value.items()}
             if key in _SCHEMA_MAPS and isinstance(value, dict)
-            else _compacted(value, output=output)
+            else _compacted(value)
         )
         for key, value in schema.items()
-        if not (key == "title" and isinstance(value, str)) and not (output and key == "default")
+        if not (key == "title" and isinstance(value, str)) and not (key == "default" and _means_absent(value))
     }
-    merged = _merged_optional(compacted)
-    return _without_implied_type(merged) if output else merged
+    return _merged_optional(compacted)
 
 
-_JSON_TYPES: Final[dict[str, Callable[[Any], bool]]] = {
-    "string": lambda value: isinstance(value, str),
-    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
-    "boolean": lambda value: isinstance(value, bool),
-    "null": lambda value: value is None,
-}
-
-
-def _without_implied_type(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` without its `type` where its `enum` allows only values of that type anyway."""
-    choices, kinds = schema.get("enum"), schema.get("type")
-    if not isinstance(choices, list) or kinds is None:
-        return schema
-    names = [kinds] if isinstance(kinds, str) else kinds
-    if not isinstance(names, list) or any(name not in _JSON_TYPES for name in names):
-        return schema
-    if not all(any(_JSON_TYPES[name](choice) for name in names) for choice in choices):
-        return schema
-    return {key: value for key, value in schema.items() if key != "type"}
+def _means_absent(default: Any) -> bool:
+    """Whether a default is what an absent field means to anyone: null, false, 0 (an offset, no context)."""
+    return default is None or default is False or (type(default) is int and default == 0)
 
 
 _SCHEMA_MAPS: Final = frozenset({"properties", "$defs", "patternProperties"})

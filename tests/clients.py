@@ -57,3 +57,16 @@ def own_tools_path() -> str:
     """PATH with this test run's interpreter's folder first: its python, ruff and pytest for a
     project that has no environment of its own."""
     return f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+
+
+def hints(tool: types.Tool) -> tuple[bool, bool, bool, bool]:
+    """(read-only, destructive, idempotent, open world) as a client reads a tool's annotations.
+
+    An absent hint takes MCP's default (not read-only, destructive, not idempotent, open world);
+    a read-only tool changes nothing, so it destroys nothing and may be called again.
+    """
+    annotations = tool.annotations or types.ToolAnnotations()
+    read_only = annotations.read_only_hint is True
+    destructive = not read_only and annotations.destructive_hint is not False
+    idempotent = read_only or annotations.idempotent_hint is True
+    return read_only, destructive, idempotent, annotations.open_world_hint is not False

@@ -345,7 +345,10 @@ async def test_a_client_without_elicitation_is_asked_then_confirms_any_tool_with
         )
     )
     app = build_app(consent_project, config_path=config_file, environ={})
-    arguments = MINIMAL_ARGUMENTS[tool]
+    # A dry run is never asked about: a write is asked about as the call that makes its change.
+    fields = default_catalog()[tool].params.model_fields
+    changing = {"dry_run": False} if "dry_run" in fields else {"apply": True} if "apply" in fields else {}
+    arguments = {**MINIMAL_ARGUMENTS[tool], **changing}
 
     try:
         with anyio.fail_after(120):

@@ -83,7 +83,7 @@ async def test_a_git_preview_shows_a_staged_line_behind_a_form_feed_as_added(tmp
     built = build_app(repo, config_path=config, environ={})
     try:
         with anyio.fail_after(60):
-            asked = await run_call(built, "oct_git_add", {"paths": ["app.py"]}, TEST_CLIENT)
+            asked = await run_call(built, "oct_git_add", {"paths": ["app.py"], "dry_run": False}, TEST_CLIENT)
     finally:
         built.close()
 

@@ -62,25 +62,3 @@ async def test_paged_results_validate_against_output_schemas_that_name_no_refere
             jsonschema.Draft202012Validator(schema).validate(page)
     assert sum(len(page["files"]) for page in pages["oct_list_files"]) == 1500 + 4
     assert sum(len(page["matches"]) for page in pages["oct_search"]) == 1500
-
-
-def _nodes(schema: Any) -> list[dict[str, Any]]:
-    if isinstance(schema, list):
-        return [node for item in schema for node in _nodes(item)]
-    if not isinstance(schema, dict):
-        return []
-    return [schema, *(node for value in schema.values() for node in _nodes(value))]
-
-
-async def test_an_output_enum_is_listed_without_the_type_its_values_imply(
-    project: Path, config_file: Path
-) -> None:
-    app = build_app(project, config_path=config_file, environ={})
-    with anyio.fail_after(30):
-        async with Client(build_server(app, transport="memory")) as client:
-            listed = (await client.list_tools()).tools
-
-    enums = [node for tool in listed for node in _nodes(tool.output_schema) if "enum" in node]
-    # oct_list_files's `kind`, on every entry of every page, among them.
-    assert {"enum": ["file", "symlink"]} in enums
-    assert [node for node in enums if "type" in node] == []

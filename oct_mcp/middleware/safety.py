@@ -209,8 +209,14 @@ class SafetyGate:
             approved = replace(ctx, dry_run=dry_run, approved_targets=consent.targets)
             return _with_facts(await call_next(approved), facts)
         changes_nothing = _changes_nothing(spec, args, call, dry_run)
-        if ctx.client.can_elicit and call.risk is Risk.WRITE and changes_nothing and call.consent is None:
-            # A dry run changes nothing: where a human would be asked, nobody is.
+        if (
+            call.risk is Risk.WRITE
+            and changes_nothing
+            and call.consent is None
+            and (ctx.client.can_elicit or _asks_for_a_dry_run(spec, args, call))
+        ):
+            # A dry run changes nothing: where a human would be asked, nobody is; a client that cannot
+            # ask and asked for a dry run itself is not sent back to re-submit it with confirm=true.
             return await call_next(replace(ctx, dry_run=dry_run))
         if not ctx.client.can_elicit:
             if human_required:
@@ -309,6 +315,15 @@ def _has_own_dry_run(spec: object) -> bool:
     return isinstance(spec, ToolSpec) and "dry_run" in spec.params.model_fields
 
 
+def _asks_for_a_dry_run(spec: ToolSpec, args: Mapping[str, Any], call: CallRisk) -> bool:
+    """The call itself says it is a dry run (oct_format's `apply=false`, a tool's own `dry_run=true`),
+    not the configured default: one that leaves it unset is answered with the question, which says
+    what its confirmed call does."""
+    if call.dry_run is not None:
+        return call.dry_run
+    return _has_own_dry_run(spec) and args.get("dry_run") is True
+
+
 def _changes_nothing(spec: ToolSpec, args: Mapping[str, Any], call: CallRisk, dry_run: bool) -> bool:
     """The call, once confirmed, is a dry run: by its own arguments (`apply`), its own `dry_run`
     field, or the default; a tool that says neither is not known to honour a dry run."""
@@ -354,7 +369,8 @@ def _format_confirmation_request(
     effect = (
         call.action
         or {
-            Risk.WRITE: "change files in the project",
+            # What the confirmed call does: a dry run shows a change and makes none.
+            Risk.WRITE: "show the change it would make" if changes_nothing else "change files in the project",
             Risk.EXECUTE: "run project code",
             Risk.READ: "read the project",
         }[call.risk]

@@ -92,12 +92,9 @@ class _Planned:
 
 class ApplyPatchParams(StrictParams):
     patch: Annotated[str, StringConstraints(min_length=1, max_length=PATCH_MAX_CHARS)] = Field(
-        description="A unified diff (git diff's format or plain diff -u), paths relative to the project "
-        "root with or without a/ and b/ prefixes; /dev/null creates or deletes a file."
+        description="Paths from the project root; a/ b/ optional."
     )
-    dry_run: bool | None = Field(
-        default=None, description="True: only check and show what would change. Unset: the server's default."
-    )
+    dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
 
 
 def _contained(workspace: Workspace, path: str, parsed: ParsedFile) -> Path:
@@ -331,17 +328,8 @@ APPLY_PATCH: Final = ToolSpec(
     name="oct_apply_patch",
     title="Apply a patch",
     description=(
-        "Apply a unified diff (as git diff or diff -u write it) to project files: modify, create and delete "
-        "(/dev/null sides), rename and copy (git headers). Every hunk is checked before anything is written, "
-        "exactly (no fuzz) though a hunk may sit at another line than its header says; all or nothing. Hunk "
-        "counts are taken from the body, a bare '@@' is placed by its lines after the hunk before it, and "
-        "LF or CRLF lines fit the file's own line ends. [REDACTED:kind] masks work as in oct_edit. "
-        "dry_run=true (the server's default when unset) returns the files, hunk counts and the diff as it "
-        "applies; dry_run=false applies it. A patch that does not apply says which file and hunk, its "
-        "nearest place, the first line that differs and what the file has there, and changes nothing. "
-        "Text files only; refuses paths outside the project and protected paths. Use it for a diff you "
-        "have or changes to several files at once; oct_edit for replacing exact text in one file. Needs the "
-        "user's confirmation."
+        "Apply a unified diff (git diff or diff -u) to project files: modify, create, delete, rename; every "
+        "hunk checked first, all or nothing; a hunk that fails names its nearest place."
     ),
     params=ApplyPatchParams,
     output=ApplyPatchOutput,

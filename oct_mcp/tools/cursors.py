@@ -110,5 +110,5 @@ def CursorField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
         default=None,
         min_length=1,
         max_length=CURSOR_MAX_LENGTH,
-        description="A cut result's next_cursor: the next page, faster than offset (not with it).",
+        description="A cut result's next_cursor.",
     )

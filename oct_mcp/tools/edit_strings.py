@@ -48,27 +48,19 @@ _BARE_LF: Final = re.compile(r"(?<!\r)\n")
 
 class StringEdit(StrictParams):
     old: Annotated[str, StringConstraints(min_length=1, max_length=WRITE_MAX_BYTES)] = Field(
-        description="Text that is in the file now, exactly as it reads there, indentation included."
+        description="Exact current text, indentation included."
     )
-    new: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field(
-        description="The text that replaces it; empty to delete it."
-    )
-    replace_all: bool = Field(
-        default=False, description="Replace every occurrence (at least one must exist)."
-    )
+    new: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field()
+    replace_all: bool = Field(default=False)
     expected_count: Annotated[int, Field(ge=1, le=EXPECTED_COUNT_MAX)] | None = Field(
-        default=None, description="Replace every occurrence, and refuse unless there are exactly this many."
+        default=None, description="Replace all; refuse unless exactly this many."
     )
 
 
 class EditParams(StrictParams):
-    path: ProjectPath = Field(description="The file to edit, relative to the project root; it must exist.")
-    edits: Annotated[list[StringEdit], Field(min_length=1, max_length=EDITS_MAX)] = Field(
-        description="Applied in order, each to the result of the ones before; all or none."
-    )
-    dry_run: bool | None = Field(
-        default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
-    )
+    path: ProjectPath = Field()
+    edits: Annotated[list[StringEdit], Field(min_length=1, max_length=EDITS_MAX)] = Field()
+    dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
 
     @model_validator(mode="after")
     def _edits_fit(self) -> EditParams:
@@ -342,19 +334,9 @@ EDIT: Final = ToolSpec(
     name="oct_edit",
     title="Edit a file",
     description=(
-        "Replace exact text in one existing project file. Each edit's `old` must be in the file exactly "
-        "once, as it reads there (indentation included; add a line or two around it to make it unique), "
-        "and is replaced by `new`; replace_all=true replaces every occurrence, expected_count=N requires "
-        "exactly N. Edits apply in order, each to the result of the ones before, all or nothing. A miss "
-        "changes nothing and names the nearest candidates' lines, with a character diff of the closest and "
-        "whether only whitespace or line endings differ. The file's line endings and final newline are "
-        "kept. A secret read as [REDACTED:kind] can stay in old and new where it is: it matches, and keeps, "
-        "the real value; a mask moved, or left where no name marks a secret, is refused. Use it for a change "
-        "to part of a file; "
-        "oct_write_file to create a file or rewrite most of one; oct_apply_patch for a unified diff or "
-        "changes to several files at once. dry_run=true (the "
-        "server's default when unset) returns the diff without writing. Refuses paths outside the project "
-        "and protected paths. Needs the user's confirmation."
+        "Replace exact text in one existing file: each old must occur once (or replace_all, "
+        "expected_count); edits apply in order, all or nothing; a miss names the nearest lines. A "
+        "[REDACTED:kind] mask may stay in place. Whole files: oct_write_file; diffs: oct_apply_patch."
     ),
     params=EditParams,
     output=EditOutput,

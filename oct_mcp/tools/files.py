@@ -70,18 +70,15 @@ class _Params(BaseModel):
 
 
 class ReadFileParams(_Params):
-    path: ProjectPath = Field(description="File to read, relative to the project root.")
-    start_line: int | None = Field(default=None, ge=1, description="First line to return (1-based).")
-    end_line: int | None = Field(default=None, ge=1, description="Last line to return (inclusive).")
-    tail: int | None = Field(
-        default=None, ge=1, description="Only the last this many lines (not with start_line or end_line)."
-    )
-    line_numbers: bool = Field(default=False, description="Prefix each line with its number, as cat -n.")
+    path: ProjectPath = Field()
+    start_line: int | None = Field(default=None, ge=1)
+    end_line: int | None = Field(default=None, ge=1)
+    tail: int | None = Field(default=None, ge=1, description="Not with start_line or end_line.")
+    line_numbers: bool = Field(default=False, description="As cat -n.")
     max_chars: int = Field(
         default=READ_RESULT_MAX_CHARS,
         ge=MODEL_VIEW_MIN,
         le=READ_RESULT_MAX_CHARS,
-        description="Most characters of text; past it the read ends at a whole line and says where to go on.",
     )
 
     @model_validator(mode="after")
@@ -213,15 +210,13 @@ def _numbered(number: int, line: str) -> str:
 
 
 class ReadFilesParams(_Params):
-    paths: list[ProjectPath] = Field(
-        min_length=1, max_length=READ_FILES_MAX, description="Files to read, relative to the project root."
-    )
-    line_numbers: bool = Field(default=False, description="Prefix each line with its number, as cat -n.")
+    paths: list[ProjectPath] = Field(min_length=1, max_length=READ_FILES_MAX)
+    line_numbers: bool = Field(default=False, description="As cat -n.")
     max_chars: int = Field(
         default=READ_RESULT_MAX_CHARS,
         ge=MODEL_VIEW_MIN,
         le=READ_RESULT_MAX_CHARS,
-        description="Most characters of text in all; past it a file is cut at a whole line, the rest unread.",
+        description="For all the files.",
     )
 
 
@@ -267,13 +262,13 @@ def read_files(workspace: Workspace, params: ReadFilesParams, max_output_bytes: 
 
 
 class ListFilesParams(_Params):
-    path: ProjectPath = Field(default=".", description="Folder to list, relative to the project root.")
+    path: ProjectPath = Field(default=".")
     glob: Glob | None = Field(
         default=None,
-        description="Only paths matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
+        description=".gitignore syntax: 'src/**/*.py'.",
     )
     max_results: int = Field(default=LIST_FILES_DEFAULT, ge=1, le=LIST_FILES_MAX)
-    sizes: bool = Field(default=False, description="Also give each file's size_bytes.")
+    sizes: bool = Field(default=False)
     offset: int = OffsetField()
     cursor: str | None = CursorField()
     max_chars: int = BudgetField()
@@ -514,9 +509,8 @@ READ_FILE: Final = ToolSpec(
     name="oct_read_file",
     title="Read a project file",
     description=(
-        "Read a UTF-8 text file of the project, whole, from start_line to end_line (1-based, inclusive), "
-        "or its last `tail` lines. A read past max_chars stops at a whole line and gives next_start_line. "
-        "Binary files are refused. Secrets are masked as [REDACTED:<kind>], as the whole file shows them."
+        "Read a UTF-8 text file: whole, start_line..end_line (1-based, inclusive) or the last `tail` lines. "
+        "A cut read gives next_start_line. Secrets show as [REDACTED:kind]."
     ),
     params=ReadFileParams,
     output=ReadFileOutput,
@@ -529,9 +523,8 @@ READ_FILES: Final = ToolSpec(
     name="oct_read_files",
     title="Read several project files",
     description=(
-        "Read several UTF-8 text files of the project whole, in one call, under one size budget. "
-        "A file that cannot be read is named with its problem; the others are still read. "
-        "Secrets are masked as [REDACTED:<kind>]."
+        "Read several UTF-8 text files whole, under one size budget; a file that cannot be read is named "
+        "with its problem. Secrets show as [REDACTED:kind]."
     ),
     params=ReadFilesParams,
     output=ReadFilesOutput,
@@ -544,9 +537,8 @@ LIST_FILES: Final = ToolSpec(
     name="oct_list_files",
     title="List project files",
     description=(
-        "List the files under a project folder (the root by default), in sorted order, skipping what "
-        ".gitignore ignores and .git itself. Filter with glob in .gitignore syntax; sizes=true adds each "
-        "file's size. A cut listing gives next_cursor (and next_offset) for the rest."
+        "List the files under a folder (default the root), sorted, skipping .git and what .gitignore "
+        "ignores; glob filters; sizes=true adds sizes. Paged by next_cursor."
     ),
     params=ListFilesParams,
     output=ListFilesOutput,

@@ -48,7 +48,6 @@ from oct_mcp.workspace import Workspace
 
 __all__ = [
     "CONFIG_NAMES_LISTING",
-    "DEFANGED",
     "DIFF_CONTEXT_MAX",
     "GIT_DIFF",
     "GIT_ENVIRONMENT",
@@ -438,7 +437,7 @@ def _decode(raw: bytes) -> str:
 
 
 class GitStatusParams(_Params):
-    path: ProjectPath | None = Field(default=None, description="Only changes under this file or folder.")
+    path: ProjectPath | None = Field(default=None)
     offset: int = OffsetField()
     max_chars: int = BudgetField()
 
@@ -602,31 +601,17 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
 class GitDiffParams(_Params):
     base: GitRef | None = Field(
         default=None,
-        description=(
-            "Compare against this commit (a branch, tag, commit id, HEAD~1): the work tree, or with "
-            "staged the index, or with target that commit. None: the index (unstaged changes) or, "
-            "with staged, HEAD."
-        ),
+        description="A commit: branch, tag, id, HEAD~1.",
     )
-    target: GitRef | None = Field(
-        default=None, description="With base: the commit compared with base, instead of the work tree."
-    )
+    target: GitRef | None = Field(default=None)
     merge_base: bool = Field(
         default=False,
-        description=(
-            "With base: only what target (default HEAD) changed since it left base, from their merge "
-            "base, as `git diff base...target`."
-        ),
     )
-    staged: bool = Field(
-        default=False, description="True: what is staged for the next commit. False: unstaged changes."
-    )
-    path: ProjectPath | None = Field(default=None, description="Only changes under this file or folder.")
-    context_lines: int = Field(default=3, ge=0, le=DIFF_CONTEXT_MAX, description="Lines of context per hunk.")
-    stat: bool = Field(default=False, description="Only the changed files and their line counts, no patch.")
-    offset: int = Field(
-        default=0, ge=0, le=10_000_000, description="Patch lines to skip: a cut result's next_offset."
-    )
+    staged: bool = Field(default=False)
+    path: ProjectPath | None = Field(default=None)
+    context_lines: int = Field(default=3, ge=0, le=DIFF_CONTEXT_MAX)
+    stat: bool = Field(default=False)
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="A cut result's next_offset.")
     max_chars: int = BudgetField()
 
     @model_validator(mode="after")
@@ -869,15 +854,12 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
 
 
 class GitLogParams(_Params):
-    max_count: int = Field(default=LOG_DEFAULT, ge=1, le=LOG_MAX, description="Most commits, newest first.")
-    path: ProjectPath | None = Field(default=None, description="Only commits that touch this file or folder.")
+    max_count: int = Field(default=LOG_DEFAULT, ge=1, le=LOG_MAX)
+    path: ProjectPath | None = Field(default=None)
     base: GitRef | None = Field(
         default=None,
-        description="Only commits not reachable from this commit: the range base..target (a branch's own).",
     )
-    target: GitRef | None = Field(
-        default=None, description="List the history of this commit (a branch, tag, commit id); None: HEAD."
-    )
+    target: GitRef | None = Field(default=None)
     offset: int = OffsetField()
     max_chars: int = BudgetField()
 
@@ -962,19 +944,12 @@ def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
     return git_plan(env, arguments, _log_parser(params), refs=params.refs())
 
 
-DEFANGED: Final = (
-    "Runs the server's own git (from its PATH, never a program inside the project), sandboxed, "
-    "read-only, without hooks, pager, external diff or filters."
-)
-
 GIT_STATUS: Final = ToolSpec(
     name="oct_git_status",
     title="Git status",
     description=(
-        "Show the git status: branch, commit, upstream with ahead/behind, stashes, and each changed, "
-        "staged, renamed, unmerged or untracked file with git's XY code (index, work tree; '.' unchanged, "
-        "'??' untracked). Optionally only under a path; a cut result gives next_offset for the rest. "
-        f"Prefer it to `git status` in a shell. {DEFANGED}"
+        "Git status: branch, upstream ahead/behind, stashes, and each changed, staged, untracked or "
+        "unmerged file with its XY code. Paged by next_offset."
     ),
     params=GitStatusParams,
     output=StatusOutput,
@@ -986,12 +961,9 @@ GIT_DIFF: Final = ToolSpec(
     name="oct_git_diff",
     title="Git diff",
     description=(
-        "Show changes: by default the work tree against the index, or with staged=true what is staged; "
-        "with base, against that commit (a branch, tag, commit id, HEAD~1); with base and target, between "
-        "two commits; with merge_base=true only what target (default HEAD) changed since it left base, "
-        "as `git diff main...HEAD`. Returns each file's added and removed line counts and the unified "
-        "diff (stat=true: the counts only). Optionally only under a path; a cut diff gives next_offset "
-        f"for the rest. Prefer it to `git diff` in a shell. {DEFANGED}"
+        "Git diff: work tree against index; staged=true: index against HEAD; base: against a commit; base "
+        "and target: between two; merge_base=true: as base...target. Per-file counts and the patch "
+        "(stat=true: counts only), paged."
     ),
     params=GitDiffParams,
     output=DiffOutput,
@@ -1003,10 +975,8 @@ GIT_LOG: Final = ToolSpec(
     name="oct_git_log",
     title="Git log",
     description=(
-        "List the commits of the current branch, or of target, newest first: sha, author, email, ISO 8601 "
-        "date and subject; with base only those base does not reach (the range base..target: what a "
-        "branch adds); max_count a page (default 20), next_offset for older ones; optionally only commits "
-        f"touching a path. Prefer it to `git log` in a shell. {DEFANGED}"
+        "Commits newest first (sha, author, date, subject) of HEAD or target; with base only base..target; "
+        "path: only commits touching it. Paged by next_offset."
     ),
     params=GitLogParams,
     output=LogOutput,

@@ -21,7 +21,6 @@ from oct_mcp.redaction import mask_line, redact_lines
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git import (
-    DEFANGED,
     DIFF_CONTEXT_MAX,
     DiffFile,
     diff_page_cut,
@@ -72,13 +71,11 @@ def _decode(raw: bytes) -> str:
 
 
 class GitShowParams(_Params):
-    commit: GitRef = Field(default="HEAD", description="The commit: a branch, tag, commit id, HEAD~1.")
-    path: ProjectPath | None = Field(default=None, description="Only its changes under this file or folder.")
-    context_lines: int = Field(default=3, ge=0, le=DIFF_CONTEXT_MAX, description="Lines of context per hunk.")
-    stat: bool = Field(default=False, description="Only the changed files and their line counts, no patch.")
-    offset: int = Field(
-        default=0, ge=0, le=10_000_000, description="Patch lines to skip: a cut result's next_offset."
-    )
+    commit: GitRef = Field(default="HEAD")
+    path: ProjectPath | None = Field(default=None)
+    context_lines: int = Field(default=3, ge=0, le=DIFF_CONTEXT_MAX)
+    stat: bool = Field(default=False)
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="A cut result's next_offset.")
     max_chars: int = BudgetField()
 
 
@@ -220,20 +217,15 @@ def _plan_show(params: GitShowParams, env: ToolEnv) -> CommandPlan:
 
 
 class GitBlameParams(_Params):
-    path: ProjectPath = Field(description="The file to blame.")
-    start_line: int = Field(default=1, ge=1, le=LINE_MAX, description="The first line, 1-based.")
+    path: ProjectPath = Field()
+    start_line: int = Field(default=1, ge=1, le=LINE_MAX)
     end_line: int | None = Field(
         default=None,
         ge=1,
         le=LINE_MAX,
-        description=(
-            f"The last line, inclusive; at most {BLAME_MAX_LINES} lines from start_line. "
-            f"None: {BLAME_DEFAULT_LINES} lines, or to the end of the file."
-        ),
     )
     commit: GitRef | None = Field(
         default=None,
-        description="Blame the file as of this commit (a branch, tag, commit id). None: the work tree.",
     )
     max_chars: int = BudgetField()
 
@@ -444,10 +436,8 @@ GIT_SHOW: Final = ToolSpec(
     name="oct_git_show",
     title="Git show",
     description=(
-        "Show one commit (default HEAD): its id, parents, author, committer, dates, whole message, each "
-        "changed file's added and removed line counts, and the unified diff against its first parent "
-        "(stat=true: the counts only). Optionally only under a path; a cut diff gives next_offset for "
-        f"the rest. Prefer it to `git show` in a shell. {DEFANGED}"
+        "One commit (default HEAD): ids, author, committer, dates, message, per-file counts and the diff "
+        "against its first parent (stat=true: counts only), paged."
     ),
     params=GitShowParams,
     output=ShowOutput,
@@ -459,10 +449,8 @@ GIT_BLAME: Final = ToolSpec(
     name="oct_git_blame",
     title="Git blame",
     description=(
-        "Show who last changed each line of a file in a line range (start_line..end_line, at most "
-        f"{BLAME_MAX_LINES} lines, default {BLAME_DEFAULT_LINES}): per line the commit, author, email, "
-        "date, the commit's subject and the line's text; the work tree by default, or as of a commit. "
-        f"next_start_line gives the lines after a cut page. Prefer it to `git blame` in a shell. {DEFANGED}"
+        f"Who last changed each line of a file, start_line..end_line (at most {BLAME_MAX_LINES}, default "
+        f"{BLAME_DEFAULT_LINES}): commit, author, date, subject, text; of the work tree or a commit."
     ),
     params=GitBlameParams,
     output=BlameOutput,

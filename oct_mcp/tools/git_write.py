@@ -118,9 +118,7 @@ class _Params(BaseModel):
 
 
 def _dry_run_field() -> bool | None:
-    return Field(
-        default=None, description="True: only check and show what would change. Unset: the server's default."
-    )
+    return Field(default=None, description="Unset: the server's default.")
 
 
 # -- the user's identity -------------------------------------------------------------------------
@@ -377,9 +375,7 @@ def _file_targets(workspace: Workspace, paths: Sequence[str], *extra: str) -> tu
 
 
 class GitAddParams(_Params):
-    paths: list[ProjectPath] = Field(
-        min_length=1, max_length=PATHS_MAX, description="Files or folders whose changes to stage."
-    )
+    paths: list[ProjectPath] = Field(min_length=1, max_length=PATHS_MAX)
     dry_run: bool | None = _dry_run_field()
 
 
@@ -610,7 +606,6 @@ class GitCommitParams(_Params):
     message: Annotated[str, AfterValidator(check_message)] = Field(
         min_length=1,
         max_length=MESSAGE_MAX,
-        description="The commit message: a subject line, optionally a blank line and a body.",
     )
     dry_run: bool | None = _dry_run_field()
 
@@ -829,10 +824,8 @@ BranchName = Annotated[
 
 
 class GitBranchParams(_Params):
-    name: BranchName = Field(description="The new branch's name.")
-    start: GitRef | None = Field(
-        default=None, description="Where it starts: a branch, tag or commit. Default: HEAD."
-    )
+    name: BranchName = Field()
+    start: GitRef | None = Field(default=None)
     dry_run: bool | None = _dry_run_field()
 
 
@@ -908,7 +901,7 @@ def _plan_branch(params: GitBranchParams, env: ToolEnv) -> CommandPlan:
 
 
 class GitSwitchParams(_Params):
-    branch: BranchName = Field(description="The local branch to switch to.")
+    branch: BranchName = Field()
     dry_run: bool | None = _dry_run_field()
 
 
@@ -1140,9 +1133,7 @@ def _refuse_protected_switch(workspace: Workspace, changed: Sequence[str]) -> No
 
 
 class GitRestoreParams(_Params):
-    paths: list[ProjectPath] = Field(
-        min_length=1, max_length=PATHS_MAX, description="Files or folders whose unstaged changes to discard."
-    )
+    paths: list[ProjectPath] = Field(min_length=1, max_length=PATHS_MAX)
     dry_run: bool | None = _dry_run_field()
 
 
@@ -1256,19 +1247,10 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
     )
 
 
-_WRITES: Final = (
-    "Runs the server's own git, sandboxed, without hooks, signing, filters or any network; it never "
-    "pushes or fetches. Needs the user's confirmation, which shows the change first."
-)
-
 GIT_ADD: Final = ToolSpec(
     name="oct_git_add",
     title="Git add",
-    description=(
-        "Stage the changes of files or folders for the next commit: modified, new (untracked) and deleted "
-        "files under the paths. Never stages a protected path (CI pipelines, hook and agent configs). "
-        f"dry_run=true (the server's default when unset) lists what would be staged. {_WRITES}"
-    ),
+    description="Stage the changes (modified, new, deleted) under files or folders; never a protected path.",
     params=GitAddParams,
     output=GitAddOutput,
     risk=Risk.WRITE,
@@ -1281,12 +1263,7 @@ GIT_ADD: Final = ToolSpec(
 GIT_COMMIT: Final = ToolSpec(
     name="oct_git_commit",
     title="Git commit",
-    description=(
-        "Commit what is staged on the current branch with a message, as the user (user.name and "
-        "user.email of their own git config). The confirmation shows the staged files, their diff and the "
-        "message; a staged protected path is committed only when a person approved that question. "
-        f"dry_run=true (the server's default when unset) shows what would be committed. {_WRITES}"
-    ),
+    description="Commit what is staged with a message, as the user's git identity; no hooks, never pushes.",
     params=GitCommitParams,
     output=GitCommitOutput,
     risk=Risk.WRITE,
@@ -1299,11 +1276,7 @@ GIT_COMMIT: Final = ToolSpec(
 GIT_BRANCH: Final = ToolSpec(
     name="oct_git_branch",
     title="Git branch (create)",
-    description=(
-        "Create a local branch at HEAD or at start (a branch, tag or commit), without switching to it "
-        "and without any upstream. Refuses a name git would refuse, or one that exists. "
-        f"{_WRITES}"
-    ),
+    description="Create a local branch at HEAD or start, without switching to it.",
     params=GitBranchParams,
     output=GitBranchOutput,
     risk=Risk.WRITE,
@@ -1317,9 +1290,7 @@ GIT_SWITCH: Final = ToolSpec(
     name="oct_git_switch",
     title="Git switch",
     description=(
-        "Switch the work tree to a local branch. Refuses, naming the files, when uncommitted changes "
-        "would be overwritten; never guesses a branch from a remote. The confirmation lists the files "
-        f"the switch changes. {_WRITES}"
+        "Switch to a local branch; refuses, naming the files, when uncommitted changes would be overwritten."
     ),
     params=GitSwitchParams,
     output=GitSwitchOutput,
@@ -1333,11 +1304,7 @@ GIT_SWITCH: Final = ToolSpec(
 GIT_RESTORE: Final = ToolSpec(
     name="oct_git_restore",
     title="Git restore (discard changes)",
-    description=(
-        "Discard the unstaged changes of files or folders: each modified or deleted tracked file goes back "
-        "to its staged (or committed) content. Untracked files are kept. The confirmation shows the diff "
-        f"that would be lost. {_WRITES}"
-    ),
+    description="Discard the unstaged changes of files or folders; untracked files are kept.",
     params=GitRestoreParams,
     output=GitRestoreOutput,
     risk=Risk.WRITE,

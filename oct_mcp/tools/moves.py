@@ -44,16 +44,10 @@ _SHOWN_FILES: Final = 50
 
 
 class MoveParams(StrictParams):
-    source: ProjectPath = Field(description="The file or folder to move, relative to the project root.")
-    destination: ProjectPath = Field(
-        description="Its new path (the full path, not a folder to move it into); missing folders are made."
-    )
-    overwrite: bool = Field(
-        default=False, description="Replace a file already at the destination (never a folder)."
-    )
-    dry_run: bool | None = Field(
-        default=None, description="True: only check and show what would change. Unset: the server's default."
-    )
+    source: ProjectPath = Field()
+    destination: ProjectPath = Field()
+    overwrite: bool = Field(default=False)
+    dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
 
 
 class MoveOutput(BaseModel):
@@ -68,13 +62,9 @@ class MoveOutput(BaseModel):
 
 
 class DeleteParams(StrictParams):
-    path: ProjectPath = Field(description="The file or folder to delete, relative to the project root.")
-    recursive: bool = Field(
-        default=False, description="Needed to delete a folder that is not empty, with everything in it."
-    )
-    dry_run: bool | None = Field(
-        default=None, description="True: only check and show what would go. Unset: the server's default."
-    )
+    path: ProjectPath = Field()
+    recursive: bool = Field(default=False)
+    dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
 
 
 class DeleteOutput(BaseModel):
@@ -266,11 +256,8 @@ MOVE: Final = ToolSpec(
     name="oct_move",
     title="Move or rename a file or folder",
     description=(
-        "Move or rename one file or folder inside the project: destination is the full new path (missing "
-        "folders are made). A file already there is replaced only with overwrite=true; a folder there is "
-        "never replaced. dry_run=true (the server's default when unset) only checks and says what would "
-        "move. Refuses paths outside the project, protected paths at either end or inside a moved folder, "
-        "and symlinks (neither followed nor moved). Needs the user's confirmation."
+        "Move or rename a file or folder; destination is the full new path. overwrite=true replaces a file "
+        "there, never a folder."
     ),
     params=MoveParams,
     output=MoveOutput,
@@ -283,12 +270,7 @@ MOVE: Final = ToolSpec(
 DELETE: Final = ToolSpec(
     name="oct_delete",
     title="Delete a file or folder",
-    description=(
-        "Delete one project file, or an empty folder; a folder with anything in it only with "
-        "recursive=true, and everything in it goes. dry_run=true (the server's default when unset) lists "
-        "what would go, with the diff for a file. Refuses paths outside the project, protected paths (or a "
-        "folder holding one), the project root and symlinks. Needs the user's confirmation."
-    ),
+    description="Delete a file or an empty folder (recursive=true: a full one, with everything in it).",
     params=DeleteParams,
     output=DeleteOutput,
     risk=Risk.WRITE,

@@ -110,20 +110,14 @@ def _warnings(run: RunResult) -> list[str]:
 
 
 class _PagedParams(_Params):
-    summary: bool = Field(
-        default=False, description=f"Counts per rule and only the first {SUMMARY_FIRST} diagnostics."
-    )
+    summary: bool = Field(default=False, description=f"Counts per rule and the first {SUMMARY_FIRST} only.")
     offset: int = OffsetField()
     max_chars: int = BudgetField()
 
 
 class LintParams(_PagedParams):
-    paths: list[ProjectPath] = Field(
-        default_factory=list, max_length=MAX_PATHS, description="Files or folders; all by default."
-    )
-    select: list[RuleCode] = Field(
-        default_factory=list, max_length=64, description="Only these rule codes or prefixes."
-    )
+    paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
+    select: list[RuleCode] = Field(default_factory=list, max_length=64, description="Rule codes or prefixes.")
 
 
 class Diagnostic(BaseModel):
@@ -255,21 +249,15 @@ def _runs_project_code(ruff: Path, root: Path) -> bool:
 class FixParams(_Params):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     select: list[RuleCode] = Field(default_factory=list, max_length=64)
-    dry_run: bool | None = Field(
-        default=None, description="Only show the diff; the server's default when unset."
-    )
-    offset: int = Field(
-        default=0, ge=0, le=10_000_000, description="Diff lines to skip: a cut diff's next_offset."
-    )
+    dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="A cut result's next_offset.")
     max_chars: int = BudgetField()
 
 
 class FormatParams(_Params):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
-    apply: bool | None = Field(default=None, description="False: only show the diff. True: format the files.")
-    offset: int = Field(
-        default=0, ge=0, le=10_000_000, description="Diff lines to skip: a cut diff's next_offset."
-    )
+    apply: bool | None = Field(default=None, description="Unset: the server's default.")
+    offset: int = Field(default=0, ge=0, le=10_000_000, description="A cut result's next_offset.")
     max_chars: int = BudgetField()
 
 
@@ -627,11 +615,9 @@ class TypecheckParams(_PagedParams):
     paths: list[ProjectPath] = Field(
         default_factory=list,
         max_length=MAX_PATHS,
-        description="Files or folders; by default what the project's mypy config names, else its packages.",
     )
     checker: Literal["mypy", "pyright"] | None = Field(
         default=None,
-        description="The checker to run; by default the one the project configures and has installed.",
     )
 
 
@@ -822,23 +808,13 @@ def _plan_typecheck(params: TypecheckParams, env: ToolEnv) -> CommandPlan:
 
 class TestParams(_Params):
     paths: list[ProjectPath] = Field(
-        default_factory=list, max_length=MAX_PATHS, description="Test files, folders or node ids."
+        default_factory=list, max_length=MAX_PATHS, description="Files, folders or node ids."
     )
-    keyword: PytestExpression | None = Field(
-        default=None, description="Only tests matching this -k expression."
-    )
-    marker: PytestExpression | None = Field(
-        default=None, description="Only tests matching this -m expression."
-    )
-    max_failures: int | None = Field(
-        default=None, ge=1, le=10_000, description="Stop after this many failures."
-    )
-    jobs: int | None = Field(
-        default=None, ge=1, le=256, description="Parallel workers (pytest-xdist), up to max_jobs."
-    )
-    last_failed: bool = Field(
-        default=False, description="Only the tests that failed in the last run (--last-failed)."
-    )
+    keyword: PytestExpression | None = Field(default=None, description="A -k expression.")
+    marker: PytestExpression | None = Field(default=None, description="A -m expression.")
+    max_failures: int | None = Field(default=None, ge=1, le=10_000)
+    jobs: int | None = Field(default=None, ge=1, le=256, description="pytest-xdist workers.")
+    last_failed: bool = Field(default=False)
 
 
 class TestOutput(BaseModel):
@@ -1083,10 +1059,10 @@ def _spec(
 LINT: Final = _spec(
     "oct_lint",
     "Lint with ruff",
-    "Run the project's ruff linter (its own config) and return each problem with file, line, column, rule "
-    "code, message and whether oct_fix can fix it. Prefer it to running ruff in a shell: the output is "
-    "structured and the run is sandboxed, the project read-only. The project's own ruff (its .venv first) "
-    "is project code: this tool counts as running project code.",
+    (
+        "Run the project's ruff linter (project code, project read-only): each problem with file, line, "
+        "column, code, message, and whether oct_fix fixes it. Paged."
+    ),
     LintParams,
     DiagnosticsOutput,
     Risk.EXECUTE,
@@ -1096,9 +1072,10 @@ LINT: Final = _spec(
 FIX: Final = _spec(
     "oct_fix",
     "Fix lint problems with ruff",
-    "Apply ruff's safe fixes to the project (ruff check --fix). With dry_run (the default unless the server "
-    "says otherwise) it only returns the diff it would make; otherwise it writes and lists the changed "
-    "files. Runs the project's own ruff (its .venv first), which is project code. Needs your confirmation.",
+    (
+        "Apply ruff's safe fixes (project code). A dry run returns the diff, paged; otherwise it writes and "
+        "lists the changed files."
+    ),
     FixParams,
     ChangeOutput,
     Risk.WRITE,
@@ -1110,9 +1087,10 @@ FIX: Final = _spec(
 FORMAT: Final = _spec(
     "oct_format",
     "Format with ruff",
-    "Format Python files with ruff format (the project's config). apply=false returns the diff applying "
-    "would make and changes nothing; apply=true formats and lists the changed files. Runs the project's own "
-    "ruff (its .venv first), which is project code. Needs your confirmation.",
+    (
+        "Format with ruff format (project code): apply=false returns the diff, paged; apply=true formats and "
+        "lists the changed files."
+    ),
     FormatParams,
     ChangeOutput,
     Risk.WRITE,
@@ -1125,9 +1103,10 @@ FORMAT: Final = _spec(
 TYPECHECK: Final = _spec(
     "oct_typecheck",
     "Type-check",
-    "Type-check the project with mypy (or pyright, when the project configures pyright) and return each "
-    "diagnostic with file, line, column, code and message. Sandboxed, the project read-only. The project's "
-    "own mypy or pyright (its .venv first) and its plugins are project code: this tool counts as running it.",
+    (
+        "Type-check with the project's mypy or pyright (project code, project read-only): each diagnostic "
+        "with file, line, column, code, message. Paged."
+    ),
     TypecheckParams,
     DiagnosticsOutput,
     Risk.EXECUTE,
@@ -1137,11 +1116,10 @@ TYPECHECK: Final = _spec(
 TEST: Final = _spec(
     "oct_test",
     "Run tests with pytest",
-    "Run the project's tests with pytest: optional paths or node ids, a -k keyword expression, a -m marker "
-    "expression, a maximum number of failures, and parallel jobs (pytest-xdist, when the project has it). "
-    "Returns counts (passed, failed, errors, skipped), the duration and each failure's node id and message, "
-    "and sends progress notifications when the client asks for them. Runs project code in the sandbox with "
-    "the project read-only.",
+    (
+        "Run the project's tests with pytest (project code, project read-only): counts, duration, and each "
+        "failure's node id, message and traceback."
+    ),
     TestParams,
     TestOutput,
     Risk.EXECUTE,

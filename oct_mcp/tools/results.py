@@ -40,7 +40,6 @@ def BudgetField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
         default=MODEL_VIEW_BUDGET,
         ge=MODEL_VIEW_MIN,
         le=MODEL_VIEW_BUDGET,
-        description="Most characters of the result; it is cut at a whole entry.",
     )
 
 

@@ -49,27 +49,21 @@ class RunParams(BaseModel):
     argv: list[Argument] = Field(
         min_length=1,
         max_length=ARGUMENTS_MAX,
-        description=(
-            "The program's name, then its arguments, each a separate string; no shell reads them "
-            '(["python", "-m", "pkg.cli", "--help"]). `python` is the project\'s interpreter; other '
-            "programs are found in the project's .venv, then on PATH."
-        ),
+        description="The program, then each argument: ['python', '-m', 'pkg'].",
     )
-    cwd: ProjectPath = Field(default=".", description="The project folder the program starts in.")
+    cwd: ProjectPath = Field(default=".")
     writes: bool = Field(
         default=False,
-        description="Let the program change the project (protected paths never); needs your consent, "
-        "and the result lists the files it changed.",
+        description="Let it change the project; lists the files changed.",
     )
     network: bool = Field(
         default=False,
-        description="Let the program reach the network; needs consent and a profile that allows it.",
     )
     timeout_seconds: int | None = Field(
         default=None,
         ge=1,
         le=TIMEOUT_MAX_SECONDS,
-        description="A lower time limit than the server's timeout_default_seconds (never a higher one).",
+        description="Lower than the server's limit.",
     )
 
     @field_validator("argv")
@@ -411,15 +405,9 @@ RUN: Final = ToolSpec(
     name="oct_run",
     title="Run a project command",
     description=(
-        "Run one of the project's commands (argv: the program's name, then each argument as its own "
-        "string; never a shell string) in the sandbox: the project read-only, a scratch TMPDIR, no "
-        "network, the server's time and memory limits. `python` is the project's interpreter; other "
-        "programs come from the project's .venv, then PATH, and must be in the profile's `programs` "
-        "(by default python, pytest, nox, tox, make, hatch, uv run, npm run). writes=true lets it "
-        "change the project and network=true lets it reach the network; each needs your consent. "
-        "Returns the exit code, the duration and the end of its output; with writes=true, the files "
-        "it changed. What it runs is project code; prefer it to a shell: the run is sandboxed, asked "
-        "about where it must be, and audited."
+        "Run a project command (project code) as an argv, no shell, in the sandbox: project read-only, no "
+        "network, time-limited. python is the project's; other programs must be in the profile's list. "
+        "writes=true or network=true needs consent. Returns the exit code and the output's end."
     ),
     params=RunParams,
     output=RunOutput,

@@ -76,24 +76,20 @@ SearchPattern = Annotated[
 class SearchParams(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    pattern: SearchPattern = Field(
-        description="Text to find; with regex=true, an RE2 regular expression (ripgrep's syntax: no "
-        "look-around, no back-references). Matched within one line at a time."
-    )
-    regex: bool = Field(default=False, description="Read pattern as a regular expression.")
-    case_sensitive: bool = Field(default=True, description="False: ignore case (Unicode-aware).")
-    path: ProjectPath = Field(default=".", description="Folder (or one file) to search in.")
+    pattern: SearchPattern = Field(description="Matched within one line; regex=true: RE2, no look-around.")
+    regex: bool = Field(default=False)
+    case_sensitive: bool = Field(default=True)
+    path: ProjectPath = Field(default=".")
     glob: Glob | None = Field(
         default=None,
-        description="Only files matching this pattern (.gitignore syntax: '*.py', 'src/**/*.ts').",
+        description=".gitignore syntax: 'src/**/*.py'.",
     )
-    max_results: int = Field(default=SEARCH_DEFAULT, ge=1, le=SEARCH_MAX, description="Most matching lines.")
+    max_results: int = Field(default=SEARCH_DEFAULT, ge=1, le=SEARCH_MAX)
     mode: Literal["lines", "files", "count"] = Field(
         default="lines",
-        description="lines: each matching line; files: the paths only; count: lines per file.",
     )
-    before: int = Field(default=0, ge=0, le=CONTEXT_MAX, description="Lines of context before each match.")
-    after: int = Field(default=0, ge=0, le=CONTEXT_MAX, description="Lines of context after each match.")
+    before: int = Field(default=0, ge=0, le=CONTEXT_MAX)
+    after: int = Field(default=0, ge=0, le=CONTEXT_MAX)
     offset: int = OffsetField()
     cursor: str | None = CursorField()
     max_chars: int = BudgetField()
@@ -545,12 +541,9 @@ SEARCH: Final = ToolSpec(
     name="oct_search",
     title="Search project files",
     description=(
-        "Search the project's text files for a string, or with regex=true an RE2 expression (ripgrep's "
-        "syntax), in path order, skipping what .gitignore ignores, .git, binary files and files over "
-        "4 MiB. mode: lines (path, line, column, text; before/after add context lines), files (paths) or "
-        "count (lines per file). Narrow with path and glob. A cut result gives next_cursor: pass it as "
-        "cursor for the rest (or next_offset as offset). Prefer it to grep or rg in a shell. Secrets "
-        "are masked as [REDACTED:<kind>], as the whole file shows them."
+        "Search text files for a string, or with regex=true an RE2 expression, skipping ignored and binary "
+        "files. mode: lines (with before/after context), files or count. Paged by next_cursor. Prefer it to "
+        "grep."
     ),
     params=SearchParams,
     output=SearchOutput,

@@ -60,9 +60,7 @@ _MAKEFILES: Final = ("GNUmakefile", "makefile", "Makefile")
 class ListTasksParams(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    path: ProjectPath = Field(
-        default=".", description="The folder whose task files are read, relative to the project root."
-    )
+    path: ProjectPath = Field(default=".")
     max_chars: int = BudgetField()
     offset: int = OffsetField()
 
@@ -283,12 +281,8 @@ LIST_TASKS: Final = ToolSpec(
     name="oct_list_tasks",
     title="List the project's tasks",
     description=(
-        "List the project's named tasks, read from its files without running any of its code: nox "
-        "sessions (noxfile.py, parsed, not imported), tox environments (tox.ini, tox.toml, [tool.tox]), "
-        "Makefile targets, console scripts ([project.scripts]), hatch and pdm scripts, and package.json "
-        "scripts. Each task comes with its source file and the argv to give oct_run from that folder "
-        "(['nox', '-s', 'docs'], ['make', 'check'], ['npm', 'run', 'build']). A file that cannot be read "
-        "is listed under problems; the other files' tasks are still listed."
+        "List the project's named tasks (nox, tox, Makefile, console, hatch, pdm and npm scripts), read "
+        "without running code, each with the argv to give oct_run."
     ),
     params=ListTasksParams,
     output=ListTasksOutput,

@@ -51,10 +51,8 @@ CheckpointId = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,8}$")]
 
 
 class CheckpointsParams(StrictParams):
-    limit: int = Field(default=20, ge=1, le=200, description="How many of the newest checkpoints to list.")
-    id: CheckpointId | None = Field(
-        default=None, description="Only this checkpoint, with every file it touched (up to 1,000)."
-    )
+    limit: int = Field(default=20, ge=1, le=200)
+    id: CheckpointId | None = Field(default=None, description="Only this one, with all its files.")
 
 
 class CheckpointFile(BaseModel):
@@ -159,17 +157,15 @@ def _one_text(info: CheckpointInfo) -> str:
 
 
 class UndoParams(StrictParams):
-    id: CheckpointId = Field(description="The checkpoint to undo, as oct_checkpoints lists it.")
-    and_later: bool = Field(
-        default=False, description="Also undo every checkpoint after it (newest first): back to before it."
-    )
+    id: CheckpointId = Field()
+    and_later: bool = Field(default=False)
     overwrite: bool = Field(
         default=False,
-        description="Put files back even where they changed since the checkpoint (their changes are lost).",
+        description="Even over changes made since (lost).",
     )
     dry_run: bool | None = Field(
         default=None,
-        description="True: only show what would change. Unset: the server's default (a dry run).",
+        description="Unset: the server's default.",
     )
 
 
@@ -362,9 +358,8 @@ CHECKPOINTS: Final = ToolSpec(
     name="oct_checkpoints",
     title="List checkpoints",
     description=(
-        "List the checkpoints of this project, newest first: each change oct-mcp made (edits, writes, "
-        "patches, moves, deletes, git switches and restores, undos) with its id, time, tool, the files it "
-        "touched, whether it can be undone, and the files changed since. oct_undo takes one back."
+        "List the changes oct-mcp made, newest first: id, time, tool, files, whether undoable, files "
+        "changed since. oct_undo takes one back."
     ),
     params=CheckpointsParams,
     output=CheckpointsOutput,
@@ -376,12 +371,8 @@ UNDO: Final = ToolSpec(
     name="oct_undo",
     title="Undo a change",
     description=(
-        "Put back the files one checkpoint changed (and_later=true: every checkpoint after it too) as they "
-        "were before it: contents, modes and links; files it created are deleted, files it deleted come "
-        "back. "
-        "Refuses, naming the files, where a file changed since, unless overwrite=true. dry_run=true (the "
-        "server's default when unset) shows the diff the undo would make. The undo is itself a checkpoint. "
-        "Needs the user's confirmation."
+        "Put back the files a checkpoint changed (and_later=true: later ones too); refuses where a file "
+        "changed since, unless overwrite=true. The undo is a checkpoint too."
     ),
     params=UndoParams,
     output=UndoOutput,

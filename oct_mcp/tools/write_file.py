@@ -25,15 +25,11 @@ WRITE_MAX_BYTES: Final = 2 * 1_048_576
 
 
 class WriteFileParams(StrictParams):
-    path: ProjectPath = Field(description="File to create or replace, relative to the project root.")
+    path: ProjectPath = Field()
     content: Annotated[str, StringConstraints(max_length=WRITE_MAX_BYTES)] = Field(
-        description="The whole new content, UTF-8 text (at most 2 MiB); written as given, except that a "
-        "[REDACTED:...] mask left where the file has that secret keeps the secret (unless no name marks "
-        "it as one any more: refused)."
+        description="The whole new text."
     )
-    dry_run: bool | None = Field(
-        default=None, description="True: only return the diff. Unset: the server's default (a dry run)."
-    )
+    dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
 
     @model_validator(mode="after")
     def _content_fits(self) -> WriteFileParams:
@@ -129,14 +125,8 @@ WRITE_FILE: Final = ToolSpec(
     name="oct_write_file",
     title="Write a file",
     description=(
-        "Create or replace one project file with the given UTF-8 content (at most 2 MiB), creating missing "
-        "folders. dry_run=true (the server's default when unset) writes nothing and returns the unified diff "
-        "the write would make; dry_run=false writes atomically (temporary file, fsync, rename; the file's "
-        "mode is kept) and returns the diff it made. Refuses paths outside the project, protected paths "
-        "(.git, CI and agent configs), folders and symlinks leading out. For a change to part of a file "
-        "prefer oct_edit (exact text) or oct_apply_patch (a diff). A [REDACTED:kind] mask left where the "
-        "file has that secret keeps the real value; one moved or added is refused. Needs the user's "
-        "confirmation."
+        "Create or replace a file with UTF-8 content (at most 2 MiB), making missing folders; atomic, mode "
+        "kept. A dry run returns the diff. For part of a file use oct_edit."
     ),
     params=WriteFileParams,
     output=WriteFileOutput,

@@ -104,7 +104,7 @@ def test_an_undo_shows_its_diff_masked_and_asks_before_it_changes_anything(tmp_p
     (project / ".env.sample").write_text(f"TOKEN={secret}\n")
     _call(app, "oct_delete", {"path": ".env.sample", "dry_run": False})
 
-    asked = anyio.run(run_call, app, "oct_undo", {"id": "1"}, TEST_CLIENT)
+    asked = anyio.run(run_call, app, "oct_undo", {"id": "1", "dry_run": False}, TEST_CLIENT)
     dry = _call(app, "oct_undo", {"id": "1", "dry_run": True})
 
     assert isinstance(asked, ConsentRequest)

@@ -160,6 +160,24 @@ def test_the_confirmation_request_always_starts_with_the_sentinel(
     assert "confirm=true" in text
 
 
+@pytest.mark.parametrize("changes_nothing", [True, False])
+def test_the_confirmation_request_says_truly_whether_the_confirmed_call_changes_anything(
+    changes_nothing: bool,
+) -> None:
+    text = _format_confirmation_request(
+        WRITE_TOOL.name, WRITE_TOOL, {"path": "notes.txt"}, "sha256:00", changes_nothing=changes_nothing
+    )
+
+    first, *rest = text.splitlines()
+    said = [first.removeprefix(f"{CONFIRMATION_PREFIX} {WRITE_TOOL.name} ({WRITE_TOOL.title}) ")]
+    said += [line for line in rest if line.startswith("Dry run:")]
+    assert said == (
+        ["would show the change it would make.", "Dry run: yes, nothing will change."]
+        if changes_nothing
+        else ["would change files in the project.", "Dry run: no, the changes are made."]
+    )
+
+
 PATCH = """\
 --- a/src/app.py
 +++ b/src/app.py
@@ -343,7 +361,7 @@ def test_required_human_consent_refuses_a_client_that_cannot_ask(project: Path) 
 
     with pytest.raises(ConsentUnavailableError):
         _run(
-            _gate(McpConfig(), human_consent="required"),
+            _gate(McpConfig(dry_run_default_for_writes=False), human_consent="required"),
             _write_call(project, silent, confirm=True),
             RecordingNext(),
         )

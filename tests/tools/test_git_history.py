@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import model_view, oct_server
+from clients import hints, model_view, oct_server
 from git_repos import git, git_output, new_repo
 from mcp import Client
 
@@ -397,9 +397,7 @@ async def test_the_history_tools_are_listed_read_only_with_output_schemas(
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     for name in ("oct_git_show", "oct_git_blame"):
-        annotations = tools[name].annotations
-        assert annotations is not None
-        assert (annotations.read_only_hint, annotations.destructive_hint) == (True, False)
+        assert hints(tools[name])[:2] == (True, False)
         assert tools[name].output_schema is not None
     assert {"base", "target", "merge_base"} <= set(tools["oct_git_diff"].input_schema["properties"])
     assert {"base", "target"} <= set(tools["oct_git_log"].input_schema["properties"])

@@ -89,9 +89,10 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("oct_git_diff", {"base": "HEAD~1", "target": "HEAD", "context_lines": 0}),
     ("oct_git_diff", {"base": "HEAD~1", "context_lines": 1}),
     ("oct_git_diff", {"base": "HEAD~1", "stat": True}),
-    ("oct_git_add", {"paths": ["deploy/keys.txt"], "dry_run": True}),
-    ("oct_git_commit", {"message": "Rotate more", "dry_run": True}),
-    ("oct_git_restore", {"paths": ["deploy/keys.txt"], "dry_run": True}),
+    # Changes git would make, asked about (never confirmed here): a dry run asks nobody.
+    ("oct_git_add", {"paths": ["deploy/keys.txt"], "dry_run": False}),
+    ("oct_git_commit", {"message": "Rotate more", "dry_run": False}),
+    ("oct_git_restore", {"paths": ["deploy/keys.txt"], "dry_run": False}),
 )
 
 
@@ -111,7 +112,7 @@ async def test_no_git_read_shows_a_line_of_a_committed_private_key(
             for name, arguments in CALLS:
                 results.append((name, arguments, await client.call_tool(name, arguments)))
 
-    # The previews of the changes git would make ask first: their question shows the diff.
+    # The changes git would make ask first: their question shows the diff, and nothing runs.
     answered = [(name, arguments) for name, arguments, result in results if not result.is_error]
     assert answered == [(name, arguments) for name, arguments in CALLS if "dry_run" not in arguments]
     assert [(name, arguments) for name, arguments, result in results if _leaked(result, body)] == []

@@ -15,7 +15,10 @@ from clients import Accept, oct_server, own_tools_path
 from git_repos import git, new_repo
 from mcp import Client
 
+from oct_mcp.tools import default_catalog
+
 pytestmark = pytest.mark.anyio
+CATALOG = default_catalog()
 
 # Each tool, with arguments that take each of its modes (a change made for real, and as a dry run).
 CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -120,3 +123,8 @@ async def test_every_tool_gives_structured_content_its_own_output_schema_accepts
         assert schema is not None
         assert result.structured_content is not None, (name, arguments)
         jsonschema.validate(result.structured_content, schema)
+        # The listing gives clients the fields every result carries; the whole structure is the
+        # output model's, and every real result must match it too.
+        output = CATALOG[name].output
+        assert output is not None
+        jsonschema.validate(result.structured_content, output.model_json_schema())

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import Accept, model_view, oct_server, only_text
+from clients import Accept, hints, model_view, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -49,12 +49,9 @@ async def test_the_tools_are_listed_with_truthful_annotations_and_output_schemas
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     for name in (*READ_TOOLS, *WRITE_TOOLS):
-        annotations = tools[name].annotations
-        assert annotations is not None
         read_only = name in READ_TOOLS
-        assert (annotations.read_only_hint, annotations.destructive_hint) == (read_only, not read_only)
-        assert annotations.open_world_hint is False
-        assert annotations.idempotent_hint is (name != "oct_apply_patch")
+        idempotent = name != "oct_apply_patch"
+        assert hints(tools[name]) == (read_only, not read_only, idempotent, False)
         assert tools[name].output_schema is not None
         assert tools[name].description
     for name in WRITE_TOOLS:

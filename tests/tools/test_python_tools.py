@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import Accept, model_view, oct_server, only_text
+from clients import Accept, hints, model_view, oct_server, only_text
 from mcp import Client, StdioServerParameters
 
 from oct_mcp.spec import Risk
@@ -58,15 +58,10 @@ async def test_the_python_tools_are_listed_with_truthful_annotations(
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     for name in ("oct_lint", "oct_test", "oct_typecheck"):
-        annotations = tools[name].annotations
-        assert annotations is not None
-        assert (annotations.read_only_hint, annotations.destructive_hint) == (False, False)
+        assert hints(tools[name])[:2] == (False, False)
         assert tools[name].output_schema is not None
     for name in ("oct_format", "oct_fix"):
-        annotations = tools[name].annotations
-        assert annotations is not None
-        assert (annotations.read_only_hint, annotations.destructive_hint) == (False, True)
-        assert annotations.open_world_hint is False
+        assert hints(tools[name]) == (False, True, False, False)
 
 
 async def test_lint_returns_each_problem_structured(fixture_project: Path, config_file: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from clients import oct_server, only_text
+from clients import hints, oct_server, only_text
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -31,8 +31,7 @@ async def test_the_tasks_of_a_noxfile_tox_ini_makefile_and_scripts_come_with_the
             result = await client.call_tool("oct_list_tasks", {})
 
     tool = listed["oct_list_tasks"]
-    assert tool.annotations is not None
-    assert (tool.annotations.read_only_hint, tool.annotations.destructive_hint) == (True, False)
+    assert hints(tool)[:2] == (True, False)
     assert tool.output_schema is not None
     assert result.is_error is False
     assert result.structured_content is not None

@@ -222,7 +222,7 @@ def test_a_calls_param_headers_are_checked_against_the_listed_schema_without_lis
     project: Path, tmp_path: Path
 ) -> None:
     from oct_mcp.app import build_app
-    from oct_mcp.server import build_server, compact_schema
+    from oct_mcp.server import build_server, listed_input_schema
 
     app = build_app(project, config_path=write_config(tmp_path / "config.json", tmp_path / "audit.log"))
     try:
@@ -233,7 +233,9 @@ def test_a_calls_param_headers_are_checked_against_the_listed_schema_without_lis
 
     assert lookup is not None
     # The schema as tools/list shows it (without pydantic's generated titles).
-    assert lookup("oct_read_file") == compact_schema(app.catalog["oct_read_file"].params.model_json_schema())
+    assert lookup("oct_read_file") == listed_input_schema(
+        app.catalog["oct_read_file"].params.model_json_schema()
+    )
     assert lookup("no_such_tool") is None
 
 
