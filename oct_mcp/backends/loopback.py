@@ -618,7 +618,9 @@ def _open_beneath(folder: str, relative: str) -> int:
         )
         if fd < 0:
             error = ctypes.get_errno()
-            raise _RefusedError(errno.ECONNREFUSED if error == errno.ENOENT else errno.EACCES)
+            # Beneath the run's own folder, which it may list: a missing name is missing, as in a
+            # terminal (a test expects FileNotFoundError); anything else (a link) is refused.
+            raise _RefusedError(errno.ENOENT if error == errno.ENOENT else errno.EACCES)
         return int(fd)
     finally:
         os.close(base)

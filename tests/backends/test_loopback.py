@@ -471,6 +471,8 @@ print("dgram", datagrams.recv(5).decode(), flush=True)
 attempt("connect_outside", lambda: socket.socket(socket.AF_UNIX).connect(os.path.join(outside, "agent.sock")))
 attempt("bind_outside", lambda: socket.socket(socket.AF_UNIX).bind(os.path.join(outside, "planted.sock")))
 attempt("abstract", lambda: socket.socket(socket.AF_UNIX).connect("\\0oct-host-" + sys.argv[3]))
+attempt("connect_missing", lambda: socket.socket(socket.AF_UNIX).connect(os.path.join(scratch, "none.sock")))
+attempt("outside_missing", lambda: socket.socket(socket.AF_UNIX).connect(os.path.join(outside, "none.sock")))
 
 # The race: a thread swaps a folder of the scratch between a real one (holding the run's own
 # socket) and a link to the outside folder (holding the host's), while connects and binds go on.
@@ -554,6 +556,10 @@ async def test_a_landlock_run_has_unix_sockets_in_its_scratch_folder_and_reaches
         "connect_outside": "PermissionError",
         "bind_outside": "PermissionError",
         "abstract": "PermissionError",
+        # In its own folder a name that is not there is missing, as in a terminal; outside it,
+        # whether a name is there is not the run's to learn.
+        "connect_missing": "FileNotFoundError",
+        "outside_missing": "PermissionError",
     }
     # Both folders were met (the race ran), and only the run's own socket was reached.
     assert set(race) == {"connected", "PermissionError"}, race
