@@ -87,6 +87,12 @@ LITERAL_KINDS = [
         id="posthog-project-key",
     ),
     pytest.param('password = "1234"', 'password = "8150274"', id="short"),
+    pytest.param(
+        "events={'(?i)password':'secret\\\\n'}",
+        "events={'(?i)password':'Xk9#mQ2pLz\\\\n'}",
+        id="placeholder-with-escaped-newline",
+    ),
+    pytest.param("password = 'secret\\n'", "password = 'Xk9#mQ2pLz\\n'", id="placeholder-with-newline"),
     pytest.param('token = "Bad-Token"', 'token = "Bad-T0ken9x"', id="title-words"),
     pytest.param('password = "some:password"', 'password = "some:Pa55word"', id="named-parts"),
     pytest.param('auth="foo:bar"', 'auth="foo:Xk9mQ2pL"', id="user-pass-pair"),

@@ -282,6 +282,9 @@ def looks_random(value: str, *, min_length: int = 16) -> bool:
     return char_classes(value) >= 2 and shannon_entropy(value) >= 3.0
 
 
+_TRAILING_ESCAPES: Final = re.compile(r"(?:\\+[nrt])+\Z")
+
+
 def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool:
     """Whether the value of a secret-named field (`password = ...`) is a literal secret.
 
@@ -300,6 +303,9 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     Returns:
         True when the value should be masked.
     """
+    # A line end written into the literal (`'secret\\n'`, doubled in a docstring) is how the value is
+    # sent, not part of it: judged without it, a placeholder stays one.
+    value = _TRAILING_ESCAPES.sub("", value)
     if len(value) < 6 or len(value) > 1024:
         return False
     lowered = value.lower()
