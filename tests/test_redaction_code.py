@@ -93,6 +93,12 @@ LITERAL_KINDS = [
         id="placeholder-with-escaped-newline",
     ),
     pytest.param("password = 'secret\\n'", "password = 'Xk9#mQ2pLz\\n'", id="placeholder-with-newline"),
+    pytest.param(
+        "ssh.login('server', 'me', password='s3cret')",
+        "ssh.login('server', 'me', password='s3cRet9xQ')",
+        id="placeholder-in-digits",
+    ),
+    pytest.param("PASSWORD=p4ssw0rd", "PASSWORD=p4ssw0rd7Kq", id="placeholder-in-digits-env"),
     pytest.param('token = "Bad-Token"', 'token = "Bad-T0ken9x"', id="title-words"),
     pytest.param('password = "some:password"', 'password = "some:Pa55word"', id="named-parts"),
     pytest.param('auth="foo:bar"', 'auth="foo:Xk9mQ2pL"', id="user-pass-pair"),

@@ -283,6 +283,16 @@ def looks_random(value: str, *, min_length: int = 16) -> bool:
 
 
 _TRAILING_ESCAPES: Final = re.compile(r"(?:\\+[nrt])+\Z")
+_LEET: Final = (str.maketrans("013457@$", "oieastas"), str.maketrans("013457@$", "oleastas"))
+"""Digits and symbols read as the letters they stand for; `1` as `i`, then as `l`."""
+
+
+def _spelt_in_digits(lowered: str) -> bool:
+    """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`):
+    test data's way of spelling one, guessed by anyone who tries the word."""
+    if lowered.isalpha():
+        return False
+    return any(lowered.translate(table) in _PLACEHOLDER_VALUES for table in _LEET)
 
 
 def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool:
@@ -309,7 +319,7 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     if len(value) < 6 or len(value) > 1024:
         return False
     lowered = value.lower()
-    if lowered in _PLACEHOLDER_VALUES or is_reference(value):
+    if lowered in _PLACEHOLDER_VALUES or is_reference(value) or _spelt_in_digits(lowered):
         return False
     if "${" in value or "{{" in value or "://" in value:
         return False
