@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
     from seccompy.notify import Listener, Notification
 
+from oct_mcp.backends.beneath import open_beneath
 from oct_mcp.backends.ptys import answer_pty_peer
 from oct_mcp.backends.scratch_modes import MODE_CALLS, ScratchModes
 from oct_mcp.backends.shm import SHM_CALLS, RunSharedMemory
@@ -84,7 +85,6 @@ _NLMSG_ERROR: Final = 2
 _ALL_STATES: Final = 0xFFFFFFFF
 _NO_COOKIE: Final = 0xFFFFFFFF
 _CLONE_FS: Final = 0x200
-_RESOLVE_NO_SYMLINKS_BENEATH: Final = 0x04 | 0x02 | 0x08
 """RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH."""
 _V4_MAPPED: Final = bytes(10) + b"\xff\xff"
 _V6_LOOPBACK: Final = bytes(15) + b"\x01"
@@ -533,7 +533,12 @@ class LoopbackSupervisor:
         if path is None:
             raise _RefusedError(errno.EPERM)
         relative = self._beneath_scratch(run, path)
-        fd = _open_beneath(self._scratch, relative)
+        try:
+            fd = open_beneath(self._scratch, relative)
+        except OSError as exc:
+            # Beneath the run's own folder, which it may list: a missing name is missing, as in a
+            # terminal (a test expects FileNotFoundError); anything else (a link) is refused.
+            raise _RefusedError(errno.ENOENT if exc.errno == errno.ENOENT else errno.EACCES) from exc
         try:
             if not stat.S_ISSOCK(os.fstat(fd).st_mode):
                 raise _RefusedError(errno.ECONNREFUSED)
@@ -600,30 +605,6 @@ def _unix_path(address: bytes) -> bytes | None:
     """The path of a unix sockaddr; None for an abstract name or none (autobind)."""
     path = address[2:].split(b"\0", 1)[0]
     return path or None
-
-
-def _open_beneath(folder: str, relative: str) -> int:
-    """An O_PATH descriptor of `relative` under `folder`, no link followed, never leaving it."""
-    from seccompy import syscall_nr
-
-    base = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        how = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, _RESOLVE_NO_SYMLINKS_BENEATH)
-        fd = _libc().syscall(
-            ctypes.c_long(syscall_nr("openat2")),
-            ctypes.c_int(base),
-            os.fsencode(relative),
-            how,
-            ctypes.c_size_t(len(how)),
-        )
-        if fd < 0:
-            error = ctypes.get_errno()
-            # Beneath the run's own folder, which it may list: a missing name is missing, as in a
-            # terminal (a test expects FileNotFoundError); anything else (a link) is refused.
-            raise _RefusedError(errno.ENOENT if error == errno.ENOENT else errno.EACCES)
-        return int(fd)
-    finally:
-        os.close(base)
 
 
 def _destination(address: bytes) -> tuple[int, bytes, int]:

@@ -15,14 +15,12 @@ before the supervisor sees the call.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
-import struct
-from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from oct_mcp.backends.beneath import open_beneath
 from oct_mcp.backends.run_memory import read_path
 
 if TYPE_CHECKING:
@@ -36,7 +34,6 @@ _MODE_AT: Final = {"chmod": 1, "fchmodat": 2, "fchmodat2": 2}
 _AT_FDCWD: Final = 0xFFFFFF9C
 _LOW_32: Final = 0xFFFFFFFF
 _REFUSED_BITS: Final = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWOTH
-_RESOLVE_NO_SYMLINKS_BENEATH: Final = 0x04 | 0x02 | 0x08
 """RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH."""
 
 
@@ -81,7 +78,13 @@ class ScratchModes:
         relative = self._beneath_scratch(notification.pid, path)
         if relative is None:
             return errno.EPERM
-        fd = _open_beneath(self._scratch, relative)
+        try:
+            fd = open_beneath(self._scratch, relative)
+        except OSError as exc:
+            # A link on the way (ELOOP, EXDEV) reads as a file the run may not change.
+            raise OSError(
+                exc.errno if exc.errno in (errno.ENOENT, errno.ENOTDIR) else errno.EPERM, ""
+            ) from exc
         try:
             # Read from the caller itself, not a process that took its pid after it died.
             if not listener.valid(notification.id):
@@ -102,34 +105,6 @@ class ScratchModes:
         if relative == "." or relative.startswith(".."):
             return None
         return relative
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _open_beneath(folder: str, relative: str) -> int:
-    """An O_PATH descriptor of `relative` under `folder`, no link followed, never leaving it."""
-    from seccompy import syscall_nr
-
-    base = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        how = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, _RESOLVE_NO_SYMLINKS_BENEATH)
-        fd = _libc().syscall(
-            ctypes.c_long(syscall_nr("openat2")),
-            ctypes.c_int(base),
-            os.fsencode(relative),
-            how,
-            ctypes.c_size_t(len(how)),
-        )
-        if fd < 0:
-            error = ctypes.get_errno()
-            # A link on the way (ELOOP, EXDEV) reads as a file the run may not change.
-            raise OSError(error if error in (errno.ENOENT, errno.ENOTDIR) else errno.EPERM, "")
-        return int(fd)
-    finally:
-        os.close(base)
 
 
 def _fsuid(pid: int) -> int:

@@ -1,0 +1,52 @@
+"""Opening a name the run gave beneath one of its folders, as the kernel resolves it, never leaving it.
+
+The supervisor acts for a run on a path it copied out of the run's memory; the run may swap a
+folder on the way for a link between the check and the act. openat2 with RESOLVE_BENEATH and
+RESOLVE_NO_SYMLINKS resolves the name once, refusing any link and any way out of the folder, and
+gives a descriptor the supervisor acts on: what it acts on is what was checked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from functools import cache
+from typing import Final
+
+__all__ = ["open_beneath"]
+
+_RESOLVE_NO_SYMLINKS_BENEATH: Final = 0x04 | 0x02 | 0x08
+"""RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH."""
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def open_beneath(folder: str, relative: str) -> int:
+    """An O_PATH descriptor of `relative` under `folder`, no link followed, never leaving it.
+
+    Raises:
+        OSError: The kernel's own error: ENOENT for a name that is not there, ELOOP or EXDEV for a
+            link or a way out on the path.
+    """
+    from seccompy import syscall_nr
+
+    base = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        how = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, _RESOLVE_NO_SYMLINKS_BENEATH)
+        fd = _libc().syscall(
+            ctypes.c_long(syscall_nr("openat2")),
+            ctypes.c_int(base),
+            os.fsencode(relative),
+            how,
+            ctypes.c_size_t(len(how)),
+        )
+        if fd < 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
+        return int(fd)
+    finally:
+        os.close(base)
