@@ -211,29 +211,101 @@ async def test_pty_and_multiprocessing_tests_pass_and_reach_nothing_outside_the_
     _assert_all_passed(structured, before)
 
 
+PYTEST_PACKAGES: Final = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py.py")
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    # A hard link where the tree shares the file system: no 250 MB copy, and the file's own mode
+    # (0644 from pip) is what nobody reads it by.
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+@pytest.fixture(scope="module")
+def readable_site() -> Iterator[Path]:
+    """This test run's packages, oct_mcp included, where nobody can read them.
+
+    The test run's own environment may lie under a folder only its owner may enter (a CI's
+    temporary clone): the unprivileged server and its project's interpreter read this instead.
+    """
+    base = Path(tempfile.mkdtemp(prefix="oct-devices-site-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        site = base / "site"
+        source = next(
+            Path(path) for path in sys.path if path.endswith("site-packages") and Path(path).is_dir()
+        )
+        shutil.copytree(
+            source,
+            site,
+            copy_function=_link_or_copy,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pth", "oct_mcp", "oct_mcp-*"),
+        )
+        package = Path(__file__).resolve().parent.parent.parent / "oct_mcp"
+        shutil.copytree(package, site / "oct_mcp", ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [base, *base.rglob("*")]:
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o755)
+        for path in (site / "oct_mcp").rglob("*"):
+            if path.is_file():
+                path.chmod(0o644)
+        yield site
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_as_an_unprivileged_server_pty_and_multiprocessing_tests_pass_the_same(
-    backend: str, outside: dict[str, str]
+    backend: str, outside: dict[str, str], readable_site: Path
 ) -> None:
     usable_backend(backend)
-    if os.geteuid() != 0 or not shutil.which("runuser"):
-        missing("an unprivileged user to run a server as", "needs root (to switch to nobody) and runuser")
+    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if os.geteuid() != 0 or not shutil.which("runuser") or not os.access(python, os.X_OK):
+        missing(
+            "an unprivileged user to run a server as",
+            f"needs root (to switch to nobody), runuser and the system's {python}",
+        )
     base = Path(tempfile.mkdtemp(prefix="oct-devices-nobody-", dir="/tmp"))
     try:
         base.chmod(0o755)
-        project = _project(base / "proj", outside)
+        project = base / "proj"
+        (project / "tests").mkdir(parents=True)
+        (project / "tests" / "test_devices.py").write_text(DEVICE_TESTS)
+        (project / "tests" / "outside.json").write_text(json.dumps(outside))
+        # The project's own environment: the system's interpreter, with this run's pytest beside it.
+        venv = project / ".venv"
+        bin_folder = venv / "bin"
+        bin_folder.mkdir(parents=True)
+        (bin_folder / "python").symlink_to(python)
+        (venv / "pyvenv.cfg").write_text(
+            f"home = {Path(python).parent}\ninclude-system-site-packages = false\n"
+        )
+        packages = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        packages.mkdir(parents=True)
+        # Inside the project, the one place of this test's that every sandbox shows the run.
+        for name in PYTEST_PACKAGES:
+            found = readable_site / name
+            if found.is_dir():
+                shutil.copytree(found, packages / name, copy_function=_link_or_copy)
+            elif found.exists():
+                _link_or_copy(str(found), str(packages / name))
         config = base / "config.json"
         config.write_text("{}")
         for path in [base, *base.rglob("*")]:
             os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
         config.chmod(0o644)
         server = StdioServerParameters(
-            command="runuser",
+            command=str(shutil.which("runuser")),
             args=[
                 "-u",
                 "nobody",
                 "--",
-                sys.executable,
+                "env",
+                f"PYTHONPATH={readable_site}",
+                python,
+                "-s",
                 "-m",
                 "oct_mcp",
                 "--project-root",
@@ -241,7 +313,7 @@ async def test_as_an_unprivileged_server_pty_and_multiprocessing_tests_pass_the_
                 "--config",
                 str(config),
             ],
-            env={"OCT_MCP_SANDBOX": backend, "PATH": os.environ["PATH"], "HOME": str(base)},
+            env={"OCT_MCP_SANDBOX": backend, "PATH": "/usr/bin:/bin", "HOME": str(base)},
         )
         before = _runs_folders()
 
