@@ -33,6 +33,7 @@ from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.secret_files import SecretFileCache
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.testing import make_context
@@ -84,18 +85,20 @@ def _tree(root: Path) -> int:
 
 def _sandbox(backend: Backend, *, shows: bool, cache: SecretFileCache) -> ExecutionSandbox:
     return ExecutionSandbox(
-        backend=backend,
-        runner=run_prepared,
-        required=frozenset(),
-        allow_degraded=False,
-        max_output_bytes=MIB,
-        timeout_seconds=120,
-        test_timeout_seconds=120,
-        memory_bytes=512 * MIB,
-        threads=1,
+        commands=CommandRunner(
+            backend=backend,
+            runner=run_prepared,
+            required=frozenset(),
+            allow_degraded=False,
+            max_output_bytes=MIB,
+            timeout_seconds=120,
+            test_timeout_seconds=120,
+            memory_bytes=512 * MIB,
+            threads=1,
+            show_secrets_to_runs=shows,
+            secret_files=cache,
+        ),
         applier=ChangeApplier(),
-        show_secrets_to_runs=shows,
-        secret_files=cache,
     )
 
 

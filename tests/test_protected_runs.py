@@ -26,6 +26,7 @@ from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import LinkedFileError, ProtectedPathCreatedError
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.tools.python import FORMAT, FormatParams
@@ -77,18 +78,19 @@ def _fake_ruff(project: Path, body: str) -> None:
 
 def _sandbox(backend: Backend) -> ExecutionSandbox:
     return ExecutionSandbox(
-        backend=backend,
-        runner=run_prepared,
-        required=frozenset(),
-        allow_degraded=False,
-        max_output_bytes=MIB,
-        timeout_seconds=30,
-        test_timeout_seconds=30,
-        memory_bytes=512 * MIB,
-        threads=2,
+        commands=CommandRunner(
+            backend=backend,
+            runner=run_prepared,
+            required=frozenset(),
+            allow_degraded=False,
+            max_output_bytes=MIB,
+            timeout_seconds=30,
+            test_timeout_seconds=30,
+            memory_bytes=512 * MIB,
+            threads=2,
+            allow_unconfined=True,
+        ),
         applier=ChangeApplier(),
-        # native confines nothing: these tests accept that on purpose, to see the check after the run hold.
-        allow_unconfined=True,
     )
 
 

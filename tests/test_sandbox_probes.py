@@ -37,6 +37,7 @@ from oct_mcp.errors import (
     ToolTimeoutError,
 )
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.types import ToolResult
@@ -97,17 +98,19 @@ def _sandbox(
     allow_unconfined: bool = True,
 ) -> ExecutionSandbox:
     return ExecutionSandbox(
-        backend=backend,
-        runner=run_prepared,
-        required=required,
-        allow_degraded=allow_degraded,
-        max_output_bytes=MIB,
-        timeout_seconds=timeout,
-        test_timeout_seconds=timeout,
-        memory_bytes=512 * MIB,
-        threads=2,
+        commands=CommandRunner(
+            backend=backend,
+            runner=run_prepared,
+            required=required,
+            allow_degraded=allow_degraded,
+            max_output_bytes=MIB,
+            timeout_seconds=timeout,
+            test_timeout_seconds=timeout,
+            memory_bytes=512 * MIB,
+            threads=2,
+            allow_unconfined=allow_unconfined,
+        ),
         applier=ChangeApplier(),
-        allow_unconfined=allow_unconfined,
     )
 
 

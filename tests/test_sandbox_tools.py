@@ -23,6 +23,7 @@ from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.types import ToolResult
@@ -83,17 +84,19 @@ COMMAND_TOOL = ToolSpec(
 
 async def _run(backend: Backend, project: Path, argv: list[str], **params: object) -> ToolResult:
     sandbox = ExecutionSandbox(
-        backend=backend,
-        runner=run_prepared,
-        required=frozenset(),
-        allow_degraded=False,
-        max_output_bytes=MIB,
-        timeout_seconds=120,
-        test_timeout_seconds=120,
-        memory_bytes=512 * MIB,  # the default memory_limit_mb
-        threads=2,
+        commands=CommandRunner(
+            backend=backend,
+            runner=run_prepared,
+            required=frozenset(),
+            allow_degraded=False,
+            max_output_bytes=MIB,
+            timeout_seconds=120,
+            test_timeout_seconds=120,
+            memory_bytes=512 * MIB,
+            threads=2,
+            allow_unconfined=True,
+        ),
         applier=ChangeApplier(),
-        allow_unconfined=True,  # native confines nothing: these tests accept that on purpose
     )
     ctx = replace(
         make_context("test_command", Workspace(project)),

@@ -527,6 +527,7 @@ from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, ToolSpec
 from oct_mcp.testing import make_context
@@ -556,11 +557,12 @@ for backend in (Bubblewrap(), LandlockBackend()):
     if not backend.probe().usable:
         results[backend.name] = None
         continue
-    sandbox = ExecutionSandbox(
+    commands = CommandRunner(
         backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
         max_output_bytes=1 << 20, timeout_seconds=60, test_timeout_seconds=60, memory_bytes=None,
-        threads=1, applier=ChangeApplier(),
+        threads=1,
     )
+    sandbox = ExecutionSandbox(commands=commands, applier=ChangeApplier())
     ctx = replace(make_context("probe", Workspace(project)), spec=spec, params=Params())
 
     async def run():

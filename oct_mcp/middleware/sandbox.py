@@ -15,10 +15,8 @@ from typing import Final
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-from oct_mcp.backends import Backend
 from oct_mcp.backends.installs import is_inside
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.backends.secret_files import SecretFileCache
 from oct_mcp.backends.selection import select_backend
 from oct_mcp.deadline import Deadline
 from oct_mcp.diagnostics import get_logger
@@ -36,7 +34,6 @@ from oct_mcp.types import (
     LayerRuntime,
     LayerType,
     Outcome,
-    Runner,
     ToolResult,
 )
 from oct_mcp.workspace import Workspace
@@ -102,23 +99,10 @@ class ExecutionSandbox:
     `ToolTimeoutError` past the time limit, and what the tool raises.
     """
 
-    backend: Backend
-    runner: Runner
-    required: frozenset[str]
-    allow_degraded: bool
-    max_output_bytes: int
-    timeout_seconds: float
-    test_timeout_seconds: float
-    memory_bytes: int | None
-    threads: int
+    commands: CommandRunner
+    """Runs the plans that are commands, under the backend with the profile's limits."""
     applier: ChangeApplier
     """Checks and applies the file changes of every tool whose plan is a `ChangePlan`."""
-    allow_unconfined: bool = False
-    """Run commands where the backend confines nothing (allow_unconfined_project_code)."""
-    show_secrets_to_runs: bool = False
-    """The run reads the files a read shows masked as they are (`SandboxSettings.show_secrets_to_runs`)."""
-    secret_files: SecretFileCache = field(default_factory=SecretFileCache)
-    """Which project files a read shows masked, kept between the calls this layer serves."""
     abandoned: AbandonedWork = field(default_factory=AbandonedWork)
     """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
@@ -126,15 +110,16 @@ class ExecutionSandbox:
         if ctx.spec is None or ctx.params is None or ctx.workspace is None:
             # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
-        deadline = Deadline(self.timeout_seconds)
+        commands = self.commands
+        deadline = Deadline(commands.timeout_seconds)
         env = ToolEnv(
             workspace=ctx.workspace,
-            max_output_bytes=self.max_output_bytes,
-            max_jobs=self.threads,
+            max_output_bytes=commands.max_output_bytes,
+            max_jobs=commands.threads,
             dry_run=ctx.dry_run or ctx.previewing,
             deadline=deadline,
             approved_targets=ctx.approved_targets,
-            entry_rights=self.backend.entry_rights,
+            entry_rights=commands.backend.entry_rights,
             checkpoints=self.applier.checkpoints,
             call_id=ctx.call_id,
         )
@@ -178,26 +163,10 @@ class ExecutionSandbox:
                 raise ProjectCodeRefusedError(
                     "a read tool may not run a program that lies inside the project; nothing ran"
                 )
-            result = await self._commands().run(plan, ctx.workspace.root, ctx.progress)
+            result = await commands.run(plan, ctx.workspace.root, ctx.progress)
         return replace(
-            cap_output(result, self.max_output_bytes),
+            cap_output(result, commands.max_output_bytes),
             duration_seconds=time.perf_counter() - started,
-        )
-
-    def _commands(self) -> CommandRunner:
-        return CommandRunner(
-            backend=self.backend,
-            runner=self.runner,
-            required=self.required,
-            allow_degraded=self.allow_degraded,
-            max_output_bytes=self.max_output_bytes,
-            timeout_seconds=self.timeout_seconds,
-            test_timeout_seconds=self.test_timeout_seconds,
-            memory_bytes=self.memory_bytes,
-            threads=self.threads,
-            allow_unconfined=self.allow_unconfined,
-            show_secrets_to_runs=self.show_secrets_to_runs,
-            secret_files=self.secret_files,
         )
 
 
@@ -226,21 +195,23 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
             problem="command tools run project code with the server user's rights where nothing confines it",
         )
     return ExecutionSandbox(
-        backend=backend,
-        runner=run_prepared,
-        required=runtime.guarantees,
-        allow_degraded=settings.allow_degraded,
-        max_output_bytes=config.max_output_bytes,
-        timeout_seconds=config.timeout_default_seconds,
-        test_timeout_seconds=config.timeout_test_seconds,
-        memory_bytes=config.memory_limit_mb * _MIB if config.memory_limit_mb else None,
-        threads=max(1, min(os.cpu_count() or 1, config.max_jobs, _MAX_TOOL_THREADS)),
+        commands=CommandRunner(
+            backend=backend,
+            runner=run_prepared,
+            required=runtime.guarantees,
+            allow_degraded=settings.allow_degraded,
+            max_output_bytes=config.max_output_bytes,
+            timeout_seconds=config.timeout_default_seconds,
+            test_timeout_seconds=config.timeout_test_seconds,
+            memory_bytes=config.memory_limit_mb * _MIB if config.memory_limit_mb else None,
+            threads=max(1, min(os.cpu_count() or 1, config.max_jobs, _MAX_TOOL_THREADS)),
+            allow_unconfined=config.allow_unconfined_project_code,
+            show_secrets_to_runs=settings.show_secrets_to_runs,
+        ),
         applier=ChangeApplier(
             ProtectedPaths.for_runtime(runtime).server_files,
             checkpoints=CheckpointStore.for_config(runtime.config, runtime.workspace.root),
         ),
-        allow_unconfined=config.allow_unconfined_project_code,
-        show_secrets_to_runs=settings.show_secrets_to_runs,
     )
 
 

@@ -24,6 +24,7 @@ from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.sandbox_exec import seatbelt_profile
 from oct_mcp.backends.secret_files import SCAN_MAX_BYTES, SecretFileCache, masked_copies
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.redaction import redact
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
@@ -244,15 +245,17 @@ COMMAND_TOOL = ToolSpec(
 
 async def _run(backend: Backend, project: Path, code: str, *, writes: bool = False) -> ToolResult:
     sandbox = ExecutionSandbox(
-        backend=backend,
-        runner=run_prepared,
-        required=frozenset(),
-        allow_degraded=False,
-        max_output_bytes=MIB,
-        timeout_seconds=60,
-        test_timeout_seconds=60,
-        memory_bytes=512 * MIB,
-        threads=1,
+        commands=CommandRunner(
+            backend=backend,
+            runner=run_prepared,
+            required=frozenset(),
+            allow_degraded=False,
+            max_output_bytes=MIB,
+            timeout_seconds=60,
+            test_timeout_seconds=60,
+            memory_bytes=512 * MIB,
+            threads=1,
+        ),
         applier=ChangeApplier(),
     )
     ctx = replace(

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
 from oct_mcp.errors import BusyError, NotFoundError, ToolTimeoutError
 from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
 from oct_mcp.spec import (
     COMMAND_STEPS_MAX,
@@ -40,15 +41,17 @@ pytestmark = pytest.mark.anyio
 
 def _sandbox(*, max_output_bytes: int = 1_048_576, timeout: float = 60) -> ExecutionSandbox:
     return ExecutionSandbox(
-        backend=FakeBackend(),
-        runner=ScriptedRunner(lambda prepared: pytest.fail("an in-process tool must not spawn")),
-        required=frozenset(),
-        allow_degraded=False,
-        max_output_bytes=max_output_bytes,
-        timeout_seconds=timeout,
-        test_timeout_seconds=timeout * 5,
-        memory_bytes=None,
-        threads=2,
+        commands=CommandRunner(
+            backend=FakeBackend(),
+            runner=ScriptedRunner(lambda prepared: pytest.fail("an in-process tool must not spawn")),
+            required=frozenset(),
+            allow_degraded=False,
+            max_output_bytes=max_output_bytes,
+            timeout_seconds=timeout,
+            test_timeout_seconds=timeout * 5,
+            memory_bytes=None,
+            threads=2,
+        ),
         applier=ChangeApplier(),
     )
 
@@ -260,7 +263,8 @@ def _echo_runner() -> ScriptedRunner:
 
 
 def _command_sandbox(runner: ScriptedRunner) -> ExecutionSandbox:
-    return replace(_sandbox(), runner=runner, allow_unconfined=True)
+    sandbox = _sandbox()
+    return replace(sandbox, commands=replace(sandbox.commands, runner=runner, allow_unconfined=True))
 
 
 async def test_each_step_of_a_plan_is_decided_by_what_the_one_before_printed(project: Path) -> None:
@@ -336,7 +340,8 @@ async def test_only_the_last_command_of_a_writing_plan_may_write_the_project(pro
             writes_project=True,
         )
 
-    sandbox = replace(_command_sandbox(_echo_runner()), backend=backend)
+    echoing = _command_sandbox(_echo_runner())
+    sandbox = replace(echoing, commands=replace(echoing.commands, backend=backend))
     outcome = await sandbox(_command_call(project, plan), RecordingNext())
 
     assert isinstance(outcome, ToolResult)
@@ -417,7 +422,8 @@ async def test_a_writing_command_cut_short_by_a_cancel_still_records_what_it_cha
             after_failure=lambda: kept.append("recorded") or "checkpoint 1",
         )
 
-    sandbox = replace(_command_sandbox(_echo_runner()), runner=hanging)
+    echoing = _command_sandbox(_echo_runner())
+    sandbox = replace(echoing, commands=replace(echoing.commands, runner=hanging))
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             group.start_soon(sandbox, _command_call(project, plan), RecordingNext())
