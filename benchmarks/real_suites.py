@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -42,6 +41,8 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+
+from oct_mcp.tools.pytest_report import read_report
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,6 @@ PROJECTS: Final = (
     Project("pexpect", "4.9.0", (".", "pytest")),
     Project("joblib", "1.4.2", (".", "pytest", "threadpoolctl"), ("joblib",)),
 )
-_COUNTS: Final = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
-_FAILED_LINE: Final = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", re.MULTILINE)
 
 
 @dataclass
@@ -180,6 +179,7 @@ def terminal(project: Project, folder: Path, outcome: Outcome) -> None:
             "pytest",
             "-q",
             "-rfE",
+            "--tb=short",
             "-p",
             "no:cacheprovider",
             *project.pytest_args,
@@ -191,15 +191,15 @@ def terminal(project: Project, folder: Path, outcome: Outcome) -> None:
         check=False,
     )
     outcome.seconds.append(time.perf_counter() - started)
-    summary = run.stdout.rstrip().rsplit("\n", 1)[-1]
-    counts = {
-        kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNTS.findall(summary)
-    }
-    outcome.passed, outcome.failed = counts.get("passed", 0), counts.get("failed", 0)
-    outcome.errors, outcome.skipped = counts.get("error", 0), counts.get("skipped", 0)
-    outcome.failing = {
-        node: (message or "").split("\n", 1)[0][:160] for node, message in _FAILED_LINE.findall(run.stdout)
-    }
+    # Read as oct_test reads its own run, so both sides are counted by the same reader.
+    report = read_report(run.stdout)
+    outcome.passed, outcome.failed = report.counts["passed"], report.counts["failed"]
+    outcome.errors, outcome.skipped = report.counts["errors"], report.counts["skipped"]
+    outcome.failing = {failure.node_id: _first_line(failure.message) for failure in report.failures}
+
+
+def _first_line(message: str) -> str:
+    return message.split("\n", 1)[0][:160]
 
 
 async def under_oct(
@@ -241,9 +241,7 @@ async def under_oct(
     outcome.errors, outcome.skipped = report["errors"], report["skipped"]
     outcome.ended = report.get("ended", "finished")
     outcome.complete = report.get("failures_omitted", 0) == 0
-    outcome.failing = {
-        f["node_id"]: (f.get("message") or "").split("\n", 1)[0][:160] for f in report["failures"]
-    }
+    outcome.failing = {f["node_id"]: _first_line(f.get("message") or "") for f in report["failures"]}
 
 
 def main() -> None:
