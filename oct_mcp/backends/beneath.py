@@ -14,7 +14,7 @@ import struct
 from functools import cache
 from typing import Final
 
-__all__ = ["open_beneath"]
+__all__ = ["open_beneath", "relative_beneath"]
 
 _RESOLVE_NO_SYMLINKS_BENEATH: Final = 0x04 | 0x02 | 0x08
 """RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH."""
@@ -50,3 +50,20 @@ def open_beneath(folder: str, relative: str) -> int:
         return int(fd)
     finally:
         os.close(base)
+
+
+def relative_beneath(folder: str, pid: int, path: str) -> str | None:
+    """`path` as the run `pid` named it (from its own working folder when not absolute), relative
+    to `folder`; None when it is `folder` itself or lies outside it.
+
+    Only the spelling is judged here: `open_beneath` then resolves the name as the kernel does.
+
+    Raises:
+        OSError: The run's working folder cannot be read (it has ended).
+    """
+    if not path.startswith("/"):
+        path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
+    relative = os.path.relpath(os.path.normpath(path), folder)
+    if relative == "." or relative.startswith(".."):
+        return None
+    return relative

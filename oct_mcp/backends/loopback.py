@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from seccompy.notify import Listener, Notification
 
-from oct_mcp.backends.beneath import open_beneath
+from oct_mcp.backends.beneath import open_beneath, relative_beneath
 from oct_mcp.backends.ptys import answer_pty_peer
 from oct_mcp.backends.scratch_modes import MODE_CALLS, ScratchModes
 from oct_mcp.backends.shm import SHM_CALLS, RunSharedMemory
@@ -548,14 +548,11 @@ class LoopbackSupervisor:
 
     def _beneath_scratch(self, run: _Run, path: bytes) -> str:
         """`path` (relative to the caller's folder when not absolute) relative to the scratch folder."""
-        text = os.fsdecode(path)
-        if not text.startswith("/"):
-            try:
-                text = os.path.join(os.readlink(f"/proc/{run.pid}/cwd"), text)
-            except OSError as exc:
-                raise _RefusedError(errno.EPERM) from exc
-        relative = os.path.relpath(os.path.normpath(text), self._scratch)
-        if relative == "." or relative.startswith(".."):
+        try:
+            relative = relative_beneath(self._scratch, run.pid, os.fsdecode(path))
+        except OSError as exc:
+            raise _RefusedError(errno.EPERM) from exc
+        if relative is None:
             raise _RefusedError(errno.EACCES)
         return relative
 

@@ -20,7 +20,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Final
 
-from oct_mcp.backends.beneath import open_beneath
+from oct_mcp.backends.beneath import open_beneath, relative_beneath
 from oct_mcp.backends.run_memory import read_path
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ class ScratchModes:
             return errno.EPERM  # relative to a descriptor: not a path the supervisor can place
         if (name == "fchmodat2" and args[3] & _LOW_32) or mode & _REFUSED_BITS or mode & ~0o7777:
             return errno.EPERM
-        relative = self._beneath_scratch(notification.pid, path)
+        # The folder itself stays as the server made it (0700): only what the run made in it.
+        relative = relative_beneath(self._scratch, notification.pid, path)
         if relative is None:
             return errno.EPERM
         try:
@@ -96,15 +97,6 @@ class ScratchModes:
         finally:
             os.close(fd)
         return 0
-
-    def _beneath_scratch(self, pid: int, path: str) -> str | None:
-        if not path.startswith("/"):
-            path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
-        relative = os.path.relpath(os.path.normpath(path), self._scratch)
-        # The folder itself stays as the server made it (0700): only what the run made in it.
-        if relative == "." or relative.startswith(".."):
-            return None
-        return relative
 
 
 def _fsuid(pid: int) -> int:
