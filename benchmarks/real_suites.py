@@ -42,6 +42,7 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
+from oct_mcp.backends.selection import probe_backends
 from oct_mcp.tools.pytest_report import read_report
 
 
@@ -253,10 +254,14 @@ def main() -> None:
         chosen = [p for p in PROJECTS if p.name in names]
     rows: list[str] = []
     differences: list[str] = []
+    usable = {name for name, availability in probe_backends() if availability.usable}
+    backends = [name for name in options.backends if name in usable]
+    for name in sorted(set(options.backends) - usable):
+        print(f"{name}: does not work on this machine (`oct-mcp doctor` says why); left out")
     for project in chosen:
         folder = prepare(project, options.cache)
         reference = Outcome()
-        subjects = {backend: Outcome() for backend in options.backends}
+        subjects = {backend: Outcome() for backend in backends}
         for _ in range(options.rounds):
             terminal(project, folder, reference)
             for backend, outcome in subjects.items():
