@@ -14,7 +14,7 @@ import re
 import stat
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -34,6 +34,7 @@ __all__ = [
     "CallFacts",
     "CompiledRule",
     "ExampleFailure",
+    "PathsWithheld",
     "Rule",
     "RuleBook",
     "RuleSource",
@@ -41,6 +42,8 @@ __all__ = [
     "compile_rules",
     "example_failures",
     "facts_of_arguments",
+    "git_exclusions",
+    "path_globs",
     "read_admin_rules",
 ]
 
@@ -155,13 +158,15 @@ class CompiledRule:
     argv_words: re.Pattern[str] | None
     risks: frozenset[str]
 
-    def matches(self, facts: CallFacts, *, paths_hit: bool = True) -> bool:
-        """Whether every condition holds; `paths_hit` False: the book knows no path glob matches."""
+    def matches(self, facts: CallFacts, *, paths_hit: bool = True, paths_checked: bool = True) -> bool:
+        """Whether every condition holds; `paths_hit` False: the book knows no path glob matches;
+        `paths_checked` False: every condition but the paths."""
         if self.tools is not None and facts.tool not in self.tools:
             return False
         if self.risks and facts.risk not in self.risks:
             return False
-        if self.paths is not None and not (paths_hit and self.paths.matches_any(facts.paths)):
+        globs = self.paths if paths_checked else None
+        if globs is not None and not (paths_hit and globs.matches_any(facts.paths)):
             return False
         if self.refs is not None and not any(self.refs.fullmatch(ref) for ref in facts.refs):
             return False
@@ -220,12 +225,17 @@ class PathGlobs:
             return True
         if not (self.literal_names or self.suffixes or self._names is not None):
             return False
-        for part in path.split("/"):
-            if part in self.literal_names or (self.suffixes and part.endswith(self.suffixes)):
-                return True
-            if self._names is not None and self._names.fullmatch(part):
-                return True
-        return False
+        return any(self.matches_name(part) for part in path.split("/"))
+
+    def matches_rooted(self, path: str) -> bool:
+        """Whether a glob over a path from the root matches it or a folder above it."""
+        return self._rooted is not None and self._rooted.match(path) is not None
+
+    def matches_name(self, name: str) -> bool:
+        """Whether a glob over one name (at any depth) matches `name`."""
+        if name in self.literal_names or (self.suffixes and name.endswith(self.suffixes)):
+            return True
+        return self._names is not None and self._names.fullmatch(name) is not None
 
     @classmethod
     def union(cls, globs: Iterable[PathGlobs]) -> PathGlobs:
@@ -316,10 +326,12 @@ class RuleBook:
     by_tier: tuple[tuple[Tier, tuple[CompiledRule, ...]], ...] = ()
     _by_tool: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
     _path_union: Mapping[str, PathGlobs] = field(default_factory=dict)
-    _pathless: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
-    """By tool: `_by_tool` without the rules over paths, tried where the union matches no path."""
     """By tool: every path glob that can apply to it as one expression, where all can be one: a
     call whose paths it does not match skips each rule over paths with one match in all."""
+    _pathless: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
+    """By tool: `_by_tool` without the rules over paths, tried where the union matches no path."""
+    _withholding: dict[tuple[int, ...], tuple[PathGlobs, tuple[str, ...]]] = field(default_factory=dict)
+    """By the denying rules' identities: their globs as one screen, and as written (`withheld_from`)."""
 
     @property
     def rules(self) -> tuple[CompiledRule, ...]:
@@ -364,6 +376,122 @@ class RuleBook:
                         chosen = rule
                     break
         return chosen
+
+    def withheld_from(self, facts: CallFacts) -> PathsWithheld | None:
+        """What the deny rules over paths keep out of the output of this call; None where none can.
+
+        A deny rule counts where every condition but its paths holds for the call (its tool, risk,
+        argv, refs): a file it covers is one the call would be refused had it named it.
+        """
+        denying = tuple(
+            rule
+            for rules in self.for_tool(facts.tool)
+            for rule in rules
+            if rule.rule.effect == "deny"
+            and rule.paths is not None
+            and rule.matches(facts, paths_checked=False)
+        )
+        if not denying:
+            return None
+        key = tuple(id(rule) for rule in denying)
+        found = self._withholding.get(key)
+        if found is None:
+            # Built once for each set of denying rules: a call pays one lookup, not a compile.
+            screen = PathGlobs.union(rule.paths for rule in denying if rule.paths is not None)
+            globs = tuple(dict.fromkeys(glob for rule in denying for glob in rule.rule.when.paths))
+            found = self._withholding[key] = (screen, globs)
+        return PathsWithheld(book=self, facts=facts, screen=found[0], globs=found[1])
+
+
+@dataclass(frozen=True, slots=True)
+class PathsWithheld:
+    """The paths the deny rules keep out of one call's listings, search hits and git output.
+
+    `hides` decides a path as the rules would decide a call naming it (`RuleBook.decide`: first
+    match in each tier, the strictest tier wins), after one match against every denying glob at
+    once, which most paths miss. git is given the same globs as exclusions instead: it learns which
+    files changed only as it runs, so it leaves out all the globs cover, even a path an earlier
+    allow rule would let a call name (more hidden, never less).
+    """
+
+    book: RuleBook
+    facts: CallFacts
+    screen: PathGlobs
+    """Every denying rule's globs as one: a path it misses is not withheld."""
+    globs: tuple[str, ...]
+    """The denying rules' globs as their files wrote them."""
+    _missed: set[str] = field(default_factory=set)
+    """The folders (as prefixes, `a/b/`) the screen misses, with every folder above them."""
+
+    def hides(self, path: str) -> bool:
+        return self.screen.matches(path) and self._denied(path)
+
+    def hidden_among(self, prefix: str, names: Sequence[str]) -> list[int]:
+        if prefix and self._folder_hit(prefix):
+            return [index for index, name in enumerate(names) if self.hides(prefix + name)]
+        # No part of the folder's path is hit: only the name, and the whole path by a rooted glob,
+        # are left to try (a listing's every entry would otherwise split and try its folder's parts).
+        screen = self.screen
+        hit = screen.matches_name
+        if screen.rooted is None:
+            candidates = [index for index, name in enumerate(names) if hit(name)]
+        else:
+            rooted = screen.matches_rooted
+            candidates = [index for index, name in enumerate(names) if hit(name) or rooted(prefix + name)]
+        return [index for index in candidates if self._denied(prefix + names[index])]
+
+    def _folder_hit(self, prefix: str) -> bool:
+        """Whether the screen hits the folder at `prefix` or one above it; a walk asks for a folder
+        after its parent, so where the parent was missed only the last name is tried again."""
+        folder = prefix[:-1]
+        parent, _, name = folder.rpartition("/")
+        if not parent or f"{parent}/" in self._missed:
+            hit = self.screen.matches_name(name) or self.screen.matches_rooted(folder)
+        else:
+            hit = self.screen.matches(folder)
+        if not hit:
+            self._missed.add(prefix)
+        return hit
+
+    def _denied(self, path: str) -> bool:
+        decided = self.book.decide(replace(self.facts, paths=(path,)))
+        return decided is not None and decided.rule.effect == "deny"
+
+    def git_exclusions(self) -> tuple[str, ...]:
+        return tuple(pathspec for glob in self.globs for pathspec in git_exclusions(glob))
+
+
+def git_exclusions(glob: str) -> tuple[str, str]:
+    """A gitignore-style glob as two git exclusion pathspecs: the paths it names, and all inside them.
+
+    git's `glob` magic matches as `PathGlobs` does (`*`, `?` and `[...]` stop at `/`, `**/` any
+    folders), so a glob without `/` is tried at any depth (`**/NAME`), one with `/` from the root.
+    Where the two read a glob apart, git is given more, never less: a `\\` is a plain character to
+    the rules, so it is doubled; a `[` that closes nowhere is plain too, and escaped; a `**` inside a
+    name crosses folders for the rules, so a rooted glob is cut to what comes before it and a `*`.
+    """
+    body = glob.strip().rstrip("/")
+    rooted = "/" in body
+    body = body.lstrip("/")
+    if rooted:
+        inside = [m.start() for m in re.finditer(r"\*\*", body) if not _whole_segment(body, m.start())]
+        if inside:
+            body = body[: inside[0]] + "*"
+    escaped: list[str] = []
+    for index, char in enumerate(body):
+        if char == "\\":
+            escaped.append("\\\\")
+        elif char == "[" and "]" not in body[index + 2 :]:
+            escaped.append("\\[")
+        else:
+            escaped.append(char)
+    pattern = "".join(escaped) if rooted else "**/" + "".join(escaped)
+    return (f":(exclude,glob){pattern}", f":(exclude,glob){pattern}/**")
+
+
+def _whole_segment(body: str, at: int) -> bool:
+    """Whether the `**` at `at` is a whole folder's name (`a/**/b`, `**/b`, `a/**`)."""
+    return (at == 0 or body[at - 1] == "/") and (at + 2 == len(body) or body[at + 2] == "/")
 
 
 def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ()) -> RuleBook:

@@ -17,7 +17,7 @@ from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.execution.command_plan import COMMAND_STEPS_MAX, CommandPlan, GitWrites, NextCommand, Then
 from oct_mcp.preview import TargetState
-from oct_mcp.types import ToolResult
+from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -82,6 +82,9 @@ class ToolEnv:
     """This project's checkpoints (what `oct_checkpoints` lists and `oct_undo` restores); None: kept none."""
     call_id: str = ""
     """The call's id, which a checkpoint the plan records carries (as the audit record does)."""
+    withheld: WithheldPaths | None = None
+    """The paths the rules deny this call (`CallContext.withheld`): a plan that lists, searches or
+    shows project paths leaves them out."""
 
     def dry_run_for(self, own: bool | None) -> bool:
         """Whether the call only says what it would change: its own dry_run if given, else the gate's."""

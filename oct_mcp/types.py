@@ -9,7 +9,7 @@ The middleware contract is the docstring of `Middleware`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar, runtime_checkable
@@ -43,6 +43,7 @@ __all__ = [
     "Runner",
     "Slot",
     "ToolResult",
+    "WithheldPaths",
 ]
 
 T = TypeVar("T")
@@ -81,6 +82,23 @@ class RuleVerdict:
     file: str
 
 
+class WithheldPaths(Protocol):
+    """The project paths the rules deny a call, kept out of what it lists, searches and shows
+    (`oct_mcp.rules.PathsWithheld`)."""
+
+    def hides(self, path: str) -> bool:
+        """Whether a call naming `path` (relative to the root, POSIX) would be denied."""
+        ...
+
+    def hidden_among(self, prefix: str, names: Sequence[str]) -> list[int]:
+        """The indices of the `names` in the folder at `prefix` (`` or ending in `/`) that `hides`."""
+        ...
+
+    def git_exclusions(self) -> tuple[str, ...]:
+        """git pathspecs (`:(exclude,glob)...`) that leave out at least every path `hides` would."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallContext:
     """One tool call. Layers pass changed copies on with `dataclasses.replace`.
@@ -115,6 +133,8 @@ class CallContext:
     the project), so a layer that judges paths does not resolve them again."""
     rule_verdict: RuleVerdict | None = None
     """Written by policy: the rule that asks about or allows this call; None where none matched."""
+    withheld: WithheldPaths | None = None
+    """Written by policy: the paths a deny rule keeps out of this call's output; None where none can."""
     dry_run: bool = False
     """Written by safety: run the tool without changing anything."""
     session_grants: SessionGrants | None = None

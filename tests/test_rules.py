@@ -9,13 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from git_repos import git_output, new_repo
 
 from oct_mcp.app import build_app
 from oct_mcp.cli import EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
 from oct_mcp.errors import ConfigError
 from oct_mcp.profiles import shipped_profile
-from oct_mcp.rules import CallFacts, RuleSource, compile_rules, facts_of_arguments, read_admin_rules
+from oct_mcp.rules import (
+    CallFacts,
+    RuleSource,
+    compile_rules,
+    facts_of_arguments,
+    git_exclusions,
+    path_globs,
+    read_admin_rules,
+)
 from oct_mcp.tools import default_catalog
+from oct_mcp.tools.git import GIT_SAFETY_OPTIONS
 from oct_mcp.workspace import Workspace
 
 CATALOG = default_catalog()
@@ -297,3 +307,101 @@ def test_a_risk_condition_matches_the_call_s_own_risk(tmp_path: Path) -> None:
 
     assert decided(sources, writes) == ("ask", "user")
     assert decided(sources, reads) is None
+
+
+def listing(path: str = ".") -> CallFacts:
+    return CallFacts(tool="oct_list_files", risk="read", paths=(path,))
+
+
+def test_a_listing_withholds_what_a_call_naming_the_path_would_be_denied() -> None:
+    admin = RuleSource(tier="admin", file="policy.toml", rules=(rule("deny", when={"paths": ["*.pem"]}),))
+    user = RuleSource(
+        tier="user",
+        file="config.json",
+        rules=(
+            rule("allow", when={"paths": ["docs/public/"]}),
+            rule("deny", when={"paths": ["docs/"]}),
+            rule("deny", tools=["oct_run"], when={"paths": ["scripts/"]}),
+        ),
+    )
+    withheld = compile_rules([admin, user], CATALOG).withheld_from(listing())
+
+    assert withheld is not None
+    assert withheld.hides("keys/deep/server.pem")
+    assert withheld.hides("docs/private/a.md")
+    # The user's allow before the deny, as for a read that names it; no user allow lifts the admin's deny.
+    assert not withheld.hides("docs/public/a.md")
+    assert withheld.hides("docs/public/server.pem")
+    # A rule for another tool withholds nothing from this one.
+    assert not withheld.hides("scripts/deploy.sh")
+    assert not withheld.hides("src/app.py")
+
+
+def test_a_deny_rule_whose_other_conditions_fail_withholds_nothing() -> None:
+    user = RuleSource(
+        tier="user", file="config.json", rules=(rule("deny", when={"paths": ["*.pem"], "risk": ["write"]}),)
+    )
+    book = compile_rules([user], CATALOG)
+
+    assert book.withheld_from(listing()) is None
+    assert compile_rules([], CATALOG).withheld_from(listing()) is None
+
+
+# Paths every glob below is tried against; the names are those git reads back byte for byte.
+_PATHS = (
+    "a.pem",
+    "keys/deep/server.pem",
+    "keys/deep/server.pem.txt",
+    "pem/readme.md",
+    "secrets/db.txt",
+    "app/secrets/db.txt",
+    "secretsmore/x.txt",
+    "config/prod.yaml",
+    "config/prod.yaml.bak",
+    "src/config/prod.yaml",
+    "docs/guide/intro.md",
+    "docs/a/b/c.md",
+    "docsx/a.md",
+    "build/out.bin",
+    "src/build/out.bin",
+    "odd[name.txt",
+    "back\\slash.txt",
+    "aXb/c.txt",
+    "a/x/b.txt",
+)
+
+
+@pytest.mark.parametrize(
+    "glob",
+    [
+        "*.pem",
+        "secrets/",
+        "secrets",
+        "config/prod.yaml",
+        "/build",
+        "build/",
+        "docs/**/*.md",
+        "docs/*",
+        "**/db.txt",
+        "odd[name.txt",
+        "back\\slash.txt",
+        "a**b",
+        "a**b/c.txt",
+        "a/**",
+        "[ab].pem",
+        "?.pem",
+    ],
+)
+def test_git_leaves_out_at_least_every_path_a_rule_glob_matches(tmp_path: Path, glob: str) -> None:
+    """The exclusions git is given for a glob, against git itself: every path the rules match is left out."""
+    root = new_repo(tmp_path)
+    (root / "blob").write_text("x\n")
+    blob = git_output(root, "hash-object", "-w", "blob").strip()
+    for path in _PATHS:
+        git_output(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+    options = [option for option in GIT_SAFETY_OPTIONS if option != "--literal-pathspecs"]
+    shown = git_output(root, *options, "ls-files", "-z", "--", *git_exclusions(glob)).split("\0")
+    matched = {path for path in _PATHS if path_globs([glob]).matches(path)}
+
+    assert matched, f"the table has no path {glob!r} matches"
+    assert matched.isdisjoint(shown), f"{glob!r}: git still shows {sorted(matched & set(shown))}"

@@ -36,10 +36,12 @@ class PolicySettings(BaseModel):
 @dataclass(frozen=True, slots=True)
 class PolicyEngine:
     """Refuse tools outside the allowlist, commands outside `programs`, the network where the
-    profile forbids it, and writes (by the call's own risk, `ToolSpec.risk_of`) to protected paths.
+    profile forbids it, and writes (by the call's own risk, `ToolSpec.risk_of`) to protected paths;
+    then the rules (`oct_mcp.rules`).
 
-    Reads `ctx.tool`, `ctx.spec`, `ctx.params`, `ctx.workspace`. Raises `PolicyError`,
-    whose message names the rule. Never answers. Hides refused tools from tools/list.
+    Reads `ctx.tool`, `ctx.spec`, `ctx.params`, `ctx.workspace`; writes `ctx.rule_verdict` (a
+    rule's ask or allow) and `ctx.withheld` (the paths a deny rule keeps out of the output). Raises
+    `PolicyError`, whose message names the rule. Never answers. Hides refused tools from tools/list.
     """
 
     profile: str
@@ -95,13 +97,17 @@ class PolicyEngine:
         if self.rules.applies_to(spec.name):
             facts = call_facts(spec, params, workspace, resolved=ctx.resolved_paths)
             decided = self.rules.decide(facts)
-            if decided is not None:
-                if decided.rule.effect == "deny":
-                    raise PolicyError(
-                        f"{spec.name} is denied by rule {decided.label} ({decided.tier} tier): "
-                        f"{decided.rule.reason}; `oct-mcp policy check` shows which rule decides a call"
-                    )
-                return await call_next(replace(ctx, rule_verdict=decided.verdict()))
+            if decided is not None and decided.rule.effect == "deny":
+                raise PolicyError(
+                    f"{spec.name} is denied by rule {decided.label} ({decided.tier} tier): "
+                    f"{decided.rule.reason}; `oct-mcp policy check` shows which rule decides a call"
+                )
+            # A file the call would be refused had it named it is left out of what it lists,
+            # searches and shows: a listing or a search hit must not tell what a read may not.
+            withheld = self.rules.withheld_from(facts)
+            if decided is not None or withheld is not None:
+                verdict = decided.verdict() if decided is not None else None
+                return await call_next(replace(ctx, rule_verdict=verdict, withheld=withheld))
         return await call_next(ctx)
 
     def _allows_command(self, command: tuple[str, ...]) -> bool:
@@ -172,5 +178,5 @@ LAYER: Final = LayerType(
     settings=PolicySettings,
     build=_build,
     requires=frozenset({"workspace", "spec", "params"}),
-    provides=frozenset({"rule_verdict"}),
+    provides=frozenset({"rule_verdict", "withheld"}),
 )

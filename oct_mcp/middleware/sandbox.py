@@ -94,9 +94,9 @@ class ExecutionSandbox:
 
     Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
     spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
-    target is as approved). Never calls `call_next`: it always answers. Raises
-    `SandboxUnavailableError` when the backend lacks a guarantee the profile needs,
-    `ToolTimeoutError` past the time limit, and what the tool raises.
+    target is as approved), `ctx.withheld` (paths the plan leaves out of its output). Never calls
+    `call_next`: it always answers. Raises `SandboxUnavailableError` when the backend lacks a
+    guarantee the profile needs, `ToolTimeoutError` past the time limit, and what the tool raises.
     """
 
     commands: CommandRunner
@@ -122,6 +122,7 @@ class ExecutionSandbox:
             entry_rights=commands.backend.entry_rights,
             checkpoints=self.applier.checkpoints,
             call_id=ctx.call_id,
+            withheld=ctx.withheld,
         )
         if ctx.previewing:
             if ctx.spec.preview is None:

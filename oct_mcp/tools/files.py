@@ -32,7 +32,7 @@ from oct_mcp.tools.results import (
     json_string_size,
 )
 from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
-from oct_mcp.types import ToolResult
+from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace, read_at_most
 
 __all__ = [
@@ -300,8 +300,11 @@ class ListFilesOutput(BaseModel):
     """The same place as a cursor, which lists them without walking these again."""
 
 
-def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
-    """List the files under a project folder, respecting .gitignore, in sorted order, bounded.
+def list_files(
+    workspace: Workspace, params: ListFilesParams, withheld: WithheldPaths | None = None
+) -> ToolResult:
+    """List the files under a project folder, respecting .gitignore, in sorted order, bounded; the
+    paths the rules deny (`withheld`) are left out.
 
     Raises:
         PathRefusedError, NotFoundError: The path is not a project folder.
@@ -324,7 +327,7 @@ def list_files(workspace: Workspace, params: ListFilesParams) -> ToolResult:
         resume = PAGE_MARKS.recall(query, params.offset) if params.offset else None
     to_skip = 0 if resume is not None else params.offset
     start_at = None if resume is None else resume.path
-    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at)
+    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at, withheld=withheld)
     below = folder_prefix(workspace.relative(folder))
     page = _Page(params.max_chars - ENVELOPE_RESERVE, params.max_results, to_skip, params.sizes)
     runs = walk.runs()
@@ -502,7 +505,7 @@ def _plan_read_files(params: ReadFilesParams, env: ToolEnv) -> InProcessPlan:
 
 
 def _plan_list_files(params: ListFilesParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(partial(list_files, env.workspace, params))
+    return InProcessPlan(partial(list_files, env.workspace, params, env.withheld))
 
 
 READ_FILE: Final = ToolSpec(

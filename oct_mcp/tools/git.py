@@ -69,6 +69,7 @@ __all__ = [
     "page_diff",
     "parse_diff",
     "pathspec",
+    "shown_pathspec",
     "worktree_git_folders",
 ]
 
@@ -93,6 +94,10 @@ GIT_SAFETY_OPTIONS: Final = (
     "--no-optional-locks",
     # Paths are paths: no pathspec magic such as ':(top)' or globs.
     "--literal-pathspecs",
+)
+# Where git is given exclusions (`shown_pathspec`), every pathspec carries its own magic instead.
+_MAGIC_SAFETY_OPTIONS: Final = tuple(
+    option for option in GIT_SAFETY_OPTIONS if option != "--literal-pathspecs"
 )
 GIT_ENVIRONMENT: Final = (
     # No transport at all, whatever the repository's config says: with this set, git ignores every
@@ -333,11 +338,17 @@ def git_argv(root: Path, *arguments: str, filter_names: frozenset[str] = frozens
 
 
 def _argv(
-    program: Path, layout: GitLayout, root: Path, filter_names: frozenset[str], arguments: tuple[str, ...]
+    program: Path,
+    layout: GitLayout,
+    root: Path,
+    filter_names: frozenset[str],
+    arguments: tuple[str, ...],
+    *,
+    magic: bool = False,
 ) -> tuple[str, ...]:
     return (
         str(program),
-        *GIT_SAFETY_OPTIONS,
+        *(_MAGIC_SAFETY_OPTIONS if magic else GIT_SAFETY_OPTIONS),
         *filter_overrides(filter_names),
         f"--git-dir={layout.git_dir}",
         f"--work-tree={root}",
@@ -353,6 +364,7 @@ def git_plan(
     user_excludes: bool = False,
     refs: Sequence[tuple[str, str]] = (),
     before: tuple[Callable[[Mapping[str, str]], tuple[str, ...]], Callable[[RunResult], None]] | None = None,
+    magic: bool = False,
 ) -> CommandPlan:
     """git run in steps in the same sandbox: it lists its config's names, resolves each ref, then runs
     with each filter off.
@@ -366,6 +378,8 @@ def git_plan(
     commit ids by argument name: the real call never sees a ref's text.
     With `before` (arguments given the commit ids, and what takes its output), one more git command
     runs just before the real call, in the same sandbox: what the real call shows, read whole.
+    With `magic`, git reads pathspec magic (`shown_pathspec` spells every pathspec with its own);
+    without, every path is literal.
     """
     if len(refs) > COMMAND_STEPS_MAX - 2 - (before is not None):
         raise ValueError(f"a git plan runs at most {COMMAND_STEPS_MAX} commands, its config listing included")
@@ -380,7 +394,7 @@ def git_plan(
         names = listed_filter_names(run)
 
         def git(step: tuple[str, ...]) -> tuple[str, ...]:
-            return _argv(program, layout, root, names, step)
+            return _argv(program, layout, root, names, step, magic=magic)
 
         def real_argv(commits: Mapping[str, str]) -> tuple[str, ...]:
             return git((*options, *real(commits)))
@@ -416,6 +430,17 @@ def pathspec(workspace: Workspace, path: str | None) -> list[str]:
     workspace.contain(path)
     lexical = Path(os.path.normpath(workspace.root / path))
     return ["--", lexical.relative_to(workspace.root).as_posix() or "."]
+
+
+def shown_pathspec(env: ToolEnv, path: str | None) -> tuple[list[str], bool]:
+    """`pathspec`, and after it git's exclusions of the paths the rules deny the call (`ToolEnv.withheld`),
+    so a status, a diff or a commit shown leaves them out, a rename's old name included; and whether
+    git must read pathspec magic for them (`git_plan`'s `magic`), the path then spelt `:(literal)`."""
+    named = pathspec(env.workspace, path)
+    exclusions = env.withheld.git_exclusions() if env.withheld is not None else ()
+    if not exclusions:
+        return named, False
+    return ["--", *(f":(literal){given}" for given in named[1:]), *exclusions], True
 
 
 def git_failed(run: RunResult) -> ToolResult:
@@ -581,6 +606,7 @@ def _status_parser(params: GitStatusParams) -> Callable[[RunResult], ToolResult]
 
 
 def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
+    paths, magic = shown_pathspec(env, params.path)
     arguments = (
         "status",
         "--porcelain=v2",
@@ -590,9 +616,9 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
         # As a terminal's `git status` shows them: an untracked folder is one entry, not its every file.
         "--untracked-files=normal",
         "--ignore-submodules=dirty",
-        *pathspec(env.workspace, params.path),
+        *paths,
     )
-    return git_plan(env, arguments, _status_parser(params), user_excludes=True)
+    return git_plan(env, arguments, _status_parser(params), user_excludes=True, magic=magic)
 
 
 # -- oct_git_diff --------------------------------------------------------------------------------
@@ -840,14 +866,15 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
         # Each file whole, to be masked with the whole file as context and cut to hunks here.
         f"--unified={0 if params.stat else WHOLE_FILE}",
     )
-    paths = pathspec(env.workspace, params.path) or ["--"]
+    paths, magic = shown_pathspec(env, params.path)
+    paths = paths or ["--"]
 
     def arguments(commits: Mapping[str, str]) -> tuple[str, ...]:
         sides = [commits[name] for name in ("base", "target") if name in commits]
         revisions = ["...".join(sides)] if params.merge_base else sides
         return ("diff", *options, "--end-of-options", *revisions, *paths)
 
-    return git_plan(env, arguments, _diff_parser(params), refs=params.refs())
+    return git_plan(env, arguments, _diff_parser(params), refs=params.refs(), magic=magic)
 
 
 # -- oct_git_log ---------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from oct_mcp.tools.git import (
     page_diff,
     parse_diff,
     pathspec,
+    shown_pathspec,
 )
 from oct_mcp.tools.git_masks import WHOLE_FILE
 from oct_mcp.tools.git_refs import GitRef
@@ -184,7 +185,8 @@ def _show_parser(params: GitShowParams) -> Callable[[RunResult], ToolResult]:
 
 
 def _plan_show(params: GitShowParams, env: ToolEnv) -> CommandPlan:
-    paths = pathspec(env.workspace, params.path) or ["--"]
+    paths, magic = shown_pathspec(env, params.path)
+    paths = paths or ["--"]
 
     def arguments(commits: Mapping[str, str]) -> tuple[str, ...]:
         return (
@@ -210,7 +212,7 @@ def _plan_show(params: GitShowParams, env: ToolEnv) -> CommandPlan:
             *paths,
         )
 
-    return git_plan(env, arguments, _show_parser(params), refs=(("commit", params.commit),))
+    return git_plan(env, arguments, _show_parser(params), refs=(("commit", params.commit),), magic=magic)
 
 
 # -- oct_git_blame -------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from oct_mcp.tools.screen_helper import (
     screen_in_order,
 )
 from oct_mcp.tools.walk import FolderRun, Glob, ProjectWalk, folder_prefix, glob_matcher
-from oct_mcp.types import ToolResult
+from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 
 __all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
@@ -388,9 +388,13 @@ def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> tu
 
 
 def search(
-    workspace: Workspace, params: SearchParams, screen_helper: ScreenHelper | None = SCREEN_HELPER
+    workspace: Workspace,
+    params: SearchParams,
+    screen_helper: ScreenHelper | None = SCREEN_HELPER,
+    withheld: WithheldPaths | None = None,
 ) -> ToolResult:
-    """Search the project's text files for a pattern, line by line, respecting .gitignore.
+    """Search the project's text files for a pattern, line by line, respecting .gitignore and leaving
+    out the paths the rules deny (`withheld`): neither their lines nor their counts are shown.
 
     `screen_helper` reads and screens files beside this thread (None: all here); results are the same.
 
@@ -418,7 +422,9 @@ def search(
     if stat.S_ISDIR(info.st_mode):
         matcher = glob_matcher(params.glob)
         start_at = None if resume is None else resume.path
-        walk = ProjectWalk(workspace.root, start, SEARCH_SCAN_LIMIT, deadline, start_at=start_at)
+        walk = ProjectWalk(
+            workspace.root, start, SEARCH_SCAN_LIMIT, deadline, start_at=start_at, withheld=withheld
+        )
         below = folder_prefix(workspace.relative(start))
         # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.
         # In files and count modes, the file a cursor names was shown whole on the page before.
@@ -534,7 +540,7 @@ def _text(output: SearchOutput, mode: str) -> str:
 
 
 def _plan_search(params: SearchParams, env: ToolEnv) -> InProcessPlan:
-    return InProcessPlan(partial(search, env.workspace, params))
+    return InProcessPlan(partial(search, env.workspace, params, withheld=env.withheld))
 
 
 SEARCH: Final = ToolSpec(

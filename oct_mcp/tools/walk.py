@@ -21,6 +21,7 @@ import re2  # type: ignore[import-untyped]
 from pydantic import StringConstraints
 
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
+from oct_mcp.types import WithheldPaths
 from oct_mcp.workspace import descriptor_is_inside, read_at_most
 
 __all__ = [
@@ -297,6 +298,8 @@ class ProjectWalk:
     limit: int
     deadline: float | None = None
     start_at: str | None = None
+    withheld: WithheldPaths | None = None
+    """The paths the rules deny the call: left out, as ignored ones are (`oct_mcp.rules`)."""
     stopped_early: bool = False
     _seen: int = field(default=0, init=False, repr=False)
 
@@ -388,6 +391,8 @@ class ProjectWalk:
         """
         keys, entries = _sorted_entries(fd, prefix, self.start_at)
         ignored = rules.ignored(prefix, keys)
+        if self.withheld is not None:
+            ignored = self._withholding(prefix, entries, ignored, self.withheld)
         if any(ignored):
             self._seen += sum(ignored)
             kept = [not left_out for left_out in ignored]
@@ -421,6 +426,26 @@ class ProjectWalk:
             segments.append(entries[start:] if start else entries)
         segments.reverse()
         return segments
+
+    def _withholding(
+        self,
+        prefix: str,
+        entries: list[os.DirEntry[str]],
+        ignored: list[bool],
+        withheld: WithheldPaths,
+    ) -> list[bool]:
+        """`ignored` (changed in place), with the entries the rules deny marked too: a folder whole,
+        and a symlink by where it leads as well (a link to a denied file names it under another name)."""
+        marked = ignored
+        for index in withheld.hidden_among(prefix, [entry.name for entry in entries]):
+            marked[index] = True
+        inside = str(self.root).rstrip("/") + "/"
+        for index, entry in enumerate(entries):
+            if not marked[index] and entry.is_symlink():
+                target = os.path.realpath(inside + prefix + entry.name)
+                if target.startswith(inside) and withheld.hides(target[len(inside) :]):
+                    marked[index] = True
+        return marked
 
     def _walk(self, stack: list[_Folder]) -> Iterator[FolderRun]:
         while True:
