@@ -7,7 +7,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
@@ -37,6 +37,7 @@ from oct_mcp.errors import ConfigError
 from oct_mcp.server import SERVER_NAME, build_server
 from oct_mcp.transports.auth import token_verifier
 from oct_mcp.transports.http_masking import MaskedErrorBodies
+from oct_mcp.transports.refusals import RefusalSampler
 
 __all__ = [
     "CONSENT_KEY_VARIABLE",
@@ -144,22 +145,35 @@ class RequestGuard:
     """The outermost ASGI layer: Host/Origin first, then a deadline on the body, then refusals audited.
 
     Host and Origin are checked before authentication, so a page on another origin learns nothing,
-    not even whether a token would be needed. Every refusal (403, 421, 401, 413, 408) is recorded
-    in the audit with what was refused, never a header's value.
+    not even whether a token would be needed. Every refusal (403, 421, 401, 413, 408) is counted,
+    and recorded in the audit as `refusals` samples them (one record per address and code a window,
+    with the count): never a header's value. An address refused too often is answered 429 before
+    authentication while its requests carry no credentials.
     """
 
     app: ASGIApp
     security: TransportSecurityMiddleware
     audit: App
     body_seconds: float
+    refusals: RefusalSampler = field(default_factory=RefusalSampler)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        client = scope.get("client")
+        source = str(client[0]) if client else "unknown"
+        if self.refusals.blocked(source) and not _has_credentials(scope):
+            await self._record_refusal(429, source)
+            await Response(
+                "Too many refused requests from this address; retry later",
+                status_code=429,
+                headers={"Retry-After": str(int(self.refusals.window_seconds))},
+            )(scope, receive, send)
+            return
         refused = await self.security.validate_request(Request(scope), is_post=False)
         if refused is not None:
-            await self._record_refusal(refused.status_code)
+            await self._record_refusal(refused.status_code, source)
             await refused(scope, receive, send)
             return
         status: list[int] = []
@@ -183,24 +197,32 @@ class RequestGuard:
             status.append(408)
             await Response("Request body too slow", status_code=408)(scope, receive, send)
         if status and status[0] in (401, 403, 408, 413, 421):
-            await self._record_refusal(status[0])
+            await self._record_refusal(status[0], source)
 
-    async def _record_refusal(self, status: int) -> None:
+    async def _record_refusal(self, status: int, source: str) -> None:
+        code = _REFUSAL_CODES.get(status, "http_refused")
+        carried = self.refusals.note(source, code)
         sink = self.audit.audit
-        if sink is None:
+        if sink is None or carried is None:
             return
         await sink.record(
             {
                 "call_id": os.urandom(16).hex(),
                 "profile": self.audit.profile.name,
-                "client": {"id": None, "transport": "http"},
+                "client": {"id": None, "transport": "http", "remote": source},
                 "tool": None,
                 "outcome": "refused",
-                "code": _REFUSAL_CODES.get(status, "http_refused"),
+                "code": code,
                 "message": None,
                 "http_status": status,
+                **carried,
+                "window_seconds": self.refusals.window_seconds,
             }
         )
+
+
+def _has_credentials(scope: Scope) -> bool:
+    return any(name == b"authorization" for name, _value in scope.get("headers", ()))
 
 
 _REFUSAL_CODES: Final = {
@@ -209,6 +231,7 @@ _REFUSAL_CODES: Final = {
     408: "body_too_slow",
     413: "body_too_large",
     421: "host_refused",
+    429: "too_many_refusals",
 }
 
 
