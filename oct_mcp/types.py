@@ -57,7 +57,10 @@ class ClientInfo:
     """Who is calling, as far as the transport can tell."""
 
     client_id: str
-    """What identifies one client on its transport (a stdio server has exactly one)."""
+    """What identifies one client on its transport (a stdio server has exactly one): over HTTP the
+    bearer token's name, or for OAuth the person (`sub`), whose limits and grants are their own."""
+    application: str | None = None
+    """For OAuth, the application the person called through (`client_id`, else `azp`)."""
     transport: str
     """`stdio`, `memory` or `cli`."""
     name: str | None = None

@@ -101,6 +101,8 @@ def audit_record(
         },
         "tool": _bounded(ctx.tool),
     }
+    if client.application is not None:
+        record["client"]["application"] = _bounded(client.application)
     record.update(_outcome_fields(ctx, outcome, error, interrupted=interrupted))
     record["duration_ms"] = round(duration * 1000, 3)
     if isinstance(outcome, ToolResult):

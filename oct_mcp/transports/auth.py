@@ -66,8 +66,9 @@ class HashedTokens:
 class JwtVerifier:
     """OAuth 2.1 access tokens (JWT) signed by `issuer` with a key from its JWKS, for `audience`.
 
-    Checks the signature, `iss`, `aud`, `exp` (required) and `nbf`; the client id is the token's
-    `client_id` (RFC 9068), else `azp`, else `sub`.
+    Checks the signature, `iss`, `aud`, `exp` (required) and `nbf`. The person is `sub`, the
+    server's client for limits, grants and the audit; the application is `client_id` (RFC 9068),
+    else `azp`, else `sub` (a token a service got for itself names no one else).
     """
 
     issuer: str

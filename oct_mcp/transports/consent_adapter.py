@@ -12,6 +12,7 @@ from typing import Any, Final, Protocol
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
@@ -73,6 +74,7 @@ def client_info(ctx: RequestFacts, transport: str, client_id: str | None = None)
         # One stdio server serves exactly one client, an in-memory one one caller; over HTTP the token
         # names it; an embedding host names its own sessions.
         client_id=client_id or _client_id(transport),
+        application=None if client_id else _application(),
         transport=transport,
         name=getattr(implementation, "name", None),
         version=getattr(implementation, "version", None),
@@ -82,9 +84,27 @@ def client_info(ctx: RequestFacts, transport: str, client_id: str | None = None)
 
 
 def _client_id(transport: str) -> str:
-    """A stdio server serves one client, an in-memory one one caller; over HTTP, the token names it."""
+    """A stdio server serves one client, an in-memory one one caller; over HTTP, the token names it.
+
+    An OAuth token (`JwtVerifier`) names a person and the application they use: the person is the
+    client, so two people signed in to one host application are two clients (`oauth:` keeps a
+    person apart from a bearer token of the same name); the application is recorded beside.
+    """
     token = get_access_token()
-    return transport if token is None else f"{transport}:{token.client_id}"
+    if token is None:
+        return transport
+    if _is_oauth(token) and token.subject:
+        return f"{transport}:oauth:{token.subject}"
+    return f"{transport}:{token.client_id}"
+
+
+def _application() -> str | None:
+    token = get_access_token()
+    return token.client_id if token is not None and _is_oauth(token) else None
+
+
+def _is_oauth(token: AccessToken) -> bool:
+    return bool((token.claims or {}).get("iss"))
 
 
 def to_call_tool_result(outcome: Outcome | CallFailure) -> types.CallToolResult:

@@ -99,7 +99,7 @@ def oauth_config(tmp_path: Path, issuer: Issuer) -> tuple[Path, Path]:
     return config, audit
 
 
-async def test_a_token_the_issuer_signed_for_this_audience_calls_as_its_client(
+async def test_a_token_the_issuer_signed_for_this_audience_calls_as_its_person_through_its_application(
     project: Path, tmp_path: Path, issuer: Issuer
 ) -> None:
     config, audit = oauth_config(tmp_path, issuer)
@@ -109,7 +109,46 @@ async def test_a_token_the_issuer_signed_for_this_audience_calls_as_its_client(
 
     assert only_text(read).startswith("# Demo")
     (record,) = [json.loads(line) for line in audit.read_text().splitlines() if '"oct_read_file"' in line]
-    assert (record["client"]["id"], record["outcome"]) == ("http:agent-7", "ok")
+    assert (record["client"]["id"], record["client"]["application"], record["outcome"]) == (
+        "http:oauth:user-1",
+        "agent-7",
+        "ok",
+    )
+
+
+async def test_two_people_signed_in_to_one_application_are_two_clients_in_limits_and_audit(
+    project: Path, tmp_path: Path, issuer: Issuer
+) -> None:
+    audit = tmp_path / "audit.log"
+    config = write_config(
+        tmp_path / "config.json",
+        audit,
+        oauth_issuer=issuer.url,
+        oauth_audience=AUDIENCE,
+        oauth_jwks_url=issuer.jwks_url,
+        rate_limit_per_minute=2,
+    )
+    alice, bob = issuer.token(sub="user-alice"), issuer.token(sub="user-bob")
+    read = {"path": "README.md"}
+    with anyio.fail_after(60):
+        async with replica(project, config) as url:
+            async with Client(authorised(url, alice)) as client:
+                alice_calls = [await client.call_tool("oct_read_file", read) for _ in range(3)]
+            async with Client(authorised(url, bob)) as client:
+                bob_calls = [await client.call_tool("oct_read_file", read) for _ in range(2)]
+
+    # Alice's third call is over her limit; Bob, on the same application, has his own.
+    assert [call.is_error for call in alice_calls] == [False, False, True]
+    assert only_text(alice_calls[2]).startswith("[rate_limited]")
+    assert [call.is_error for call in bob_calls] == [False, False]
+    records = [json.loads(line) for line in audit.read_text().splitlines() if '"oct_read_file"' in line]
+    assert [(r["client"]["id"], r["client"]["application"], r["outcome"]) for r in records] == [
+        ("http:oauth:user-alice", "agent-7", "ok"),
+        ("http:oauth:user-alice", "agent-7", "ok"),
+        ("http:oauth:user-alice", "agent-7", "refused"),
+        ("http:oauth:user-bob", "agent-7", "ok"),
+        ("http:oauth:user-bob", "agent-7", "ok"),
+    ]
 
 
 @pytest.mark.parametrize(
