@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
 from oct_mcp.diagnostics import get_logger
 
@@ -441,6 +443,12 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
             return refuse(f"must start with one of {', '.join(RATE_LIMIT_STORAGE_SCHEMES)}")
         if name != "rate_limit_storage" and not raw.startswith(("https://", "http://")):
             return refuse("must be an http:// or https:// URL")
+        if name == "oauth_jwks_url" and raw.startswith("http://") and not _is_loopback_url(raw):
+            # Whoever can answer for the keys can sign any token: over plain HTTP, anyone on the way.
+            return refuse(
+                "must be an https:// URL (plain http:// only to a loopback host, 127.0.0.1, ::1 or "
+                "localhost): the keys it serves decide who may call"
+            )
         if len(raw) > _PATH_MAX_LENGTH or any(c.isspace() or c == "\x00" for c in raw):
             return refuse(f"must be a URL of at most {_PATH_MAX_LENGTH} characters, without spaces")
         return True, raw
@@ -527,3 +535,13 @@ def _environment_overrides(env: Mapping[str, str]) -> dict[str, Any]:
                 "env_invalid", variable="OCT_MCP_SANDBOX", problem=f"must be one of {SANDBOX_BACKENDS}"
             )
     return overrides
+
+
+def _is_loopback_url(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -380,6 +380,10 @@ WRONG_VALUES: Final = [
     ("oauth_issuer", "ftp://issuer.example"),
     ("oauth_issuer", "https://issuer.example/ x"),
     ("oauth_jwks_url", "https://" + "a" * 4_096),
+    # Keys fetched over plain HTTP from anywhere but loopback: whoever is on the way signs tokens.
+    ("oauth_jwks_url", "http://login.example.com/jwks.json"),
+    ("oauth_jwks_url", "http://10.0.0.5/jwks.json"),
+    ("oauth_jwks_url", "http://localhost.example.com/jwks.json"),
 ]
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio.to_thread
@@ -19,6 +21,7 @@ __all__ = [
     "JWT_ALGORITHMS",
     "HashedTokens",
     "JwtVerifier",
+    "SigningKeys",
     "Verifiers",
     "hash_token",
     "new_token",
@@ -30,6 +33,7 @@ JWT_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "
 """Asymmetric only: a server that holds only public keys can never be made to accept an HMAC token."""
 _JWKS_CACHE_SECONDS: Final = 300
 _JWKS_TIMEOUT_SECONDS: Final = 5
+_JWKS_MISS_INTERVAL_SECONDS: Final = 30
 _log = get_logger(__name__)
 
 
@@ -62,6 +66,69 @@ class HashedTokens:
         return AccessToken(token=digest, client_id=name, scopes=[], subject=name)
 
 
+@dataclass(slots=True)
+class SigningKeys:
+    """An issuer's signing keys by id, fetched off the request path.
+
+    A call is verified with the keys in hand: where they are older than `lifespan`, a refresh starts
+    in a thread of its own and the call goes on with them, so a slow or failing JWKS endpoint never
+    stalls a client whose key is known. Only a key id not in hand waits for a fetch (the first call,
+    a rotated key), and such fetches come at most once every `miss_interval` seconds: a token with
+    a made-up key id cannot turn every request into one.
+    """
+
+    client: jwt.PyJWKClient
+    lifespan: float = _JWKS_CACHE_SECONDS
+    miss_interval: float = _JWKS_MISS_INTERVAL_SECONDS
+    _keys: dict[str | None, Any] = field(default_factory=dict)
+    _fetched_at: float = float("-inf")
+    _missed_at: float = float("-inf")
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _refreshing: bool = False
+
+    async def key_for(self, kid: str | None) -> Any | None:
+        """The key with id `kid` (the only key where the token names none and the set has one)."""
+        now = time.monotonic()
+        if now - self._fetched_at >= self.lifespan and self._keys:
+            self._refresh_behind()
+        found = self._pick(kid)
+        if found is None and now - self._missed_at >= self.miss_interval:
+            self._missed_at = now
+            await anyio.to_thread.run_sync(self._fetch)
+            found = self._pick(kid)
+        return found
+
+    def _pick(self, kid: str | None) -> Any | None:
+        keys = self._keys
+        if kid is None:
+            return next(iter(keys.values())) if len(keys) == 1 else None
+        return keys.get(kid)
+
+    def _refresh_behind(self) -> None:
+        with self._lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+        threading.Thread(target=self._fetch, name="oct-mcp-jwks", daemon=True).start()
+
+    def _fetch(self) -> None:
+        try:
+            fetched = self.client.get_jwk_set()
+            keys: dict[str | None, Any] = {key.key_id: key.key for key in fetched.keys if key.key_id}
+            if len(fetched.keys) == 1 and not fetched.keys[0].key_id:
+                keys = {None: fetched.keys[0].key}
+            # One assignment: a call reading the keys meanwhile sees the old set or the new, whole.
+            self._keys = keys
+            self._fetched_at = time.monotonic()
+        except jwt.PyJWTError as exc:
+            # The keys in hand stay in use; the next call after the lifespan tries again.
+            _log.warning("oauth_jwks_unavailable", problem=type(exc).__name__)
+            self._fetched_at = time.monotonic() - self.lifespan + self.miss_interval
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+
 @dataclass(frozen=True, slots=True)
 class JwtVerifier:
     """OAuth 2.1 access tokens (JWT) signed by `issuer` with a key from its JWKS, for `audience`.
@@ -73,20 +140,24 @@ class JwtVerifier:
 
     issuer: str
     audience: str
-    jwks: jwt.PyJWKClient
+    keys: SigningKeys
 
     @classmethod
     def create(cls, issuer: str, audience: str, jwks_url: str) -> JwtVerifier:
-        client = jwt.PyJWKClient(jwks_url, lifespan=_JWKS_CACHE_SECONDS, timeout=_JWKS_TIMEOUT_SECONDS)
-        return cls(issuer=issuer, audience=audience, jwks=client)
+        # The set is cached here (SigningKeys), not by the client: its cache refetches on the request path.
+        client = jwt.PyJWKClient(jwks_url, cache_jwk_set=False, timeout=_JWKS_TIMEOUT_SECONDS)
+        return cls(issuer=issuer, audience=audience, keys=SigningKeys(client))
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
-            # The key fetch is blocking urllib (cached after the first): off the event loop.
-            key = await anyio.to_thread.run_sync(self.jwks.get_signing_key_from_jwt, token)
+            kid = jwt.get_unverified_header(token).get("kid")
+            key = await self.keys.key_for(kid if isinstance(kid, str) else None)
+            if key is None:
+                _log.info("oauth_token_refused", problem="no signing key with the token's key id")
+                return None
             claims: dict[str, Any] = jwt.decode(
                 token,
-                key.key,
+                key,
                 algorithms=list(JWT_ALGORITHMS),
                 audience=self.audience,
                 issuer=self.issuer,
