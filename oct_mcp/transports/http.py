@@ -38,6 +38,7 @@ from oct_mcp.server import SERVER_NAME, build_server
 from oct_mcp.transports.auth import token_verifier
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
+from oct_mcp.transports.slow_headers import HeaderDeadlineProtocol
 
 __all__ = [
     "CONSENT_KEY_VARIABLE",
@@ -337,6 +338,7 @@ async def serve_http(app: App, host: str, port: int) -> None:
             log_level="warning",
             lifespan="on",
             timeout_keep_alive=_KEEP_ALIVE_SECONDS,
+            http=HeaderDeadlineProtocol,
             access_log=False,
             server_header=False,
         )

@@ -8,14 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 import httpx2
 import pytest
 from mcp import Client
 from replicas import authorised, replica, write_config
 
 from oct_mcp.transports.refusals import BLOCK_AFTER, RECORDS_PER_WINDOW, RefusalSampler
+from oct_mcp.transports.slow_headers import HEADER_SECONDS
 
 MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
 LIST_TOOLS: dict[str, Any] = {
@@ -143,3 +146,39 @@ async def test_a_flood_of_unauthenticated_requests_leaves_the_audit_whole_and_a_
         ("too_many_refusals", 1, "127.0.0.1"),
     ]
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+async def _closed_by_server(stream: anyio.abc.SocketStream) -> bytes:
+    """What the server sends until it closes the connection (nothing, for a connection cut)."""
+    received = b""
+    try:
+        while True:
+            received += await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+        return received
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "sent", [b"", b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"], ids=["nothing", "half-headers"]
+)
+async def test_a_connection_whose_headers_do_not_arrive_in_time_is_closed(
+    project: Path, tmp_path: Path, sent: bytes
+) -> None:
+    config = write_config(tmp_path / "config.json", tmp_path / "audit.log")
+    with anyio.fail_after(HEADER_SECONDS * 3 + 30):
+        async with replica(project, config) as url:
+            address = urlsplit(url)
+            stream = await anyio.connect_tcp(address.hostname or "127.0.0.1", address.port or 0)
+            async with stream:
+                if sent:
+                    await stream.send(sent)
+                received = await _closed_by_server(stream)
+            # The server still answers a client that sends its request whole.
+            async with httpx2.AsyncClient(timeout=30) as http:
+                answered = await http.post(
+                    url, json=LIST_TOOLS, headers={**MODERN_HEADERS, "Mcp-Method": "tools/list"}
+                )
+
+    assert received == b""
+    assert answered.status_code == 200
