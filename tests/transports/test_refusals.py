@@ -182,3 +182,34 @@ async def test_a_connection_whose_headers_do_not_arrive_in_time_is_closed(
 
     assert received == b""
     assert answered.status_code == 200
+
+
+@pytest.mark.anyio
+async def test_a_body_that_does_not_arrive_in_time_gets_408_from_the_real_app_and_is_audited(
+    project: Path, tmp_path: Path
+) -> None:
+    from oct_mcp.transports.http import BODY_SECONDS
+
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    body = json.dumps(LIST_TOOLS).encode()
+    with anyio.fail_after(BODY_SECONDS + 60):
+        async with replica(project, config) as url:
+            address = urlsplit(url)
+            host = f"{address.hostname}:{address.port}"
+            head = (
+                f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+                f"Mcp-Method: tools/list\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            stream = await anyio.connect_tcp(address.hostname or "127.0.0.1", address.port or 0)
+            async with stream:
+                # The headers and a tenth of the body; the rest never comes.
+                await stream.send(head + body[: len(body) // 10])
+                answer = await _closed_by_server(stream)
+
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    records = [json.loads(line) for line in audit_lines(audit)]
+    assert [(r["code"], r["http_status"], r["client"]["remote"]) for r in records] == [
+        ("body_too_slow", 408, "127.0.0.1")
+    ]
