@@ -168,6 +168,11 @@ class McpConfig:
     rules: tuple[Mapping[str, Any], ...] = ()
     """Allow, ask or deny calls by what they touch (`oct_mcp.rules.Rule`), first match wins; the
     user tier, below the admin file's and above a trusted repository's (`oct-mcp policy check`)."""
+    # Runs at once (issue 35).
+    max_concurrent_runs: int = field(default=4, metadata=_rules(range=(1, 256), tighter=_lower))
+    """Command runs going at once in the whole server; past it a run waits for a slot."""
+    max_concurrent_runs_per_client: int = field(default=2, metadata=_rules(range=(1, 256), tighter=_lower))
+    """Command runs going at once for one client (an HTTP token or OAuth user, the stdio host)."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))

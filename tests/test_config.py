@@ -67,6 +67,9 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("checkpoint_file_max_mb", 8.0),
     # Rules over arguments (issue 34).
     ("rules", ()),
+    # Runs at once (issue 35).
+    ("max_concurrent_runs", 4),
+    ("max_concurrent_runs_per_client", 2),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -88,6 +91,8 @@ INT_FIELDS: Final = (
     "memory_limit_mb",
     "metrics_port",
     "http_max_request_bytes",
+    "max_concurrent_runs",
+    "max_concurrent_runs_per_client",
 )
 FLOAT_FIELDS: Final = ("audit_log_max_size_mb", "checkpoint_max_size_mb", "checkpoint_file_max_mb")
 NUMERIC_FIELDS: Final = INT_FIELDS + FLOAT_FIELDS
@@ -136,6 +141,8 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "checkpoint_max_size_mb": 64.0,
     "checkpoint_file_max_mb": 2.0,
     "rules": ({"effect": "deny", "tools": ["oct_read_file"], "reason": "no reading"},),
+    "max_concurrent_runs": 8,
+    "max_concurrent_runs_per_client": 1,
 }
 
 
@@ -895,6 +902,8 @@ def test_a_repository_may_set_only_the_fields_that_declare_a_stricter_test() -> 
         "allow_unconfined_project_code",
         "auto_approve_read_tools",
         "dry_run_default_for_writes",
+        "max_concurrent_runs",
+        "max_concurrent_runs_per_client",
         "max_jobs",
         "max_output_bytes",
         "memory_limit_mb",
@@ -922,6 +931,8 @@ def test_the_ranges_are_the_documented_ones() -> None:
         "checkpoint_max_count": (0, 10_000),
         "checkpoint_max_size_mb": (1.0, 65_536.0),
         "checkpoint_file_max_mb": (0.01, 1_024.0),
+        "max_concurrent_runs": (1, 256),
+        "max_concurrent_runs_per_client": (1, 256),
     }
 
 

@@ -25,6 +25,7 @@ from oct_mcp.execution.changes import ChangeApplier, ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.execution.commands import RUN_PROCESSES, CommandRunner
 from oct_mcp.execution.in_process import AbandonedWork, run_in_thread
+from oct_mcp.execution.run_slots import RunSlots
 from oct_mcp.preview import TargetState, verify_targets
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import InProcessPlan, Risk, ToolEnv
@@ -103,6 +104,8 @@ class ExecutionSandbox:
     """Runs the plans that are commands, under the backend with the profile's limits."""
     applier: ChangeApplier
     """Checks and applies the file changes of every tool whose plan is a `ChangePlan`."""
+    runs: RunSlots = field(default_factory=RunSlots)
+    """How many command runs go at once, in all and for one client (`max_concurrent_runs`)."""
     abandoned: AbandonedWork = field(default_factory=AbandonedWork)
     """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
@@ -164,7 +167,8 @@ class ExecutionSandbox:
                 raise ProjectCodeRefusedError(
                     "a read tool may not run a program that lies inside the project; nothing ran"
                 )
-            result = await commands.run(plan, ctx.workspace.root, ctx.progress)
+            async with self.runs.taken(ctx.client.client_id, ctx.progress):
+                result = await commands.run(plan, ctx.workspace.root, ctx.progress)
         return replace(
             cap_output(result, commands.max_output_bytes),
             duration_seconds=time.perf_counter() - started,
@@ -213,6 +217,7 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
             ProtectedPaths.for_runtime(runtime).server_files,
             checkpoints=CheckpointStore.for_config(runtime.config, runtime.workspace.root),
         ),
+        runs=RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_client),
     )
 
 
