@@ -18,6 +18,25 @@ from anyio.abc import Process
 from mcp.client.streamable_http import streamable_http_client
 
 SERVING_PREFIX = b"oct-mcp: serving "
+ENVELOPE: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+LIST_TOOLS: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/list",
+    "params": {"_meta": ENVELOPE},
+}
+"""A 2026-07-28 tools/list request, as a client without a session sends it."""
+MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
+
+
+def create_token(config: Path, name: str) -> str:
+    """`oct-mcp token create NAME`: the token printed, its hash written to `config`."""
+    argv = [sys.executable, "-m", "oct_mcp", "token", "create", name, "--config", str(config)]
+    done = subprocess.run(argv, capture_output=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
+    return done.stdout.decode().strip()
 
 
 def write_config(path: Path, audit_log: Path, **fields: Any) -> Path:

@@ -13,23 +13,11 @@ import httpx2
 import pytest
 from clients import only_text
 from mcp import Client
-from replicas import authorised, replica, write_config
+from replicas import ENVELOPE, LIST_TOOLS, MODERN_HEADERS, authorised, create_token, replica, write_config
 
 from oct_mcp.tools import default_catalog
 
 pytestmark = pytest.mark.anyio
-
-ENVELOPE: dict[str, Any] = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-LIST_TOOLS: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/list",
-    "params": {"_meta": ENVELOPE},
-}
-MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
 
 
 def audit_records(path: Path) -> list[dict[str, Any]]:
@@ -117,12 +105,6 @@ def test_a_non_loopback_bind_without_authentication_refuses_to_start(project: Pa
     assert done.returncode == 2
     assert b"without authentication" in done.stderr
     assert b"serving" not in done.stderr
-
-
-def create_token(config: Path, name: str) -> str:
-    argv = [sys.executable, "-m", "oct_mcp", "token", "create", name, "--config", str(config)]
-    done = subprocess.run(argv, capture_output=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
-    return done.stdout.decode().strip()
 
 
 async def test_tokens_are_kept_as_hashes_and_each_is_a_client_for_the_rate_limit_and_the_audit(

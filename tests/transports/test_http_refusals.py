@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -15,23 +14,11 @@ import anyio.abc
 import httpx2
 import pytest
 from mcp import Client
-from replicas import authorised, replica, write_config
+from replicas import LIST_TOOLS, MODERN_HEADERS, authorised, create_token, replica, write_config
 
 from oct_mcp.transports.refusals import BLOCK_AFTER, RECORDS_PER_WINDOW, RefusalSampler
 from oct_mcp.transports.slow_headers import HEADER_SECONDS
 
-MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
-LIST_TOOLS: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/list",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
-}
 FLOOD: int = 400
 
 
@@ -96,12 +83,6 @@ def test_an_address_refused_too_often_is_blocked_for_the_rest_of_the_window() ->
     assert not sampler.blocked("198.51.100.2")
     clock.now += sampler.window_seconds
     assert not sampler.blocked("203.0.113.7")
-
-
-def create_token(config: Path, name: str) -> str:
-    argv = [sys.executable, "-m", "oct_mcp", "token", "create", name, "--config", str(config)]
-    done = subprocess.run(argv, capture_output=True, timeout=60, check=True, stdin=subprocess.DEVNULL)
-    return done.stdout.decode().strip()
 
 
 def audit_lines(path: Path) -> list[str]:

@@ -18,7 +18,7 @@ from clients import only_text
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from mcp import Client
-from replicas import authorised, replica, write_config
+from replicas import LIST_TOOLS, authorised, replica, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -28,17 +28,6 @@ HEADERS = {
     "MCP-Protocol-Version": "2026-07-28",
     "Accept": "application/json, text/event-stream",
     "Mcp-Method": "tools/list",
-}
-LIST_TOOLS = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/list",
-    "params": {
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-    },
 }
 
 
@@ -87,7 +76,7 @@ def issuer() -> Iterator[Issuer]:
         thread.join()
 
 
-def oauth_config(tmp_path: Path, issuer: Issuer) -> tuple[Path, Path]:
+def oauth_config(tmp_path: Path, issuer: Issuer, **values: Any) -> tuple[Path, Path]:
     audit = tmp_path / "audit.log"
     config = write_config(
         tmp_path / "config.json",
@@ -95,6 +84,7 @@ def oauth_config(tmp_path: Path, issuer: Issuer) -> tuple[Path, Path]:
         oauth_issuer=issuer.url,
         oauth_audience=AUDIENCE,
         oauth_jwks_url=issuer.jwks_url,
+        **values,
     )
     return config, audit
 
@@ -119,15 +109,7 @@ async def test_a_token_the_issuer_signed_for_this_audience_calls_as_its_person_t
 async def test_two_people_signed_in_to_one_application_are_two_clients_in_limits_and_audit(
     project: Path, tmp_path: Path, issuer: Issuer
 ) -> None:
-    audit = tmp_path / "audit.log"
-    config = write_config(
-        tmp_path / "config.json",
-        audit,
-        oauth_issuer=issuer.url,
-        oauth_audience=AUDIENCE,
-        oauth_jwks_url=issuer.jwks_url,
-        rate_limit_per_minute=2,
-    )
+    config, audit = oauth_config(tmp_path, issuer, rate_limit_per_minute=2)
     alice, bob = issuer.token(sub="user-alice"), issuer.token(sub="user-bob")
     read = {"path": "README.md"}
     with anyio.fail_after(60):
