@@ -29,7 +29,8 @@ ROTATE_BYTES = 64 * 1024
 KEEP_FILES = 5
 
 
-def _fields() -> dict[str, Any]:
+def call_record_fields() -> dict[str, Any]:
+    """One oct_read_file call's record, as the audit layer builds it."""
     client = ClientInfo(
         client_id="stdio", transport="stdio", name="claude-code", version="2.1", protocol_version="2025-11-25"
     )
@@ -72,7 +73,7 @@ def time_reference(directory: Path, fields: dict[str, Any]) -> float:
 
 def main() -> None:
     args = arguments(__doc__ or "", default_rounds=21)
-    fields = _fields()
+    fields = call_record_fields()
     with tempfile.TemporaryDirectory() as scratch:
         ours_dir, reference_dir = Path(scratch) / "ours", Path(scratch) / "reference"
         time_ours(ours_dir, fields)

@@ -130,7 +130,7 @@ def build_app(
         server_files.append(loaded.config.policy_source)
     port = loaded.config.metrics_port
     metrics = create_metrics(catalog) if serve_metrics_endpoint and port is not None else None
-    audit = AuditSink.from_config(loaded.config, metrics)
+    audit = AuditSink.from_config(loaded.config, metrics, project=workspace.root)
     runtime = LayerRuntime(
         config=loaded.config,
         workspace=workspace,

@@ -102,7 +102,9 @@ def _parser(command: str) -> argparse.ArgumentParser:
         ),
     }
     if command == "audit":
-        return _audit_parser()
+        from oct_mcp.audit_command import audit_parser
+
+        return audit_parser(list(DEBUG_LEVELS))
     if command == "token":
         return _token_parser()
     if command in ("install", "uninstall"):
@@ -283,31 +285,6 @@ def _install(command: str, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _audit_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="oct-mcp audit", description="Check the audit log's hash chain, or show its last records."
-    )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="{verify,tail}")
-    verify = actions.add_parser(
-        "verify", help="check the chain across the rotated files; exit 0 when intact, 1 when broken"
-    )
-    tail = actions.add_parser("tail", help="show the last records, one line each")
-    tail.add_argument("-n", dest="count", type=int, default=TAIL_DEFAULT, metavar="N", help="how many")
-    for action in (verify, tail):
-        action.add_argument(
-            "paths",
-            nargs="*",
-            type=Path,
-            metavar="PATH",
-            help="audit logs, one per replica (default: audit_log_path)",
-        )
-        action.add_argument(
-            "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
-        )
-        action.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -315,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(command).parse_args(args_list)
     configure_diagnostics(args.debug if args.debug is not None else debug_level_from_env())
     if command == "audit":
-        return _audit(args.action, args.paths, args.config, getattr(args, "count", TAIL_DEFAULT))
+        from oct_mcp.audit_command import run_audit
+
+        return run_audit(args)
     if command == "token":
         return _token_create(args.name, args.config)
     if command in ("install", "uninstall"):
@@ -345,6 +324,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"oct-mcp: configuration error: {exc.message}", file=sys.stderr)
         return EXIT_CALL_FAILED if command == "policy" and exc.rule == "rule_examples" else EXIT_USAGE
+    try:
+        return _run_command(app, command, args)
+    finally:
+        # Signs the audit chain's head, when a signing key is set, before the files close.
+        app.close()
+
+
+def _run_command(app: App, command: str, args: argparse.Namespace) -> int:
     if command == "policy":
         return _policy(app, args)
     if command == "doctor":
@@ -459,46 +446,6 @@ def _token_create(name: str, config_path: Path | None) -> int:
         file=sys.stderr,
     )
     print(token)
-    return EXIT_OK
-
-
-def _audit(action: str, paths: list[Path], config_path: Path | None, count: int) -> int:
-    from oct_mcp.config import load_settings
-
-    if not paths:
-        paths = [Path(load_settings(config_path).config.audit_log_path).expanduser()]
-    # Each replica keeps its own chain: each file is checked on its own, and all must hold.
-    worst = EXIT_OK
-    for path in paths:
-        prefix = f"{path}: " if len(paths) > 1 else ""
-        worst = max(worst, _audit_one(action, path, count, prefix))
-    return worst
-
-
-def _audit_one(action: str, path: Path, count: int, prefix: str) -> int:
-    from oct_mcp.audit import audit_files, describe_record, read_tail, verify_chain
-
-    if not audit_files(path):
-        print(f"oct-mcp audit: no audit log at {path}", file=sys.stderr)
-        return EXIT_USAGE
-    if action == "tail":
-        for raw in read_tail(path, count):
-            print(prefix + describe_record(raw))
-        return EXIT_OK
-    verification = verify_chain(path)
-    for problem in verification.breaks:
-        print(f"{prefix}broken: {problem}")
-    files = len(verification.files)
-    if verification.breaks:
-        print(
-            f"{prefix}{len(verification.breaks)} break(s) in {verification.records} records, {files} file(s)"
-        )
-        return EXIT_CALL_FAILED
-    print(f"{prefix}intact: {verification.records} records in {files} file(s), from {verification.files[0]}")
-    if verification.first_seq is not None and verification.first_seq > 1:
-        print(
-            f"{prefix}the oldest record is number {verification.first_seq}: those before it were rotated away"
-        )
     return EXIT_OK
 
 

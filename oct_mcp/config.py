@@ -173,6 +173,14 @@ class McpConfig:
     """Command runs going at once in the whole server; past it a run waits for a slot."""
     max_concurrent_runs_per_client: int = field(default=2, metadata=_rules(range=(1, 256), tighter=_lower))
     """Command runs going at once for one client (an HTTP token or OAuth user, the stdio host)."""
+    # Signed audit checkpoints (issue 36).
+    audit_signing_key: str | None = None
+    """An Ed25519 private key (`oct-mcp audit keygen PATH`) outside the audit folder and the
+    project: the server signs the chain's head with it, so a rewritten log shows."""
+    audit_checkpoint_records: int = field(default=1_000, metadata=_rules(range=(1, 1_000_000)))
+    """A checkpoint after this many records, at the latest."""
+    audit_checkpoint_seconds: float = field(default=300.0, metadata=_rules(range=(1.0, 86_400.0)))
+    """A checkpoint this long after the last one when records came since (and one at shutdown)."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
@@ -471,7 +479,11 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         )
     if not raw or len(raw) > _PATH_MAX_LENGTH or "\x00" in raw:
         return refuse(f"must be a non-empty path of at most {_PATH_MAX_LENGTH} characters")
-    return True, os.path.expanduser(raw) if name in ("audit_log_path", "checkpoint_dir") else raw
+    return True, os.path.expanduser(raw) if name in (
+        "audit_log_path",
+        "checkpoint_dir",
+        "audit_signing_key",
+    ) else raw
 
 
 def is_profile_name(name: str) -> bool:

@@ -1,65 +1,125 @@
-"""Signed audit checkpoints: the signature, the key pair, where the key may live."""
+"""Signed audit checkpoints in the writer, and the signing key's checks: where it may live, who may
+read it, what it must be. A key the server cannot use stops it from starting (fails closed)."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 
-from oct_mcp.audit.checkpoint import check_key_location, generate_key_pair, sign_head, verify_checkpoint
+from oct_mcp.app import build_app
+from oct_mcp.audit.checkpoint import generate_key_pair, load_signer
+from oct_mcp.audit.verify import lines_of
+from oct_mcp.audit.verify_bundle import check_signatures, load_public_key, unsigned_problem
+from oct_mcp.audit.writer import AuditWriter
 from oct_mcp.errors import ConfigError
 
 
-def _keys(tmp_path: Path) -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
-    generate_key_pair(tmp_path / "k", tmp_path / "k.pub")
-    private = serialization.load_pem_private_key((tmp_path / "k").read_bytes(), password=None)
-    public = serialization.load_pem_public_key((tmp_path / "k.pub").read_bytes())
-    assert isinstance(private, Ed25519PrivateKey)
-    assert isinstance(public, Ed25519PublicKey)
-    return private, public
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    path = tmp_path / "keys" / "audit.key"
+    path.parent.mkdir()
+    generate_key_pair(path)
+    return path
 
 
-def test_keygen_writes_an_owner_only_private_key(tmp_path: Path) -> None:
-    _keys(tmp_path)
-    assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
+def _writer(tmp_path: Path, key: Path, **options: float) -> AuditWriter:
+    signer = load_signer(key, replica="r1", forbidden=(tmp_path / "audit",))
+    return AuditWriter(
+        tmp_path / "audit" / "audit.log", max_bytes=1 << 20, max_files=3, signer=signer, **options
+    )  # type: ignore[arg-type]
 
 
-def test_keygen_never_overwrites_a_key(tmp_path: Path) -> None:
-    _keys(tmp_path)
+def _events(log: Path) -> list[str]:
+    return [json.loads(line).get("event", "call") for line in lines_of(log.read_bytes())]
+
+
+def test_keygen_writes_an_owner_only_private_key_and_never_overwrites_one(key: Path) -> None:
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert key.with_name("audit.key.pub").is_file()
     with pytest.raises(FileExistsError):
-        generate_key_pair(tmp_path / "k", tmp_path / "other.pub")
+        generate_key_pair(key)
 
 
-def test_a_signed_head_verifies_and_any_changed_field_does_not(tmp_path: Path) -> None:
-    private, public = _keys(tmp_path)
-    checkpoint = sign_head(private, seq=7, digest="ab" * 32, time="2026-01-01T00:00:00Z", replica="r1")
-    assert verify_checkpoint(public, checkpoint)
-    for change in (
-        {"seq": 8},
-        {"digest": "cd" * 32},
-        {"time": "2027"},
-        {"replica": "r2"},
-        {"signature": "00"},
-    ):
-        assert not verify_checkpoint(public, dataclasses.replace(checkpoint, **change))  # type: ignore[arg-type]
+def test_the_writer_signs_every_n_records_and_on_close(tmp_path: Path, key: Path) -> None:
+    writer = _writer(tmp_path, key, checkpoint_every=2)
+    for _ in range(5):
+        assert writer.write({"event": "call"})
+    writer.close()
+    assert _events(writer.path) == ["call", "call", "checkpoint"] * 2 + ["call", "checkpoint"]
+    public = load_public_key(key.with_name("audit.key.pub").read_bytes())
+    lines = [(str(n), line) for n, line in enumerate(lines_of(writer.path.read_bytes()))]
+    report = check_signatures(lines, [public])
+    assert report.problems == []
+    assert report.checkpoints == 3
+    assert unsigned_problem(report) is None
+    # Closed again with nothing new: no second checkpoint for the same head.
+    writer.close()
+    assert _events(writer.path).count("checkpoint") == 3
 
 
-def test_a_checkpoint_signed_by_another_key_does_not_verify(tmp_path: Path) -> None:
-    _, public = _keys(tmp_path)
-    forged = sign_head(Ed25519PrivateKey.generate(), seq=1, digest="0" * 64, time="t", replica="r")
-    assert not verify_checkpoint(public, forged)
+def test_a_quiet_server_still_signs_after_checkpoint_seconds(tmp_path: Path, key: Path) -> None:
+    writer = _writer(tmp_path, key, checkpoint_every=1_000, checkpoint_seconds=0.2)
+    writer.write({"event": "call"})
+    deadline = time.monotonic() + 30
+    while "checkpoint" not in _events(writer.path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _events(writer.path) == ["call", "checkpoint"]
+    writer.close()
+    assert _events(writer.path) == ["call", "checkpoint"]
 
 
-def test_a_key_inside_the_audit_folder_or_project_is_refused(tmp_path: Path) -> None:
-    audit, project = tmp_path / "audit", tmp_path / "project"
+def test_a_key_inside_the_audit_folder_or_the_project_stops_the_server(
+    tmp_path: Path, project: Path, config_file: Path
+) -> None:
+    audit = tmp_path / "audit"
     audit.mkdir()
-    project.mkdir()
-    for inside in (audit / "k", project / "sub" / "k"):
-        with pytest.raises(ConfigError) as caught:
-            check_key_location(inside, forbidden=(audit, project))
-        assert caught.value.rule == "audit_key_location"
-    check_key_location(tmp_path / "keys" / "k", forbidden=(audit, project))
+    for inside in (audit / "audit.key", project / "audit.key"):
+        generate_key_pair(inside)
+        config_file.write_text(
+            json.dumps({"audit_log_path": str(audit / "audit.log"), "audit_signing_key": str(inside)})
+        )
+        with pytest.raises(ConfigError) as refused:
+            build_app(project, config_path=config_file)
+        assert refused.value.rule == "audit_key_location"
+
+
+@pytest.mark.parametrize(
+    ("problem", "rule"),
+    [
+        ("missing", "audit_key_unreadable"),
+        ("readable by others", "audit_key_permissions"),
+        ("a link", "audit_key_unreadable"),
+        ("not ed25519", "audit_key_invalid"),
+        ("the public half", "audit_key_invalid"),
+    ],
+)
+def test_a_key_the_server_cannot_trust_is_refused_with_its_rule(
+    tmp_path: Path, key: Path, problem: str, rule: str
+) -> None:
+    target = tmp_path / "keys" / "bad.key"
+    if problem == "readable by others":
+        target.write_bytes(key.read_bytes())
+        target.chmod(0o644)
+    elif problem == "a link":
+        target.symlink_to(key)
+    elif problem == "not ed25519":
+        ec = generate_private_key(SECP256R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, ec)
+        os.close(fd)
+    elif problem == "the public half":
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, key.with_name("audit.key.pub").read_bytes())
+        os.close(fd)
+    with pytest.raises(ConfigError) as refused:
+        load_signer(target, replica="", forbidden=(tmp_path / "audit",))
+    assert refused.value.rule == rule

@@ -70,6 +70,10 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     # Runs at once (issue 35).
     ("max_concurrent_runs", 4),
     ("max_concurrent_runs_per_client", 2),
+    # Signed audit checkpoints (issue 36).
+    ("audit_signing_key", None),
+    ("audit_checkpoint_records", 1_000),
+    ("audit_checkpoint_seconds", 300.0),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -93,8 +97,14 @@ INT_FIELDS: Final = (
     "http_max_request_bytes",
     "max_concurrent_runs",
     "max_concurrent_runs_per_client",
+    "audit_checkpoint_records",
 )
-FLOAT_FIELDS: Final = ("audit_log_max_size_mb", "checkpoint_max_size_mb", "checkpoint_file_max_mb")
+FLOAT_FIELDS: Final = (
+    "audit_log_max_size_mb",
+    "checkpoint_max_size_mb",
+    "checkpoint_file_max_mb",
+    "audit_checkpoint_seconds",
+)
 NUMERIC_FIELDS: Final = INT_FIELDS + FLOAT_FIELDS
 
 ENV_VARIABLES: Final = ("OCT_MCP_SAFE_MODE", "OCT_TRUST_REPO_CONFIG", "OCT_MCP_PROFILE", "OCT_MCP_SANDBOX")
@@ -143,6 +153,9 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "rules": ({"effect": "deny", "tools": ["oct_read_file"], "reason": "no reading"},),
     "max_concurrent_runs": 8,
     "max_concurrent_runs_per_client": 1,
+    "audit_signing_key": "/etc/oct-mcp/audit.key",
+    "audit_checkpoint_records": 100,
+    "audit_checkpoint_seconds": 60.0,
 }
 
 
@@ -933,6 +946,8 @@ def test_the_ranges_are_the_documented_ones() -> None:
         "checkpoint_file_max_mb": (0.01, 1_024.0),
         "max_concurrent_runs": (1, 256),
         "max_concurrent_runs_per_client": (1, 256),
+        "audit_checkpoint_records": (1, 1_000_000),
+        "audit_checkpoint_seconds": (1.0, 86_400.0),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oct_mcp.audit.writer import AuditWriter
@@ -25,8 +26,16 @@ class AuditSink:
     """Which replica wrote the record, when several serve one workspace (each keeps its own chain)."""
 
     @classmethod
-    def from_config(cls, config: McpConfig, metrics: CallMetrics | None = None) -> AuditSink:
-        return cls(writer=AuditWriter.from_config(config), metrics=metrics, replica=config.replica_id)
+    def from_config(
+        cls, config: McpConfig, metrics: CallMetrics | None = None, *, project: Path | None = None
+    ) -> AuditSink:
+        """The sink the config describes; `project` is where its signing key may not live.
+
+        Raises:
+            ConfigError: The audit signing key is set but cannot be used.
+        """
+        writer = AuditWriter.from_config(config, project=project)
+        return cls(writer=writer, metrics=metrics, replica=config.replica_id)
 
     async def record(self, record: Mapping[str, Any]) -> None:
         """Write `record`, waiting a bounded time for another process's hold on the lock."""

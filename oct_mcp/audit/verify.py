@@ -18,6 +18,7 @@ __all__ = [
     "audit_files",
     "describe_record",
     "iter_records",
+    "lines_of",
     "read_tail",
     "verify_chain",
 ]
@@ -75,7 +76,7 @@ def audit_files(path: str | Path) -> list[Path]:
     return files
 
 
-def _lines(data: bytes) -> list[bytes]:
+def lines_of(data: bytes) -> list[bytes]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -109,7 +110,7 @@ def verify_chain(path: str | Path) -> Verification:
     lines: list[_Line] = []
     breaks: list[Break] = []
     for index, file in enumerate(files):
-        for number, raw in enumerate(_lines(file.read_bytes()), start=1):
+        for number, raw in enumerate(lines_of(file.read_bytes()), start=1):
             record = _parse(raw)
             if record is None:
                 breaks.append(Break(file, number, "changed: not a JSON audit record"))
@@ -222,7 +223,7 @@ def read_tail(path: str | Path, count: int) -> list[bytes]:
         return []
     kept: deque[bytes] = deque()
     for file in reversed(audit_files(path)):
-        for raw in reversed(_lines(file.read_bytes())):
+        for raw in reversed(lines_of(file.read_bytes())):
             kept.appendleft(raw)
             if len(kept) == count:
                 return list(kept)
@@ -242,7 +243,7 @@ def describe_record(raw: bytes) -> str:
     return "  ".join(
         [
             str(record.get("time", "?")),
-            f"{record.get('tool', '?')!s:<18}",
+            f"{record.get('tool') or record.get('event', '?')!s:<18}",
             f"{record.get('outcome', '?')!s:<17}",
             f"{reason or '-'!s:<20}",
             shown,
@@ -253,7 +254,7 @@ def describe_record(raw: bytes) -> str:
 def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
     """Every record that parses, oldest first (a tool for tests and scripts, not for verification)."""
     for file in audit_files(path):
-        for raw in _lines(file.read_bytes()):
+        for raw in lines_of(file.read_bytes()):
             record = _parse(raw)
             if record is not None:
                 yield record

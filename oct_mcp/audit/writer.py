@@ -23,6 +23,7 @@ import orjson
 from oct_mcp.diagnostics import get_logger
 
 if TYPE_CHECKING:
+    from oct_mcp.audit.checkpoint import HeadSigner
     from oct_mcp.config import McpConfig
 
 __all__ = [
@@ -174,9 +175,20 @@ class AuditWriter:
     included) is logged, counted and kept for `oct-mcp doctor`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, max_bytes: int, max_files: int) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_bytes: int,
+        max_files: int,
+        signer: HeadSigner | None = None,
+        checkpoint_every: int = 1_000,
+        checkpoint_seconds: float = 300.0,
+    ) -> None:
         if max_bytes < 1 or max_files < 1:
             raise ValueError("max_bytes and max_files must be at least 1")
+        if checkpoint_every < 1 or checkpoint_seconds <= 0:
+            raise ValueError("checkpoint_every and checkpoint_seconds must be positive")
         self.path = Path(path)
         self._path_name = str(self.path)
         self.max_bytes = max_bytes
@@ -190,14 +202,38 @@ class AuditWriter:
         self._lost_since_last_write = 0
         self._break: dict[str, Any] | None = None
         """The chain_break record the next write puts first, when the disk disagreed with the head."""
+        self.signer = signer
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_seconds = checkpoint_seconds
+        self._unsigned = 0
+        """Records this writer put since its last checkpoint (or since it started)."""
+        self._last_checkpoint = time.monotonic()
+        self._timer: _CheckpointTimer | None = None
 
     @classmethod
-    def from_config(cls, config: McpConfig) -> AuditWriter:
-        """A writer at the config's `audit_log_path`, rotating at `audit_log_max_size_mb`."""
+    def from_config(cls, config: McpConfig, *, project: Path | None = None) -> AuditWriter:
+        """A writer at the config's `audit_log_path`, rotating at `audit_log_max_size_mb`, signing
+        checkpoints with `audit_signing_key` when it is set.
+
+        Raises:
+            ConfigError: The signing key is set but cannot be used (see `load_signer`).
+        """
+        path = Path(os.path.expanduser(config.audit_log_path))
+        signer = None
+        if config.audit_signing_key is not None:
+            from oct_mcp.audit.checkpoint import load_signer
+
+            forbidden = (path.parent,) if project is None else (path.parent, project)
+            signer = load_signer(
+                config.audit_signing_key, replica=config.replica_id or "", forbidden=forbidden
+            )
         return cls(
-            os.path.expanduser(config.audit_log_path),
+            path,
             max_bytes=max(1, int(config.audit_log_max_size_mb * 1024 * 1024)),
             max_files=config.audit_log_max_files,
+            signer=signer,
+            checkpoint_every=config.audit_checkpoint_records,
+            checkpoint_seconds=config.audit_checkpoint_seconds,
         )
 
     @property
@@ -246,8 +282,14 @@ class AuditWriter:
                     return written
         return self._lose_to_the_lock()
 
-    def try_write(self, fields: Mapping[str, Any]) -> bool | None:
-        """One attempt at `write`, without waiting: None when another process holds the lock."""
+    def try_write(self, fields: Mapping[str, Any] | None) -> bool | None:
+        """One attempt at `write`, without waiting: None when another process holds the lock.
+
+        `fields` None writes no record, only a checkpoint if this writer signs and has records
+        since its last one.
+        """
+        if self.signer is not None and self._timer is None and fields is not None:
+            self._timer = _CheckpointTimer(self)
         with self._lock:
             try:
                 self._append(fields)
@@ -285,12 +327,38 @@ class AuditWriter:
             )
         return "writable"
 
+    def checkpoint(self) -> bool:
+        """Sign the chain's head now if this writer has put records since its last checkpoint.
+
+        Waits for another process's hold on the lock as `write` does. Returns False when the
+        checkpoint could not be written (the failure is kept, as for a record).
+        """
+        if self.signer is None or not self._unsigned:
+            return True
+        return self._checkpoint_now()
+
+    def _checkpoint_now(self) -> bool:
+        delay = _LOCK_RETRY_FIRST
+        give_up = time.monotonic() + self._lock_wait()
+        while True:
+            written = self.try_write(None)
+            if written is not None:
+                return written
+            if time.monotonic() >= give_up:
+                return self._lose_to_the_lock()
+            time.sleep(delay)
+            delay = min(delay * 2, _LOCK_RETRY_MAX)
+
     def close(self) -> None:
-        """Close the files; a later write opens them again."""
+        """Sign the head (when this writer signs) and close the files; a later write opens them again."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.stop()
+        self.checkpoint()
         with self._lock:
             self._files.close()
 
-    def _append(self, fields: Mapping[str, Any]) -> None:
+    def _append(self, fields: Mapping[str, Any] | None) -> None:
         try:
             self._append_once(fields)
         except _FolderRemovedError:
@@ -298,7 +366,7 @@ class AuditWriter:
             self._files.close()
             self._append_once(fields)
 
-    def _append_once(self, fields: Mapping[str, Any]) -> None:
+    def _append_once(self, fields: Mapping[str, Any] | None) -> None:
         lock, log = self._open()
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -310,19 +378,39 @@ class AuditWriter:
                 log = self._put(log, current, self._break)
                 self._break = None
                 current = os.fstat(log)
-            record: dict[str, Any] = {"time": None, **fields}
-            if self._lost_since_last_write:
-                record["lost_before"] = self._lost_since_last_write
-            self._put(log, current, record)
+            if fields is not None:
+                record: dict[str, Any] = {"time": None, **fields}
+                if self._lost_since_last_write:
+                    record["lost_before"] = self._lost_since_last_write
+                log = self._put(log, current, record)
+                self._unsigned += 1
+            if self.signer is not None and self._checkpoint_due(force=fields is None):
+                self._put_checkpoint(log, self.signer)
             head = self._files.head
             if head is not None and self._prev is not None:
                 os.pwrite(head, _render_head(self._seq, self._prev), 0)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-        self._lost_since_last_write = 0
+        if fields is not None:
+            self._lost_since_last_write = 0
         if self._failure is not None:
             _log.error("audit_recovered", path=str(self.path), lost=self._failure.lost)
             self._failure = None
+
+    def _checkpoint_due(self, *, force: bool) -> bool:
+        if not self._unsigned or self._prev is None:
+            return False
+        if force or self._unsigned >= self.checkpoint_every:
+            return True
+        return time.monotonic() - self._last_checkpoint >= self.checkpoint_seconds
+
+    def _put_checkpoint(self, log: int, signer: HeadSigner) -> None:
+        """Sign the head the chain has now (the record just put) as the next record."""
+        digest = self._prev if self._prev is not None else GENESIS
+        record = {"time": None, **signer.checkpoint_record(seq=self._seq, digest=digest, time=_now())}
+        self._put(log, os.fstat(log), record)
+        self._unsigned = 0
+        self._last_checkpoint = time.monotonic()
 
     def _put(self, log: int, current: os.stat_result, record: dict[str, Any]) -> int:
         """Write `record` as the chain's next line, rotating first if it would not fit; returns the log."""
@@ -434,6 +522,33 @@ class AuditWriter:
         since = previous.since if previous is not None else datetime.now(UTC)
         lost = previous.lost + 1 if previous is not None else 1
         self._failure = AuditFailure(since=since, reason=reason, lost=lost)
+
+
+class _CheckpointTimer:
+    """Signs the head every `checkpoint_seconds` while records come in slowly or not at all.
+
+    A daemon thread, so it needs no event loop (the writer serves threads and processes alike);
+    it holds the writer only weakly and ends when the writer is closed or collected.
+    """
+
+    def __init__(self, writer: AuditWriter) -> None:
+        self._stopped = threading.Event()
+        self._interval = writer.checkpoint_seconds
+        reference = weakref.ref(writer)
+        thread = threading.Thread(target=self._run, args=(reference,), name="audit-checkpoints", daemon=True)
+        thread.start()
+
+    def _run(self, reference: weakref.ref[AuditWriter]) -> None:
+        while not self._stopped.wait(self._interval):
+            writer = reference()
+            if writer is None:
+                return
+            if writer._unsigned and time.monotonic() - writer._last_checkpoint >= self._interval:
+                writer.try_write(None)
+            del writer
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 class _FolderRemovedError(Exception):

@@ -187,7 +187,11 @@ def _bounded(value: str | None) -> str | None:
 
 
 def _build(settings: AuditSettings, runtime: LayerRuntime) -> AuditLogger:
-    sink = runtime.audit if runtime.audit is not None else AuditSink.from_config(runtime.config)
+    sink = (
+        runtime.audit
+        if runtime.audit is not None
+        else AuditSink.from_config(runtime.config, project=runtime.workspace.root)
+    )
     return AuditLogger(sink=sink, profile=runtime.profile)
 
 
