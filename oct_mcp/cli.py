@@ -20,6 +20,7 @@ from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command,
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
+from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
 from oct_mcp.stopping import until_stopped
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
@@ -91,7 +92,10 @@ def _parser(command: str) -> argparse.ArgumentParser:
         ),
         "doctor": "Print the effective configuration, the chain, the sandbox backends and the tools.",
         "call": "Run one tool call through the same chain as the server and print its outcome.",
-        "tools": "List the tools this profile offers, or show one tool's arguments.",
+        "tools": (
+            "List the tools this profile offers, or show one tool's arguments; `tools pending|diff|accept "
+            "--pins FILE` review an embedded server's changed tools."
+        ),
         "policy": (
             "What the rules decide, running nothing: `policy check TOOL --json ARGS` prints the decision "
             "for a call, the rule and its tier; `policy test` runs every rule's examples."
@@ -289,6 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = args_list.pop(0) if args_list and args_list[0] in COMMANDS else "serve"
+    if command == "tools" and args_list and args_list[0] in PINS_ACTIONS:
+        # An embedded server's pins, not this server's tools: no project, no chain.
+        pins_args = pins_parser(list(DEBUG_LEVELS)).parse_args(args_list)
+        configure_diagnostics(pins_args.debug if pins_args.debug is not None else debug_level_from_env())
+        return run_pins(pins_args)
     args = _parser(command).parse_args(args_list)
     configure_diagnostics(args.debug if args.debug is not None else debug_level_from_env())
     if command == "audit":

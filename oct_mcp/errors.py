@@ -30,6 +30,7 @@ __all__ = [
     "OctError",
     "OutputLimitError",
     "PathRefusedError",
+    "PinFileError",
     "PolicyError",
     "ProjectCodeRefusedError",
     "RateLimitUnavailableError",
@@ -39,6 +40,7 @@ __all__ = [
     "SandboxUnavailableError",
     "SecretUnmaskedError",
     "TargetChangedError",
+    "ToolChangedError",
     "ToolTimeoutError",
     "ToolUnavailableError",
     "UncheckedFolderError",
@@ -245,6 +247,19 @@ class GitConfigUnreadableError(ExecutionError):
     """git could not list its own config, so its filter drivers cannot all be switched off."""
 
     code = "git_config_unreadable"
+
+
+class ToolChangedError(RefusedError):
+    """A tool's definition differs from the one pinned when it was first served; withheld until
+    the operator accepts it with `oct-mcp tools accept NAME`."""
+
+    code = "tool_changed"
+
+
+class PinFileError(RefusedError):
+    """The pin file of tool definitions is unreadable, corrupt or tampered; every tool is withheld."""
+
+    code = "pin_file"
 
 
 class ConfigError(OctError):

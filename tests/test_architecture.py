@@ -273,6 +273,8 @@ _WRITERS: dict[str, str] = {
     "left in its private git folder, installed back (to move to execution.commands, TODO(#28))",
     "oct_mcp/protected.py": "removes protected paths a writable command run created, and gives a folder "
     "the run hid from the check its owner's rights back (the command run's settle step, TODO(#28))",
+    "oct_mcp/embed/pins.py": "the pin file of an embedded server's tool definitions, in the server's own "
+    "state folder (written atomically)",
     "oct_mcp/cli.py": "`oct-mcp token` writes the user's own config file",
     "oct_mcp/install.py": "`oct-mcp install HOST` writes the host's MCP config files the user named, "
     "each backed up first",

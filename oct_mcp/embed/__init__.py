@@ -4,8 +4,8 @@
     guard(server)                # an SDK MCPServer or low-level Server
 
 One SDK middleware runs the chain around every `tools/call` of the host's own tools (the
-host's handler is the chain's endpoint) and filters `tools/list` by the policy. Other
-requests (resources, prompts, ...) pass untouched.
+host's handler is the chain's endpoint) and filters `tools/list` by the policy and the pinned
+tool definitions (`oct_mcp.embed.pins`). Other requests (resources, prompts, ...) pass untouched.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +30,20 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from oct_mcp.app import App, build_app
+from oct_mcp.app import App, CallFailure, build_app
 from oct_mcp.consent import with_confirm_argument, without_confirm
-from oct_mcp.errors import DryRunUnsupportedError
+from oct_mcp.diagnostics import get_logger
+from oct_mcp.embed.pins import ToolPins, default_pin_file, definition_of, digest
+from oct_mcp.errors import DryRunUnsupportedError, OctError, PinFileError
+from oct_mcp.execution.checkpoints import project_key
+from oct_mcp.middleware.audit import audit_record
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.transports.consent_adapter import RequestFacts, call_with_consent
+from oct_mcp.transports.consent_adapter import (
+    RequestFacts,
+    call_with_consent,
+    client_info,
+    to_call_tool_result,
+)
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
 
 __all__ = [
@@ -44,8 +54,11 @@ __all__ = [
     "guard",
     "host_arguments",
     "host_result",
+    "pins_for",
     "session_client_id",
 ]
+
+_log = get_logger(__name__)
 
 EMBEDDED_PROFILE: Final = "embedded"
 DRY_RUN_FIELD: Final = "dry_run"
@@ -64,6 +77,100 @@ class ForeignTool:
     """Overrides the risk read from the annotations (readOnlyHint: read; otherwise destructive)."""
     path_arguments: tuple[str, ...] = ()
     """Arguments that are paths: contained inside the project root like oct's own."""
+
+
+PINS_WITHHELD_ALL: Final = (
+    "every tool of this server is withheld: the file that pins its tool definitions cannot be read, or "
+    "was changed by hand. The operator fixes or removes it (the server's log names the file and why)"
+)
+PINS_DEFAULT: Final = "default"
+"""`guard(pin_file=...)`: the server's own pin file under `~/.oct-mcp/pins`, per project."""
+
+
+def pins_for(
+    app: App, server_name: str, pin_file: str | Path | None, *, allow_narrowing: bool
+) -> ToolPins | None:
+    """The pins of the server `server_name` guarded by `app`: None when `pin_file` is None (pinning off)."""
+    if pin_file is None:
+        return None
+    if pin_file == PINS_DEFAULT:
+        base = Path.home() / ".oct-mcp" / "pins" / project_key(app.workspace.root)
+        path = default_pin_file(base, server_name)
+    else:
+        path = Path(pin_file).expanduser()
+    pins = ToolPins(path, allow_narrowing=allow_narrowing)
+    if pins.error is not None:
+        _log.error("tool_pins_unusable", path=str(path), problem=pins.error.message)
+    else:
+        _log.info("tool_pins", path=str(path), pinned=len(pins.pinned_names()))
+    return pins
+
+
+async def audit_refusal(
+    app: App, request: RequestFacts, client_id: str, tool: str, error: OctError, arguments: Mapping[str, Any]
+) -> None:
+    """Record a call refused before the chain ran, as the audit layer records a refusal."""
+    if app.audit is None or "audit" not in app.chain.layer_names:
+        return
+    call = CallContext(
+        tool=tool,
+        arguments=arguments,
+        client=client_info(request, _TRANSPORT, client_id),
+        call_id=os.urandom(16).hex(),
+    )
+    await app.audit.record(audit_record(call, None, error, duration=0.0, profile=app.profile.name))
+
+
+async def review_pins(
+    app: App,
+    pins: ToolPins | None,
+    listed: Mapping[str, Mapping[str, Any]],
+    client_id: str,
+) -> frozenset[str]:
+    """The listed tools to withhold, their definitions held against the pins; each change audited once.
+
+    Raises:
+        PinFileError: The pin file is unusable: withhold every tool.
+    """
+    if pins is None:
+        return frozenset()
+    review = pins.review(listed)
+    if review.first_seen:
+        _log.info("tools_pinned", tools=list(review.first_seen), pin_file=str(pins.path))
+    for name in review.newly_changed:
+        # For the operator: which file to review and accept it in.
+        _log.warning("tool_changed", tool=name, pin_file=str(pins.path))
+        if app.audit is not None and "audit" in app.chain.layer_names:
+            await app.audit.record(
+                {
+                    "event": "tool_changed",
+                    "tool": name[:200],
+                    "client": {"id": client_id, "transport": _TRANSPORT},
+                    "sha256": digest(listed[name]),
+                }
+            )
+    return review.withheld
+
+
+async def refuse_unpinned(
+    app: App,
+    pins: ToolPins | None,
+    withheld: frozenset[str],
+    params: types.CallToolRequestParams,
+    request: RequestFacts,
+    client_id: str,
+) -> types.CallToolResult | None:
+    """The answer to a call of a withheld tool (audited as a refusal); None when the call may go on."""
+    if pins is None:
+        return None
+    if pins.error is not None:
+        error: OctError = PinFileError(PINS_WITHHELD_ALL)
+    elif params.name in withheld:
+        error = pins.refusal(params.name)
+    else:
+        return None
+    await audit_refusal(app, request, client_id, params.name, error, params.arguments or {})
+    return to_call_tool_result(CallFailure(code=error.code, message=error.message))
 
 
 _OWNERS: OrderedDict[int, tuple[Any, str]] = OrderedDict()
@@ -167,6 +274,10 @@ class OctGuard:
     tools: Mapping[str, ForeignTool] = field(default_factory=dict)
     keep_binary_content: bool = False
     """Pass the host's images, audio and blobs on, which the redactor cannot look into."""
+    pins: ToolPins | None = None
+    """The pinned tool definitions: a changed tool is withheld; None: pinning off."""
+    withheld: frozenset[str] = frozenset()
+    """The tools the last listing found changed since pinned."""
 
     def spec_for(self, name: str, listed: Mapping[str, Any] | None = None) -> ToolSpec:
         """The tool as the chain sees it: from its listing when seen, destructive until then."""
@@ -174,19 +285,26 @@ class OctGuard:
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: SdkCallNext) -> HandlerResult:
         if ctx.method == "tools/list":
-            return self._filter_listing(await call_next(ctx))
+            return await self._filter_listing(await call_next(ctx), ctx)
         if ctx.method == "tools/call":
             return await self._call(ctx, call_next)
         return await call_next(ctx)
 
-    def _filter_listing(self, result: HandlerResult) -> HandlerResult:
+    async def _filter_listing(self, result: HandlerResult, ctx: ServerRequestContext[Any]) -> HandlerResult:
         listing = (
             result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
         )
         if not isinstance(listing, dict) or not isinstance(listing.get("tools"), list):
             return result
+        listed = {str(tool.get("name")): definition_of(tool) for tool in listing["tools"]}
+        try:
+            self.withheld = await review_pins(self.app, self.pins, listed, session_client_id(ctx))
+        except PinFileError:
+            return {**listing, "tools": []}
         shown = []
         for tool in listing["tools"]:
+            if tool.get("name") in self.withheld:
+                continue
             spec = self.spec_for(str(tool.get("name")), tool)
             if not self.app.chain.is_visible(spec):
                 continue
@@ -200,8 +318,8 @@ class OctGuard:
         # The same _meta as the call: on 2026-07-28 it carries the protocol version every request needs.
         params = {"_meta": ctx.params["_meta"]} if ctx.params and "_meta" in ctx.params else {}
         try:
-            self._filter_listing(
-                await call_next(dataclasses.replace(ctx, method="tools/list", params=params))
+            await self._filter_listing(
+                await call_next(dataclasses.replace(ctx, method="tools/list", params=params)), ctx
             )
         except (MCPError, ValidationError):
             return  # no listing: unknown tools stay destructive, which asks before running them
@@ -214,6 +332,11 @@ class OctGuard:
             return await call_next(ctx)  # the SDK answers a malformed call with its own error
         if params.name not in self.specs:
             await self._learn_tools(ctx, call_next)
+        refused = await refuse_unpinned(
+            self.app, self.pins, self.withheld, params, ctx, session_client_id(ctx)
+        )
+        if refused is not None:
+            return refused
         self.spec_for(params.name)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
@@ -333,6 +456,8 @@ def guard(
     tools: Mapping[str, ForeignTool] | None = None,
     keep_binary_content: bool = False,
     layers: Sequence[LayerType] = (),
+    pin_file: str | Path | None = PINS_DEFAULT,
+    allow_narrowing: bool = False,
 ) -> OctGuard:
     """Put oct-mcp's chain around every tool of `server`.
 
@@ -348,6 +473,12 @@ def guard(
             the redactor masks every string a result carries but cannot look into bytes, so
             they are left out, with a note in the text.
         layers: Layer types of your own, which the profile may name (see `build_app`).
+        pin_file: Where the tools' definitions are pinned: by default
+            `~/.oct-mcp/pins/PROJECT/SERVER.json`; a path of your own; None turns pinning off. A
+            tool whose definition changed since first served is withheld until accepted
+            (`oct-mcp tools accept NAME --pins FILE`).
+        allow_narrowing: A change that only moves annotations toward allowing less (readOnlyHint
+            true, destructiveHint or openWorldHint false) is served without acceptance.
 
     Returns:
         The middleware, already added to the server.
@@ -358,7 +489,11 @@ def guard(
     lowlevel = server._lowlevel_server if isinstance(server, MCPServer) else server
     app, specs = _hosted_app(project_root, profile, config_path, environ, layers)
     middleware = OctGuard(
-        app=app, specs=specs, tools=dict(tools or {}), keep_binary_content=keep_binary_content
+        app=app,
+        specs=specs,
+        tools=dict(tools or {}),
+        keep_binary_content=keep_binary_content,
+        pins=pins_for(app, lowlevel.name, pin_file, allow_narrowing=allow_narrowing),
     )
     if not any(isinstance(layer, RequestStateBoundary) for layer in lowlevel.middleware):
         # The consent round on 2026-07-28 carries sealed state; a low-level Server has no boundary.

@@ -8,6 +8,7 @@ Needs the `fastmcp` extra (`pip install 'oct-mcp[fastmcp]'`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,19 @@ from oct_mcp.app import App
 from oct_mcp.consent import with_confirm_argument
 from oct_mcp.embed import (
     EMBEDDED_PROFILE,
+    PINS_DEFAULT,
     ForeignTool,
     _hosted_app,
     _spec_for,
     host_arguments,
     host_result,
+    pins_for,
+    refuse_unpinned,
+    review_pins,
     session_client_id,
 )
+from oct_mcp.embed.pins import ToolPins, definition_of
+from oct_mcp.errors import PinFileError
 from oct_mcp.spec import ToolSpec
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
@@ -48,11 +55,15 @@ class OctFastMCPMiddleware(Middleware):
         tools: Mapping[str, ForeignTool],
         *,
         keep_binary_content: bool = False,
+        pins: ToolPins | None = None,
     ) -> None:
         self.app = app
         self.specs = specs
         self.tools = dict(tools)
         self.keep_binary_content = keep_binary_content
+        self.pins = pins
+        self.withheld: frozenset[str] = frozenset()
+        """The tools the last listing found changed since pinned."""
 
     def _learn(self, tool: Tool) -> ToolSpec:
         listed = {
@@ -70,8 +81,15 @@ class OctFastMCPMiddleware(Middleware):
         context: MiddlewareContext[types.ListToolsRequest],
         call_next: CallNext[types.ListToolsRequest, Sequence[Tool]],
     ) -> Sequence[Tool]:
+        tools = await call_next(context)
+        try:
+            self.withheld = await self._review(tools, context)
+        except PinFileError:
+            return []
         shown = []
-        for tool in await call_next(context):
+        for tool in tools:
+            if tool.name in self.withheld:
+                continue
             spec = self._learn(tool)
             if not self.app.chain.is_visible(spec):
                 continue
@@ -79,6 +97,17 @@ class OctFastMCPMiddleware(Middleware):
                 tool = tool.model_copy(update={"parameters": with_confirm_argument(tool.parameters)})
             shown.append(tool)
         return shown
+
+    async def _review(self, tools: Sequence[Tool], context: MiddlewareContext[Any]) -> frozenset[str]:
+        """Which of `tools` to withhold, their definitions held against the pins."""
+        listed = {
+            tool.name: definition_of(tool.to_mcp_tool().model_dump(by_alias=True, exclude_none=True))
+            for tool in tools
+        }
+        fastmcp_context = context.fastmcp_context
+        request = None if fastmcp_context is None else fastmcp_context.request_context
+        client_id = _TRANSPORT if request is None else session_client_id(request)
+        return await review_pins(self.app, self.pins, listed, client_id)
 
     async def on_call_tool(
         self,
@@ -94,6 +123,13 @@ class OctFastMCPMiddleware(Middleware):
             tool = await fastmcp_context.fastmcp.get_tool(params.name)
             if tool is not None:
                 self._learn(tool)
+                with contextlib.suppress(PinFileError):  # answered below, with every tool withheld
+                    changed = await self._review([tool], context)
+                    self.withheld = (self.withheld - {tool.name}) | changed
+        client_id = session_client_id(request)
+        refused = await refuse_unpinned(self.app, self.pins, self.withheld, params, request, client_id)
+        if refused is not None:
+            return FastMCPToolResult(content=refused.content, is_error=True)
         _spec_for(self.specs, self.tools, params.name, None)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
@@ -109,7 +145,7 @@ class OctFastMCPMiddleware(Middleware):
             )
 
         answer = await call_with_consent(
-            self.app, params, request, _TRANSPORT, forward=to_host, client_id=session_client_id(request)
+            self.app, params, request, _TRANSPORT, forward=to_host, client_id=client_id
         )
         if isinstance(answer, types.InputRequiredResult):
             return InputRequiredToolResult(input_required=answer)
@@ -139,6 +175,8 @@ def guard_fastmcp(
     tools: Mapping[str, ForeignTool] | None = None,
     keep_binary_content: bool = False,
     layers: Sequence[LayerType] = (),
+    pin_file: str | Path | None = PINS_DEFAULT,
+    allow_narrowing: bool = False,
 ) -> OctFastMCPMiddleware:
     """Put oct-mcp's chain around every tool of a FastMCP server; as `oct_mcp.embed.guard` for the SDK.
 
@@ -151,6 +189,9 @@ def guard_fastmcp(
         ConfigError: The profile does not exist or does not build.
     """
     app, specs = _hosted_app(project_root, profile, config_path, environ, layers)
-    middleware = OctFastMCPMiddleware(app, specs, tools or {}, keep_binary_content=keep_binary_content)
+    pins = pins_for(app, server.name, pin_file, allow_narrowing=allow_narrowing)
+    middleware = OctFastMCPMiddleware(
+        app, specs, tools or {}, keep_binary_content=keep_binary_content, pins=pins
+    )
     server.middleware.insert(0, middleware)
     return middleware
