@@ -21,6 +21,8 @@ from oct_mcp.profiles import Profile, resolve_profile
 from oct_mcp.registry import LayerRegistry, layer_registry
 from oct_mcp.rules import RuleSource, read_admin_rules
 from oct_mcp.spec import ToolSpec
+from oct_mcp.telemetry import is_on as telemetry_on
+from oct_mcp.telemetry import note_failure, start_telemetry, stop_telemetry
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, LayerType, Outcome, ProgressReporter
 from oct_mcp.workspace import Workspace, read_at_most, resolve_root
@@ -52,15 +54,19 @@ class App:
     """Sealed consent states already answered: each answer runs its call once."""
     rule_sources: tuple[RuleSource, ...] = ()
     """The files whose rules are in force, strongest tier first (the profile's are the policy layer's)."""
+    telemetry: bool = False
+    """This app started the OpenTelemetry export (`build_app(telemetry=True)`): its close flushes it."""
 
     def visible_tools(self) -> list[ToolSpec]:
         """The tools `tools/list` shows: the catalog minus what the chain hides."""
         return [spec for spec in self.catalog.values() if self.chain.is_visible(spec)]
 
     def close(self) -> None:
-        """Stop the metrics endpoint and close the audit log."""
+        """Stop the metrics endpoint, flush the telemetry this app started, and close the audit log."""
         if self.metrics is not None:
             self.metrics.close()
+        if self.telemetry:
+            stop_telemetry()
         if self.audit is not None:
             self.audit.writer.close()
 
@@ -84,6 +90,7 @@ def build_app(
     hosted: bool = False,
     development: bool = False,
     layers: Sequence[LayerType] = (),
+    telemetry: bool = False,
 ) -> App:
     """Load the config, resolve the root and the profile, and build the chain.
 
@@ -100,6 +107,8 @@ def build_app(
             the host's handler is the endpoint, and the catalog fills as the host lists tools.
         layers: Layer types of your own, which a profile may name beside the shipped ones and
             those installed under the `oct_mcp.layers` entry point group.
+        telemetry: Export traces and metrics when the OTEL_* variables ask for it (the server and
+            an embedding guard do; one-shot commands do not).
 
     Raises:
         NotADirectoryError: The project root is not an existing directory.
@@ -141,6 +150,7 @@ def build_app(
         development=development,
         rule_sources=tuple(rule_sources),
     )
+    started = telemetry and not telemetry_on() and start_telemetry(environ).enabled
     chain = build_chain(chosen, runtime, endpoint=_forward_to_host if hosted else None, registry=registry)
     _log.info("chain_built", profile=chosen.name, layers=list(chosen.layers), root=str(workspace.root))
     endpoint = serve_metrics(metrics, port) if metrics is not None and port is not None else None
@@ -154,6 +164,7 @@ def build_app(
         audit=audit,
         metrics=endpoint,
         rule_sources=tuple(rule_sources),
+        telemetry=started,
     )
 
 
@@ -270,10 +281,12 @@ async def run_call(
         outcome = await app.chain(ctx)
     except OctError as exc:
         _log.info("call_failed", call_id=ctx.call_id, tool=tool, code=exc.code)
+        note_failure(exc.code, exc)
         return CallFailure(code=exc.code, message=exc.message)
     except Exception:  # noqa: BLE001 - the boundary: nothing unexpected may reach a client as text
         # The one boundary that turns an unexpected error into a fixed message.
         _log.exception("call_crashed", call_id=ctx.call_id, tool=tool)
+        note_failure(INTERNAL_ERROR_CODE)
         return CallFailure(code=INTERNAL_ERROR_CODE, message=INTERNAL_ERROR_MESSAGE)
     _log.debug("call_done", call_id=ctx.call_id, tool=tool)
     return outcome

@@ -10,6 +10,8 @@ from pydantic import ValidationError
 
 from oct_mcp.errors import ConfigError
 from oct_mcp.registry import layer_registry
+from oct_mcp.telemetry import is_on as telemetry_on
+from oct_mcp.telemetry import traced_layer
 from oct_mcp.types import (
     CallContext,
     CallNext,
@@ -42,14 +44,16 @@ def _link(layer: Middleware, call_next: CallNext) -> CallNext:
     return call
 
 
-def compose(layers: Sequence[Middleware], endpoint: CallNext) -> CallNext:
+def compose(layers: Sequence[Middleware], endpoint: CallNext, names: Sequence[str] | None = None) -> CallNext:
     """Link `layers` around `endpoint`, once: `layers[0]` is outermost.
 
-    It sees the call first and the outcome last.
+    It sees the call first and the outcome last. With `names` (telemetry on), each layer runs in a
+    span of its own; without, nothing is added to a call.
     """
     call = endpoint
-    for layer in reversed(layers):
-        call = _link(layer, call)
+    for index in reversed(range(len(layers))):
+        layer = layers[index]
+        call = _link(layer, call) if names is None else traced_layer(names[index], layer, call)
     return call
 
 
@@ -130,7 +134,11 @@ def build_chain(
         profile=profile.name,
         layer_names=profile.layers,
         layers=tuple(layers),
-        call=compose(layers, endpoint if endpoint is not None else _no_terminal),
+        call=compose(
+            layers,
+            endpoint if endpoint is not None else _no_terminal,
+            names=[layer_type.name for layer_type in types] if telemetry_on() else None,
+        ),
     )
 
 

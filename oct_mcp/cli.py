@@ -22,6 +22,7 @@ from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
 from oct_mcp.stopping import until_stopped
+from oct_mcp.telemetry import telemetry_status
 from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python import how_it_runs
 from oct_mcp.tools.screen_helper import helper_status
@@ -326,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config_path=args.config,
             serve_metrics_endpoint=command == "serve",
             development=args.development,
+            telemetry=command == "serve",
         )
     except NotADirectoryError as exc:
         print(f"oct-mcp: {exc}; pass --project-root with the path of your project", file=sys.stderr)
@@ -593,7 +595,8 @@ def print_doctor(app: App, out: TextIO) -> None:
 
     print_rules(app, out)
     write(f"audit: {audit_status(app)}\n")
-    write(f"checkpoints: {_checkpoint_status(app)}\n\n")
+    write(f"checkpoints: {_checkpoint_status(app)}\n")
+    write(f"opentelemetry: {telemetry_status().reason}\n\n")
     write("sandbox backends:\n")
     for name, status in sandbox_backend_status(config.sandbox_backend):
         write(f"  {name:<14} {status}\n")

@@ -442,6 +442,7 @@ def _hosted_app(
         catalog=specs,
         hosted=True,
         layers=layers,
+        telemetry=True,
     )
     return app, specs
 

@@ -57,6 +57,7 @@ from oct_mcp.protected import (
     settle_protected_paths,
     snapshot_protected,
 )
+from oct_mcp.telemetry import span
 from oct_mcp.types import ProgressReporter, Runner, ToolResult
 
 __all__ = ["RUN_PROCESSES", "CommandRunner"]
@@ -100,13 +101,22 @@ class CommandRunner:
     """Which project files a read shows masked, kept between runs."""
 
     async def run(self, plan: CommandPlan, project: Path, progress: ProgressReporter | None) -> ToolResult:
-        """Run the plan's commands and parse the last one's output.
+        """Run the plan's commands and parse the last one's output (a span `oct.sandbox.run` when
+        telemetry is on: the backend, the program's name, the exit code; never an argument).
 
         Raises:
             SandboxUnavailableError: The backend lacks a guarantee the profile needs.
             ToolTimeoutError: Past the time limit.
             ProtectedPathCreatedError: A writable run touched protected paths.
         """
+        facts = {"oct.sandbox.backend": self.backend.name, "process.executable.name": Path(plan.argv[0]).name}
+        with span("oct.sandbox.run", facts) as current:
+            result = await self._run(plan, project, progress)
+            if current is not None and result.exit_code is not None:
+                current.set_attribute("process.exit.code", result.exit_code)
+            return result
+
+    async def _run(self, plan: CommandPlan, project: Path, progress: ProgressReporter | None) -> ToolResult:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         if plan.cwd is not None and not is_inside(plan.cwd, project):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 import mcp_types as types
@@ -15,7 +15,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from oct_mcp.app import App, CallFailure, run_call
 from oct_mcp.consent import (
@@ -31,6 +31,7 @@ from oct_mcp.consent import (
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.preview import TargetState
 from oct_mcp.redaction import redact
+from oct_mcp.telemetry import CallFacts, call_span, span
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 
 __all__ = [
@@ -166,6 +167,26 @@ async def call_with_consent(
             transport cannot tell one client session from another (no grant is offered then).
     """
     client = client_info(request, transport, client_id)
+    facts = CallFacts(
+        tool=params.name if params.name in app.catalog else None,
+        transport=transport,
+        request_id=request.request_id,
+        session_id=_session_header(request),
+        protocol_version=request.protocol_version,
+        meta=_meta_of(params),
+    )
+    with call_span(facts):
+        return await _call_with_consent(app, params, request, client, forward, session_grants)
+
+
+async def _call_with_consent(
+    app: App,
+    params: types.CallToolRequestParams,
+    request: RequestFacts,
+    client: ClientInfo,
+    forward: Callable[[CallContext], Awaitable[Outcome]] | None,
+    session_grants: SessionGrants | None,
+) -> types.CallToolResult | types.InputRequiredResult:
     arguments = params.arguments or {}
     progress = progress_reporter(request)
 
@@ -187,6 +208,18 @@ async def call_with_consent(
     if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return input_required(outcome)
     return to_call_tool_result(await run_chain(await elicit_consent(request, outcome)))
+
+
+def _session_header(request: RequestFacts) -> str | None:
+    headers = getattr(getattr(request, "request", None), "headers", None)
+    return None if headers is None else headers.get("mcp-session-id")
+
+
+def _meta_of(params: types.CallToolRequestParams) -> Mapping[str, Any] | None:
+    meta = params.meta
+    if meta is None:
+        return None
+    return meta.model_dump(by_alias=True) if isinstance(meta, BaseModel) else dict(meta)
 
 
 def progress_reporter(ctx: RequestFacts) -> ProgressReporter | None:
@@ -279,11 +312,12 @@ async def elicit_consent(ctx: RequestFacts, request: ConsentRequest) -> Consent:
     targets = None if preview is None else preview.targets
     preview_digest = None if preview is None else preview.digest()
     try:
-        answer = await ctx.session.elicit_form(
-            request.question or request.message,
-            consent_form_schema(request.tool, request.grant_folders),
-            related_request_id=ctx.request_id,
-        )
+        with span("oct.consent.wait", {"gen_ai.tool.name": request.tool}):
+            answer = await ctx.session.elicit_form(
+                request.question or request.message,
+                consent_form_schema(request.tool, request.grant_folders),
+                related_request_id=ctx.request_id,
+            )
     except MCPError as exc:
         # No answer is a no: nothing runs without one. (NoBackChannelError is an MCPError.)
         _log.warning("consent_elicitation_failed", tool=request.tool, problem=type(exc).__name__)
