@@ -181,6 +181,9 @@ class McpConfig:
     """A checkpoint after this many records, at the latest."""
     audit_checkpoint_seconds: float = field(default=300.0, metadata=_rules(range=(1.0, 86_400.0)))
     """A checkpoint this long after the last one when records came since (and one at shutdown)."""
+    audit_syslog_address: str | None = None
+    """Each audit line also sent, as written, to this syslog receiver: `udp://HOST:PORT`,
+    `tcp://HOST:PORT` or `unix:///dev/log` (a copy off the machine shows a rewritten or cut log)."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))

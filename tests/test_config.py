@@ -74,6 +74,7 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("audit_signing_key", None),
     ("audit_checkpoint_records", 1_000),
     ("audit_checkpoint_seconds", 300.0),
+    ("audit_syslog_address", None),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -156,6 +157,7 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "audit_signing_key": "/etc/oct-mcp/audit.key",
     "audit_checkpoint_records": 100,
     "audit_checkpoint_seconds": 60.0,
+    "audit_syslog_address": "udp://logs.example.com:514",
 }
 
 

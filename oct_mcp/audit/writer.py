@@ -24,6 +24,7 @@ from oct_mcp.diagnostics import get_logger
 
 if TYPE_CHECKING:
     from oct_mcp.audit.checkpoint import HeadSigner
+    from oct_mcp.audit.forward import SyslogForwarder
     from oct_mcp.config import McpConfig
 
 __all__ = [
@@ -184,6 +185,7 @@ class AuditWriter:
         signer: HeadSigner | None = None,
         checkpoint_every: int = 1_000,
         checkpoint_seconds: float = 300.0,
+        forwarder: SyslogForwarder | None = None,
     ) -> None:
         if max_bytes < 1 or max_files < 1:
             raise ValueError("max_bytes and max_files must be at least 1")
@@ -209,6 +211,8 @@ class AuditWriter:
         """Records this writer put since its last checkpoint (or since it started)."""
         self._last_checkpoint = time.monotonic()
         self._timer: _CheckpointTimer | None = None
+        self.forwarder = forwarder
+        """Where each line also goes as it is written, off the machine (`audit_syslog_address`)."""
 
     @classmethod
     def from_config(cls, config: McpConfig, *, project: Path | None = None) -> AuditWriter:
@@ -216,7 +220,8 @@ class AuditWriter:
         checkpoints with `audit_signing_key` when it is set.
 
         Raises:
-            ConfigError: The signing key is set but cannot be used (see `load_signer`).
+            ConfigError: The signing key is set but cannot be used (see `load_signer`), or the
+                syslog address is not one.
         """
         path = Path(os.path.expanduser(config.audit_log_path))
         signer = None
@@ -227,6 +232,12 @@ class AuditWriter:
             signer = load_signer(
                 config.audit_signing_key, replica=config.replica_id or "", forbidden=forbidden
             )
+        forwarder = None
+        if config.audit_syslog_address is not None:
+            from oct_mcp.audit.forward import SyslogForwarder, parse_syslog_address
+
+            address = parse_syslog_address(config.audit_syslog_address)
+            forwarder = SyslogForwarder(address, replica=config.replica_id)
         return cls(
             path,
             max_bytes=max(1, int(config.audit_log_max_size_mb * 1024 * 1024)),
@@ -234,6 +245,7 @@ class AuditWriter:
             signer=signer,
             checkpoint_every=config.audit_checkpoint_records,
             checkpoint_seconds=config.audit_checkpoint_seconds,
+            forwarder=forwarder,
         )
 
     @property
@@ -357,6 +369,9 @@ class AuditWriter:
         self.checkpoint()
         with self._lock:
             self._files.close()
+        forwarder, self.forwarder = self.forwarder, None
+        if forwarder is not None:
+            forwarder.close()
 
     def _append(self, fields: Mapping[str, Any] | None) -> None:
         try:
@@ -423,6 +438,8 @@ class AuditWriter:
             log = self._rotate(log)
             current = os.fstat(log)
         _write_all(log, data + b"\n")
+        if self.forwarder is not None:
+            self.forwarder.send(data)
         self._files.identity = (current.st_dev, current.st_ino, current.st_size + len(data) + 1)
         self._prev = line_digest(data)
         self._seq += 1
