@@ -627,7 +627,16 @@ def audit_status(app: App) -> str:
         return f"off: the profile has no audit layer ({path} unused)"
     if app.audit is None:
         return f"{path}: status unknown (this app has no audit sink)"
-    return f"{path}: {app.audit.writer.status()}"
+    writer = app.audit.writer
+    status = f"{path}: {writer.status()}"
+    if writer.signer is not None:
+        status += (
+            f"; checkpoints signed by key {writer.signer.key_id} every {writer.checkpoint_every} records "
+            f"or {writer.checkpoint_seconds:g} s"
+        )
+    if writer.forwarder is not None:
+        status += f"; each record also sent to syslog over {writer.forwarder.address.scheme}"
+    return status
 
 
 def run_limits_status(memory_limit_mb: int) -> str:

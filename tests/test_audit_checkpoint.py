@@ -123,3 +123,19 @@ def test_a_key_the_server_cannot_trust_is_refused_with_its_rule(
     with pytest.raises(ConfigError) as refused:
         load_signer(target, replica="", forbidden=(tmp_path / "audit",))
     assert refused.value.rule == rule
+
+
+def test_doctor_says_the_log_is_signed_and_by_which_key(
+    tmp_path: Path, project: Path, config_file: Path, key: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oct_mcp.audit.verify_bundle import key_id
+    from oct_mcp.cli import main
+
+    config_file.write_text(
+        json.dumps({"audit_log_path": str(tmp_path / "audit" / "audit.log"), "audit_signing_key": str(key)})
+    )
+    assert main(["doctor", "--project-root", str(project), "--config", str(config_file)]) == 0
+    public = load_public_key(key.with_name("audit.key.pub").read_bytes())
+    assert (
+        f"checkpoints signed by key {key_id(public)} every 1000 records or 300 s" in capsys.readouterr().out
+    )

@@ -13,7 +13,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from oct_mcp.audit.verify import audit_files, lines_of
-from oct_mcp.audit.verify_bundle import BUNDLE_FORMAT, CHECKPOINT_EVENT, check_signatures
+from oct_mcp.audit.verify_bundle import BUNDLE_FORMAT, CHECKPOINT_EVENT, check_signatures, parse_record
 
 __all__ = ["Bundle", "NothingSignedError", "build_bundle", "write_bundle"]
 
@@ -32,11 +32,8 @@ class Bundle:
 
 
 def _seq_and_event(line: bytes) -> tuple[int | None, Any]:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None, None
-    if not isinstance(record, dict):
+    record = parse_record(line)
+    if record is None:
         return None, None
     seq = record.get("seq")
     return (seq if isinstance(seq, int) else None), record.get("event")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oct_mcp.audit.verify_bundle import parse_record
 from oct_mcp.audit.writer import CHAIN_BREAK, GENESIS, head_path, line_digest, read_head
 
 __all__ = [
@@ -83,14 +83,6 @@ def lines_of(data: bytes) -> list[bytes]:
     return lines
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def verify_chain(path: str | Path) -> Verification:
     """Check every record's `prev` against the line before it, across the rotated files.
 
@@ -111,7 +103,7 @@ def verify_chain(path: str | Path) -> Verification:
     breaks: list[Break] = []
     for index, file in enumerate(files):
         for number, raw in enumerate(lines_of(file.read_bytes()), start=1):
-            record = _parse(raw)
+            record = parse_record(raw)
             if record is None:
                 breaks.append(Break(file, number, "changed: not a JSON audit record"))
             elif record.get("event") == CHAIN_BREAK:
@@ -232,7 +224,7 @@ def read_tail(path: str | Path, count: int) -> list[bytes]:
 
 def describe_record(raw: bytes) -> str:
     """One readable line: time, tool, outcome, reason, duration."""
-    record = _parse(raw)
+    record = parse_record(raw)
     if record is None:
         return f"(not a JSON audit record: {raw[:80]!r})"
     reason = record.get("code") or ""
@@ -255,6 +247,6 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
     """Every record that parses, oldest first (a tool for tests and scripts, not for verification)."""
     for file in audit_files(path):
         for raw in lines_of(file.read_bytes()):
-            record = _parse(raw)
+            record = parse_record(raw)
             if record is not None:
                 yield record

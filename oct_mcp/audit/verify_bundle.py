@@ -71,7 +71,8 @@ class SignatureReport:
     last_seq: int | None = None
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+def parse_record(line: bytes) -> dict[str, Any] | None:
+    """One line as a record (a JSON object); None for a line that is none."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -113,7 +114,7 @@ def check_signatures(lines: Iterable[tuple[str, bytes]], keys: Sequence[Ed25519P
     report = SignatureReport()
     digests: dict[int, str] = {}
     for where, line in lines:
-        record = _parse(line)
+        record = parse_record(line)
         seq = record.get("seq") if record is not None else None
         if record is None or not isinstance(seq, int):
             continue
@@ -162,7 +163,7 @@ def verify(bundle: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     previous: tuple[int, str] | None = None
     for number, line in enumerate(lines, start=1):
-        record = _parse(line)
+        record = parse_record(line)
         seq = record.get("seq") if record is not None else None
         if record is None or not isinstance(seq, int):
             problems.append(f"record {number}: not a JSON audit record")
