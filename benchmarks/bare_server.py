@@ -43,7 +43,7 @@ async def main() -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
         return
     # oct-mcp's own reader and writer (private to its server module; a benchmark may borrow them).
-    from oct_mcp.server import _cancellable_stdin, _claimed_stdout
+    from oct_mcp.transports.stdio import _cancellable_stdin, _claimed_stdout
 
     with _claimed_stdout() as stdout:
         stdin = _cancellable_stdin()

@@ -134,7 +134,7 @@ def test_stray_writes_to_fd_1_while_serving_go_to_stderr_and_fd_1_comes_back(tmp
     script.write_text(
         "import os\n"
         "import anyio\n"
-        "from oct_mcp.server import _claimed_stdout\n"
+        "from oct_mcp.transports.stdio import _claimed_stdout\n"
         "with _claimed_stdout() as stdout:\n"
         "    assert stdout is not None\n"
         "    os.write(1, b'stray\\n')\n"
@@ -151,7 +151,7 @@ def test_stray_writes_to_fd_1_while_serving_go_to_stderr_and_fd_1_comes_back(tmp
 def test_stdout_that_is_not_a_pipe_is_left_to_the_sdk(tmp_path: Path) -> None:
     script = tmp_path / "claim.py"
     script.write_text(
-        "from oct_mcp.server import _claimed_stdout\n"
+        "from oct_mcp.transports.stdio import _claimed_stdout\n"
         "with _claimed_stdout() as stdout:\n"
         "    assert stdout is None\n"
         "print('plain')\n"

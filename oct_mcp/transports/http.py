@@ -34,8 +34,8 @@ from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
-from oct_mcp.server import SERVER_NAME, build_server
 from oct_mcp.transports.auth import token_verifier
+from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
 from oct_mcp.transports.slow_headers import HeaderDeadlineProtocol
