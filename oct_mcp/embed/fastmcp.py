@@ -21,18 +21,18 @@ from fastmcp.tools.base import ToolResult as FastMCPToolResult
 
 from oct_mcp.app import App
 from oct_mcp.consent import with_confirm_argument
-from oct_mcp.embed import (
+from oct_mcp.embed._host import (
     EMBEDDED_PROFILE,
     PINS_DEFAULT,
     ForeignTool,
-    _hosted_app,
-    _spec_for,
     host_arguments,
     host_result,
+    hosted_app,
     pins_for,
     refuse_unpinned,
     review_pins,
     session_client_id,
+    spec_of,
 )
 from oct_mcp.embed.pins import ToolPins, definition_of
 from oct_mcp.errors import PinFileError
@@ -74,7 +74,7 @@ class OctFastMCPMiddleware(Middleware):
             if tool.annotations
             else {},
         }
-        return _spec_for(self.specs, self.tools, tool.name, listed)
+        return spec_of(self.specs, self.tools, tool.name, listed)
 
     async def on_list_tools(
         self,
@@ -130,7 +130,7 @@ class OctFastMCPMiddleware(Middleware):
         refused = await refuse_unpinned(self.app, self.pins, self.withheld, params, request, client_id)
         if refused is not None:
             return FastMCPToolResult(content=refused.content, is_error=True)
-        _spec_for(self.specs, self.tools, params.name, None)
+        spec_of(self.specs, self.tools, params.name, None)
 
         async def to_host(chain_ctx: CallContext) -> Outcome:
             host = params.model_copy(
@@ -188,7 +188,7 @@ def guard_fastmcp(
     Raises:
         ConfigError: The profile does not exist or does not build.
     """
-    app, specs = _hosted_app(project_root, profile, config_path, environ, layers)
+    app, specs = hosted_app(project_root, profile, config_path, environ, layers)
     pins = pins_for(app, server.name, pin_file, allow_narrowing=allow_narrowing)
     middleware = OctFastMCPMiddleware(
         app, specs, tools or {}, keep_binary_content=keep_binary_content, pins=pins
