@@ -429,8 +429,12 @@ def test_the_filter_test_would_see_a_filter_that_ran(repo: Path, tmp_path: Path)
     (repo / "hook.sh").write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
     (repo / "hook.sh").chmod(0o755)
     git(repo, "config", "filter.evil.clean", str(repo / "hook.sh"))
-    (repo / ".gitattributes").write_text("*.py filter=evil\n")
-    (repo / "a.py").touch()
+    (repo / ".gitattributes").write_text("*.md filter=evil\n")
+    # Its size as the index has it, its time not: git must read it, through the filter, to know
+    # whether it changed (a size that differs, or a time in the index's second, would not be certain).
+    readme = repo / "README.md"
+    later = readme.stat().st_mtime + 100
+    os.utime(readme, (later, later))
 
     git(repo, "status", "--porcelain")
 
