@@ -18,7 +18,7 @@ from mcp import Client
 from oct_mcp.audit.verify import lines_of
 from oct_mcp.audit.writer import GENESIS, line_digest
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 CALLS = 3
 

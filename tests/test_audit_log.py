@@ -33,6 +33,8 @@ from oct_mcp.audit import (
 )
 from oct_mcp.audit.writer import render_record
 
+pytestmark = pytest.mark.e2e
+
 # About five records of the size below per file: a few dozen records rotate several times.
 SMALL_FILE = 1_000
 

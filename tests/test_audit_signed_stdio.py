@@ -23,6 +23,8 @@ from mcp import Client
 from oct_mcp.audit.verify_bundle import checkpoint_payload, key_id
 from oct_mcp.audit.writer import GENESIS, line_digest, render_record
 
+pytestmark = pytest.mark.e2e
+
 CALLS = 7
 EVERY = 3
 

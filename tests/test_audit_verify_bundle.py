@@ -11,6 +11,8 @@ import pytest
 
 import oct_mcp.audit.verify_bundle as verifier
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(tmp_path: Path, content: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "bundle.json").write_text(content)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 SCRIPTS = sorted(
     p for p in BENCHMARKS.glob("*.py") if p.name not in {"run_all.py", "bare_server.py", "_common.py"}

@@ -15,6 +15,8 @@ from oct_mcp.backends.cgroups import delegated_cgroup
 from oct_mcp.cli import EXIT_BROAD_ROOT, EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
 from oct_mcp.profiles import shipped_profile
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from test_sandbox_probes import _processes_with
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 IN_FLIGHT = 200
 VENV_BIN = Path(sys.executable).parent

@@ -28,6 +28,8 @@ from oct_mcp.config import (
     tighten_with_repo_config,
 )
 
+pytestmark = pytest.mark.e2e
+
 # The seed's fields, in the seed's order, with the seed's defaults (audit_log_path is checked apart:
 # it is `~/.oct-mcp/audit.log` expanded when the config is built).
 SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (

@@ -24,7 +24,7 @@ from oct_mcp.testing import TEST_CLIENT
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import ConsentRequest, ToolResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 WRITE_SERVER = Path(__file__).parent / "servers" / "write_server.py"
 ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="handshake")]

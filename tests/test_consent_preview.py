@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 
 from oct_mcp.consent import CONFIRMATION_PREFIX, SESSION_GRANT_FIELD
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="handshake")]
 VENV_BIN = Path(sys.executable).parent

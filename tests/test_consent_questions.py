@@ -24,7 +24,7 @@ from oct_mcp.protected import PROTECTED_RULES
 from oct_mcp.testing import TEST_CLIENT
 from oct_mcp.types import ClientInfo, ConsentRequest, ToolResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 ASKING_CLIENT = ClientInfo(client_id="asking", transport="memory", can_elicit=True)
 HELLO = 'def main():\n\tprint("hello")\n'

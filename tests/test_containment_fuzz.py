@@ -19,6 +19,8 @@ from oct_mcp.testing.strategies import path_texts
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import contain
 
+pytestmark = pytest.mark.e2e
+
 # CI runs 10,000 examples; a developer's run, a tenth of that.
 EXAMPLES = 10_000 if os.environ.get("CI") else 1_000
 SECRET = "outside the project"  # noqa: S105 - text to look for, not a credential

@@ -12,7 +12,7 @@ from mcp import Client
 
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 EDIT: dict[str, Any] = {"path": "README.md", "edits": [{"old": "line 3", "new": "line three"}]}
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 
 from guarded_sdk_server import TOOLS, build
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="handshake")]
 SECRET = "ghp_" + "x7Kq2" * 7 + "Z"

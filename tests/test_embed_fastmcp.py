@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 
 from guarded_fastmcp_server import TOOLS, build
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 SECRET = "ghp_" + "x7Kq2" * 7 + "Z"
 

@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from oct_mcp.audit.verify import iter_records, verify_chain
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 SERVER = Path(__file__).parent / "servers" / "pinned_server.py"
 HONEST = "Look a word up in the dictionary."

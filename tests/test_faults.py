@@ -14,7 +14,7 @@ from mcp import Client
 from oct_mcp.app import build_app
 from oct_mcp.server import build_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 async def test_an_unwritable_audit_log_loses_no_result(project: Path, tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from optional import missing
 
+pytestmark = pytest.mark.e2e
+
 INSPECTOR = (
     Path(__file__).resolve().parent.parent / ".ci" / "node" / "node_modules" / ".bin" / "mcp-inspector"
 )

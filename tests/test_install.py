@@ -26,6 +26,8 @@ from oct_mcp.install import (
     plan_uninstall,
 )
 
+pytestmark = pytest.mark.e2e
+
 DATA = Path(__file__).parent / "data" / "hosts"
 LINUX = "linux"
 

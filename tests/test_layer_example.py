@@ -28,7 +28,7 @@ sys.path.insert(0, str(EXAMPLE / "src"))
 from guarded_sdk_server import build  # noqa: E402
 from oct_write_budget import LAYER  # noqa: E402
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 BUDGETED_LAYERS = ["audit", "gateway", "validator", "policy", "safety", "write_budget", "redactor"]
 

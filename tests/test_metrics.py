@@ -18,6 +18,8 @@ from structlog.testing import capture_logs
 from oct_mcp.app import App, build_app, run_call
 from oct_mcp.metrics import MISSING_EXTRA_MESSAGE, CallMetrics, create_metrics, serve_metrics
 
+pytestmark = pytest.mark.e2e
+
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 

@@ -14,7 +14,7 @@ from mcp import Client
 from oct_mcp.app import build_app
 from oct_mcp.server import build_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 PAGED = ("oct_list_files", "oct_search")
 

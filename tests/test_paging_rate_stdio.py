@@ -11,7 +11,7 @@ import pytest
 from clients import oct_server, only_text
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 def _project(root: Path) -> Path:

@@ -27,6 +27,8 @@ from oct_mcp.middleware.policy import PolicyEngine
 from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_policy
 from oct_mcp.protected import SERVER_FILES_RULE
 
+pytestmark = pytest.mark.e2e
+
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())

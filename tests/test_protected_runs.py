@@ -33,7 +33,7 @@ from oct_mcp.tools.python import FORMAT, FormatParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 MIB = 1_048_576
 # What printf turns into a git config whose fsmonitor runs a program at the next `git status`.

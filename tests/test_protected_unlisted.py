@@ -32,7 +32,7 @@ from oct_mcp.execution.changes import tree_state
 from oct_mcp.protected import SNAPSHOT_MAX_DEPTH, settle_protected_paths, snapshot_protected
 from oct_mcp.workspace import Workspace
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 FIXTURE = Path(__file__).parent / "data" / "projects" / "cli_package"
 FSMONITOR = "[core]\n\tfsmonitor = touch pwned\n"

@@ -13,7 +13,7 @@ from mcp import Client
 from oct_mcp.spec import Risk
 from oct_mcp.tools import default_catalog
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 READ_ONLY_TOOLS = {
     "oct_read_file",

@@ -17,7 +17,7 @@ import pytest
 from clients import model_view, oct_server
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 KEY_ID = "AKIAQYLPMN5HHHFPZAM2"
 PASSWORD = "Zk3vQ9pL2mX8rT5w"  # noqa: S105  (made up, to be masked)

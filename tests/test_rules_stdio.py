@@ -17,7 +17,7 @@ import pytest
 from clients import oct_server
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 PROD = "production settings stay out of the model's reach; ask the on-call engineer"
 README_ASK = "the README is the project's front page: a person looks before the model reads it"

@@ -14,7 +14,7 @@ from clients import model_view, oct_server
 from git_repos import git, new_repo
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 KEYS = "keys and the secrets folder stay out of the model's reach"
 MARKER = "WITHHELD-MARKER-7Q"

@@ -34,7 +34,7 @@ from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.seccomp import filter_program, load_filter
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 __all__ = ["shared_tree"]  # the fixture, imported for the unprivileged server's test
 

@@ -25,6 +25,8 @@ from optional import missing
 from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.middleware.sandbox import RUN_PROCESSES
 
+pytestmark = pytest.mark.e2e
+
 NOBODY = 65534
 PACKAGES = (
     "oct_mcp",

@@ -36,7 +36,7 @@ from oct_mcp.tools import default_catalog
 from oct_mcp.transports.consent_adapter import to_call_tool_result
 from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 MODES = ["auto", "legacy"]
 SECRET_DETAIL = "secret internal detail /etc/shadow"  # noqa: S105 - a stand-in, not a credential

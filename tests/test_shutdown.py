@@ -15,6 +15,8 @@ from optional import bubblewrap, landlock
 from test_sandbox_probes import _processes_with
 from test_stdio import handshake
 
+pytestmark = pytest.mark.e2e
+
 VENV_BIN = Path(sys.executable).parent
 
 

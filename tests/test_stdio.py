@@ -17,7 +17,7 @@ from mcp import Client
 
 from oct_mcp.tools import default_catalog
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 INITIALIZE = {
     "jsonrpc": "2.0",

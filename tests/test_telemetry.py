@@ -25,7 +25,7 @@ from oct_mcp.app import build_app
 from oct_mcp.server import build_server
 from oct_mcp.telemetry import TelemetryStatus, start_telemetry, stop_telemetry, telemetry_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 SECRET = "ghp_" + "T3lemetry" * 4 + "Zq"
 HOST_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

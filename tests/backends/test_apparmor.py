@@ -9,6 +9,8 @@ import pytest
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.cli import bubblewrap_advice
 
+pytestmark = pytest.mark.e2e
+
 # What bwrap prints on Ubuntu 24.04+ when AppArmor keeps it from its user namespace.
 UID_MAP = "bwrap: setting up uid map: Permission denied"
 LOOPBACK = "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"

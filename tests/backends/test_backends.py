@@ -21,6 +21,8 @@ from oct_mcp.backends.sandbox_exec import SandboxExec, seatbelt_profile
 from oct_mcp.backends.selection import probe_backends, select_backend
 from oct_mcp.errors import ConfigError, InstallRefusedError
 
+pytestmark = pytest.mark.e2e
+
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 
+pytestmark = pytest.mark.e2e
+
 BOMB = (
     "import os, time\n"
     "children = 0\n"

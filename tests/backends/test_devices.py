@@ -25,6 +25,8 @@ from test_sandbox_unprivileged import NOBODY, PACKAGES, _shared_tree, _unprivile
 from oct_mcp.backends.devices import PTYS, SHARED_MEMORY, device_notes
 from oct_mcp.backends.loopback import loopback_support
 
+pytestmark = pytest.mark.e2e
+
 PROBE: Final = Path(__file__).with_name("device_probe.py")
 HARNESS: Final = """
 import json, os, select, shutil, sys, tempfile, time

@@ -12,6 +12,8 @@ import pytest
 from oct_mcp.backends.git_state import PrivateGitFolder, install_git_state
 from oct_mcp.errors import ExecutionError, LinkedFileError, TargetChangedError
 
+pytestmark = pytest.mark.e2e
+
 
 def _repository(tmp_path: Path) -> Path:
     root = tmp_path / "repo"

@@ -17,7 +17,7 @@ from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import SandboxUnavailableError, ToolUnavailableError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=65)
 

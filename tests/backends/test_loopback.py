@@ -20,7 +20,7 @@ from oct_mcp.backends import Backend, Limits, SandboxRequest
 from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.backends.runner import run_prepared
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=60)
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import pytest
 
 from oct_mcp.backends.ptys import allow_pty_master, answer_pty_peer, notify_pty_peer
 
-pytestmark = pytest.mark.needs_backend("landlock")
+pytestmark = [pytest.mark.needs_backend("landlock"), pytest.mark.e2e]
 
 PROBE = Path(__file__).with_name("device_probe.py")
 PTY_PROBES = ("other pts", "pair", "forkpty", "spawn")

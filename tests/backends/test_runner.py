@@ -15,7 +15,7 @@ from oct_mcp.backends import Prepared
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import ToolUnavailableError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 CAP = 1_048_576
 

@@ -32,7 +32,7 @@ from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 MIB = 1_048_576
 SECRET = "Xk9vR2mQ7pL4sT8wZ3nB"  # noqa: S105 - a test secret

@@ -22,7 +22,7 @@ from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.backends.runner import run_prepared
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 RACE = """
 import ctypes, errno, os, sys, threading

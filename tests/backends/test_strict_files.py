@@ -14,7 +14,7 @@ from optional import bubblewrap, landlock
 from oct_mcp.backends import Backend, Limits, SandboxRequest
 from oct_mcp.backends.runner import run_prepared
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 BACKENDS: dict[str, Callable[[], Backend]] = {"bubblewrap": bubblewrap, "landlock": landlock}
 

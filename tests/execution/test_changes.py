@@ -21,6 +21,8 @@ from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 _WITH_POLICY = ["gateway", "validator", "policy", "safety", "sandbox"]
 _WITHOUT_POLICY = ["gateway", "validator", "safety", "sandbox"]
 

@@ -14,6 +14,8 @@ from oct_mcp.app import App, CallFailure, build_app, run_call
 from oct_mcp.testing import TEST_CLIENT
 from oct_mcp.types import ConsentRequest, ToolResult
 
+pytestmark = pytest.mark.e2e
+
 
 def _app(tmp_path: Path, **settings: Any) -> tuple[App, Path]:
     project = (tmp_path / "project").resolve()

@@ -16,7 +16,7 @@ from oct_mcp.execution.in_process import AbandonedWork, run_in_thread
 from oct_mcp.testing import TEST_CLIENT
 from oct_mcp.types import ToolResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 async def _until_idle(work: AbandonedWork) -> None:

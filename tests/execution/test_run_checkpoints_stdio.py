@@ -13,7 +13,7 @@ from mcp import Client
 
 from oct_mcp.execution.checkpoints import CheckpointStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 # python as the test's own environment has it (the project has none of its own).
 _PATH = own_tools_path()

@@ -16,7 +16,7 @@ from mcp import Client
 
 from oct_mcp.execution.run_slots import RunSlots
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 class Holders:

@@ -14,7 +14,7 @@ import pytest
 from clients import Accept, oct_server, only_text, own_tools_path
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 # python and ruff as the test's own environment has them (the project has no environment).
 _PATH = own_tools_path()

@@ -18,7 +18,7 @@ from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, PolicyEr
 from oct_mcp.middleware.audit import AuditLogger
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ToolResult
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 GITHUB_TOKEN = "ghp_R8xq2LmZ7vTn4KpW9sYb3HcJ6dFg1Ae5QuNo"  # noqa: S105 - a made-up token in the real format
 

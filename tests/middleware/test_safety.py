@@ -35,6 +35,8 @@ from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, LayerRuntime, ToolResult
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 READ_TOOL = default_catalog()["oct_read_file"]
 FORMAT_TOOL = default_catalog()["oct_format"]
 RUN_TOOL = default_catalog()["oct_run"]

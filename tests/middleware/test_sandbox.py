@@ -36,7 +36,7 @@ from oct_mcp.tools.files import ReadFileParams
 from oct_mcp.types import CallContext, ToolResult
 from oct_mcp.workspace import Workspace
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 def _sandbox(*, max_output_bytes: int = 1_048_576, timeout: float = 60) -> ExecutionSandbox:

@@ -18,6 +18,8 @@ from oct_mcp.app import build_app, run_call
 from oct_mcp.tools.results import MODEL_VIEW_BUDGET, model_view
 from oct_mcp.types import ClientInfo, ToolResult
 
+pytestmark = pytest.mark.e2e
+
 _CLIENTS = itertools.count()
 VENV_BIN = Path(sys.executable).parent
 # Two lines a package, the version's changing: 500 packages give a 1,000-line diff.

@@ -26,7 +26,7 @@ from clients import oct_server
 from mcp import Client, StdioServerParameters
 from optional import missing, usable_backend
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 VENV_BIN: Final = Path(sys.executable).parent
 NOBODY: Final = 65534

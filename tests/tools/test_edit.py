@@ -29,6 +29,8 @@ from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 _CLIENTS = itertools.count()
 
 

@@ -12,7 +12,7 @@ import pytest
 from clients import Accept, oct_server, only_text, own_tools_path
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 @pytest.mark.parametrize(

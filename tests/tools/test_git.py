@@ -28,6 +28,8 @@ from oct_mcp.tools.git import (
 from oct_mcp.tools.results import model_view
 from oct_mcp.types import ClientInfo, ToolResult
 
+pytestmark = pytest.mark.e2e
+
 _CLIENTS = itertools.count()
 
 

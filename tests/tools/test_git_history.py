@@ -16,7 +16,7 @@ from mcp import Client
 
 from oct_mcp.tools.git_history import parse_blame
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 DIFF_OPTIONS = ("--no-color", "--find-renames", "--src-prefix=a/", "--dst-prefix=b/")
 

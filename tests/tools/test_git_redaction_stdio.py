@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from git_repos import git, new_repo
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 BACKENDS = ("bubblewrap", "landlock", "native")
 

@@ -24,6 +24,8 @@ from oct_mcp.tools.git_refs import (
     verify_chain,
 )
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:

@@ -29,7 +29,7 @@ from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.tools.git_write import check_branch_name
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 BACKENDS = ["bubblewrap", "landlock"]
 CORE = "def answer() -> int:\n    return 42\n"

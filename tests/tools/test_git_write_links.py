@@ -23,7 +23,7 @@ from clients import oct_server, only_text
 from mcp import Client
 from optional import usable_backend
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 BACKENDS = ["bubblewrap", "landlock"]
 IDENTITY = ("-c", "user.name=Terminal User", "-c", "user.email=terminal@example.invalid")

@@ -33,6 +33,8 @@ from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 PASSWORD = "hunter2hunter2x"  # noqa: S105 - a test secret
 RANDOM = "Zq8vR2mK9xL4pT7w"
 API_KEY = "a8F3kQ9zP2mX7vL4tR6wY1nB5cJ0hD8gS3e"

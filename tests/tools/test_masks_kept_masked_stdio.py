@@ -11,7 +11,7 @@ import pytest
 from clients import Accept, model_view, oct_server, only_text
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 PASSWORD = "hunter2hunter2x"  # noqa: S105 - a test secret
 RANDOM = "Zq8vR2mK9xL4pT7w"

@@ -17,7 +17,7 @@ from mcp import Client
 
 from oct_mcp.tools import default_catalog
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 CATALOG = default_catalog()
 
 # Each tool, with arguments that take each of its modes (a change made for real, and as a dry run).

@@ -13,7 +13,7 @@ import pytest
 from clients import Accept, hints, model_view, oct_server, only_text
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 READ_TOOLS = ("oct_search", "oct_git_status", "oct_git_diff", "oct_git_log")
 WRITE_TOOLS = ("oct_write_file", "oct_apply_patch")

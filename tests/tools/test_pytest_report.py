@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from oct_mcp.spec import RunResult
 from oct_mcp.tools.pytest_report import SkipReason, read_report, report_chars
 from oct_mcp.tools.python import _parse_pytest
+
+pytestmark = pytest.mark.e2e
 
 OUTPUT = Path(__file__).parent.parent / "data" / "pytest_output"
 ROOT = Path("/home/dev/project")

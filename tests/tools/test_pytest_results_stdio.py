@@ -13,7 +13,7 @@ from clients import oct_server
 from mcp import Client
 from optional import usable_backend
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 VENV_BIN = Path(sys.executable).parent
 BACKENDS = ("landlock", "bubblewrap")

@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from oct_mcp.spec import Risk
 from oct_mcp.tools import default_catalog
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 VENV_BIN = Path(sys.executable).parent
 PROGRAMS = ("ruff", "pytest", "mypy")

@@ -25,7 +25,7 @@ from optional import missing
 from oct_mcp.backends.caches import project_cache
 from oct_mcp.backends.selection import probe_backends
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "projects"
 VENV_BIN = Path(sys.executable).parent

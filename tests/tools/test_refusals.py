@@ -9,6 +9,8 @@ import pytest
 from oct_mcp.tools import pytest_report
 from oct_mcp.tools.refusals import refusal_notes
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path("/home/dev/project")
 # A bind to a port below 1024 by a user without the right: the system's answer, not a sandbox's.
 LOW_PORT = pytest_report.TestFailure(

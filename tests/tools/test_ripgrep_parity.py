@@ -15,7 +15,10 @@ from oct_mcp.tools.search import SearchParams, search
 from oct_mcp.workspace import Workspace
 
 RG = shutil.which("rg", path=str(Path(sys.executable).parent)) or shutil.which("rg")
-pytestmark = pytest.mark.skipif(RG is None, reason="ripgrep is not installed (the dev extra has it)")
+pytestmark = [
+    pytest.mark.skipif(RG is None, reason="ripgrep is not installed (the dev extra has it)"),
+    pytest.mark.e2e,
+]
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from optional import usable_backend
 
 from oct_mcp.profiles import shipped_profile
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 VENV_BIN = Path(sys.executable).parent
 SECRET = "Xk9vR2mQ7pL4sT8wZ3nB"  # noqa: S105 - a test secret

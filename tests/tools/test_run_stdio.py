@@ -22,7 +22,7 @@ from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
 from oct_mcp.tools.results import MODEL_VIEW_BUDGET, json_size
 from oct_mcp.tools.run import ARGUMENT_MAX_LENGTH, ARGUMENTS_MAX
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 FIXTURE = Path(__file__).parent.parent / "data" / "projects" / "cli_package"
 HELP = ["python", "-m", "pkg.cli", "--help"]

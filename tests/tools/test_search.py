@@ -20,6 +20,8 @@ from oct_mcp.tools.search import SEARCH, SearchParams, search
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 _CLIENTS = itertools.count()
 
 

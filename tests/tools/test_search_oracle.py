@@ -16,6 +16,8 @@ from mcp import Client
 from oct_mcp.tools.search import SearchParams, search
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 # Two values of the same secret, with as little in common as can be: first and last characters,
 # character classes, length kept.
 PASSWORDS = ("aQ3vL7pR4wZk9mQ2", "Zx8#Tn1_Yb6-Hc5j")

@@ -11,7 +11,7 @@ import pytest
 from clients import Accept, oct_server, only_text
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 # The test's own conftest fails pytest (exit code 3), printing the folders the server runs from.
 CONFTEST = """import os, sys

@@ -10,7 +10,7 @@ import pytest
 from clients import hints, oct_server, only_text
 from mcp import Client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 FIXTURE = Path(__file__).parent.parent / "data" / "projects" / "tasks"
 

@@ -23,6 +23,8 @@ from oct_mcp.tools.search import SearchParams, search
 from oct_mcp.tools.walk import FolderRun, ProjectWalk
 from oct_mcp.workspace import Workspace
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:

@@ -17,7 +17,7 @@ from replicas import ENVELOPE, LIST_TOOLS, MODERN_HEADERS, authorised, create_to
 
 from oct_mcp.tools import default_catalog
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 def audit_records(path: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from replicas import write_config
 from oct_mcp.app import build_app
 from oct_mcp.transports.http import serve_http
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 REQUEST = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
 

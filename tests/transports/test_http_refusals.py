@@ -19,6 +19,8 @@ from replicas import LIST_TOOLS, MODERN_HEADERS, authorised, create_token, repli
 from oct_mcp.transports.refusals import BLOCK_AFTER, RECORDS_PER_WINDOW, RefusalSampler
 from oct_mcp.transports.slow_headers import HEADER_SECONDS
 
+pytestmark = pytest.mark.e2e
+
 FLOOD: int = 400
 
 

@@ -17,7 +17,7 @@ from jwt.algorithms import RSAAlgorithm
 
 from oct_mcp.transports.auth import SigningKeys
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 
 def public_jwk(kid: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from replicas import LIST_TOOLS, authorised, replica, write_config
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 AUDIENCE = "https://oct.example.com/mcp"
 KID = "test-key-1"

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from replicas import replica, write_config
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 KEY_ID = "AKIAQYLPMN5HHHFPZAM2"
 ENVELOPE: dict[str, Any] = {

@@ -21,7 +21,7 @@ from replicas import authorised, replica, write_config
 
 from oct_mcp.transports.auth import hash_token, new_token
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 __all__ = ["redis_server"]
 
 NAMES = ("a", "b", "c")
