@@ -218,3 +218,34 @@ def test_the_strings_of_an_expression_are_given_without_prefix_quotes_or_templat
 
     assert found is not None
     assert [text[start:end] for start, end in found.strings] == [SECRET, "long"]
+
+
+# A password with a dot reads like an attribute (`aabcd.f0`): where the line is an entry of a .env,
+# INI or YAML file, or the attribute is no name, it is masked; code around the same shape is not.
+DOTTED_PASSWORDS = [
+    pytest.param("DB_PASSWORD=aabcd.f0", "aabcd.f0", id="env"),
+    pytest.param("export DB_PASSWORD=aabcd.f0", "aabcd.f0", id="env-export"),
+    pytest.param("passwd=aabcd.f0\nuser=app", "aabcd.f0", id="ini"),
+    pytest.param("    db_password: aabcd.f0", "aabcd.f0", id="yaml"),
+    pytest.param("password = aabcd.f0", "aabcd.f0", id="letter-and-digit-attribute"),
+]
+DOTTED_CODE = [
+    pytest.param("    password=settings.db,", id="keyword-argument"),
+    pytest.param("connect(password=settings.db_password)", id="call"),
+    pytest.param("    proxy_auth=None,\\", id="continued-argument"),
+    pytest.param("password = np.int64", id="name-with-digits"),
+    pytest.param("password: pydantic.SecretStr", id="annotation-dotted"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), DOTTED_PASSWORDS)
+def test_a_dotted_password_in_an_entry_or_without_a_name_is_masked(text: str, secret: str) -> None:
+    masked, findings = redact(text)
+
+    assert secret not in masked
+    assert findings
+
+
+@pytest.mark.parametrize("text", DOTTED_CODE)
+def test_code_of_the_same_shape_is_left_alone(text: str) -> None:
+    assert redact(text) == (text, ())

@@ -114,8 +114,15 @@ def _attribute_chain(tokens: list[tokenize.TokenInfo]) -> bool:
                 return False
         elif token.string != ".":
             return False
-    # `hdrs.SEC_WEBSOCKET_KEY1`: a constant's name may end in digits.
-    return all(is_words(token.string.strip("_").rstrip("0123456789")) for token in tokens[2::2])
+    # `hdrs.SEC_WEBSOCKET_KEY1`, `np.int64`: a name may end in digits, after a word of its own; a
+    # letter and digits (`aabcd.f0`) is how a password with a dot reads, not a name.
+    return all(_named_attribute(token.string) for token in tokens[2::2])
+
+
+def _named_attribute(name: str) -> bool:
+    core = name.strip("_")
+    stem = core.rstrip("0123456789")
+    return is_words(stem) and (stem == core or len(stem) >= 2)
 
 
 def _content(token: tokenize.TokenInfo, offset: int) -> tuple[int, int] | None:

@@ -577,6 +577,10 @@ def _code_value(match: re.Match[str], group: str) -> Expression | None:
     value_start = match.start(group)
     if group == "uq":
         value = match.group(group)
+        if _assignment_line(match, group):
+            # `DB_PASSWORD=aabcd.f0` alone on its line: a .env, INI or properties entry, whose value
+            # is a literal whatever it looks like; code spaces its `=` or goes on (`,`, `)`).
+            return None
         name = _IDENTIFIER.match(value)
         # A name mixing both cases and digits (`Xk9mQ2pLzR4t`) may be a secret in a URL or a shell.
         if (
@@ -599,6 +603,39 @@ def _code_value(match: re.Match[str], group: str) -> Expression | None:
 _TRAILING_COMMENT: Final = _compile(r"[ \t]+(?:#|//)[ \t]")
 _IDENTIFIER: Final = _compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMPARISONS: Final = frozenset({"==", "===", "!="})
+
+
+def _assignment_line(match: re.Match[str], group: str) -> bool:
+    """Whether the field is an entry alone on its line: `NAME=value` with nothing around the `=` (a
+    .env, INI or properties entry) or `name: value` (YAML), its value one token with nothing after
+    it. Formatted code spaces its `=`, and goes on after a value (`,`, `)`, an operator)."""
+    text = match.string
+    op_start, op_end = match.span("op")
+    if op_start == 0 or text[op_start - 1] in " \t":
+        return False
+    if match["op"] == "=":
+        if op_end != match.start(group):
+            return False
+    elif (
+        match["op"] != ":"
+        or text[op_end : match.start(group)].strip(" ") != ""
+        or op_end == match.start(group)
+    ):
+        return False
+    line_start = text.rfind("\n", 0, match.start()) + 1
+    # The rest of the name before the part the pattern matched (`DB_` of `DB_PASSWORD`).
+    before = text[line_start : match.start()].rstrip(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+    )
+    if before.strip(" \t") not in ("", "export"):
+        return False  # inside a line of code or a command (`f(password=x.y)`, `run --password=...`)
+    end = match.end(group)
+    rest = text[end : text.find("\n", end) if "\n" in text[end:] else len(text)]
+    value = match.group(group).rstrip(" \t\r")
+    # One token: `A | B` after `name:` is a type annotation, not a YAML string.
+    # A `,` or `\` at the end: the next argument, or the line goes on (`proxy_auth=None,\`).
+    ends_an_item = value.endswith((",", "\\"))
+    return rest.strip(" \t\r") == "" and " " not in value and "\t" not in value and not ends_an_item
 
 
 def _names_a_value(match: re.Match[str], name_end: int) -> bool:
