@@ -61,6 +61,8 @@ class InstalledState:
     original: bytes | None
     """What the git folder held when the copy was made; None: there was no such file."""
     content: bytes
+    modified_ns: int | None = None
+    """When git wrote the copy: the installed file keeps it (see `_keep_time`)."""
 
 
 class PrivateGitFolder:
@@ -86,6 +88,7 @@ class PrivateGitFolder:
             self._originals[name] = content
             if content is not None:
                 (self.path / name).write_bytes(content)
+                _keep_time(git_dir / name, self.path / name)
         # Absolute: git resolves a relative commondir against this folder.
         (self.path / "commondir").write_text(f"{git_dir}\n")
         self.folders = tuple(git_dir / name for name in sorted(set(folders)) if is_real_folder(git_dir, name))
@@ -110,7 +113,8 @@ class PrivateGitFolder:
             if content is None or content == original:
                 continue
             _check_content(name, content, original)
-            found.append(InstalledState(name, original, content))
+            modified = os.stat(self.path / name, follow_symlinks=False).st_mtime_ns
+            found.append(InstalledState(name, original, content, modified))
         return tuple(found)
 
 
@@ -179,6 +183,8 @@ def _write_lock(folder: int, name: str, state: InstalledState) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(state.content)
             handle.flush()
+            if state.modified_ns is not None:
+                os.utime(handle.fileno(), ns=(state.modified_ns, state.modified_ns))
             os.fsync(handle.fileno())
         if _read_at(folder, name) != state.original:
             raise TargetChangedError(
@@ -189,6 +195,18 @@ def _write_lock(folder: int, name: str, state: InstalledState) -> None:
         with contextlib.suppress(OSError):
             os.unlink(lock, dir_fd=folder)
         raise
+
+
+def _keep_time(original: Path, copy: Path) -> None:
+    """Give `copy` the modification time of `original`.
+
+    git trusts an index entry's cached file times only when the file is older than the index itself
+    (a file changed in the index's own second, to the same size, is "racily clean" and read again).
+    A copy dated now would make every such entry look clean, and a change would go unseen: the copy
+    keeps the index's own time, and the index installed back keeps the one git gave it.
+    """
+    status = os.stat(original, follow_symlinks=False)
+    os.utime(copy, ns=(status.st_atime_ns, status.st_mtime_ns), follow_symlinks=False)
 
 
 def _check_content(name: str, content: bytes, original: bytes | None) -> None:
