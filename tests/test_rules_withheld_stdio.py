@@ -136,3 +136,39 @@ async def test_git_status_diff_and_show_leave_out_what_a_deny_rule_covers(
     assert "renamed.txt" in model_view(staged)
     assert "hello, world" in model_view(between)
     assert "hello, world" in model_view(shown)
+
+
+async def test_git_add_commit_and_restore_never_show_stage_or_discard_what_a_deny_rule_covers(
+    repo: Path, config_file: Path, tmp_path: Path
+) -> None:
+    write_config(config_file, tmp_path, [deny_keys()])
+    add = {"paths": ["."], "dry_run": False}
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Dev\n\temail = dev@example.com\n")
+
+    with anyio.fail_after(120):
+        async with Client(oct_server(repo, config_file, env={"HOME": str(home)})) as client:
+            restore_preview = await client.call_tool("oct_git_restore", {"paths": ["."], "dry_run": True})
+            add_preview = await client.call_tool("oct_git_add", {"paths": ["."], "dry_run": True})
+            await client.call_tool("oct_git_add", add)
+            added = await client.call_tool("oct_git_add", {**add, "confirm": True})
+            # The staged rename's old name (old.pem) is a path the rule withholds.
+            refused = await client.call_tool("oct_git_commit", {"message": "Work", "dry_run": True})
+            git(repo, "reset", "-q", "HEAD", "--", "old.pem")
+            commit_preview = await client.call_tool("oct_git_commit", {"message": "Work", "dry_run": True})
+
+    for result in (restore_preview, add_preview, added, commit_preview):
+        seen = model_view(result)
+        assert result.is_error is not True, seen
+        for hidden in ("secrets", "old.pem", MARKER):
+            assert hidden not in seen, seen
+        assert "app.py" in seen
+    # Nothing under the rule was staged: the secret's change is still only in the work tree.
+    staged = git(repo, "diff", "--cached", "--name-only")
+    assert "secrets/db.txt" not in staged
+    assert "app.py" in staged
+    assert "secrets/new.txt" in git(repo, "status", "--porcelain", "--untracked-files=all")
+    assert refused.is_error is True
+    assert model_view(refused).startswith("[policy] 1 staged file(s) are paths the rules keep from this call")
+    assert "old.pem" not in model_view(refused)

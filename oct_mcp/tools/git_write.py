@@ -490,7 +490,7 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
     found: dict[str, list[StagedFile]] = {}
 
     def list_then_diff(run: RunResult) -> tuple[str, ...]:
-        found["files"] = _to_stage(_succeeded(run, "list the changes").stdout, workspace)
+        found["files"] = _shown(env, _to_stage(_succeeded(run, "list the changes").stdout, workspace))
         tracked = [f.path for f in found["files"] if f.action != "create"]
         # Untracked files only: `git diff` has no patch for them, and without paths it diffs everything.
         return _diff_arguments(paths=tracked) if tracked else ("version",)
@@ -524,6 +524,30 @@ def _add_preview(params: GitAddParams, env: ToolEnv) -> CommandPlan:
 
     # The patch of the tracked files: untracked ones have none in `git diff`.
     return _plan(git, [_fixed(*_status_arguments(specs, untracked=True)), list_then_diff], parse)
+
+
+def _shown(env: ToolEnv, files: list[StagedFile]) -> list[StagedFile]:
+    """The files to stage less those the rules withhold from the call (`ToolEnv.withheld`): `paths`
+    naming a folder never stages, shows or diffs a file the model may not see."""
+    withheld = env.withheld
+    return files if withheld is None else [f for f in files if not withheld.hides(f.path)]
+
+
+def _no_withheld_staged(env: ToolEnv, staged: Sequence[str]) -> None:
+    """Refuse a commit of staged files the rules withhold: its question and result could not show
+    them, and a human must see every file a commit takes.
+
+    Raises:
+        PolicyError: Naming how many, not which.
+    """
+    withheld = env.withheld
+    count = 0 if withheld is None else sum(1 for path in staged if withheld.hides(path))
+    if count:
+        raise PolicyError(
+            f"{count} staged file(s) are paths the rules keep from this call, and a commit must show "
+            "every file it takes, so nothing was committed; unstage them in a terminal (git restore "
+            "--staged PATH) or commit there"
+        )
 
 
 def _add_text(output: GitAddOutput) -> str:
@@ -565,7 +589,7 @@ def _plan_add(params: GitAddParams, env: ToolEnv) -> CommandPlan:
     found: dict[str, list[StagedFile]] = {}
 
     def add(run: RunResult) -> tuple[str, ...]:
-        files = _to_stage(_succeeded(run, "list the changes").stdout, workspace)
+        files = _shown(env, _to_stage(_succeeded(run, "list the changes").stdout, workspace))
         _approved_only(
             [f.path for f in files],
             env.approved_targets,
@@ -672,6 +696,7 @@ def _commit_preview(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
 
     def diff(run: RunResult) -> tuple[str, ...]:
         _read_head(head, run)
+        _no_withheld_staged(env, head.staged)
         return _diff_arguments(cached=True)
 
     def parse(run: RunResult) -> ToolResult:
@@ -739,6 +764,7 @@ def _plan_commit(params: GitCommitParams, env: ToolEnv) -> CommandPlan:
 
     def commit(run: RunResult) -> tuple[str, ...]:
         _read_head(head, run)
+        _no_withheld_staged(env, head.staged)
         _bound_commit(
             env,
             "HEAD",
@@ -1142,18 +1168,22 @@ class GitRestoreOutput(BaseModel):
     applied: bool
 
 
-def _restored(stdout: bytes, workspace: Workspace) -> list[str]:
-    """What `git checkout-index` puts back of `git status --porcelain=v2 -z`: each tracked file changed.
+def _restored(stdout: bytes, env: ToolEnv) -> list[str]:
+    """What `git checkout-index` puts back of `git status --porcelain=v2 -z`: each tracked file changed,
+    less those the rules withhold from the call (never shown, never discarded).
 
     Raises:
         PolicyError: A file is a protected path.
         ExecutionError: No file, or too many, to restore.
     """
+    workspace, withheld = env.workspace, env.withheld
     files = []
     for entry in _every_entry(stdout).entries:
         if entry.kind in ("untracked", "unmerged") or entry.xy[1:] == ".":
             continue
         path = _git_path(entry.path)
+        if withheld is not None and withheld.hides(path):
+            continue
         rule = _protected_rule(workspace, path)
         if rule is not None:
             raise PolicyError(f"oct_git_restore would change a protected path (protected path rule: {rule})")
@@ -1172,7 +1202,7 @@ def _restore_preview(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
     found: dict[str, list[str]] = {}
 
     def diff(run: RunResult) -> tuple[str, ...]:
-        found["files"] = _restored(_succeeded(run, "read the status").stdout, workspace)
+        found["files"] = _restored(_succeeded(run, "read the status").stdout, env)
         _refuse_fixed_entries(env, found["files"], "restored")
         return _diff_arguments(paths=found["files"])
 
@@ -1212,7 +1242,7 @@ def _plan_restore(params: GitRestoreParams, env: ToolEnv) -> CommandPlan:
     found: dict[str, list[str]] = {}
 
     def restore(run: RunResult) -> tuple[str, ...]:
-        files = _restored(_succeeded(run, "read the status").stdout, workspace)
+        files = _restored(_succeeded(run, "read the status").stdout, env)
         _approved_only(
             files,
             env.approved_targets,
