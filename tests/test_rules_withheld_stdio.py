@@ -172,3 +172,28 @@ async def test_git_add_commit_and_restore_never_show_stage_or_discard_what_a_den
     assert refused.is_error is True
     assert model_view(refused).startswith("[policy] 1 staged file(s) are paths the rules keep from this call")
     assert "old.pem" not in model_view(refused)
+
+
+async def test_a_switch_that_would_change_a_withheld_file_is_refused_without_naming_it(
+    repo: Path, config_file: Path, tmp_path: Path
+) -> None:
+    write_config(config_file, tmp_path, [deny_keys()])
+    git(repo, "stash", "-q", "--include-untracked")
+    # `other`: the first commit, whose secret differs from main's. `plain`: main as it is now, before
+    # main gets a commit that changes app.py alone.
+    git(repo, "branch", "other", "HEAD~1")
+    git(repo, "branch", "plain", "HEAD")
+    (repo / "app.py").write_text("print('on main')\n")
+    git(repo, "commit", "-q", "-am", "app only")
+
+    with anyio.fail_after(90):
+        async with Client(oct_server(repo, config_file)) as client:
+            refused = await client.call_tool("oct_git_switch", {"branch": "other", "dry_run": True})
+            allowed = await client.call_tool("oct_git_switch", {"branch": "plain", "dry_run": True})
+
+    assert refused.is_error is True
+    seen = model_view(refused)
+    assert seen.startswith("[policy] 1 file(s) the switch would change are paths the rules keep"), seen
+    assert "secrets" not in seen
+    assert allowed.is_error is not True, model_view(allowed)
+    assert "app.py" in model_view(allowed)

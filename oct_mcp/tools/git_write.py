@@ -533,21 +533,33 @@ def _shown(env: ToolEnv, files: list[StagedFile]) -> list[StagedFile]:
     return files if withheld is None else [f for f in files if not withheld.hides(f.path)]
 
 
-def _no_withheld_staged(env: ToolEnv, staged: Sequence[str]) -> None:
-    """Refuse a commit of staged files the rules withhold: its question and result could not show
-    them, and a human must see every file a commit takes.
+def _no_withheld(env: ToolEnv, paths: Sequence[str], *, which: str, fix: str) -> None:
+    """Refuse a commit or a switch that takes files the rules withhold from the call: its question and
+    result could not show them, and a human must see every file a change takes.
 
     Raises:
         PolicyError: Naming how many, not which.
     """
     withheld = env.withheld
-    count = 0 if withheld is None else sum(1 for path in staged if withheld.hides(path))
+    count = 0 if withheld is None else sum(1 for path in paths if withheld.hides(path))
     if count:
         raise PolicyError(
-            f"{count} staged file(s) are paths the rules keep from this call, and a commit must show "
-            "every file it takes, so nothing was committed; unstage them in a terminal (git restore "
-            "--staged PATH) or commit there"
+            f"{count} {which} are paths the rules keep from this call, and the change must show every "
+            f"file it takes, so nothing was done; {fix}"
         )
+
+
+def _no_withheld_staged(env: ToolEnv, staged: Sequence[str]) -> None:
+    _no_withheld(
+        env,
+        staged,
+        which="staged file(s)",
+        fix="unstage them in a terminal (git restore --staged PATH) or commit there",
+    )
+
+
+def _no_withheld_switched(env: ToolEnv, changed: Sequence[str]) -> None:
+    _no_withheld(env, changed, which="file(s) the switch would change", fix="switch in a terminal")
 
 
 def _add_text(output: GitAddOutput) -> str:
@@ -971,6 +983,7 @@ def _switch_preview(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
             return git_failed(run)
         diff = parse_diff(run.stdout, staged=False, truncated=run.truncated, context=PREVIEW_CONTEXT)
         changed = [_git_path(f.path) for f in diff.files]
+        _no_withheld_switched(env, changed)
         lost = sorted(set(changed) & set(local))
         if lost:
             raise _would_lose(lost)
@@ -1028,6 +1041,7 @@ def _plan_switch(params: GitSwitchParams, env: ToolEnv) -> CommandPlan:
         changed = [
             _git_path(os.fsdecode(raw)) for raw in _succeeded(run, "compare").stdout.split(b"\0") if raw
         ]
+        _no_withheld_switched(env, changed)
         _refuse_protected_switch(workspace, changed)
         _refuse_fixed_entries(env, changed, "switched")
         _approved_only(
