@@ -184,6 +184,12 @@ class McpConfig:
     audit_syslog_address: str | None = None
     """Each audit line also sent, as written, to this syslog receiver: `udp://HOST:PORT`,
     `tcp://HOST:PORT` or `unix:///dev/log` (a copy off the machine shows a rewritten or cut log)."""
+    # Scopes over HTTP (issue 35).
+    http_scopes: Mapping[str, Any] = field(default_factory=dict)
+    """Scope name -> the tools it grants (names, `risk:read`, `risk:execute`, `risk:write`, `*`): set,
+    every HTTP call needs a token scope that grants its tool (`oct_mcp.transports.scopes`)."""
+    http_token_scopes: Mapping[str, Any] = field(default_factory=dict)
+    """Bearer token name -> its scopes (an OAuth token carries its own in its `scope` claim)."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
@@ -446,6 +452,10 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         if not all(is_client_name(key) and is_token_hash(value) for key, value in raw.items()):
             return refuse("each entry must map a client name to a sha256: hash (oct-mcp token create NAME)")
         return True, dict(raw)
+    if name in ("http_scopes", "http_token_scopes"):
+        # Kept whatever its shape, checked when the HTTP transport is built: a scope map dropped here
+        # would let every token call every tool, so a malformed one stops the server there instead.
+        return True, raw
     if name == "rules":
         # Kept whatever its shape, checked rule by rule when the chain is built: a rule dropped
         # here would be a deny silently lost, so a malformed one stops the start-up there instead.

@@ -19,6 +19,7 @@ __all__ = [
     "FieldProblem",
     "FileTooLargeError",
     "FolderUnlistedError",
+    "ForbiddenError",
     "GitConfigUnreadableError",
     "GitIdentityMissingError",
     "GitLayoutRefusedError",
@@ -247,6 +248,12 @@ class GitConfigUnreadableError(ExecutionError):
     """git could not list its own config, so its filter drivers cannot all be switched off."""
 
     code = "git_config_unreadable"
+
+
+class ForbiddenError(RefusedError):
+    """The caller's identity is not granted the tool (its token's scopes); nothing ran, nobody was asked."""
+
+    code = "forbidden"
 
 
 class ToolChangedError(RefusedError):

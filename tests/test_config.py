@@ -77,6 +77,9 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("audit_checkpoint_records", 1_000),
     ("audit_checkpoint_seconds", 300.0),
     ("audit_syslog_address", None),
+    # Scopes over HTTP (issue 35).
+    ("http_scopes", {}),
+    ("http_token_scopes", {}),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -160,6 +163,8 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "audit_checkpoint_records": 100,
     "audit_checkpoint_seconds": 60.0,
     "audit_syslog_address": "udp://logs.example.com:514",
+    "http_scopes": {"read": ["risk:read"]},
+    "http_token_scopes": {"ci": ["read"]},
 }
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,10 +21,10 @@ from oct_mcp.diagnostics import get_logger
 from oct_mcp.embed.pins import ToolPins, default_pin_file, digest
 from oct_mcp.errors import DryRunUnsupportedError, OctError, PinFileError
 from oct_mcp.execution.checkpoints import project_key
-from oct_mcp.middleware.audit import audit_record
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.transports.consent_adapter import (
     RequestFacts,
+    audit_refusal,
     client_info,
     to_call_tool_result,
 )
@@ -79,21 +78,6 @@ def pins_for(
     return pins
 
 
-async def audit_refusal(
-    app: App, request: RequestFacts, client_id: str, tool: str, error: OctError, arguments: Mapping[str, Any]
-) -> None:
-    """Record a call refused before the chain ran, as the audit layer records a refusal."""
-    if app.audit is None or "audit" not in app.chain.layer_names:
-        return
-    call = CallContext(
-        tool=tool,
-        arguments=arguments,
-        client=client_info(request, TRANSPORT, client_id),
-        call_id=os.urandom(16).hex(),
-    )
-    await app.audit.record(audit_record(call, None, error, duration=0.0, profile=app.profile.name))
-
-
 async def review_pins(
     app: App,
     pins: ToolPins | None,
@@ -142,7 +126,8 @@ async def refuse_unpinned(
         error = pins.refusal(params.name)
     else:
         return None
-    await audit_refusal(app, request, client_id, params.name, error, params.arguments or {})
+    client = client_info(request, TRANSPORT, client_id)
+    await audit_refusal(app, client, params.name, error, params.arguments or {})
     return to_call_tool_result(CallFailure(code=error.code, message=error.message))
 
 

@@ -52,10 +52,13 @@ class HashedTokens:
     """Bearer tokens named in the config by hash: the token's name is the client id."""
 
     names_by_hash: Mapping[str, str]
+    scopes_by_name: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, tokens: Mapping[str, str]) -> HashedTokens:
-        return cls({digest: name for name, digest in tokens.items()})
+    def from_config(
+        cls, tokens: Mapping[str, str], scopes: Mapping[str, Sequence[str]] | None = None
+    ) -> HashedTokens:
+        return cls({digest: name for name, digest in tokens.items()}, dict(scopes or {}))
 
     async def verify_token(self, token: str) -> AccessToken | None:
         digest = hash_token(token)
@@ -63,7 +66,8 @@ class HashedTokens:
         name = self.names_by_hash.get(digest)
         if name is None:
             return None
-        return AccessToken(token=digest, client_id=name, scopes=[], subject=name)
+        scopes = list(self.scopes_by_name.get(name, ()))
+        return AccessToken(token=digest, client_id=name, scopes=scopes, subject=name)
 
 
 @dataclass(slots=True)
@@ -198,11 +202,14 @@ class Verifiers:
         return None
 
 
-def token_verifier(config: McpConfig) -> Verifiers | None:
-    """The verifiers the config asks for, or None when HTTP calls are not authenticated."""
+def token_verifier(
+    config: McpConfig, token_scopes: Mapping[str, Sequence[str]] | None = None
+) -> Verifiers | None:
+    """The verifiers the config asks for, or None when HTTP calls are not authenticated; named bearer
+    tokens carry `token_scopes` (checked by `ScopeGrants.from_config`)."""
     verifiers: list[TokenVerifier] = []
     if config.http_tokens:
-        verifiers.append(HashedTokens.from_config(config.http_tokens))
+        verifiers.append(HashedTokens.from_config(config.http_tokens, token_scopes))
     if config.oauth_issuer is not None and config.oauth_audience is not None and config.oauth_jwks_url:
         verifiers.append(
             JwtVerifier.create(config.oauth_issuer, config.oauth_audience, config.oauth_jwks_url)

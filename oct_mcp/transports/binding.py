@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import mcp_types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -16,6 +17,7 @@ from oct_mcp.app import App
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.transports.listing import tool_listing
+from oct_mcp.transports.scopes import ScopeGrants
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server"]
 
@@ -28,7 +30,11 @@ INSTRUCTIONS: Final = (
 
 
 def build_server(
-    app: App, *, transport: str = "stdio", sealing: RequestStateSecurity | None = None
+    app: App,
+    *,
+    transport: str = "stdio",
+    sealing: RequestStateSecurity | None = None,
+    scopes: ScopeGrants | None = None,
 ) -> Server[Any]:
     """An SDK low-level Server whose tools/list and tools/call go through `app`'s chain.
 
@@ -36,6 +42,7 @@ def build_server(
         app: The built application.
         transport: How clients reach this server (`stdio`, `memory`, `http`); identifies the client.
         sealing: How consent rounds' request state is sealed; None: a key of this process's own.
+        scopes: The tools each token scope grants (HTTP): a client lists and calls only those.
     """
     listing = types.ListToolsResult(
         tools=[
@@ -53,12 +60,17 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return listing
+        if scopes is None:
+            return listing
+        token = get_access_token()
+        held = list(token.scopes) if token is not None else []
+        granted = [tool for tool in listing.tools if scopes.allows(held, app.catalog.get(tool.name))]
+        return types.ListToolsResult(tools=granted)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        return await call_with_consent(app, params, ctx, transport, session_grants=grants)
+        return await call_with_consent(app, params, ctx, transport, session_grants=grants, scopes=scopes)
 
     server = Server(
         SERVER_NAME,

@@ -29,14 +29,18 @@ from oct_mcp.consent import (
     unmistakable_output,
 )
 from oct_mcp.diagnostics import get_logger
+from oct_mcp.errors import OctError
+from oct_mcp.middleware.audit import audit_record
 from oct_mcp.preview import TargetState
 from oct_mcp.redaction import redact
 from oct_mcp.telemetry import CallFacts, call_span, span
+from oct_mcp.transports.scopes import ScopeGrants
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 
 __all__ = [
     "CONSENT_INPUT_KEY",
     "RequestFacts",
+    "audit_refusal",
     "call_with_consent",
     "client_info",
     "consent_from_retry",
@@ -148,6 +152,7 @@ async def call_with_consent(
     forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
     client_id: str | None = None,
     session_grants: SessionGrants | None = None,
+    scopes: ScopeGrants | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Run a tools/call through the chain, asking the human through the client where consent is due.
 
@@ -165,8 +170,17 @@ async def call_with_consent(
             sessions); the transport's name otherwise.
         session_grants: What the human allowed for the rest of this client session; None where the
             transport cannot tell one client session from another (no grant is offered then).
+        scopes: The tools each token scope grants (HTTP with `http_scopes`): a call its token's
+            scopes do not grant is refused `[forbidden]` and audited before the chain runs.
     """
     client = client_info(request, transport, client_id)
+    if scopes is not None:
+        token = get_access_token()
+        held = list(token.scopes) if token is not None else []
+        if not scopes.allows(held, app.catalog.get(params.name)):
+            error = scopes.refusal(params.name, held)
+            await audit_refusal(app, client, params.name, error, params.arguments or {})
+            return to_call_tool_result(CallFailure(code=error.code, message=error.message))
     facts = CallFacts(
         tool=params.name if params.name in app.catalog else None,
         transport=transport,
@@ -208,6 +222,16 @@ async def _call_with_consent(
     if request.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return input_required(outcome)
     return to_call_tool_result(await run_chain(await elicit_consent(request, outcome)))
+
+
+async def audit_refusal(
+    app: App, client: ClientInfo, tool: str, error: OctError, arguments: Mapping[str, Any]
+) -> None:
+    """Record a call refused before the chain ran, as the audit layer records a refusal."""
+    if app.audit is None or "audit" not in app.chain.layer_names:
+        return
+    call = CallContext(tool=tool, arguments=arguments, client=client, call_id=secrets.token_hex(16))
+    await app.audit.record(audit_record(call, None, error, duration=0.0, profile=app.profile.name))
 
 
 def _session_header(request: RequestFacts) -> str | None:

@@ -38,6 +38,7 @@ from oct_mcp.transports.auth import token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
+from oct_mcp.transports.scopes import ScopeGrants
 from oct_mcp.transports.slow_headers import HeaderDeadlineProtocol
 
 __all__ = [
@@ -271,12 +272,19 @@ def build_http_app(
         from oct_mcp.transports.consents import SharedUsedConsents
 
         app = replace(app, used_consents=SharedUsedConsents(config.rate_limit_storage))
-    server = build_server(app, transport="http", sealing=sealing)
+    scopes = ScopeGrants.from_config(config.http_scopes, config.http_token_scopes, config.http_tokens.keys())
+    server = build_server(app, transport="http", sealing=sealing, scopes=scopes)
     manager = StreamableHTTPSessionManager(
         app=server, security_settings=security, max_request_body_size=config.http_max_request_bytes
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
-    verifier = token_verifier(config)
+    verifier = token_verifier(config, token_scopes=scopes.token_scopes if scopes is not None else {})
+    if scopes is not None and verifier is None:
+        raise ConfigError(
+            "http_scopes is set, but no client is authenticated (no http_tokens, no OAuth issuer): "
+            "scopes need identities",
+            rule="http_scopes",
+        )
     routes: list[Route] = []
     middleware: list[Middleware] = []
     if verifier is not None:

@@ -176,3 +176,24 @@ async def test_the_protected_resource_metadata_names_the_resource_and_its_issuer
     assert response.status_code == 200
     metadata = response.json()
     assert (metadata["resource"], metadata["authorization_servers"]) == (AUDIENCE, [issuer.url])
+
+
+async def test_an_oauth_tokens_scope_claim_grants_what_http_scopes_says(
+    project: Path, tmp_path: Path, issuer: Issuer
+) -> None:
+    config, audit = oauth_config(tmp_path, issuer, http_scopes={"mcp:read": ["risk:read"], "mcp:all": ["*"]})
+    write = {"path": "notes.txt", "content": "hello\n"}
+    with anyio.fail_after(60):
+        async with replica(project, config) as url:
+            async with Client(authorised(url, issuer.token(scope="mcp:read openid"))) as reader:
+                read = await reader.call_tool("oct_read_file", {"path": "README.md"})
+                refused = await reader.call_tool("oct_write_file", write)
+            async with Client(authorised(url, issuer.token(sub="user-2", scope="mcp:all"))) as admin:
+                asked = await admin.call_tool("oct_write_file", write)
+
+    assert only_text(read).startswith("# Demo")
+    assert only_text(refused).startswith("[forbidden] this client's token does not grant 'oct_write_file'")
+    assert "(its scopes: mcp:read)" in only_text(refused)
+    assert "[forbidden]" not in only_text(asked)
+    (record,) = [json.loads(line) for line in audit.read_text().splitlines() if '"code":"forbidden"' in line]
+    assert record["client"]["id"] == "http:oauth:user-1"
