@@ -197,6 +197,12 @@ def _token_parser() -> argparse.ArgumentParser:
     create = actions.add_parser("create", help="print a new token once and write its hash to the config")
     create.add_argument("name", help="the client's name: its rate limit and audit records go by it")
     create.add_argument(
+        "--expires",
+        metavar="WHEN",
+        help="when the token stops being accepted: 2027-01-31 (00:00 UTC) or 2027-01-31T18:00:00Z; "
+        "a running server takes the new token, and its expiry, without a restart",
+    )
+    create.add_argument(
         "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
     )
     create.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
@@ -306,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_audit(args)
     if command == "token":
-        return _token_create(args.name, args.config)
+        return _token_create(args.name, args.config, args.expires)
     if command in ("install", "uninstall"):
         return _install(command, args)
 
@@ -421,9 +427,9 @@ def _serve_http(app: App, host: str, port: int) -> int:
     return EXIT_OK
 
 
-def _token_create(name: str, config_path: Path | None) -> int:
+def _token_create(name: str, config_path: Path | None, expires: str | None = None) -> int:
     from oct_mcp.config import default_config_path, is_client_name
-    from oct_mcp.transports.auth import hash_token, new_token
+    from oct_mcp.transports.auth import hash_token, new_token, token_expiry
 
     if not is_client_name(name):
         print("oct-mcp token: NAME must be letters, digits, - and _, starting with a letter", file=sys.stderr)
@@ -441,8 +447,22 @@ def _token_create(name: str, config_path: Path | None) -> int:
     if not isinstance(tokens, dict):
         print(f"oct-mcp token: http_tokens in {path} is not an object; fix it first", file=sys.stderr)
         return EXIT_USAGE
+    expiry = document.get("http_token_expiry", {})
+    if not isinstance(expiry, dict):
+        print(f"oct-mcp token: http_token_expiry in {path} is not an object; fix it first", file=sys.stderr)
+        return EXIT_USAGE
+    expiry = {key: value for key, value in expiry.items() if key != name}
+    if expires is not None:
+        try:
+            token_expiry({name: expires}, {name})
+        except ConfigError as exc:
+            print(f"oct-mcp token: --expires: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
+        expiry[name] = expires
     token = new_token()
     document["http_tokens"] = {**tokens, name: hash_token(token)}
+    if expiry or "http_token_expiry" in document:
+        document["http_token_expiry"] = expiry
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written beside the config and renamed over it: a crash never leaves half a config.
     scratch = path.with_name(path.name + ".new")

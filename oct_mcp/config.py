@@ -190,6 +190,8 @@ class McpConfig:
     every HTTP call needs a token scope that grants its tool (`oct_mcp.transports.scopes`)."""
     http_token_scopes: Mapping[str, Any] = field(default_factory=dict)
     """Bearer token name -> its scopes (an OAuth token carries its own in its `scope` claim)."""
+    http_token_expiry: Mapping[str, Any] = field(default_factory=dict)
+    """Bearer token name -> when it stops being accepted (ISO 8601: `2027-01-31` or a date and time)."""
 
 
 FIELD_NAMES: Final = tuple(f.name for f in fields(McpConfig))
@@ -452,7 +454,7 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         if not all(is_client_name(key) and is_token_hash(value) for key, value in raw.items()):
             return refuse("each entry must map a client name to a sha256: hash (oct-mcp token create NAME)")
         return True, dict(raw)
-    if name in ("http_scopes", "http_token_scopes"):
+    if name in ("http_scopes", "http_token_scopes", "http_token_expiry"):
         # Kept whatever its shape, checked when the HTTP transport is built: a scope map dropped here
         # would let every token call every tool, so a malformed one stops the server there instead.
         return True, raw

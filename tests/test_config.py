@@ -80,6 +80,7 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     # Scopes over HTTP (issue 35).
     ("http_scopes", {}),
     ("http_token_scopes", {}),
+    ("http_token_expiry", {}),
 )
 SEED_FIELD_NAMES: Final = tuple(name for name, _ in SEED_DEFAULTS)
 
@@ -165,6 +166,7 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "audit_syslog_address": "udp://logs.example.com:514",
     "http_scopes": {"read": ["risk:read"]},
     "http_token_scopes": {"ci": ["read"]},
+    "http_token_expiry": {"ci": "2027-01-31"},
 }
 
 

@@ -3,28 +3,34 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 import anyio.to_thread
 import jwt
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
-from oct_mcp.config import TOKEN_HASH_PREFIX, McpConfig
+from oct_mcp.config import TOKEN_HASH_PREFIX, McpConfig, load_settings
 from oct_mcp.diagnostics import get_logger
+from oct_mcp.errors import ConfigError
 
 __all__ = [
     "JWT_ALGORITHMS",
     "HashedTokens",
     "JwtVerifier",
+    "ReloadingTokens",
     "SigningKeys",
     "Verifiers",
     "hash_token",
     "new_token",
+    "token_expiry",
     "token_verifier",
 ]
 
@@ -34,6 +40,7 @@ JWT_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "
 _JWKS_CACHE_SECONDS: Final = 300
 _JWKS_TIMEOUT_SECONDS: Final = 5
 _JWKS_MISS_INTERVAL_SECONDS: Final = 30
+_RELOAD_CHECK_SECONDS: Final = 1.0
 _log = get_logger(__name__)
 
 
@@ -53,12 +60,25 @@ class HashedTokens:
 
     names_by_hash: Mapping[str, str]
     scopes_by_name: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    expiry_by_name: Mapping[str, float] = field(default_factory=dict)
+    """When each token stops being accepted (seconds since the epoch); absent: never."""
 
     @classmethod
     def from_config(
-        cls, tokens: Mapping[str, str], scopes: Mapping[str, Sequence[str]] | None = None
+        cls,
+        tokens: Mapping[str, str],
+        scopes: Mapping[str, Sequence[str]] | None = None,
+        expiry: Mapping[str, Any] | None = None,
     ) -> HashedTokens:
-        return cls({digest: name for name, digest in tokens.items()}, dict(scopes or {}))
+        """Raises:
+        ConfigError: rule `http_token_expiry`: an entry for a token the config does not name, or a
+            time that is no ISO 8601 date or date and time.
+        """
+        return cls(
+            {digest: name for name, digest in tokens.items()},
+            dict(scopes or {}),
+            token_expiry(expiry or {}, tokens.keys()),
+        )
 
     async def verify_token(self, token: str) -> AccessToken | None:
         digest = hash_token(token)
@@ -66,8 +86,89 @@ class HashedTokens:
         name = self.names_by_hash.get(digest)
         if name is None:
             return None
+        expires = self.expiry_by_name.get(name)
+        if expires is not None and time.time() >= expires:
+            _log.info("token_expired", client=name)
+            return None
         scopes = list(self.scopes_by_name.get(name, ()))
-        return AccessToken(token=digest, client_id=name, scopes=scopes, subject=name)
+        expires_at = int(expires) if expires is not None else None
+        return AccessToken(token=digest, client_id=name, scopes=scopes, subject=name, expires_at=expires_at)
+
+
+def token_expiry(expiry: Mapping[str, Any], names: Collection[str]) -> dict[str, float]:
+    """`http_token_expiry` read: token name -> when it expires, in seconds since the epoch. A date
+    alone expires at its start, 00:00 UTC; a date and time without a zone is UTC.
+
+    Raises:
+        ConfigError: rule `http_token_expiry`.
+    """
+    if not isinstance(expiry, Mapping):
+        raise ConfigError(
+            "http_token_expiry must be an object of token names to ISO 8601 times", rule="http_token_expiry"
+        )
+    found: dict[str, float] = {}
+    for name, when in expiry.items():
+        if name not in names:
+            raise ConfigError(
+                f"http_token_expiry names the token {str(name)[:64]!r}, which http_tokens does not have",
+                rule="http_token_expiry",
+            )
+        try:
+            moment = datetime.fromisoformat(str(when))
+        except ValueError:
+            raise ConfigError(
+                f"http_token_expiry of {name!r} is {str(when)[:64]!r}, no ISO 8601 date (2027-01-31) or "
+                "date and time (2027-01-31T18:00:00Z)",
+                rule="http_token_expiry",
+            ) from None
+        found[name] = (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).timestamp()
+    return found
+
+
+class ReloadingTokens:
+    """The config file's bearer tokens, read again when the file changes: a token added, replaced,
+    expired or removed takes effect without a restart.
+
+    The file's identity (inode, size, modification time) is looked at on a call at most once a
+    second. A file that no longer yields usable tokens (unreadable, a bad scope or expiry entry)
+    accepts no token until it is fixed, and says why in the log: it fails closed.
+    """
+
+    def __init__(self, path: Path, current: HashedTokens, build: Callable[[McpConfig], HashedTokens]) -> None:
+        self.path = path
+        self._current: HashedTokens | None = current
+        self._build = build
+        self._seen = _file_identity(path)
+        self._checked = time.monotonic()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        now = time.monotonic()
+        if now - self._checked >= _RELOAD_CHECK_SECONDS:
+            self._checked = now
+            identity = _file_identity(self.path)
+            if identity != self._seen:
+                self._seen = identity
+                self._reload()
+        current = self._current
+        return None if current is None else await current.verify_token(token)
+
+    def _reload(self) -> None:
+        loaded = load_settings(self.path)
+        try:
+            self._current = self._build(loaded.config)
+        except ConfigError as exc:
+            self._current = None
+            _log.error("tokens_unusable", file=str(self.path), problem=exc.message)
+            return
+        _log.info("tokens_reloaded", file=str(self.path), tokens=len(loaded.config.http_tokens))
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
 
 
 @dataclass(slots=True)
@@ -203,13 +304,26 @@ class Verifiers:
 
 
 def token_verifier(
-    config: McpConfig, token_scopes: Mapping[str, Sequence[str]] | None = None
+    config: McpConfig,
+    *,
+    bearer_tokens: Callable[[McpConfig], HashedTokens] | None = None,
+    config_path: Path | None = None,
 ) -> Verifiers | None:
-    """The verifiers the config asks for, or None when HTTP calls are not authenticated; named bearer
-    tokens carry `token_scopes` (checked by `ScopeGrants.from_config`)."""
+    """The verifiers the config asks for, or None when HTTP calls are not authenticated.
+
+    `bearer_tokens` builds the named tokens from a config (their scopes and expiry checked); with
+    `config_path`, they are read again from that file when it changes (`ReloadingTokens`).
+
+    Raises:
+        ConfigError: See `HashedTokens.from_config`.
+    """
+    build = bearer_tokens or (
+        lambda loaded: HashedTokens.from_config(loaded.http_tokens, {}, loaded.http_token_expiry)
+    )
     verifiers: list[TokenVerifier] = []
     if config.http_tokens:
-        verifiers.append(HashedTokens.from_config(config.http_tokens, token_scopes))
+        tokens = build(config)
+        verifiers.append(tokens if config_path is None else ReloadingTokens(config_path, tokens, build))
     if config.oauth_issuer is not None and config.oauth_audience is not None and config.oauth_jwks_url:
         verifiers.append(
             JwtVerifier.create(config.oauth_issuer, config.oauth_audience, config.oauth_jwks_url)

@@ -34,7 +34,7 @@ from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
-from oct_mcp.transports.auth import token_verifier
+from oct_mcp.transports.auth import HashedTokens, token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
@@ -278,7 +278,15 @@ def build_http_app(
         app=server, security_settings=security, max_request_body_size=config.http_max_request_bytes
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
-    verifier = token_verifier(config, token_scopes=scopes.token_scopes if scopes is not None else {})
+    startup_scopes = config.http_scopes
+
+    def bearer_tokens(loaded: McpConfig) -> HashedTokens:
+        # Scopes as the server started with them; a token's own scopes and expiry as the file says now.
+        grants = ScopeGrants.from_config(startup_scopes, loaded.http_token_scopes, loaded.http_tokens.keys())
+        token_scopes = grants.token_scopes if grants is not None else {}
+        return HashedTokens.from_config(loaded.http_tokens, token_scopes, loaded.http_token_expiry)
+
+    verifier = token_verifier(config, bearer_tokens=bearer_tokens, config_path=app.loaded.path)
     if scopes is not None and verifier is None:
         raise ConfigError(
             "http_scopes is set, but no client is authenticated (no http_tokens, no OAuth issuer): "
