@@ -42,7 +42,21 @@ def _every_text() -> list[str]:
     ]
     texts += edges
     texts += [dense_output(rng, 8 * 1024) + edge + "\n" + dense_output(rng, 8 * 1024) for edge in edges]
-    return texts
+    return texts + [_sprinkled(text, rng) for text in texts[::4]]
+
+
+# Characters the screen reads as one byte (0x80): letters with a case, ones that lower-case to ASCII
+# (the Kelvin sign) or to two characters (dotted capital I), blanks Python's `str.isspace` takes,
+# digits of other scripts, a mark, and characters outside the basic plane.
+_NON_ASCII = "\u00e9\u00c4\u212a\u0130\u00a0\u2028\u3000\u0663\u2713\u041f\u0440\U0001f511"
+
+
+def _sprinkled(text: str, rng: random.Random) -> str:
+    """`text` with non-ASCII characters put in at random places: inside secrets, names and values too."""
+    pieces = list(text)
+    for _ in range(max(1, len(pieces) // 200)):
+        pieces.insert(rng.randrange(len(pieces) + 1), rng.choice(_NON_ASCII))
+    return "".join(pieces)
 
 
 @needs_engines
@@ -67,6 +81,44 @@ def test_the_screen_rules_out_nearly_all_of_keyword_dense_output() -> None:
     assert screened is not None
     kept = sum(end - start for start, end in screened.lines + screened.field_blocks)
     assert kept * 20 < len(text)
+
+
+@needs_engines
+def test_text_that_is_not_ascii_is_screened_line_by_line() -> None:
+    # One character of another script used to send a whole output down the slow path.
+    rng = random.Random(27)  # noqa: S311
+    flagged = "Gr\u00fc\u00dfe \u2713 password = 'Zk3v\u00e9Q9pL2mX8'"
+    text = "\n".join(
+        [dense_output(rng, 128 * 1024), "author: Jos\u00e9 \u2713", flagged, dense_output(rng, 128 * 1024)]
+    )
+
+    screened = screen(text)
+
+    assert screened is not None
+    kept = sum(end - start for start, end in screened.lines + screened.field_blocks)
+    assert kept * 20 < len(text)
+    author = text.index("author: Jos")
+    assert not any(start <= author < end for start, end in screened.lines)
+    line = text.index(flagged)
+    assert any(start <= line < end for start, end in screened.field_blocks)
+
+
+@needs_engines
+def test_a_secret_beside_non_ascii_characters_is_masked_as_in_ascii_text() -> None:
+    token = "ghp_" + "aB3dE6fG9hJ2kL5mN8pQ1rS4tU7vW0xY3zA6"
+    filler = dense_output(random.Random(28), 4096)  # noqa: S311
+    for line in (
+        f"\u00fcber token {token} \u2713",
+        f"Gr\u00fc\u00dfe: password = 'Zk3vQ9pL2mX8' \u2014 {token}",
+        f"\u041f\u0430\u0440\u043e\u043b\u044c: {token}",
+        "password = '\u041f\u0430\u0440\u043e\u043b\u044c\u0421\u0435\u043a\u0440\u0435\u0442-17'",
+    ):
+        redacted, findings = redact(filler + "\n" + line + "\n" + filler)
+
+        assert token not in redacted
+        assert "Zk3vQ9pL2mX8" not in redacted
+        assert "\u0421\u0435\u043a\u0440\u0435\u0442" not in redacted
+        assert findings
 
 
 @needs_engines
@@ -119,7 +171,7 @@ def _batches(texts: list[str], rng: random.Random) -> list[list[str]]:
         pieces.append(text[:3000])
     rng.shuffle(pieces)
     batches = [pieces[start : start + 150] for start in range(0, len(pieces), 150)]
-    # Non-ASCII strings among ASCII ones: the screen takes the ASCII ones, keywords the others.
+    # Non-ASCII strings among ASCII ones: screened with them, each character one byte.
     for batch in batches[::3]:
         batch += [f"caf\u00e9 {piece}" for piece in batch[:20]]
     return batches

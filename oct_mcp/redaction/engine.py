@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
-from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, Implementation
+from ahocorasick_rs import BytesAhoCorasick, Implementation
 
 from oct_mcp.redaction.checks import MASK_PREFIX, is_literal_secret, mask
 from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, SECRET_NAME, Detector, Span, secret_field_kind
-from oct_mcp.redaction.prefilter import field_lines
+from oct_mcp.redaction.prefilter import field_lines, one_byte_a_character
 from oct_mcp.redaction.screen import Screen, screen
 
 __all__ = [
@@ -55,7 +55,6 @@ class _Keywords:
     # anchored at it; windowed[i]: the indexes in DETECTORS of those that search around it.
     anchored: tuple[tuple[Anchored, ...], ...]
     windowed: tuple[tuple[int, ...], ...]
-    text_automaton: AhoCorasick
     bytes_automaton: BytesAhoCorasick
 
 
@@ -97,7 +96,6 @@ def _keywords(prefiltered: bool) -> _Keywords:
     return _Keywords(
         anchored=tuple(tuple(anchored[keyword]) for keyword in keywords),
         windowed=tuple(tuple(windowed[keyword]) for keyword in keywords),
-        text_automaton=AhoCorasick(keywords),
         # A DFA: more memory than the NFAs (a few MB for these keywords), twice their speed.
         bytes_automaton=BytesAhoCorasick(
             [keyword.encode("ascii") for keyword in keywords], implementation=Implementation.DFA
@@ -116,8 +114,6 @@ def _scanner() -> _Scanner:
     )
 
 
-# "İ" is the one character whose lower case is two characters; it would shift every offset after it.
-_DOTTED_CAPITAL_I: Final = "\u0130"
 _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:")
 _SNAP_LIMIT: Final = 512
 # Mapping keys redact() found clean: the structured content of every call repeats its field
@@ -132,14 +128,14 @@ _EXISTING_MASK: Final = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]", re.ASCII)
 
 
 def _hits(text: str, keywords: _Keywords) -> list[tuple[int, int, int]]:
-    """(keyword index, start, end) for every keyword occurrence, overlapping ones included."""
-    if text.isascii():
-        # Bytes: three times the speed of the str automaton, and the offsets are the same.
-        return keywords.bytes_automaton.find_matches_as_indexes(
-            text.encode("ascii").lower(), overlapping=True
-        )
-    lowered = text.replace(_DOTTED_CAPITAL_I, "I").lower()
-    return keywords.text_automaton.find_matches_as_indexes(lowered, overlapping=True)
+    """(keyword index, start, end) for every keyword occurrence, overlapping ones included.
+
+    Bytes: three times the speed of a str automaton. Only ASCII letters are folded, as in the
+    detectors (`re.ASCII`): `K`, the Kelvin sign, is no `k` to them, and would only open a window.
+    """
+    return keywords.bytes_automaton.find_matches_as_indexes(
+        one_byte_a_character(text).lower(), overlapping=True
+    )
 
 
 # Below one field-name hit in this many characters, running the detector at each hit costs less
@@ -171,12 +167,15 @@ def _field_hits(text: str, keywords: _Keywords) -> list[tuple[int, int, int]]:
 _SCREENED_LENGTH: Final = 512
 
 
-def _hits_in(text: str, keywords: _Keywords, ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-    """The hits in `ranges` of an ASCII `text`: each range holds whole lines, no keyword a line break."""
+def _hits_in(
+    screened: Screen, keywords: _Keywords, ranges: list[tuple[int, int]]
+) -> list[tuple[int, int, int]]:
+    """The hits in `ranges` of the screened text: each range holds whole lines, no keyword a line break."""
     automaton = keywords.bytes_automaton
+    data = screened.data
     hits: list[tuple[int, int, int]] = []
     for start, end in ranges:
-        found = automaton.find_matches_as_indexes(text[start:end].encode("ascii").lower(), overlapping=True)
+        found = automaton.find_matches_as_indexes(data[start:end].lower(), overlapping=True)
         hits.extend((keyword, start + low, start + high) for keyword, low, high in found)
     return hits
 
@@ -223,8 +222,8 @@ def _spans(text: str) -> list[Span]:
             return spans  # a short text without a keyword: 1.8 -> 0.7 us for a path or a name (measured)
         scanning = [detector for _index, detector in scanner.scanning]
     else:
-        hits = _hits_in(text, scanner.everywhere, screened.lines)
-        field_hits = _hits_in(text, scanner.on_field_lines, screened.field_blocks)
+        hits = _hits_in(screened, scanner.everywhere, screened.lines)
+        field_hits = _hits_in(screened, scanner.on_field_lines, screened.field_blocks)
         scanning = [detector for index, detector in scanner.scanning if index in screened.scanning]
     masked = MASK_PREFIX in text if screened is None else screened.masked  # 1 ms a MiB: looked for once
     for keywords, found in ((scanner.everywhere, hits), (scanner.on_field_lines, field_hits)):
@@ -573,12 +572,12 @@ def _surely_clean(strings: ValueStrings) -> frozenset[str] | None:
     every one of them.
 
     A structured result holds many strings (a listing's 10,000 paths), each a redact() call of 2 to
-    4 us that finds nothing. On ASCII text the screen (`screen.py`) runs each detector's line-local
-    superset over the texts joined by line breaks: a detector that matches in one text matches its
-    superset on a line of that text in the joined one too, so a text that no flagged line or block
-    touches is clean, whatever its length, unless a `scan` detector's superset matched somewhere.
-    Elsewhere only the short texts are decided, by the keywords: short of every scanning detector's
-    length and holding no keyword, redact() looks no further.
+    4 us that finds nothing. The screen (`screen.py`) runs each detector's line-local superset over
+    the texts joined by line breaks: a detector that matches in one text matches its superset on a
+    line of that text in the joined one too, so a text that no flagged line or block touches is
+    clean, whatever its length, unless a `scan` detector's superset matched somewhere. Without the
+    wheels, or where the screen gives up, only the short texts are decided, by the keywords: short
+    of every scanning detector's length and holding no keyword, redact() looks no further.
     """
     texts = strings.texts
     if not texts:
@@ -593,22 +592,12 @@ def _surely_clean(strings: ValueStrings) -> frozenset[str] | None:
         if len(rest) < len(texts):
             clean = _surely_clean(ValueStrings(rest, "\n".join(rest), strings.plain_keys))
             return frozenset(rest) if clean is None else clean
-    if joined.isascii():
-        decided, clean = _screened_clean(texts, joined)
-        return clean if decided else _keyword_clean(texts)
-    ascii_texts = [text for text in texts if text.isascii()]
-    decided, clean = _screened_clean(ascii_texts, "\n".join(ascii_texts))
-    if not decided:
-        return _keyword_clean(texts)
-    others = [text for text in texts if not text.isascii()]
-    clean_others = _keyword_clean(others)
-    return (frozenset(ascii_texts) if clean is None else clean) | (
-        frozenset(others) if clean_others is None else clean_others
-    )
+    decided, clean = _screened_clean(texts, joined)
+    return clean if decided else _keyword_clean(texts)
 
 
 def _screened_clean(texts: list[str], joined: str) -> tuple[bool, frozenset[str] | None]:
-    """`_surely_clean` of ASCII `texts` by the screen, and whether it could decide."""
+    """`_surely_clean` of `texts` by the screen, and whether it could decide."""
     screened = screen(joined) if texts else None
     if screened is None:
         return False, frozenset()

@@ -16,11 +16,36 @@ screen (`screen.py`) runs these expressions in an RE2 Set instead.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 from functools import cache
 from typing import Final
 
-__all__ = ["field_lines", "prefilter_engine"]
+__all__ = ["field_lines", "one_byte_a_character", "prefilter_engine"]
+
+_ONE_BYTE_EACH: Final = "oct_mcp.redaction.one_byte_a_character"
+
+
+def _one_byte_each(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return b"\x80" * (error.end - error.start), error.end
+
+
+codecs.register_error(_ONE_BYTE_EACH, _one_byte_each)
+
+
+def one_byte_a_character(text: str) -> bytes:
+    """`text` as the multi-pattern passes read it: ASCII as it is, each other character as 0x80.
+
+    The offsets stay the text's. The detectors are compiled with `re.ASCII`, so a non-ASCII
+    character is in none of their classes but the negated ones, as 0x80 is in the passes' byte
+    classes; and `checks.char_classes` counts it as a symbol, as the field expressions count 0x80.
+    """
+    if text.isascii():
+        return text.encode("ascii")
+    return text.encode("ascii", _ONE_BYTE_EACH)
+
 
 # What a reference starts with (`$VAR`, `${VAR}`, `{{ var }}`, `<token>`, `#comment`): see
 # `checks.is_reference`, which turns down every value whose first character is one of these.
@@ -156,15 +181,14 @@ def field_lines(text: str) -> Lines | None:
         text: The text being redacted.
 
     Returns:
-        Sorted, disjoint line spans; None when no multi-pattern scanner is installed, or the text is
-        not ASCII (the scanner's offsets are bytes).
+        Sorted, disjoint line spans; None when no multi-pattern scanner is installed.
     """
     scan = prefilter_engine()
-    if scan is None or not text.isascii():
+    if scan is None:
         return None
     lines: Lines = []
     last_end = -1
-    for end in scan(text.encode("ascii")):
+    for end in scan(one_byte_a_character(text)):
         if end <= last_end:
             continue
         start = text.rfind("\n", 0, end) + 1
