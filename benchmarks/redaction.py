@@ -112,9 +112,9 @@ def main() -> None:
     # The paths of a machine without google-re2 (the Hyperscan prefilter of the field names only),
     # and without either wheel (every line searched, at every keyword).
     screened, prefiltered_lines = engine._screened, engine.field_lines
-    fallbacks = (("without google-re2", prefiltered_lines), ("without the wheels", lambda _text: None))
+    fallbacks = (("without google-re2", prefiltered_lines), ("without the wheels", lambda _data: None))
     try:
-        engine._screened = lambda _text: None
+        engine._screened = lambda _text, _data: None
         for name, field_lines in fallbacks:
             engine.field_lines = field_lines
             for row in rows[:2]:

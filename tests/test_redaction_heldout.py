@@ -127,11 +127,11 @@ def test_the_prefiltered_scan_masks_what_the_scan_of_every_line_masks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     texts = _every_text()
-    monkeypatch.setattr(engine, "_screened", lambda _text: None)  # the path without google-re2
+    monkeypatch.setattr(engine, "_screened", lambda _text, _data: None)  # the path without google-re2
     prefiltered = [redact(text) for text in texts]
 
     # The path a machine without the wheel takes: every line is searched for field names.
-    monkeypatch.setattr(engine, "field_lines", lambda _text: None)
+    monkeypatch.setattr(engine, "field_lines", lambda _data: None)
 
     assert [redact(text) for text in texts] == prefiltered
 
@@ -139,8 +139,8 @@ def test_the_prefiltered_scan_masks_what_the_scan_of_every_line_masks(
 def test_without_the_scanner_every_line_is_searched_and_the_goals_hold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(engine, "field_lines", lambda _text: None)
-    monkeypatch.setattr(engine, "_screened", lambda _text: None)
+    monkeypatch.setattr(engine, "field_lines", lambda _data: None)
+    monkeypatch.setattr(engine, "_screened", lambda _text, _data: None)
 
     assert _recall(named_families()) >= 0.99
     assert redact(dense_output(random.Random(24), 64 * 1024))[1] == ()  # noqa: S311

@@ -66,8 +66,8 @@ def test_the_screened_scan_masks_what_the_scan_of_every_line_masks(monkeypatch: 
     screened = [redact(text) for text in texts]
 
     # The path of a machine without the wheels: every line searched, at every keyword.
-    monkeypatch.setattr(engine, "_screened", lambda _text: None)
-    monkeypatch.setattr(engine, "field_lines", lambda _text: None)
+    monkeypatch.setattr(engine, "_screened", lambda _text, _data: None)
+    monkeypatch.setattr(engine, "field_lines", lambda _data: None)
 
     assert [redact(text) for text in texts] == screened
 
@@ -185,9 +185,9 @@ def test_redacting_many_strings_at_once_masks_what_redacting_each_alone_masks(
     rng = random.Random(16)  # noqa: S311  (fake data, reproducible on purpose)
     screened: list[bool] = []
 
-    def recording(text: str) -> Screen | None:
+    def recording(text: str, data: bytes | None = None) -> Screen | None:
         # Without the screen (no wheels, or candidates too dense), only the keywords decide.
-        found = screen(text) if screening else None
+        found = screen(text, data) if screening else None
         screened.append(found is not None and bool(found.lines or found.field_blocks or found.scanning))
         return found
 

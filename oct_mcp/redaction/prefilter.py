@@ -174,11 +174,11 @@ def prefilter_engine() -> Callable[[bytes], list[int]] | None:
     return scan
 
 
-def field_lines(text: str) -> Lines | None:
-    """The (start, end) of each line of `text` where a secret field may be; None: search it all.
+def field_lines(data: bytes) -> Lines | None:
+    """The (start, end) of each line of a text where a secret field may be; None: search it all.
 
     Args:
-        text: The text being redacted.
+        data: The text being redacted, as `one_byte_a_character` gives it.
 
     Returns:
         Sorted, disjoint line spans; None when no multi-pattern scanner is installed.
@@ -188,11 +188,11 @@ def field_lines(text: str) -> Lines | None:
         return None
     lines: Lines = []
     last_end = -1
-    for end in scan(one_byte_a_character(text)):
+    for end in scan(data):
         if end <= last_end:
             continue
-        start = text.rfind("\n", 0, end) + 1
-        stop = text.find("\n", end)
-        last_end = len(text) if stop == -1 else stop
+        start = data.rfind(b"\n", 0, end) + 1
+        stop = data.find(b"\n", end)
+        last_end = len(data) if stop == -1 else stop
         lines.append((start, last_end))
     return lines

@@ -231,11 +231,12 @@ def _block(data: bytes, start: int, stop: int) -> bytes:
     return block
 
 
-def screen(text: str) -> Screen | None:
+def screen(text: str, data: bytes | None = None) -> Screen | None:
     """The lines of `text` the detectors are to run on; None: run them everywhere.
 
     Args:
         text: The text being redacted.
+        data: `one_byte_a_character(text)`, where the caller has it already.
 
     Returns:
         The screen; None when a wheel is missing, or candidates are so dense that ruling lines
@@ -244,7 +245,8 @@ def screen(text: str) -> Screen | None:
     engines = _engines()
     if engines is None:
         return None
-    data = one_byte_a_character(text)
+    if data is None:
+        data = one_byte_a_character(text)
     found = engines.scan_supersets(data)
     if found is None:
         return None
