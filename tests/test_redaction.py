@@ -562,7 +562,16 @@ def test_secret_field_names(name: str, secret: bool) -> None:
 @pytest.mark.parametrize(
     ("value", "quoted", "secret"),
     [
-        ("hunter2", True, True),
+        ("tulip7x", True, True),
+        ("hunter2", True, False),  # the web's stock example password
+        ("GR?XGR?XGR?XGR?X", True, False),  # a unit said over and over
+        ("GR?XGR?XGR?XGR?Xk9", True, True),
+        ("user%40email.com:password", True, False),  # percent escapes judged decoded
+        ("p%40ss%3AW0rd-x9", True, True),
+        ("%DB_PASSWORD%", True, False),  # no escapes at all: a reference
+        ("Lou...bzg==", True, False),  # cut short where shown
+        ("258eafa5-e914-47da-95ca-c5ab0dc85b11", True, False),  # RFC 6455's GUID
+        ("358eafa5-e914-47da-95ca-c5ab0dc85b11", True, True),
         ("Xk29!abQ", False, True),
         ("8f14e45fceea167a5a36dedd4bea2543", False, True),
         ("/K7MDENG/bPxRfiCYq8Wz2rLp5vXk9mN3", True, True),

@@ -31,7 +31,7 @@ CODE_SHAPES = [
     ),
     pytest.param(
         "SEC_WEBSOCKET_KEY1: istr = hdrs.SEC_WEBSOCKET_KEY1,",
-        f'SEC_WEBSOCKET_KEY1: istr = "{SECRET}",',
+        f'SIGNING_KEY1: istr = "{SECRET}",',
         id="attribute-chain",
     ),
     pytest.param(
@@ -122,6 +122,39 @@ LITERAL_KINDS = [
         "mysql://scott:tiger@example.com/foo",
         "mysql://scott:tiger@db.internal/foo",
         id="url-example-host",
+    ),
+    pytest.param("'Password': 'hunter2',", "'Password': 'hunter2Kq9',", id="stock-example-password"),
+    pytest.param(
+        "http://JeremyCline:Hunter2@example.org:8080/",
+        "http://JeremyCline:Hunter2Kq9@example.org:8080/",
+        id="url-stock-example-password",
+    ),
+    pytest.param("'password': 'GR?XGR?XGR?XGR?X'", "'password': 'GR?XGR?XGR?XGR?Xk9'", id="repeated-unit"),
+    pytest.param(
+        'Url("http", auth="user%40email.com:password", host="example.com")',
+        'Url("http", auth="user%40email.com:Pa55w0rd%21", host="example.com")',
+        id="percent-escaped-named-parts",
+    ),
+    pytest.param('auth="%E3%83%92:%E3%82%AD",', 'auth="%E3%83%92:Xk9mQ2pL%21",', id="percent-escaped-short"),
+    pytest.param(
+        "AccountKey=Lou...bzg==;EndpointSuffix=core.windows.net",
+        "AccountKey=LouQ2pL9bzgXk9mQ2pLzR4tW8bzg==;EndpointSuffix=core.windows.net",
+        id="cut-short-where-shown",
+    ),
+    pytest.param(
+        "s3_secret_access_key = 's3-secret-access-key'",
+        "s3_secret_access_key = 's3-secret-access-key-7Kq9'",
+        id="own-name-again",
+    ),
+    pytest.param(
+        '"SEC-WEBSOCKET-KEY": "dGhlIHNhbXBsZSBub25jZQ==",',
+        '"SEC-WEBSOCKET-KEYS": "dGhlIHNhbXBsZSBub25jZQ==",',
+        id="websocket-handshake-nonce",
+    ),
+    pytest.param(
+        'WS_KEY: Final[bytes] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"',
+        'WS_KEY: Final[bytes] = b"358EAFA5-E914-47DA-95CA-C5AB0DC85B11"',
+        id="standard-constant",
     ),
 ]
 

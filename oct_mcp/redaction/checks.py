@@ -7,6 +7,7 @@ import re
 import string
 from collections import Counter
 from typing import Final
+from urllib.parse import unquote
 
 __all__ = [
     "MASK_PREFIX",
@@ -82,10 +83,13 @@ _PLACEHOLDER_VALUES: Final = frozenset(
         "value",
         "bearer",
         "basic",
+        # The web's stock example of a password, from a 2004 chat log: test data everywhere.
+        "hunter2",
     }
 )
 # Fragments that mark a value as a stand-in, wherever they occur in it: marks, then words.
-_PLACEHOLDER_MARKS: Final = ("....", "…", "[redacted", "<redacted", "redacted>", "xxxx")
+# Three dots: a value cut short where it is shown (`AccountKey=Lou...bzg==`), not a value to mask.
+_PLACEHOLDER_MARKS: Final = ("...", "…", "[redacted", "<redacted", "redacted>", "xxxx")
 _PLACEHOLDER_WORDS: Final = (
     "placeholder",
     "changeme",
@@ -146,6 +150,14 @@ _REFERENCE_SHAPE: Final = re.compile(
 )
 
 
+# Values that standards fix for every implementation, under names that say "key": not secrets.
+PUBLIC_CONSTANTS: Final = frozenset(
+    {
+        "258EAFA5-E914-47DA-95CA-C5AB0DC85B11",  # RFC 6455's WebSocket GUID, in every server
+    }
+)
+
+
 # A user and a password in lower-case words, as test data writes them (`foo:bar`, `user:pass`,
 # `login:pass`): the password eight letters at most. A generated password has digits or capitals.
 _SAMPLE_PAIR: Final = re.compile(r"[a-z][a-z_]{0,31}:[a-z]{1,8}", re.ASCII)
@@ -193,6 +205,9 @@ _PREFIX: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,13}[-_:/]", re.ASCII)
 # `user@token`): test data that names itself.
 _NAMED_PARTS: Final = re.compile(r"[a-z]+(?:[:@/.][a-z]+)+", re.ASCII)
 _RUN: Final = re.compile(r"(.)\1{5}", re.DOTALL)
+# A unit of one to four characters said three times or more, and nothing else (`GR?XGR?XGR?X`,
+# `abababab`): typed by hand to fill a field. A generated value never repeats so.
+_PERIODIC: Final = re.compile(r"(.{1,4}?)\1{2,}", re.DOTALL)
 _SEQUENCE: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
 _SEQUENCE_WINDOWS: Final = tuple(_SEQUENCE[i : i + 10] for i in range(len(_SEQUENCE) - 9))
 _LOWER: Final = frozenset(string.ascii_lowercase)
@@ -256,7 +271,7 @@ def is_placeholder(value: str, *, words: bool = True) -> bool:
     """
     if MASK_PREFIX in value:
         return True
-    if len(set(value)) <= 3 or _RUN.search(value):
+    if len(set(value)) <= 3 or _RUN.search(value) or _PERIODIC.fullmatch(value):
         return True
     lowered = value.lower()
     # `in` per fragment: quicker than one alternation, which `re` tries branch by branch.
@@ -295,6 +310,19 @@ def _spelt_in_digits(lowered: str) -> bool:
     return any(lowered.translate(table) in _PLACEHOLDER_VALUES for table in _LEET)
 
 
+_PERCENT_ESCAPE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def _percent_decoded(value: str) -> str | None:
+    """What the percent escapes of `value` stand for; None: it has none, or they are no UTF-8."""
+    if "%" not in value or _PERCENT_ESCAPE.search(value) is None:
+        return None
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        return None
+
+
 def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool:
     """Whether the value of a secret-named field (`password = ...`) is a literal secret.
 
@@ -318,9 +346,16 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     value = _TRAILING_ESCAPES.sub("", value)
     if len(value) < 6 or len(value) > 1024:
         return False
+    if value.upper() in PUBLIC_CONSTANTS:
+        return False
     lowered = value.lower()
     if lowered in _PLACEHOLDER_VALUES or is_reference(value) or _spelt_in_digits(lowered):
         return False
+    decoded = _percent_decoded(value)
+    if decoded is not None:
+        # `user%40email.com:password`, `%E3%83%92:%E3%82%AD`: percent escapes are how a value is
+        # written into a URL; what they stand for is the value, judged as such.
+        return is_literal_secret(decoded, quoted=quoted, digits=digits)
     if "${" in value or "{{" in value or "://" in value:
         return False
     if _SIZE.fullmatch(value) or _PREFIX.fullmatch(value):

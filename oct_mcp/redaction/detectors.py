@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import unquote
 
 from oct_mcp.redaction import code
 from oct_mcp.redaction.checks import (
@@ -125,13 +126,13 @@ def _random_token_ok(value: str) -> bool:
 
 
 _PLACEHOLDER_PASSWORDS: Final = frozenset(
-    {"password", "passwd", "pass", "pwd", "secret", "token", "changeme", "pw", "xxx", "***", "..."}
+    {"password", "passwd", "pass", "pwd", "secret", "token", "changeme", "pw", "xxx", "***", "...", "hunter2"}
 )
 
 
 def _password_ok(value: str) -> bool:
     """A password in a URL or netrc: any word is plausible (`postgres:postgres`), stand-ins are not."""
-    lowered = value.lower()
+    lowered = unquote(value).lower()  # as the URL's percent escapes write it
     if lowered in _PLACEHOLDER_PASSWORDS or is_reference(value):
         return False
     return not is_placeholder(value) and "{{" not in value
@@ -485,8 +486,10 @@ def _env_entry(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if quoted:
         value, start = value[1:-1], start + 1
     kind = secret_field_kind(name)
-    if not SECRET_NAME.fullmatch(name) or not is_literal_secret(
-        value, quoted=quoted, digits=kind == "password"
+    if (
+        not SECRET_NAME.fullmatch(name)
+        or not is_literal_secret(value, quoted=quoted, digits=kind == "password")
+        or _names_itself(match, value)
     ):
         return ()
     return ((start, start + len(value), kind, detector.priority),)
@@ -542,7 +545,7 @@ def _literal_field(detector: Detector, match: re.Match[str]) -> tuple[Span, ...]
         or _is_template(match, group, value)
     ):
         return ()
-    if value.startswith(PUBLIC_PREFIXES):
+    if value.startswith(PUBLIC_PREFIXES) or _names_itself(match, value):
         return ()
     end = value_start + len(value)
     return ((_equals_start(match, group, value_start), end, kind, detector.priority),)
@@ -558,12 +561,39 @@ _FORMAT_FIELDS: Final = _compile(r"\{[^{}\n]*\}")
 _QUOTE_GROUPS: Final = ("dq", "sq", "bq")
 
 
-def _public_name(text: str, start: int) -> bool:
-    """Whether the field's whole name says a framework ships it to browsers (`NEXT_PUBLIC_..._KEY`)."""
+def _name_start(text: str, start: int) -> int:
+    """Where the whole name holding the field's keyword starts (`s3_` of `s3_secret_access_key`)."""
     low = max(0, start - 64)
     while start > low and text[start - 1] in _NAME_CHARS:
         start -= 1
-    return text.startswith(_PUBLIC_NAME_STARTS, start)
+    return start
+
+
+def _public_name(text: str, start: int) -> bool:
+    """Whether the field's whole name says its value is public: a framework ships it to browsers
+    (`NEXT_PUBLIC_..._KEY`), or a protocol sends it in the clear (`Sec-WebSocket-Key`, a nonce)."""
+    start = _name_start(text, start)
+    if text.startswith(_PUBLIC_NAME_STARTS, start):
+        return True
+    end = start
+    while end < len(text) and end - start <= _LONGEST_CLEAR_HEADER and text[end] in _NAME_CHARS:
+        end += 1
+    return text[start:end].lower().replace("_", "-") in _CLEAR_HEADERS
+
+
+# Headers whose "key" is a handshake's nonce or its answer, public by design (RFC 6455, 4.1 and 4.2.2).
+_CLEAR_HEADERS: Final = frozenset({"sec-websocket-key", "sec-websocket-accept"})
+_LONGEST_CLEAR_HEADER: Final = max(map(len, _CLEAR_HEADERS))
+
+
+def _names_itself(match: re.Match[str], value: str) -> bool:
+    """Whether `value` is its field's whole name again (`s3_secret_access_key = 's3-secret-access-key'`):
+    a stand-in that says what goes there. A secret is never its own name."""
+    name = match.string[_name_start(match.string, match.start("name")) : match.end("name")]
+    return _NAME_NOISE.sub("", value).lower() == _NAME_NOISE.sub("", name).lower()
+
+
+_NAME_NOISE: Final = _compile(r"[^A-Za-z0-9]+")
 
 
 def _code_value(match: re.Match[str], group: str) -> Expression | None:
@@ -769,7 +799,7 @@ _NAME_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
 def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     """`SOMETHING_KEY = value`: a secret when the value is random-looking and the name is not a DB key."""
     group, value = _value(match)
-    if value.startswith(PUBLIC_PREFIXES):
+    if value.startswith(PUBLIC_PREFIXES) or _names_itself(match, value):
         return ()
     if not is_literal_secret(value, quoted=group != "uq") or not looks_random(value):
         return ()
@@ -777,11 +807,7 @@ def _key_field(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     if found is not None:
         return _literals_in_code(match.string, found, "api_key", detector.priority)
     text = match.string
-    start = match.start()
-    low = max(0, start - 64)
-    while start > low and text[start - 1] in _NAME_CHARS:
-        start -= 1
-    words = re.split(r"[_.-]+", text[start : match.start()].lower())
+    words = re.split(r"[_.-]+", text[_name_start(text, match.start()) : match.start()].lower())
     if words[-1] in _NOT_SECRET_KEYS or _public_name(text, match.start()):
         return ()
     return ((match.start(group), match.end(group), "api_key", detector.priority),)
