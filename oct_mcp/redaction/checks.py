@@ -9,6 +9,8 @@ from collections import Counter
 from typing import Final
 from urllib.parse import unquote
 
+from ahocorasick_rs import AhoCorasick, Implementation
+
 __all__ = [
     "MASK_PREFIX",
     "char_classes",
@@ -215,6 +217,11 @@ _UPPER: Final = frozenset(string.ascii_uppercase)
 _DIGITS: Final = frozenset(string.digits)
 _NOT_SYMBOLS: Final = frozenset(string.ascii_letters + string.digits + "_-.")
 _MARKS_AND_SEQUENCES: Final = (*_PLACEHOLDER_MARKS, *_SEQUENCE_WINDOWS)
+# One automaton pass for the fragments: 0.2-0.3 us a value, where `in` per fragment took 1.3-1.5
+# (and one `re` alternation more, tried branch by branch). Text dense with field names asks this of
+# thousands of values a megabyte.
+_MARKS_AND_SEQUENCES_FOUND: Final = AhoCorasick(list(_MARKS_AND_SEQUENCES), implementation=Implementation.DFA)
+_PLACEHOLDER_WORDS_FOUND: Final = AhoCorasick(list(_PLACEHOLDER_WORDS), implementation=Implementation.DFA)
 
 
 def shannon_entropy(value: str) -> float:
@@ -274,10 +281,9 @@ def is_placeholder(value: str, *, words: bool = True) -> bool:
     if len(set(value)) <= 3 or _RUN.search(value) or _PERIODIC.fullmatch(value):
         return True
     lowered = value.lower()
-    # `in` per fragment: quicker than one alternation, which `re` tries branch by branch.
-    if any(part in lowered for part in _MARKS_AND_SEQUENCES):
+    if _MARKS_AND_SEQUENCES_FOUND.find_matches_as_indexes(lowered):
         return True
-    return words and any(part in lowered for part in _PLACEHOLDER_WORDS)
+    return words and bool(_PLACEHOLDER_WORDS_FOUND.find_matches_as_indexes(lowered))
 
 
 def looks_random(value: str, *, min_length: int = 16) -> bool:

@@ -660,7 +660,8 @@ def _assignment_line(match: re.Match[str], group: str) -> bool:
     if before.strip(" \t") not in ("", "export"):
         return False  # inside a line of code or a command (`f(password=x.y)`, `run --password=...`)
     end = match.end(group)
-    rest = text[end : text.find("\n", end) if "\n" in text[end:] else len(text)]
+    stop = text.find("\n", end)  # not `"\n" in text[end:]`: a copy of the rest of the text a call
+    rest = text[end : len(text) if stop == -1 else stop]
     value = match.group(group).rstrip(" \t\r")
     # One token: `A | B` after `name:` is a type annotation, not a YAML string.
     # A `,` or `\` at the end: the next argument, or the line goes on (`proxy_auth=None,\`).
