@@ -61,6 +61,19 @@ class Lines:
 Piece = str | Chars | OneOf | Lines
 
 
+_GUID: Final = (
+    Chars(HEX, 8, 8),
+    "-",
+    Chars(HEX, 4, 4),
+    "-",
+    Chars(HEX, 4, 4),
+    "-",
+    Chars(HEX, 4, 4),
+    "-",
+    Chars(HEX, 12, 12),
+)
+
+
 @dataclass(frozen=True)
 class Format:
     """A credential format: its grammar, the kind it is masked as, and where it is met.
@@ -229,6 +242,45 @@ FORMATS: Final[tuple[Format, ...]] = (
         "discord_webhook_url",
         ("https://discord.com/api/webhooks/", Chars(string.digits, 17, 19), "/", Chars(URLSAFE, 68, 68)),
     ),
+    Format(
+        "teams_webhook",
+        "teams_webhook_url",
+        (
+            "https://",
+            Chars(string.ascii_lowercase, 4, 12),
+            ".webhook.office.com/webhookb2/",
+            *_GUID,
+            "@",
+            *_GUID,
+            "/IncomingWebhook/",
+            Chars(HEX, 32, 32),
+            "/",
+            *_GUID,
+        ),
+    ),
+    Format(
+        "url_key",
+        "url_key",
+        (Chars(B62, 24, 40), "A1"),
+        (
+            "GET /maps/api/geocode/json?address=Berlin&key={}",
+            "curl -s 'https://fn-orders.azurewebsites.net/api/Create?code={}'",
+            "https://cdn.example.net/i/42.png?expires=1767225600&signature={}",
+        ),
+    ),
+    Format(
+        "webhook_path",
+        "webhook_url",
+        (Chars(B62, 20, 32), "7q"),
+        ("https://hooks.zapier.com/hooks/catch/4821937/{}/", "POST /api/v2/webhooks/{} HTTP/1.1"),
+    ),
+    Format(
+        "flyio_macaroon",
+        "flyio_token",
+        ("FlyV1 fm2_", Chars(B64, 120, 300), "==,fm2_", Chars(B64, 40, 80)),
+        ('FLY_API_TOKEN="{}"', "flyctl deploy --access-token '{}'", "export FLY_API_TOKEN='{}'"),
+    ),
+    Format("azure_annotated_key", "azure_key", (Chars(B62, 52, 52), "JQQJ99", Chars(B62, 26, 26))),
     Format("stripe_key", "stripe_key", (OneOf(("sk_live_", "rk_live_", "sk_test_")), Chars(B62, 24, 99))),
     Format("twilio_api_key", "twilio_api_key", ("SK", Chars(HEX, 32, 32))),
     Format("twilio_account_sid", "twilio_account_sid", ("AC", Chars(HEX, 32, 32))),

@@ -360,6 +360,66 @@ def test_bearer_tokens_in_prose_are_words_and_in_headers_are_masked() -> None:
     assert redact("auth: Bearer q8Wz2rLp5vXk9mN3bT7yXk29abQz")[0] == "auth: Bearer [REDACTED:authorization]"
 
 
+_GUID = "9c2f41d7-3b8e-4a61-b5d0-7e14c9a2f3b6"
+_HEX32 = "4e7b1c9a0d3f8e2b6a5c7d9e1f0a2b3c"
+_RANDOM = "Qm7xK2pV9rLw4ZtN8bYc3HsJ"  # 24 characters, both cases and digits: reads as generated
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        # Query parameters that carry a key, whatever the service.
+        (f"GET /maps/api/geocode/json?address=x&key={_RANDOM}", "?address=x&key=[REDACTED:url_key]"),
+        (f"https://fn.azurewebsites.net/api/Hook?code={_RANDOM}A1b2==", "?code=[REDACTED:url_key]"),
+        (f"https://cdn.example.net/a.png?expires=1&signature={_RANDOM}%2F", "&signature=[REDACTED:url_key]"),
+        # A webhook's path whose segment reads as generated.
+        (
+            f"https://hooks.zapier.com/hooks/catch/123456/{_RANDOM}/",
+            "/hooks/catch/123456/[REDACTED:webhook_url]/",
+        ),
+        (f"POST /api/webhooks/{_RANDOM} HTTP/1.1", "/api/webhooks/[REDACTED:webhook_url] "),
+        (
+            f"https://contoso.webhook.office.com/webhookb2/{_GUID}@{_GUID}/IncomingWebhook/{_HEX32}/{_GUID}",
+            "[REDACTED:teams_webhook_url]",
+        ),
+        (
+            f"url = 'https://outlook.office.com/webhook/{_GUID}@{_GUID}/IncomingWebhook/{_HEX32}/{_GUID}'",
+            "url = '[REDACTED:teams_webhook_url]'",
+        ),
+        # Fly.io's macaroon tokens and Azure's annotated keys, found by their own shape.
+        (
+            f"FLY_API_TOKEN=FlyV1 fm2_{_RANDOM * 4}==,fm2_{_RANDOM}",
+            "FLY_API_TOKEN=[REDACTED:flyio_token]",
+        ),
+        (f"endpoint key: {_RANDOM * 2}{_RANDOM[:4]}JQQJ99{_RANDOM}AC", "endpoint key: [REDACTED:azure_key]"),
+    ],
+)
+def test_a_generic_family_is_masked_where_the_vendor_is_not_known(text: str, masked: str) -> None:
+    redacted, findings = redact(text)
+
+    assert masked in redacted
+    assert _RANDOM not in redacted
+    assert findings
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://github.com/org/repo/settings/hooks/123456789",
+        "/api/v1/webhooks/{webhook_id}",
+        "https://example.com/webhooks/stripe_payment_succeeded_events",
+        "/hooks/pre-receive-hook-example-script",
+        "?key=value&code=200",
+        "GET /search?key=python+decorators+explained&page=2",
+        "https://docs.python.org/3/library/hashlib.html?highlight=key",
+        f"https://contoso.webhook.office.com/webhookb2/{_GUID}",
+        f"checksum {_RANDOM[:12]}JQQJ99 ok",  # the signature without the key's length
+    ],
+)
+def test_a_look_alike_of_a_generic_family_is_left_alone(text: str) -> None:
+    assert redact(text) == (text, ())
+
+
 def test_discord_and_telegram_bot_tokens_are_found_without_a_keyword() -> None:
     discord = "MTE4NDY0ODk3NTYyMTk3MDA2Mw.Gh7xQe.q8Wz2rLp5vXk9mN3bT7yXk29abQzLm4P"
     telegram = "7283645193:AAHq8Wz2rLp5vXk9mN3bT7yXk29abQzLm4P"

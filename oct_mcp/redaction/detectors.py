@@ -7,6 +7,7 @@ The kinds, by how they are found (a mask names its kind, the same for a secret w
 | provider tokens (`github_token`, `stripe_key`, `fcm_server_key`, ...) | prefix, length, alphabet |
 | `private_key`, `aws_session_token`, `jwt` | armour, a fixed base64 start, shape |
 | `session_cookie`, `authorization`, `url_password` | the cookie name, header, URL userinfo |
+| `url_key`, `webhook_url`, `teams_webhook_url` | a key's query parameter, a webhook's path |
 | `password`, `token`, `secret`, `api_key`, ... | a secret-named field, flag or env entry |
 | `twilio_auth_token`, `okta_token`, `mailgun_api_key`, `sumologic_key` | a provider's name nearby |
 
@@ -329,19 +330,30 @@ def _base64_pem(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
     return ((match.start(), match.end(), detector.kind, detector.priority),)
 
 
-_SCHEME_BEFORE: Final = _compile(r"(?:https?://)?(?:[a-z]+\.)?\Z")
+_SCHEME_BEFORE: Final = _compile(r"(?:https?://)?(?:[a-z0-9-]{1,63}\.)?\Z")
 
 
 def _whole_url(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
-    """A webhook URL is its own secret: mask it from the scheme on."""
+    """A webhook URL is its own secret: mask it from the scheme on (a tenant's host name too)."""
     text = match.string
-    before = _SCHEME_BEFORE.search(text, max(0, match.start() - 16), match.start())
+    before = _SCHEME_BEFORE.search(text, max(0, match.start() - 72), match.start())
     start = before.start() if before is not None else match.start()
     if is_placeholder(match.group(0).rsplit("/", 1)[-1], words=False):
         return ()
     return ((start, match.end(), detector.kind, detector.priority),)
 
 
+def _fly_macaroon(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
+    """A Fly.io macaroon token, with the `FlyV1 ` that Fly prints as part of it."""
+    if not _random_token_ok(match.group(0)):
+        return ()
+    start = match.start()
+    if match.string.startswith(_FLY_SCHEME, max(0, start - len(_FLY_SCHEME))):
+        start -= len(_FLY_SCHEME)
+    return ((start, match.end(), detector.kind, detector.priority),)
+
+
+_FLY_SCHEME: Final = "FlyV1 "
 _DISCORD_ID: Final = _compile(r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,27}\Z")
 _TELEGRAM_ID: Final = _compile(r"(?:(?<![A-Za-z0-9])|(?<=/bot))\d{5,16}\Z")
 
@@ -1140,6 +1152,15 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         CONTEXT,
         check=_token_ok,
     ),
+    # A URL's query parameter that carries a key (`?key=`, an Azure Function's `?code=`, a signed
+    # URL's `signature=`): masked where the value reads as generated, whatever the service.
+    Detector(
+        "url_key",
+        ("key=", "code=", "signature=", "apikey=", "secret="),
+        _compile(r"(?<=[?&;])(?i:key|code|signature|apikey|secret)=(?P<secret>[A-Za-z0-9%_.~+/=-]{16,}+)"),
+        CONTEXT,
+        check=lambda value: looks_random(value) and _token_ok(value),
+    ),
     Detector(
         "azure_sas_signature",
         ("sig=",),
@@ -1241,6 +1262,27 @@ DETECTORS: Final[tuple[Detector, ...]] = (
         ("hooks.slack.com/",),
         _compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{16,}+"),
         finish=_whole_url,
+    ),
+    Detector(
+        "teams_webhook_url",
+        ("webhook.office.com/", "outlook.office.com/webhook/", "outlook.office365.com/webhook/"),
+        _compile(
+            r"(?:webhook\.office\.com/webhookb2|outlook\.office(?:365)?\.com/webhook)/"
+            r"[0-9a-fA-F-]{36}@[0-9a-fA-F-]{36}/IncomingWebhook/[0-9a-fA-F]{32}/[0-9a-fA-F-]{36}"
+            r"(?:/[A-Za-z0-9_-]{8,}+)?"
+        ),
+        finish=_whole_url,
+    ),
+    # Any service's webhook: a path under `webhook(s)` or `hooks` whose last segment reads as
+    # generated (`/hooks/catch/123/ab12Cd`, `/webhook/3f2a...`) carries its own secret.
+    Detector(
+        "webhook_url",
+        ("/webhook/", "/webhooks/", "/hooks/"),
+        _compile(
+            r"/(?:webhooks?|hooks)/(?:[A-Za-z0-9_.-]{1,64}/){0,4}(?P<secret>[A-Za-z0-9_-]{20,128}+)(?![A-Za-z0-9_.-])"
+        ),
+        CONTEXT,
+        check=lambda value: looks_random(value, min_length=20) and not is_placeholder(value),
     ),
     Detector(
         "discord_webhook_url",
@@ -1370,6 +1412,26 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     ),
     _prefixed("square_token", ("sq0atp-", "sq0csp-"), _L + r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43}+" + _RUD),
     _prefixed("flyio_token", ("fo1_",), _LU + r"fo1_[A-Za-z0-9_-]{39,}+", check=_random_token_ok),
+    # Fly.io's macaroon tokens (`fly tokens create`): `FlyV1 ` then one or more comma-joined `fm1a_`,
+    # `fm1r_` or `fm2_` pieces of base64; the scheme word is part of what `FLY_API_TOKEN` holds.
+    Detector(
+        "flyio_token",
+        ("fm1a_", "fm1r_", "fm2_"),
+        _compile(
+            r"(?<![A-Za-z0-9_])fm(?:1[ar]|2)_[A-Za-z0-9+/=_-]{32,}+(?:,fm(?:1[ar]|2)_[A-Za-z0-9+/=_-]{16,}+)*+"
+        ),
+        finish=_fly_macaroon,
+    ),
+    # Azure's common annotated keys (OpenAI, AI services, Search, DevOps PATs since 2024...): 84
+    # base62 characters with the signature `JQQJ` at offset 52. The signature is the keyword.
+    Detector(
+        "azure_key",
+        ("jqqj",),
+        _compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9]{52}JQQJ[A-Za-z0-9]{28}(?![A-Za-z0-9+/])"),
+        PROVIDER,
+        back=52,
+        check=_random_token_ok,
+    ),
     # --- AI providers. Anthropic first: its keys also start with `sk-`.
     _prefixed(
         "anthropic_api_key",
