@@ -108,3 +108,42 @@ async def test_a_certificate_read_by_range_is_left_alone(project: Path, config_f
             read = await client.call_tool("oct_read_file", {"path": "ca.pem", "start_line": 2, "end_line": 4})
 
     assert only_text(read) == "\n".join(cert_body) + "\n"
+
+
+async def test_a_file_that_is_not_ascii_is_masked_as_an_ascii_one_through_a_read_and_a_search(
+    project: Path, config_file: Path
+) -> None:
+    # Accented names and symbols around secrets: the screen reads each such character as one byte.
+    hook = "https://contoso.webhook.office.com/webhookb2/" + "/".join(
+        [
+            "9c2f41d7-3b8e-4a61-b5d0-7e14c9a2f3b6@1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d",
+            "IncomingWebhook",
+            secrets.token_hex(16),
+            "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0",
+        ]
+    )
+    maps_key = secrets.token_urlsafe(30)
+    password = secrets.token_urlsafe(12) + "9Q"
+    lines = [f"# Überprüfung ✓ für José Núñez, Zoë and Kelvin \u212a ({n})" for n in range(20)]
+    lines += [
+        f"TEAMS_HOOK = '{hook}'",
+        f"geocode = 'https://maps.example.net/api/geocode/json?address=München&key={maps_key}'",
+        f"Grüße password = '{password}' — ✓",
+    ]
+    (project / "settings_de.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    with anyio.fail_after(60):
+        async with Client(oct_server(project, config_file)) as client:
+            read = await client.call_tool("oct_read_file", {"path": "settings_de.py"})
+            found = await client.call_tool("oct_search", {"pattern": "Grüße|geocode|TEAMS_HOOK"})
+
+    for result in (read, found):
+        assert result.is_error is False
+        shown = only_text(result) + json.dumps(result.structured_content, ensure_ascii=False)
+        for secret in (hook.rsplit("/", 2)[-2], maps_key, password):
+            assert secret not in shown
+    text = only_text(read)
+    assert "[REDACTED:teams_webhook_url]" in text
+    assert "&key=[REDACTED:url_key]" in text
+    assert "Grüße password = '[REDACTED:password]' — ✓" in text
+    assert "# Überprüfung ✓ für José Núñez, Zoë and Kelvin \u212a (19)" in text
