@@ -54,6 +54,16 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield home
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _screening_helper_stopped() -> Iterator[None]:
+    """The in-process searches share the server's screening helper, a child process: stopped once
+    the run ends, as the server's exit ends it, not left for the interpreter to warn of."""
+    yield
+    from oct_mcp.tools.screen_helper import SCREEN_HELPER
+
+    SCREEN_HELPER.stop()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

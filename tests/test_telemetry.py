@@ -24,7 +24,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from oct_mcp.app import build_app
 from oct_mcp.server import build_server
 from oct_mcp.telemetry import TelemetryStatus, start_telemetry, stop_telemetry, telemetry_status
-from oct_mcp.tools.search import SCREEN_HELPER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -129,8 +128,6 @@ async def test_a_call_is_a_span_with_a_child_per_layer_under_the_hosts_trace(
                 diff = await client.call_tool("oct_git_diff", {})
     finally:
         app.close()
-        # The search's screening helper outlives an in-process app; a server's process ends it.
-        SCREEN_HELPER.stop()
     assert read.is_error is not True
     assert refused.is_error is True
     assert diff.is_error is not True
