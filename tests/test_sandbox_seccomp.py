@@ -235,7 +235,7 @@ async def test_a_writing_oct_run_makes_nothing_setuid_setgid_sticky_or_world_wri
 
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
-async def test_a_read_only_run_sets_modes_on_its_own_temporary_files_and_times_only_under_bubblewrap(
+async def test_a_read_only_run_sets_modes_and_times_on_its_own_temporary_files_only(
     tmp_path: Path, config_file: Path, backend: str
 ) -> None:
     _backend(backend)
@@ -244,41 +244,59 @@ async def test_a_read_only_run_sets_modes_on_its_own_temporary_files_and_times_o
     outside.write_text("#!/bin/sh\n")
     outside.chmod(0o755)
     before = _metadata(outside)
+    project_before = _metadata(package / "pkg" / "cli.py")
     (package / "scratch.py").write_text(
         PROBE_HEAD
         + textwrap.dedent(f"""
-            import tempfile
+            import shutil, tempfile
             script = os.path.join(tempfile.gettempdir(), "script.sh")
             open(script, "w").write("#!/bin/sh\\n")
             attempt("chmod_exec", lambda: os.chmod(script, 0o755))
             attempt("touch", lambda: os.utime(script, None))
+            attempt("set_times", lambda: os.utime(script, ns=(1_000_000_007, 2_000_000_009)))
+            print("times", os.stat(script).st_atime_ns, os.stat(script).st_mtime_ns)
+            attempt("copy2", lambda: shutil.copy2(script, script + ".copy"))
+            print("copied", os.stat(script + ".copy").st_mtime_ns if os.path.exists(script + ".copy") else -1)
             attempt("chmod_setuid", lambda: os.chmod(script, 0o4755))
             attempt("chmod_world_write", lambda: os.chmod(script, 0o757))
             attempt("chmod_project", lambda: os.chmod("scratch.py", 0o600))
             attempt("chmod_outside", lambda: os.chmod({str(outside)!r}, 0o700))
+            attempt("times_project", lambda: os.utime("pkg/cli.py", ns=(5, 5)))
+            attempt("times_outside", lambda: os.utime({str(outside)!r}, ns=(5, 5)))
             os.symlink("{package / "scratch.py"}", script + ".link")
             attempt("chmod_through_link", lambda: os.chmod(script + ".link", 0o600))
+            attempt("times_through_link", lambda: os.utime(script + ".link", ns=(5, 5)))
             attempt("chmod_scratch_itself", lambda: os.chmod(os.path.dirname(tempfile.gettempdir()), 0o755))
+            attempt("times_scratch_itself", lambda: os.utime(os.path.dirname(tempfile.gettempdir()), None))
         """)
     )
 
     result = await _oct_run(package, config_file, backend, {"argv": ["python", "scratch.py"]})
 
     assert result.structured_content is not None, only_text(result)
-    verdicts = _verdicts(result.structured_content["stdout"])
+    stdout = result.structured_content["stdout"]
+    verdicts = _verdicts(stdout)
     # bubblewrap's mounts hold a read-only run to its private /tmp, where modes and times are its
-    # own; landlock's supervisor changes a mode in the run's scratch folder only, never a time.
+    # own; landlock's supervisor makes a mode or a time in the run's scratch folder only.
     bubblewrap = backend == "bubblewrap"
-    assert verdicts["chmod_exec"] == "DONE"
-    assert verdicts["touch"] == ("DONE" if bubblewrap else "BLOCKED EPERM")
+    for done in ("chmod_exec", "touch", "set_times", "copy2"):
+        assert verdicts[done] == "DONE", stdout
+    assert "times 1000000007 2000000009" in stdout
+    assert "copied 2000000009" in stdout
     assert verdicts["chmod_setuid"] == "BLOCKED EPERM"
     assert verdicts["chmod_world_write"] == "BLOCKED EPERM"
-    assert verdicts["chmod_project"].startswith("BLOCKED")
-    assert verdicts["chmod_outside"].startswith("BLOCKED")
+    for refused in ("chmod_project", "chmod_outside", "times_project", "times_outside"):
+        assert verdicts[refused].startswith("BLOCKED"), refused
     if not bubblewrap:
-        assert verdicts["chmod_through_link"] == "BLOCKED EPERM"
-        assert verdicts["chmod_scratch_itself"] == "BLOCKED EPERM"
+        for refused in (
+            "chmod_through_link",
+            "times_through_link",
+            "chmod_scratch_itself",
+            "times_scratch_itself",
+        ):
+            assert verdicts[refused] == "BLOCKED EPERM", refused
     assert _metadata(outside) == before
+    assert _metadata(package / "pkg" / "cli.py") == project_before
     assert stat.S_IMODE((package / "scratch.py").stat().st_mode) != 0o600
 
 
@@ -726,7 +744,7 @@ def test_the_supervised_filter_hands_over_tcp_udp_and_unix_and_refuses_every_oth
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
-def test_the_supervised_filter_hands_over_pty_peers_dev_shm_names_and_scratch_modes_only() -> None:
+def test_the_supervised_filter_hands_over_pty_peers_dev_shm_names_and_scratch_metadata_only() -> None:
     from seccompy import syscall_nr, syscalls
 
     if syscalls.arch() != "x86_64":
@@ -734,7 +752,7 @@ def test_the_supervised_filter_hands_over_pty_peers_dev_shm_names_and_scratch_mo
     program = filter_program(sockets=True, network=False, writes=False, supervised=True)
     plain = filter_program(sockets=True, network=False, writes=False)
     notify, refused = 0x7FC00000, SECCOMP_RET_ERRNO | errno.EPERM
-    names = ("openat", "unlink", "unlinkat", "linkat", "ioctl", "chmod", "fchmod")
+    names = ("openat", "unlink", "unlinkat", "linkat", "ioctl", "chmod", "fchmod", "utimensat", "utimes")
     nr = {name: syscall_nr(name) for name in names}
     tiocgptpeer, at_fdcwd, o_creat, o_excl, o_nofollow = 0x5441, 0xFFFFFF9C, 0o100, 0o200, 0o400000
 
@@ -756,7 +774,12 @@ def test_the_supervised_filter_hands_over_pty_peers_dev_shm_names_and_scratch_mo
     for bit in (0o4000, 0o2000, 0o1000, 0o0002):
         assert _verdict(program, nr["chmod"], args=(0, 0o600 | bit)) == refused
     assert _verdict(program, nr["fchmod"], args=(3, 0o600)) == refused
+    # utimensat goes to the supervisor too (times set in the scratch folder only); utimes, which
+    # glibc no longer calls, stays refused.
+    assert _verdict(program, nr["utimensat"], args=(at_fdcwd, 0, 0, 0)) == notify
+    assert _verdict(program, nr["utimes"], args=(0, 0)) == refused
     # Without a supervisor none of it is handed over: the kernel would answer ENOSYS.
     assert _verdict(plain, nr["ioctl"], args=(3, tiocgptpeer, 2)) == SECCOMP_RET_ALLOW
     assert _verdict(plain, nr["unlink"], args=(0,)) == SECCOMP_RET_ALLOW
     assert _verdict(plain, nr["chmod"], args=(0, 0o600)) == refused
+    assert _verdict(plain, nr["utimensat"], args=(at_fdcwd, 0, 0, 0)) == refused

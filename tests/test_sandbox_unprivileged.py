@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from optional import missing
+from optional import landlock, missing
 
 from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.middleware.sandbox import RUN_PROCESSES
@@ -312,6 +312,76 @@ def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tre
             continue
         assert words[0] == "STOPPED", backend
         assert int(words[1]) <= RUN_PROCESSES, backend
+
+
+SCRATCH_TIMES_HARNESS = """
+import json, os, sys
+from pathlib import Path
+import anyio
+from oct_mcp.backends.landlock import LandlockBackend
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.types import ToolResult
+from oct_mcp.execution.commands import CommandRunner
+from oct_mcp.spec import CommandPlan
+
+project = Path(sys.argv[1])
+(project / "kept.txt").write_text("the project's\\n")
+(project / "times.py").write_text(
+    "import os, shutil, tempfile\\n"
+    "def attempt(name, action):\\n"
+    "    try:\\n"
+    "        action()\\n"
+    "        print(name, 'DONE')\\n"
+    "    except OSError as exc:\\n"
+    "        print(name, 'BLOCKED')\\n"
+    "own = os.path.join(tempfile.gettempdir(), 'own.txt')\\n"
+    "open(own, 'w').write('x')\\n"
+    "attempt('touch', lambda: os.utime(own, None))\\n"
+    "attempt('set', lambda: os.utime(own, ns=(7, 1_000_000_011)))\\n"
+    "attempt('copy2', lambda: shutil.copy2(own, own + '.copy'))\\n"
+    "print('mtime', os.stat(own).st_mtime_ns)\\n"
+    "attempt('project', lambda: os.utime('kept.txt', ns=(5, 5)))\\n"
+)
+backend = LandlockBackend()
+if not backend.probe().usable:
+    print(json.dumps(None))
+    sys.exit(0)
+commands = CommandRunner(
+    backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
+    max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
+    memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=False,
+)
+plan = CommandPlan(
+    argv=(sys.executable, "-I", str(project / "times.py")),
+    parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
+)
+result = anyio.run(lambda: commands.run(plan, project, None))
+print(json.dumps({"out": result.text, "kept": (project / "kept.txt").stat().st_mtime_ns}))
+"""
+
+
+def test_as_its_own_user_a_read_only_landlock_run_sets_times_in_its_scratch_folder_only(
+    shared_tree: Path,
+) -> None:
+    python = _unprivileged_python()
+    (shared_tree / "times_harness.py").write_text(textwrap.dedent(SCRATCH_TIMES_HARNESS))
+    (shared_tree / "times_harness.py").chmod(0o644)
+    command = [
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+        "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}", "HOME=/nonexistent",
+        python, "-s", str(shared_tree / "times_harness.py"), str(shared_tree / "project"),
+    ]  # fmt: skip
+
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+    assert completed.returncode == 0, completed.stderr
+    found = json.loads(completed.stdout.strip().splitlines()[-1])
+    if found is None:
+        landlock()  # skips with the reason where Landlock is not usable here
+    out = found["out"]
+    for line in ("touch DONE", "set DONE", "copy2 DONE", "mtime 1000000011", "project BLOCKED"):
+        assert line in out, out
+    assert found["kept"] != 5
 
 
 # Every probe of the attack list, run by each backend that works here with the server as nobody.

@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 
 from oct_mcp.backends.beneath import open_beneath, relative_beneath
 from oct_mcp.backends.ptys import answer_pty_peer
-from oct_mcp.backends.scratch_modes import MODE_CALLS, ScratchModes
+from oct_mcp.backends.run_memory import read_bytes
+from oct_mcp.backends.scratch_metadata import METADATA_CALLS, ScratchMetadata
 from oct_mcp.backends.shm import SHM_CALLS, RunSharedMemory
 
 __all__ = ["LoopbackSupervisor", "loopback_support"]
@@ -200,7 +201,7 @@ class LoopbackSupervisor:
         self._diag: socket.socket | None = None
         self._diag_lock = threading.Lock()
         self._shared_memory = RunSharedMemory()
-        self._modes = ScratchModes(self._scratch)
+        self._metadata = ScratchMetadata(self._scratch)
         # Started now, unconfined; it waits for the listener the confined thread will make.
         threading.Thread(target=self._serve, name="oct-loopback", daemon=True).start()
 
@@ -280,8 +281,8 @@ class LoopbackSupervisor:
         if name in SHM_CALLS:
             self._shared_memory.answer(self._listener_now(), notification, name)
             return
-        if name in MODE_CALLS:
-            self._modes.answer(self._listener_now(), notification, name)
+        if name in METADATA_CALLS:
+            self._metadata.answer(self._listener_now(), notification, name)
             return
         if name == "socket":
             try:
@@ -656,7 +657,7 @@ def _supervised_names() -> dict[int, str]:
     """The calls the filter hands over, by number (seccompy's own lookup costs microseconds a call)."""
     from seccompy import syscall_nr
 
-    names = ("socket", "bind", "connect", "listen", "sendmsg", "sendto", "ioctl", *SHM_CALLS, *MODE_CALLS)
+    names = ("socket", "bind", "connect", "listen", "sendmsg", "sendto", "ioctl", *SHM_CALLS, *METADATA_CALLS)
     numbers: dict[int, str] = {}
     for name in names:
         with contextlib.suppress(ValueError):  # arm64 has no open, link or unlink
@@ -694,22 +695,10 @@ def _pidfd_open_thread(tid: int) -> int:
 
 def _read(run: _Run, pointer: int, size: int) -> bytes:
     """`size` bytes of the run's memory, read once into the supervisor's own buffer."""
-    if size == 0:
-        return b""
-    buffer = ctypes.create_string_buffer(size)
-    local = _Iovec(ctypes.addressof(buffer), size)
-    remote = _Iovec(pointer, size)
-    read = _libc().process_vm_readv(
-        run.pid,
-        ctypes.byref(local),
-        ctypes.c_ulong(1),
-        ctypes.byref(remote),
-        ctypes.c_ulong(1),
-        ctypes.c_ulong(0),
-    )
-    if read != size:
-        raise _RefusedError(errno.EFAULT)
-    return buffer.raw
+    try:
+        return read_bytes(run.pid, pointer, size)
+    except OSError as exc:
+        raise _RefusedError(errno.EFAULT) from exc
 
 
 def _read_address(run: _Run, pointer: int, length: int) -> bytes:

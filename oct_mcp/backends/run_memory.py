@@ -12,7 +12,7 @@ import os
 from functools import cache
 from typing import Final
 
-__all__ = ["read_path"]
+__all__ = ["read_bytes", "read_path"]
 
 _MAX_PATH: Final = 4096
 
@@ -49,3 +49,19 @@ def read_path(pid: int, pointer: int) -> bytes:
             return out + chunk.split(b"\0", 1)[0]
         out += chunk
     raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+
+
+def read_bytes(pid: int, pointer: int, size: int) -> bytes:
+    """`size` bytes of the run's memory, read once; EFAULT where they are not all there."""
+    if size == 0:
+        return b""
+    buffer = ctypes.create_string_buffer(size)
+    local = _Iovec(ctypes.addressof(buffer), size)
+    remote = _Iovec(pointer, size)
+    one = ctypes.c_ulong(1)
+    read = _libc().process_vm_readv(
+        pid, ctypes.byref(local), one, ctypes.byref(remote), one, ctypes.c_ulong(0)
+    )
+    if read != size:
+        raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
+    return buffer.raw

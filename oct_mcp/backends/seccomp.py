@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from seccompy import ArgCmp, Filter
 
 from oct_mcp.backends.ptys import notify_pty_peer
-from oct_mcp.backends.scratch_modes import MODE_CALLS, notify_scratch_modes
+from oct_mcp.backends.scratch_metadata import MODE_CALLS, TIME_CALLS, notify_scratch_metadata
 from oct_mcp.backends.shm import notify_shm_calls
 
 __all__ = ["RunFilter", "filter_program", "load_filter", "seccomp_loads"]
@@ -176,8 +176,8 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
         writes: Whether the run may write the project.
         supervised: Whether the filter has a supervisor (`loopback.py`, to load with its
             listener): it answers the run's TIOCGPTPEER (`ptys.py`), its calls that may name
-            /dev/shm (`shm.py`), without writes its chmod in its scratch folder
-            (`scratch_modes.py`), and without network its TCP, UDP and unix sockets, which are
+            /dev/shm (`shm.py`), without writes its chmod and utimensat in its scratch
+            folder (`scratch_metadata.py`), and without network its TCP, UDP and unix sockets, which are
             otherwise refused.
 
     Returns:
@@ -206,7 +206,8 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
             _deny(rules, name, errno.EPERM, [ArgCmp(mode_at, CmpOp.MASKED_EQ, bit, mask=bit)])
     if not writes:
         for name in _TIMES:
-            _deny(rules, name, errno.EPERM)
+            if not (supervised and name in TIME_CALLS):
+                _deny(rules, name, errno.EPERM)
     for name in (*_CHOWNS, *_FLAG_SYSCALLS, *_DENIED):
         _deny(rules, name, errno.EPERM)
     # "Not supported here": tools that copy attributes (cp -a, shutil.copystat) go on without them.
@@ -223,7 +224,7 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
         notify_shm_calls(rules)
         if not writes:
             # After the rules above, which refuse the bits no run sets.
-            notify_scratch_modes(rules)
+            notify_scratch_metadata(rules)
     program = rules.program
     if syscalls.arch() == "x86_64":
         return _refuse_x32() + program
