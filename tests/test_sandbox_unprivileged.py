@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from optional import landlock, missing
@@ -293,20 +294,25 @@ def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv
         assert "BLOCKED PermissionError" in results["landlock oct_lint"]
 
 
-def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tree: Path) -> None:
+def _harness_as_nobody(shared_tree: Path, name: str, source: str) -> Any:
+    """Run `source` as nobody on the shared tree's project; the JSON of its last line."""
     python = _unprivileged_python()
-    (shared_tree / "bomb_harness.py").write_text(textwrap.dedent(FORK_BOMB_HARNESS))
-    (shared_tree / "bomb_harness.py").chmod(0o644)
+    harness = shared_tree / f"{name}_harness.py"
+    harness.write_text(textwrap.dedent(source))
+    harness.chmod(0o644)
     command = [
         "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
         "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}", "HOME=/nonexistent",
-        python, "-s", str(shared_tree / "bomb_harness.py"), str(shared_tree / "project"),
+        python, "-s", str(harness), str(shared_tree / "project"),
     ]  # fmt: skip
-
     completed = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-
     assert completed.returncode == 0, completed.stderr
-    results = json.loads(completed.stdout.strip().splitlines()[-1])
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tree: Path) -> None:
+    results = _harness_as_nobody(shared_tree, "bomb", FORK_BOMB_HARNESS)
+
     for backend, words in results.items():
         if words is None:
             continue
@@ -363,19 +369,8 @@ print(json.dumps({"out": result.text, "kept": (project / "kept.txt").stat().st_m
 def test_as_its_own_user_a_read_only_landlock_run_sets_times_in_its_scratch_folder_only(
     shared_tree: Path,
 ) -> None:
-    python = _unprivileged_python()
-    (shared_tree / "times_harness.py").write_text(textwrap.dedent(SCRATCH_TIMES_HARNESS))
-    (shared_tree / "times_harness.py").chmod(0o644)
-    command = [
-        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
-        "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}", "HOME=/nonexistent",
-        python, "-s", str(shared_tree / "times_harness.py"), str(shared_tree / "project"),
-    ]  # fmt: skip
+    found = _harness_as_nobody(shared_tree, "times", SCRATCH_TIMES_HARNESS)
 
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-
-    assert completed.returncode == 0, completed.stderr
-    found = json.loads(completed.stdout.strip().splitlines()[-1])
     if found is None:
         landlock()  # skips with the reason where Landlock is not usable here
     out = found["out"]
