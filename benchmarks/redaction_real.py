@@ -294,7 +294,7 @@ def dense_figures(files: list[tuple[str, str]], rounds: int) -> None:
     verdict = "met" if rate >= GOAL_DENSE_MB_S else "MISSED"
     print()
     print(
-        f"dense text: {size / 1e6:.1f} MB, {text.count(chr(10))} lines naming a secret-like word, "
+        f"dense text: {size / 1e6:.1f} MB, {text.count(chr(10))} lines (a secret-like word or a secret), "
         f"{non_ascii} non-ASCII characters, {len(sample.secrets)} secrets, "
         f"{sum(masked)} masked whole"
     )
