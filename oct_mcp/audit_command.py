@@ -16,12 +16,10 @@ from oct_mcp.audit.verify_bundle import (
     load_public_key,
     unsigned_problem,
 )
+from oct_mcp.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 __all__ = ["audit_parser", "run_audit"]
 
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 TAIL_DEFAULT: Final = 20
 
 

@@ -20,6 +20,7 @@ from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command,
 from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
 from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
+from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
 from oct_mcp.stopping import until_stopped
 from oct_mcp.telemetry import telemetry_status
@@ -34,11 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-EXIT_OK: Final = 0
-EXIT_CALL_FAILED: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_BROAD_ROOT: Final = 3
-"""The project root is /, the home folder, above it, or holds keys: refused without --allow-broad-root."""
 COMMANDS: Final = (
     "serve", "doctor", "call", "tools", "checkpoints", "audit", "token", "install", "uninstall", "policy"
 )  # fmt: skip
@@ -340,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ConfigError as exc:
         print(f"oct-mcp: configuration error: {exc.message}", file=sys.stderr)
-        return EXIT_CALL_FAILED if command == "policy" and exc.rule == "rule_examples" else EXIT_USAGE
+        return EXIT_FAILED if command == "policy" and exc.rule == "rule_examples" else EXIT_USAGE
     try:
         return _run_command(app, command, args)
     finally:
@@ -517,10 +513,10 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object], output: str = 
         return 128 + outcome.value
     if isinstance(outcome, CallFailure):
         print(f"[{outcome.code}] {outcome.message}", file=sys.stderr)
-        return EXIT_CALL_FAILED
+        return EXIT_FAILED
     if isinstance(outcome, ConsentRequest):
         print(outcome.message, file=sys.stderr)
-        return EXIT_CALL_FAILED
+        return EXIT_FAILED
     if output == "json" and outcome.structured is not None:
         print(json.dumps(dict(outcome.structured), indent=2))
     else:
@@ -528,7 +524,7 @@ def _call_tool(app: App, tool: str, arguments: dict[str, object], output: str = 
         sys.stdout.write(
             outcome.text if outcome.text.endswith("\n") or not outcome.text else outcome.text + "\n"
         )
-    return EXIT_CALL_FAILED if outcome.is_error else EXIT_OK
+    return EXIT_FAILED if outcome.is_error else EXIT_OK
 
 
 def _tools(app: App, name: str | None, out: TextIO) -> int:

@@ -9,13 +9,11 @@ from typing import Final, TextIO
 
 from oct_mcp.embed.pins import PinFile, definition_diff
 from oct_mcp.errors import PinFileError
+from oct_mcp.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 __all__ = ["PINS_ACTIONS", "pins_parser", "run_pins"]
 
 PINS_ACTIONS: Final = ("pending", "diff", "accept")
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 
 
 def pins_parser(debug_levels: list[int]) -> argparse.ArgumentParser:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from oct_mcp.errors import OctError
+from oct_mcp.exit_codes import EXIT_OK, EXIT_USAGE
 from oct_mcp.middleware.policy import PolicyEngine
 from oct_mcp.rules import ADMIN_POLICY_ENV, ADMIN_POLICY_PATH, CompiledRule, RuleBook, facts_of_arguments
 
@@ -13,10 +14,6 @@ if TYPE_CHECKING:
     from oct_mcp.app import App
 
 __all__ = ["policy_check", "policy_test", "print_rules", "rules_in_force"]
-
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
 
 
 def rules_in_force(app: App) -> RuleBook:

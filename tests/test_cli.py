@@ -12,7 +12,8 @@ import pytest
 from optional import usable_backend
 
 from oct_mcp.backends.cgroups import delegated_cgroup
-from oct_mcp.cli import EXIT_BROAD_ROOT, EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
+from oct_mcp.cli import main
+from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from oct_mcp.profiles import shipped_profile
 
 pytestmark = pytest.mark.e2e
@@ -143,7 +144,7 @@ def test_call_refused_exits_1_with_the_code(
         '{"path": "../outside.txt"}',
     )
 
-    assert code == EXIT_CALL_FAILED
+    assert code == EXIT_FAILED
     assert out == ""
     assert err.startswith("[path_refused] ")
 
@@ -230,7 +231,7 @@ def test_audit_verify_names_the_file_and_line_where_the_chain_breaks_and_exits_1
 
     code, out, _ = _run(capsys, "audit", "verify", str(audit_log))
 
-    assert code == EXIT_CALL_FAILED
+    assert code == EXIT_FAILED
     assert out.splitlines()[0].startswith(f"broken: {audit_log}:2: changed:")
     assert out.splitlines()[1] == "1 break(s) in 4 records, 1 file(s)"
 
@@ -486,11 +487,11 @@ def test_checkpoints_lists_shows_and_undoes_a_change_from_the_command_line(
     assert "  README.md: modified\n" in shown[1]
     assert "-changed\n+# Demo\n" in shown[1]
     # Not at a terminal and without --yes: asked, as a client that cannot ask a human is.
-    assert asked[0] == EXIT_CALL_FAILED
+    assert asked[0] == EXIT_FAILED
     assert asked[2].startswith("[oct-mcp requires_confirmation] oct_undo")
     assert undone[0] == EXIT_OK
     assert (project / "README.md").read_text() == "# Demo\n\nline 3\nline 4\n"
-    assert missing[0] == EXIT_CALL_FAILED
+    assert missing[0] == EXIT_FAILED
     assert missing[1].startswith("no checkpoint 7")
 
 
@@ -566,7 +567,7 @@ def test_a_client_that_cannot_ask_gets_a_dry_run_at_once_and_is_told_truly_a_wri
         assert (code, err) == (EXIT_OK, "")
         assert "+changed" in out
     else:
-        assert code == EXIT_CALL_FAILED
+        assert code == EXIT_FAILED
         assert err.startswith("[oct-mcp requires_confirmation] oct_write_file")
         assert "would change files in the project" in err
         assert "Dry run: no, the changes are made." in err

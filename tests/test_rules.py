@@ -12,8 +12,9 @@ import pytest
 from git_repos import git_output, new_repo
 
 from oct_mcp.app import build_app
-from oct_mcp.cli import EXIT_CALL_FAILED, EXIT_OK, EXIT_USAGE, main
+from oct_mcp.cli import main
 from oct_mcp.errors import ConfigError
+from oct_mcp.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from oct_mcp.profiles import shipped_profile
 from oct_mcp.rules import (
     CallFacts,
@@ -281,7 +282,7 @@ def test_policy_test_prints_each_example_and_exits_1_when_one_disagrees(
     assert passing == EXIT_OK
     assert "ok  rule no-keys" in out
     assert "1 example(s) of 1 rule(s) agree" in out
-    assert failing == EXIT_CALL_FAILED
+    assert failing == EXIT_FAILED
     assert "rule no-keys (user tier" in err
     assert 'not_match example oct_read_file {"path": "x.pem"} matches it' in err
 
