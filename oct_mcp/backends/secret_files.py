@@ -31,6 +31,7 @@ __all__ = [
     "SCAN_MAX_BYTES",
     "FoundSecrets",
     "SecretFileCache",
+    "history_holding",
     "masked_copies",
 ]
 
@@ -239,6 +240,69 @@ def _shows_a_mask(path: str, key: Key, max_bytes: int) -> Verdict:
         return ()
     header = b"blob %d\x00" % len(data)
     return (hashlib.sha1(header + data).hexdigest(), hashlib.sha256(header + data).hexdigest())  # noqa: S324 - git's object id, not a security hash
+
+
+_HASHED_FILES_MAX: Final = 10_000
+_CHUNK: Final = 1 << 20
+
+
+def history_holding(project: Path, entries: tuple[Path, ...]) -> Path | None:
+    """The project's git object folder where it holds a file among `entries` (or under a folder
+    among them) as it is now; None where it holds none, or the project has no git folder.
+
+    Every regular file is hashed whole, as git would store it. Past 10,000 files the answer is the
+    folder: a run is kept from git's history rather than left to read one of them there.
+    """
+    objects = project / GIT_FOLDER / _GIT_OBJECTS
+    if not objects.is_dir():
+        return None
+    blobs: set[str] = set()
+    for hashed, path in enumerate(_files_among(entries), start=1):
+        if hashed > _HASHED_FILES_MAX:
+            return objects
+        ids = _blob_ids(path)
+        if ids is None:
+            return objects  # changed while hashed: it may be held as it was, or as it is
+        blobs.update(ids)
+    return objects if blobs and _holds_any(objects, blobs) else None
+
+
+def _files_among(entries: tuple[Path, ...]) -> Iterator[Path]:
+    """The regular files among `entries` and below the folders among them, links not followed."""
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            for folder, _folders, names in os.walk(entry):
+                yield from (Path(folder) / name for name in names)
+        else:
+            yield entry
+
+
+def _blob_ids(path: Path) -> tuple[str, ...] | None:
+    """The ids (SHA-1, SHA-256) of a git blob of the file's content; none for what is no regular file
+    or is gone; None where the file changed while it was read."""
+    try:
+        fd = os.open(path, _FILE_FLAGS)
+    except OSError:
+        return ()
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ()
+        header = b"blob %d\x00" % info.st_size
+        sha1 = hashlib.sha1(header)  # noqa: S324 - git's object id, not a security hash
+        sha256 = hashlib.sha256(header)
+        read = 0
+        while chunk := os.read(fd, _CHUNK):
+            sha1.update(chunk)
+            sha256.update(chunk)
+            read += len(chunk)
+        if read != info.st_size:
+            return None
+    except OSError:
+        return ()
+    finally:
+        os.close(fd)
+    return sha1.hexdigest(), sha256.hexdigest()
 
 
 def _holds_any(objects: Path, blobs: set[str]) -> bool:

@@ -38,7 +38,7 @@ from oct_mcp.backends.git_state import InstalledState, PrivateGitFolder, install
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
 from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
-from oct_mcp.backends.secret_files import SecretFileCache, masked_copies
+from oct_mcp.backends.secret_files import SecretFileCache, history_holding, masked_copies
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
     FolderUnlistedError,
@@ -49,6 +49,7 @@ from oct_mcp.errors import (
     UncheckedFolderError,
 )
 from oct_mcp.execution.command_plan import COMMAND_STEPS_MAX, CommandPlan, NextCommand
+from oct_mcp.execution.withheld_files import withheld_entries
 from oct_mcp.protected import (
     SNAPSHOT_MAX_ENTRIES,
     ProjectTooLargeError,
@@ -58,7 +59,7 @@ from oct_mcp.protected import (
     snapshot_protected,
 )
 from oct_mcp.telemetry import span
-from oct_mcp.types import ProgressReporter, Runner, ToolResult
+from oct_mcp.types import ProgressReporter, Runner, ToolResult, WithheldPaths
 
 __all__ = ["RUN_PROCESSES", "CommandRunner"]
 
@@ -100,9 +101,16 @@ class CommandRunner:
     secret_files: SecretFileCache = field(default_factory=SecretFileCache)
     """Which project files a read shows masked, kept between runs."""
 
-    async def run(self, plan: CommandPlan, project: Path, progress: ProgressReporter | None) -> ToolResult:
+    async def run(
+        self,
+        plan: CommandPlan,
+        project: Path,
+        progress: ProgressReporter | None,
+        withheld: WithheldPaths | None = None,
+    ) -> ToolResult:
         """Run the plan's commands and parse the last one's output (a span `oct.sandbox.run` when
         telemetry is on: the backend, the program's name, the exit code; never an argument).
+        The project's paths `withheld` hides are kept from the run.
 
         Raises:
             SandboxUnavailableError: The backend lacks a guarantee the profile needs.
@@ -111,12 +119,18 @@ class CommandRunner:
         """
         facts = {"oct.sandbox.backend": self.backend.name, "process.executable.name": Path(plan.argv[0]).name}
         with span("oct.sandbox.run", facts) as current:
-            result = await self._run(plan, project, progress)
+            result = await self._run(plan, project, progress, withheld)
             if current is not None and result.exit_code is not None:
                 current.set_attribute("process.exit.code", result.exit_code)
             return result
 
-    async def _run(self, plan: CommandPlan, project: Path, progress: ProgressReporter | None) -> ToolResult:
+    async def _run(
+        self,
+        plan: CommandPlan,
+        project: Path,
+        progress: ProgressReporter | None,
+        withheld: WithheldPaths | None,
+    ) -> ToolResult:
         if plan.needs_network and NO_NETWORK in self.required:
             raise SandboxUnavailableError("the tool needs the network, which this profile forbids")
         if plan.cwd is not None and not is_inside(plan.cwd, project):
@@ -155,6 +169,14 @@ class CommandRunner:
             )
             # In a worker thread: the walk looks at every project file, and reads the new ones.
             secrets = await anyio.to_thread.run_sync(self._secret_files, plan, project, scratch)
+            denied = await anyio.to_thread.run_sync(self._withheld_files, plan, project, withheld)
+            if denied:
+                # Kept whole: a secret's masked copy inside a withheld folder would show it again.
+                secrets = tuple(
+                    file for file in secrets if not any(file.path.is_relative_to(path) for path in denied)
+                )
+                # git's objects kept for a secret already: named once.
+                denied = tuple(path for path in denied if all(path != file.path for file in secrets))
             home, tmp = self.backend.home_and_tmp(scratch)
             roots = install_roots(Path(plan.argv[0]), project)
             path_dirs = [*tool_path_dirs(Path(plan.argv[0]), project, roots), *_SYSTEM_PATH]
@@ -192,7 +214,7 @@ class CommandRunner:
                 ),
                 writable_inside=() if private is None else private.folders,
                 cwd=plan.cwd,
-                secret_files=secrets,
+                secret_files=(*secrets, *(SecretFile(path) for path in denied)),
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:
@@ -289,6 +311,8 @@ class CommandRunner:
             result = _with_note(result, note)
         if secrets:
             result = _with_note(result, _secrets_note(self.backend.secret_files, secrets, project))
+        if denied:
+            result = _with_note(result, _withheld_note(self.backend.secret_files, denied, project))
         return replace(
             result,
             exit_code=run.exit_code,
@@ -297,6 +321,21 @@ class CommandRunner:
             backend=run.backend,
             degraded=degraded,
         )
+
+    def _withheld_files(
+        self, plan: CommandPlan, project: Path, withheld: WithheldPaths | None
+    ) -> tuple[Path, ...]:
+        """The project entries the rules withhold from this call, where the backend can keep them."""
+        if (
+            withheld is None
+            or not plan.masks_secret_files
+            or self.backend.secret_files is SecretFileView.REAL
+        ):
+            return ()
+        entries = withheld_entries(project, withheld)
+        # git's objects holding one of them as it is now would show it to `git show` in the run.
+        history = history_holding(project, entries) if entries else None
+        return entries if history is None or history in entries else (*entries, history)
 
     def _secret_files(self, plan: CommandPlan, project: Path, scratch: Path) -> tuple[SecretFile, ...]:
         """The project's files a read shows masked, each with its masked copy where the backend shows one."""
@@ -329,6 +368,26 @@ def _secrets_note(view: SecretFileView, secrets: tuple[SecretFile, ...], project
         f"{len(names)} file(s) holding secrets were {how} ({_listed(names)}){history}; code that needs "
         "the real values fails for it: a profile with show_secrets_to_runs = true in [settings.sandbox] "
         "gives them back"
+    )
+
+
+def _withheld_note(view: SecretFileView, denied: tuple[Path, ...], project: Path) -> str:
+    """What the result says of the paths the rules withhold: how many, never which."""
+    how = (
+        "cannot be opened there, a folder shows empty"
+        if view is SecretFileView.MASKED
+        else "cannot be opened there (permission denied)"
+    )
+    objects = project / ".git" / "objects"
+    count = sum(path != objects for path in denied)
+    history = (
+        "; git's objects (.git/objects) hold one of them as it is now, so they were kept from the run "
+        "too: git commands that read history fail there"
+        if count < len(denied)
+        else ""
+    )
+    return (
+        f"{count} path(s) the rules withhold from this call were kept from the run: they {how} there{history}"
     )
 
 

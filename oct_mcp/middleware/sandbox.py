@@ -168,7 +168,7 @@ class ExecutionSandbox:
                     "a read tool may not run a program that lies inside the project; nothing ran"
                 )
             async with self.runs.taken(ctx.client.client_id, ctx.progress):
-                result = await commands.run(plan, ctx.workspace.root, ctx.progress)
+                result = await commands.run(plan, ctx.workspace.root, ctx.progress, ctx.withheld)
         return replace(
             cap_output(result, commands.max_output_bytes),
             duration_seconds=time.perf_counter() - started,
