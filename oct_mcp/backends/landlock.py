@@ -57,6 +57,20 @@ _TCP_ABI: Final = 4
 _SCOPE_ABI: Final = 6
 """Abstract unix sockets and signals scoped to the domain; the sweep of leftovers relies on it."""
 _SYSTEM_READ: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc")
+# The CPU and memory limits and the CPUs the machine has, read by libraries that size their pools
+# (joblib's loky, numpy's BLAS, glibc's get_nprocs): files that exist but cannot be opened fail
+# them (joblib's whole suite stopped at collection), where a missing file is expected. They tell
+# the run nothing a `nproc` would not.
+_LIMITS_READ: Final = (
+    "/sys/fs/cgroup/cpu.max",
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+    "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "/sys/devices/system/cpu/online",
+    "/sys/devices/system/cpu/possible",
+    "/sys/devices/system/cpu/present",
+)
 _DEVICES_READ: Final = ("/dev/zero", "/dev/random", "/dev/urandom")
 _DEVICES_WRITE: Final = ("/dev/null", "/dev/full")
 _DEVICES_LISTED: Final = "/dev"
@@ -414,6 +428,8 @@ def _allow_reads(ruleset: Ruleset, request: SandboxRequest) -> None:
     binds = [str(p) for p in request.read_only_binds if not any(h.is_relative_to(p) for h in hidden)]
     for path in (*_SYSTEM_READ, *etc, *_DEVICES_READ, *binds):
         _allow_existing(ruleset, path, read)
+    for path in _LIMITS_READ:
+        _allow_existing(ruleset, path, AccessFS.READ_FILE)
     for path in _DEVICES_WRITE:
         _allow_existing(ruleset, path, AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE)
     _allow_existing(ruleset, _DEVICES_LISTED, AccessFS.READ_DIR)

@@ -166,3 +166,40 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+async def test_a_run_reads_the_cpu_and_memory_limits_and_nothing_else_of_sys(tmp_path: Path) -> None:
+    # joblib (loky) reads the cgroup's CPU quota to size its pool: a file that exists and cannot be
+    # opened stopped its suite at collection. The limits are the run's to read; the rest is not.
+    backend = landlock()
+    limits = [
+        path
+        for path in (
+            "/sys/fs/cgroup/cpu.max",
+            "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/devices/system/cpu/online",
+        )
+        if os.path.isfile(path)
+    ]
+    assert limits  # /sys/devices/system/cpu/online is on every Linux
+    others = ("/sys/fs/cgroup/cpu/cgroup.procs", "/sys/kernel/mm/transparent_hugepage/enabled")
+    others = tuple(path for path in others if os.path.isfile(path))
+    code = textwrap.dedent(f"""
+        for path in {[*limits, *others]!r}:
+            try:
+                open(path).read()
+                print(path, "READ")
+            except OSError as exc:
+                print(path, "BLOCKED", type(exc).__name__)
+    """)
+    request = _request(tmp_path, tmp_path, (sys.executable, "-I", "-c", code))
+
+    prepared = backend.prepare(request)
+    with anyio.fail_after(30):
+        run = await run_prepared(prepared, backend="landlock", time_limit=20, max_output=65_536)
+
+    lines = run.stdout.decode().splitlines()
+    assert lines == [f"{path} READ" for path in limits] + [
+        f"{path} BLOCKED PermissionError" for path in others
+    ]
