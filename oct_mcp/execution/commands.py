@@ -358,12 +358,7 @@ def _secrets_note(view: SecretFileView, secrets: tuple[SecretFile, ...], project
         if view is SecretFileView.MASKED
         else "kept from the run: opening one fails with permission denied"
     )
-    history = (
-        "; git's objects (.git/objects) hold one of them as it is now, so they were kept from the run "
-        "too: git commands that read history fail there"
-        if len(names) < len(secrets)
-        else ""
-    )
+    history = _HISTORY_KEPT if len(names) < len(secrets) else ""
     return (
         f"{len(names)} file(s) holding secrets were {how} ({_listed(names)}){history}; code that needs "
         "the real values fails for it: a profile with show_secrets_to_runs = true in [settings.sandbox] "
@@ -378,17 +373,15 @@ def _withheld_note(view: SecretFileView, denied: tuple[Path, ...], project: Path
         if view is SecretFileView.MASKED
         else "cannot be opened there (permission denied)"
     )
-    objects = project / ".git" / "objects"
-    count = sum(path != objects for path in denied)
-    history = (
-        "; git's objects (.git/objects) hold one of them as it is now, so they were kept from the run "
-        "too: git commands that read history fail there"
-        if count < len(denied)
-        else ""
-    )
-    return (
-        f"{count} path(s) the rules withhold from this call were kept from the run: they {how} there{history}"
-    )
+    count = sum(path != project / ".git" / "objects" for path in denied)
+    history = _HISTORY_KEPT if count < len(denied) else ""
+    return f"{count} path(s) the rules withhold from this call were kept from the run: they {how}{history}"
+
+
+_HISTORY_KEPT: Final = (
+    "; git's objects (.git/objects) hold one of them as it is now, so they were kept from the run "
+    "too: git commands that read history fail there"
+)
 
 
 def _with_note(result: ToolResult, note: str) -> ToolResult:
