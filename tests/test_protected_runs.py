@@ -319,8 +319,10 @@ async def test_a_protected_file_with_another_name_in_the_project_refuses_a_writa
     hook.parent.mkdir()
     hook.write_text("#!/bin/sh\n")
     # A read-only bind keeps the path, not the file: written through its other name, the hook changes.
-    os.link(hook, project / "src" / "hook.py")
-    _fake_ruff(project, "echo 'touch pwned' >> src/hook.py")
+    # That name is outside the project, where the listing of what a writing run changed never looks
+    # (a project file with another name is refused by that listing, with oct_run's own message).
+    os.link(hook, project.parent / "hook-elsewhere")
+    _fake_ruff(project, "echo 'touch pwned' >> ../hook-elsewhere")
 
     with pytest.raises(LinkedFileError) as refused:
         await _format(backend, project)

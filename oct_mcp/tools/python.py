@@ -31,7 +31,6 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
-from oct_mcp.tools.change_kit import CommandCheckpoint
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git_masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
@@ -49,6 +48,7 @@ from oct_mcp.tools.results import (
     take_within,
 )
 from oct_mcp.tools.unseen import hidden_links
+from oct_mcp.tools.writing_runs import RunChanges, WritingRun
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -56,8 +56,8 @@ __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]
 
 MAX_PATHS: Final = 64
 SUMMARY_FIRST: Final = 10
-# Files whose change oct_format and oct_fix report; past this many, the report says "and more".
-_SNAPSHOT_LIMIT: Final = 20_000
+_CHANGED_BUDGET: Final = 8_000
+"""Characters of changed file names an apply lists; the rest are counted."""
 _SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _TAIL_CHARS: Final = 4_000
 _NEXT_STEP: Final = (
@@ -268,44 +268,8 @@ class ChangeOutput(BaseModel):
     diff: str = ""
     next_offset: int | None = None
     """A dry run's diff was cut: pass this as offset for the rest (the same call otherwise)."""
-
-
-def _files_ruff_may_touch(root: Path, paths: list[str]) -> Iterator[Path]:
-    """Every file under the targets, not only `.py`: ruff also formats notebooks, Markdown and
-    whatever its `include` names, and a change it makes must never go unreported."""
-    for start in [root / p for p in paths] or [root]:
-        if start.is_file():
-            yield start
-            continue
-        for folder, subfolders, files in os.walk(start):
-            subfolders[:] = [s for s in subfolders if s not in _SKIPPED_FOLDERS]
-            yield from (Path(folder) / f for f in files)
-
-
-def _snapshot(root: Path, paths: list[str]) -> dict[Path, tuple[int, int]]:
-    """(mtime, size) of the files a write may change: what changed is what differs after."""
-    snapshot: dict[Path, tuple[int, int]] = {}
-    for path in _files_ruff_may_touch(root, paths):
-        if len(snapshot) >= _SNAPSHOT_LIMIT:
-            break
-        try:
-            info = path.stat()
-        except OSError:
-            continue
-        snapshot[path] = (info.st_mtime_ns, info.st_size)
-    return snapshot
-
-
-def _changed(root: Path, before: dict[Path, tuple[int, int]]) -> list[str]:
-    changed = []
-    for path, fingerprint in before.items():
-        try:
-            info = path.stat()
-        except OSError:
-            continue
-        if (info.st_mtime_ns, info.st_size) != fingerprint:
-            changed.append(path.relative_to(root).as_posix())
-    return sorted(changed)
+    notes: list[str] = Field(default_factory=list)
+    """What an apply could not look at, where what changed is unknown."""
 
 
 def _diff_files(diff: str) -> list[str]:
@@ -396,21 +360,28 @@ _DIFF_STARTS: Final = ("--- ", "@@ ")
 """Where a page of ruff's diff may end: before a file's header or a hunk's."""
 
 
-def _applied(
-    tool: str, root: Path, before: dict[Path, tuple[int, int]], ok: tuple[int, ...]
-) -> Callable[[RunResult], ToolResult]:
-    def parse(run: RunResult) -> ToolResult:
-        changed = _changed(root, before)
-        if run.exit_code not in ok:
-            failed = _tool_failed(tool, run)
-            return ToolResult(
-                text=f"{failed.text}\nchanged before it stopped: {changed or 'nothing'}", is_error=True
-            )
-        output = ChangeOutput(tool=tool, applied=True, changed_files=changed)
-        listing = "\n".join(changed) if changed else "no file needed a change"
-        return ToolResult(text=f"changed {len(changed)} file(s):\n{listing}", structured=output.model_dump())
-
-    return parse
+def _applied(tool: str, run: RunResult, changes: RunChanges, ok: tuple[int, ...]) -> ToolResult:
+    """The answer of an apply step: what it changed in the whole project (ruff may be the project's
+    own, and change files it was not asked to), with its checkpoint."""
+    changed, cut = take_within(changes.files, _CHANGED_BUDGET)
+    notes = list(changes.unseen)
+    if cut:
+        notes.insert(0, f"{len(changes.files)} files changed; the first {len(changed)} are listed")
+    if changes.not_kept is not None:
+        notes.insert(0, changes.not_kept)
+    checkpoint = None if changes.checkpoint is None else changes.checkpoint.id
+    kept = "" if checkpoint is None else f"\n(checkpoint {checkpoint}: oct_undo can put these files back)"
+    if run.exit_code not in ok:
+        failed = _tool_failed(tool, run)
+        text = f"{failed.text}\nchanged before it stopped: {changed or 'nothing'}{kept}"
+        return ToolResult(text="\n".join([text, *notes]), is_error=True, checkpoint=checkpoint)
+    output = ChangeOutput(tool=tool, applied=True, changed_files=changed, notes=notes)
+    listing = "\n".join(changed) if changed else "no file needed a change"
+    return ToolResult(
+        text="\n".join([f"changed {len(changes.files)} file(s):\n{listing}{kept}", *notes]),
+        structured=output.model_dump(),
+        checkpoint=checkpoint,
+    )
 
 
 def _checkpointed_apply(
@@ -420,20 +391,18 @@ def _checkpointed_apply(
     *,
     diff: tuple[str, ...],
     apply: tuple[str, ...],
-    paths: list[str],
 ) -> CommandPlan:
     """ruff asked first for its diff, with the project read-only (a project's ruff is project code:
-    nothing it does may land before the checkpoint), then run over exactly the files that diff
-    names, with a checkpoint of them recorded in between: so oct_undo can put back what it rewrote.
+    nothing it does may land before its changes can be undone), then run over exactly the files that
+    diff names. The project is listed, and its files kept for undo, before either runs, and listed
+    again after: every file the apply step changed, named by the diff or not, is in the answer and
+    in the checkpoint oct_undo puts back.
 
     A diff that ruff ends with an error (a file it cannot parse) still names the files it would
     change: those are changed, and the answer is ruff's error with what changed.
     """
     root = env.workspace.root
-    # Filled by `before_run`, in a worker thread: paths of "." stat the whole project.
-    before: dict[Path, tuple[int, int]] = {}
-    checkpoint = CommandCheckpoint(env, checkpoint_name)
-    applied = _applied(tool, root, before, (0,))
+    writing = WritingRun(env, checkpoint_name)
     failed: list[RunResult] = []
 
     def apply_to_what_the_diff_names(run: RunResult) -> tuple[str, ...]:
@@ -447,24 +416,19 @@ def _checkpointed_apply(
         if not files:
             # A plan's steps end in a command of their program; this one changes nothing.
             return (diff[0], "--version")
-        checkpoint.before(files)
         return (*apply, "--", *files)
 
     def parse(run: RunResult) -> ToolResult:
-        checkpoint.settle()
-        result = applied(run)
-        if failed and not result.is_error:
-            # The diff's error is the answer, with what the run over the files it named changed.
-            result = applied(failed[0])
-        return checkpoint.noted(result)
+        # The diff's error is the answer, with what the run over the files it named changed.
+        return _applied(tool, failed[0] if failed else run, writing.changes(), (0,))
 
     return CommandPlan(
         argv=diff,
-        before_run=lambda: before.update(_snapshot(root, paths)),
+        before_run=writing.take,
         then=apply_to_what_the_diff_names,
         parse=parse,
         writes_project=True,
-        after_failure=checkpoint.after_failure,
+        after_failure=writing.after_failure,
         project_cache=True,
         masks_secret_files=_runs_project_code(Path(diff[0]), root),
     )
@@ -511,7 +475,6 @@ def _plan_fix(params: FixParams, env: ToolEnv) -> Plan:
         env,
         diff=(str(ruff), "check", "--diff", *select, *_targets(paths)),
         apply=(str(ruff), "check", "--fix", "--exit-zero", *select),
-        paths=paths,
     )
 
 
@@ -546,7 +509,6 @@ def _plan_format(params: FormatParams, env: ToolEnv) -> Plan:
         env,
         diff=(str(ruff), "format", "--diff", *_targets(paths)),
         apply=(str(ruff), "format"),
-        paths=paths,
     )
 
 

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import stat
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from oct_mcp.display import has_hidden_characters, quote_name
-from oct_mcp.errors import ExecutionError, LinkedFileError, NotFoundError
+from oct_mcp.errors import NotFoundError
 from oct_mcp.execution.checkpoints import Checkpoint
 from oct_mcp.spec import CallRisk, CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python
 from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_BUDGET, json_size, take_within
+from oct_mcp.tools.writing_runs import UNLISTED_NOTE, WritingRun
 from oct_mcp.types import ToolResult
 
 __all__ = ["ARGUMENTS_MAX", "ARGUMENT_MAX_LENGTH", "RUN", "RunOutput", "RunParams"]
@@ -31,11 +28,7 @@ ARGUMENT_MAX_LENGTH: Final = 4_096
 TIMEOUT_MAX_SECONDS: Final = 3_600
 INTERPRETER: Final = "python"
 """The name that means the project's interpreter, as a developer's terminal in the project has it."""
-# Files a writable run may change that the result lists; past this many, it says it stopped looking.
-_SNAPSHOT_LIMIT: Final = 20_000
-_UNLISTED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _CHANGED_BUDGET: Final = 8_000
-_UNLISTED_SHOWN: Final = 20
 _COMMAND_SHOWN_CHARS: Final = 2_000
 _PROGRESS_INTERVAL_SECONDS: Final = 0.5
 _PROGRAM_NAME: Final = r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$"
@@ -151,100 +144,6 @@ def _runs(params: RunParams) -> tuple[str, ...]:
     return tuple(params.argv)
 
 
-Snapshot = dict[str, tuple[int, int, int, int]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Listing:
-    files: Snapshot
-    cut: bool
-    """The walk stopped at its limit."""
-    unlisted: tuple[str, ...] = ()
-    """What the walk could not list or look at: changes there are unknown, never taken as none."""
-    linked: tuple[str, ...] = ()
-    """Files with another name (a hard link), perhaps outside the project: a run that writes one in
-    place changes that other file too, where no sandbox rule sees it."""
-
-
-class _Baseline:
-    """The project's files as a writing run finds them, taken in a worker thread just before it runs
-    (`CommandPlan.before_run`): the walk, and the first one's read of every file, take long on a
-    large project."""
-
-    def __init__(self, env: ToolEnv) -> None:
-        self._env = env
-        self._listing: _Listing | None = None
-
-    @property
-    def listing(self) -> _Listing:
-        if self._listing is None:
-            raise RuntimeError("a writing run's baseline is read before the run, never after it")
-        return self._listing
-
-    def take(self) -> None:
-        """Raises:
-        LinkedFileError: A file has another name; nothing ran.
-        ExecutionError: The baseline could not be kept; nothing ran.
-        """
-        root = self._env.workspace.root
-        before = _snapshot(root)
-        if before.linked:
-            shown = ", ".join(map(quote_name, before.linked[:_UNLISTED_SHOWN]))
-            more = len(before.linked) - _UNLISTED_SHOWN
-            raise LinkedFileError(
-                f"{len(before.linked)} project file(s) have another name (a hard link), which may lie "
-                "outside the project or be protected, and a writable run that changes one in place "
-                f"changes the other too: {shown}{f' and {more} more' if more > 0 else ''}; replace each "
-                "with a copy of itself (cp F F.new && mv F.new F), or run without writes; nothing ran"
-            )
-        if self._env.checkpoints is not None:
-            try:
-                self._env.checkpoints.keep_baseline(root, before.files)
-            except OSError as exc:
-                raise ExecutionError(
-                    "the checkpoint of this run could not be prepared "
-                    f"({exc.strerror or type(exc).__name__}), so nothing ran; fix the checkpoint_dir "
-                    "folder, or set checkpoint_max_count to 0 to run without undo"
-                ) from exc
-        self._listing = before
-
-
-def _snapshot(root: Path) -> _Listing:
-    """Each project file's (mtime, ctime, size, inode), skipping git and environment folders."""
-    found: Snapshot = {}
-    unlisted: list[str] = []
-    linked: list[str] = []
-
-    def not_listed(error: OSError) -> None:
-        unlisted.append(_relative(root, os.fsdecode(error.filename or root)))
-
-    for folder, subfolders, files in os.walk(root, onerror=not_listed):
-        subfolders[:] = sorted(s for s in subfolders if s not in _UNLISTED_FOLDERS)
-        for name in sorted(files):
-            if len(found) >= _SNAPSHOT_LIMIT:
-                return _Listing(found, True, tuple(unlisted), tuple(linked))
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
-                continue  # gone since the folder was listed: absent, as the comparison takes it
-            except OSError:
-                unlisted.append(_relative(root, path))
-                continue
-            found[_relative(root, path)] = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino)
-            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-                linked.append(_relative(root, path))
-    return _Listing(found, False, tuple(unlisted), tuple(linked))
-
-
-def _relative(root: Path, path: str) -> str:
-    return os.path.relpath(path, root).replace(os.sep, "/")
-
-
-def _changed(before: Snapshot, after: Snapshot) -> list[str]:
-    return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
-
-
 def _tail(text: str, room: int) -> tuple[str, bool]:
     """The end of `text` whose JSON fits in `room` characters, and whether any was cut."""
     size = json_size(text)
@@ -260,41 +159,18 @@ def _tail(text: str, room: int) -> tuple[str, bool]:
     return "", True
 
 
-def _parse(
-    root: Path, baseline: _Baseline | None, notes: list[str], env: ToolEnv
-) -> Callable[[RunResult], ToolResult]:
+def _parse(baseline: WritingRun | None, notes: list[str]) -> Callable[[RunResult], ToolResult]:
     def parse(run: RunResult) -> ToolResult:
         notes_now = list(notes)
         changed: list[str] | None = None
         checkpoint: Checkpoint | None = None
         if baseline is not None:
-            before = baseline.listing
-            after = _snapshot(root)
-            every = _changed(before.files, after.files)
-            checkpoint, failure = _checkpoint(env, every)
-            if checkpoint is not None:
-                notes_now.append(f"checkpoint {checkpoint.id}: oct_undo can put these files back")
-            elif failure is not None:
-                notes_now.append(failure)
-            changed, cut = take_within(every, _CHANGED_BUDGET)
+            changes = baseline.changes()
+            checkpoint = changes.checkpoint
+            changed, cut = take_within(changes.files, _CHANGED_BUDGET)
             if cut:
-                notes_now.append(f"{len(every)} files changed; the first {len(changed)} are listed")
-            unlisted = sorted(set(before.unlisted) | set(after.unlisted))
-            if unlisted:
-                shown = ", ".join(map(quote_name, unlisted[:_UNLISTED_SHOWN]))
-                more = (
-                    f" and {len(unlisted) - _UNLISTED_SHOWN} more" if len(unlisted) > _UNLISTED_SHOWN else ""
-                )
-                notes_now.append(
-                    f"these could not be listed, so what changed in them is unknown: {shown}{more}"
-                )
-            if before.cut or after.cut:
-                notes_now.append(
-                    f"the project holds more than {_SNAPSHOT_LIMIT} files: changes past them are not listed"
-                )
-            notes_now.append(
-                "changes inside .git/ and environment folders (.venv/, node_modules/) are not listed"
-            )
+                notes_now.append(f"{len(changes.files)} files changed; the first {len(changed)} are listed")
+            notes_now += [*changes.notes, UNLISTED_NOTE]
         stdout = run.stdout.decode(errors="replace")
         stderr = run.stderr.decode(errors="replace")
         room = MODEL_VIEW_BUDGET - ENVELOPE_RESERVE - json_size([changed, notes_now]) - 400
@@ -334,33 +210,6 @@ def _parse(
     return parse
 
 
-def _checkpoint(env: ToolEnv, changed: list[str]) -> tuple[Checkpoint | None, str | None]:
-    """The checkpoint of what a writing run changed, or why there is none it could write."""
-    store = env.checkpoints
-    if store is None:
-        return None, None
-    try:
-        return store.record_command(env.workspace.root, changed, tool="oct_run", call_id=env.call_id), None
-    except OSError as exc:
-        return None, (
-            f"its changes could not be checkpointed ({exc.strerror or type(exc).__name__}): oct_undo "
-            "cannot take them back"
-        )
-
-
-def _kept_after_failure(root: Path, baseline: _Baseline, env: ToolEnv) -> Callable[[], str | None]:
-    """Where the run fails without its result (a protected path written, its time limit, a
-    cancellation): what it changed is a checkpoint all the same, which the error names."""
-
-    def keep() -> str | None:
-        checkpoint, failure = _checkpoint(env, _changed(baseline.listing.files, _snapshot(root).files))
-        if checkpoint is None:
-            return failure
-        return f"checkpoint {checkpoint.id}: oct_undo can put the files it changed back"
-
-    return keep
-
-
 def _line_counter() -> Callable[[bytes], tuple[float, float | None, str | None] | None]:
     """Progress as lines of stdout so far, at most twice a second, never their content (which the
     redactor has not seen)."""
@@ -387,17 +236,17 @@ def _plan(params: RunParams, env: ToolEnv) -> CommandPlan:
         raise NotFoundError("cwd is not a folder of the project; name an existing folder, or leave it out")
     writes = params.writes and not env.dry_run
     notes = [interpreter] if interpreter is not None else []
-    baseline = _Baseline(env) if writes else None
+    baseline = WritingRun(env, "oct_run") if writes else None
     return CommandPlan(
         argv=(str(program), *params.argv[1:]),
         before_run=None if baseline is None else baseline.take,
-        parse=_parse(root, baseline, notes, env),
+        parse=_parse(baseline, notes),
         writes_project=writes,
         needs_network=params.network,
         cwd=None if cwd == root else cwd,
         timeout_seconds=params.timeout_seconds,
         progress=_line_counter(),
-        after_failure=None if baseline is None else _kept_after_failure(root, baseline, env),
+        after_failure=None if baseline is None else baseline.after_failure,
     )
 
 

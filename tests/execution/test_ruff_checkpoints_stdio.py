@@ -108,17 +108,21 @@ async def test_a_format_with_nothing_to_change_records_no_checkpoint(tmp_path: P
 
 
 # A project's own ruff is project code. This one, asked for a diff (the question's, then the one that
-# names the files to checkpoint), first tries to change the file it names and to plant one of its own;
-# asked to format, it formats.
+# names the files to change), first tries to change the file it names and to plant one of its own;
+# asked to format the file the diff named, it formats it, and also changes a file the diff did not
+# name, plants one and deletes one.
 _HOSTILE_RUFF = """#!/bin/sh
 case " $* " in
   *" --diff "*)
     printf 'x=2\\n' > pkg/ugly.py 2>/dev/null
-    printf 'planted\\n' > planted.txt 2>/dev/null
+    printf 'planted\\n' > planted-early.txt 2>/dev/null
     printf -- '--- pkg/ugly.py\\n+++ pkg/ugly.py\\n@@ -1,2 +1,2 @@\\n-x=1\\n+x = 1\\n y = [1,2 ,3]\\n'
     exit 1 ;;
 esac
 printf 'x = 1\\ny = [1, 2, 3]\\n' > pkg/ugly.py
+printf 'TIDY = 2\\n' > pkg/tidy.py
+printf 'planted\\n' > pkg/planted.txt
+rm pkg/unused.py
 """
 
 
@@ -153,8 +157,14 @@ async def test_a_hostile_project_ruff_writes_nothing_before_the_checkpoint_and_i
     assert human.asked >= 1
     # The question's diff and the diff that named the files ran read-only: nothing was planted, and
     # the file was checkpointed as it was, then formatted by the run the human approved.
-    assert project / "planted.txt" not in after_format
+    assert project / "planted-early.txt" not in after_format
     assert after_format[project / "pkg" / "ugly.py"] == b"x = 1\ny = [1, 2, 3]\n"
     assert "(checkpoint 1: oct_undo can put these files back)" in only_text(formatted)
+    # What the approved run did beyond the diff it was shown is listed, and undone with the rest.
+    assert after_format[project / "pkg" / "planted.txt"] == b"planted\n"
+    assert project / "pkg" / "unused.py" not in after_format
+    changed = ["pkg/planted.txt", "pkg/tidy.py", "pkg/ugly.py", "pkg/unused.py"]
+    assert (formatted.structured_content or {})["changed_files"] == changed
+    assert f"changed 4 file(s):\n{chr(10).join(changed)}\n" in only_text(formatted)
     assert undone.is_error is False, only_text(undone)
     assert {path: path.read_bytes() for path in project.rglob("*") if path.is_file()} == start

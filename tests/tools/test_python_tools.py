@@ -163,6 +163,7 @@ async def test_format_shows_the_diff_then_formats_with_consent(
         "changed_files": ["demo/core.py", "tests/test_core.py"],
         "diff": "",
         "next_offset": None,
+        "notes": [],
     }
     assert "return a + b" in (fixture_project / "demo" / "core.py").read_text()
 
