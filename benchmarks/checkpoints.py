@@ -11,7 +11,9 @@ against the size of the 100 versions raw.
 Then `oct_run` with writes=true (goal: <= 1.2x the run without checkpoints), each server's run
 rewriting its own module: a writing run keeps a baseline of the project's files before it runs (a
 stat of each; only files whose stat changed are read) and records what it changed from that. The
-first run of a server reads the whole project once: shown apart.
+first run of a server reads the whole project once: shown apart. Then `oct_format` applying to
+one unformatted module, which keeps the same baseline (ruff may be the project's own and change any
+file), with a checkpoint and without.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -124,7 +127,7 @@ async def _measure(rounds: int, temp: Path) -> tuple[list[float], list[float], i
 _REWRITE: Final = "import sys; open(sys.argv[1], 'a').write('# run\\n')"
 
 
-async def _run(client: Client, path: str) -> float:
+async def _run(client: Client, root: Path, path: str) -> float:
     started = time.perf_counter()
     result = await client.call_tool(
         "oct_run", {"argv": ["python", "-c", _REWRITE, path], "writes": True, "confirm": True}
@@ -135,23 +138,40 @@ async def _run(client: Client, path: str) -> float:
     return elapsed
 
 
-async def _measure_runs(rounds: int, temp: Path) -> tuple[list[float], list[float], float, float]:
-    root = temp / "runs"
+async def _format(client: Client, root: Path, path: str) -> float:
+    (root / path).write_text("x=1\ny = [1,2 ,3]\n")
+    started = time.perf_counter()
+    result = await client.call_tool("oct_format", {"apply": True, "paths": [path], "confirm": True})
+    elapsed = time.perf_counter() - started
+    if result.is_error or (result.structured_content or {}).get("changed_files") != [path]:
+        raise RuntimeError(f"the format failed: {result.content}")
+    return elapsed
+
+
+Call = Callable[[Client, Path, str], Awaitable[float]]
+
+
+async def _measure_runs(
+    rounds: int, temp: Path, call: Call, name: str
+) -> tuple[list[float], list[float], float, float]:
+    """`call` on a server with checkpoints and one without, each on its own module, interleaved."""
+    root = temp / name
     root.mkdir()
     _project(root)
     (root / "pkg0" / "with.py").write_text(MODULE)
     (root / "pkg0" / "without.py").write_text(MODULE)
-    with_store = _app(root, temp / "runs-with.json")
-    without = _app(root, temp / "runs-without.json", checkpoint_max_count=0)
+    with_store = _app(root, temp / f"{name}-with.json")
+    without = _app(root, temp / f"{name}-without.json", checkpoint_max_count=0)
     try:
         async with (
             Client(build_server(with_store, transport="memory")) as ours,
             Client(build_server(without, transport="memory")) as reference,
         ):
-            first = await _run(ours, "pkg0/with.py")
-            first_reference = await _run(reference, "pkg0/without.py")
+            first = await call(ours, root, "pkg0/with.py")
+            first_reference = await call(reference, root, "pkg0/without.py")
             subject, base = await interleave_async(
-                rounds, [lambda: _run(ours, "pkg0/with.py"), lambda: _run(reference, "pkg0/without.py")]
+                rounds,
+                [lambda: call(ours, root, "pkg0/with.py"), lambda: call(reference, root, "pkg0/without.py")],
             )
     finally:
         with_store.close()
@@ -166,12 +186,20 @@ def main() -> None:
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     with tempfile.TemporaryDirectory() as temp:
         subject, base, stored, raw = anyio.run(_measure, args.rounds, Path(temp).resolve())
-        runs, runs_base, first, first_base = anyio.run(_measure_runs, args.rounds, Path(temp).resolve())
+        runs, runs_base, first, first_base = anyio.run(
+            _measure_runs, args.rounds, Path(temp).resolve(), _run, "runs"
+        )
+        formats, formats_base, _first, _first_base = anyio.run(
+            _measure_runs, args.rounds, Path(temp).resolve(), _format, "formats"
+        )
     print_table(
         [
             Comparison("oct_edit with a checkpoint / without (10,000 files)", subject, base, 1.2),
             Comparison(
                 "oct_run writes=true with a checkpoint / without (10,000 files)", runs, runs_base, 1.2
+            ),
+            Comparison(
+                "oct_format apply=true with a checkpoint / without (10,000 files)", formats, formats_base, 1.2
             ),
         ],
         args.rounds,
