@@ -18,7 +18,7 @@ from pathlib import Path
 
 from _common import Comparison, arguments, interleave, print_table
 
-from oct_mcp.protected import settle_protected_paths, snapshot_protected
+from oct_mcp.execution.protected_walk import settle_protected_paths, snapshot_protected
 
 FOLDERS = 500
 FILES_PER_FOLDER = 20

@@ -657,7 +657,7 @@ def audit_status(app: App) -> str:
 
 def run_limits_status(memory_limit_mb: int) -> str:
     """Which caps hold over one command run here: a cgroup per run, RLIMIT_NPROC, or per process only."""
-    from oct_mcp.backends.cgroups import delegated_cgroup
+    from oct_mcp.execution.cgroups import delegated_cgroup
     from oct_mcp.middleware.sandbox import RUN_PROCESSES
 
     memory = f"{memory_limit_mb} MiB" if memory_limit_mb else "no memory limit"

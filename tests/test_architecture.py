@@ -268,10 +268,9 @@ def test_embedding_does_not_import_the_stdio_server(path: Path) -> None:
 _WRITERS: dict[str, str] = {
     "oct_mcp/execution/": "the one applier of the project's changes",
     "oct_mcp/audit/": "the audit log and its seal, the server's own files outside any tool's reach",
-    "oct_mcp/backends/": "a command run's home and TMPDIR, cgroup and output files, and the git state a run "
-    "left in its private git folder, installed back (to move to execution.commands, TODO(#28))",
-    "oct_mcp/protected.py": "removes protected paths a writable command run created, and gives a folder "
-    "the run hid from the check its owner's rights back (the command run's settle step, TODO(#28))",
+    "oct_mcp/backends/": "the confinement's own acts for a run, never in the project: the masked copies "
+    "of secret files a run is shown, in its scratch folder; what the seccomp supervisor does for a "
+    "confined run (a chmod in its scratch folder, the run's shared-memory folder)",
     "oct_mcp/embed/pins.py": "the pin file of an embedded server's tool definitions, in the server's own "
     "state folder (written atomically)",
     "oct_mcp/cli.py": "`oct-mcp token` writes the user's own config file",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from optional import usable_backend
 
-from oct_mcp.backends.cgroups import delegated_cgroup
 from oct_mcp.cli import main
+from oct_mcp.execution.cgroups import delegated_cgroup
 from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from oct_mcp.profiles import shipped_profile
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from oct_mcp.execution.protected_walk import snapshot_protected
 from oct_mcp.protected import (
     PROTECTED_RULES,
     ProtectedPaths,
     ProtectedRule,
     is_git_directory,
-    snapshot_protected,
 )
 
 _BY_NAME = [(rule, name) for rule in PROTECTED_RULES for name in sorted(rule.components)]

@@ -27,8 +27,8 @@ from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import LinkedFileError, ProtectedPathCreatedError
 from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
+from oct_mcp.execution.protected_walk import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.middleware.sandbox import ExecutionSandbox
-from oct_mcp.protected import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.tools.python import FORMAT, FormatParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace

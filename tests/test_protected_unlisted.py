@@ -29,7 +29,7 @@ from optional import bubblewrap, landlock, missing
 
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import tree_state
-from oct_mcp.protected import SNAPSHOT_MAX_DEPTH, settle_protected_paths, snapshot_protected
+from oct_mcp.execution.protected_walk import SNAPSHOT_MAX_DEPTH, settle_protected_paths, snapshot_protected
 from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]

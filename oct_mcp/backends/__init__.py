@@ -23,6 +23,7 @@ __all__ = [
     "SandboxRequest",
     "SecretFile",
     "SecretFileView",
+    "make_home_and_tmp",
 ]
 
 NO_NETWORK: Final = "no_network"
@@ -54,6 +55,15 @@ MINIMAL_ETC: Final = (
 the interpreters' start-up."""
 SCRATCH_PREFIX: Final = "oct-run-"
 """How each run's scratch folder (its HOME and TMPDIR on the host) is named, in the temp folder."""
+
+
+def make_home_and_tmp(scratch: Path) -> tuple[str, str]:
+    """HOME and TMPDIR for a backend whose run sees the host's files: folders of the run's scratch
+    folder, owner-only, made as the backend prepares the run (bubblewrap's are the run's own tmpfs)."""
+    home, tmp = scratch / "home", scratch / "tmp"
+    home.mkdir(mode=0o700, exist_ok=True)
+    tmp.mkdir(mode=0o700, exist_ok=True)
+    return str(home), str(tmp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

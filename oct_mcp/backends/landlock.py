@@ -37,6 +37,7 @@ from oct_mcp.backends import (
     Prepared,
     SandboxRequest,
     SecretFileView,
+    make_home_and_tmp,
 )
 from oct_mcp.backends.confined import kill_and_reap
 from oct_mcp.backends.devices import PTYS, SHARED_MEMORY
@@ -200,9 +201,7 @@ class LandlockBackend:
         support = landlock_support()
         if support.problem is not None:
             raise SandboxUnavailableError(f"the landlock backend cannot run here: {support.problem}")
-        home, tmp = self.home_and_tmp(request.scratch)
-        Path(home).mkdir(mode=0o700, exist_ok=True)
-        Path(tmp).mkdir(mode=0o700, exist_ok=True)
+        _home, tmp = make_home_and_tmp(request.scratch)
         missing = support.missing()
         guarantees = {READS_CONFINED, WRITES_CONFINED, NO_NETWORK} - set(missing)
         if request.network:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from oct_mcp.backends import Availability, EntryRights, Prepared, SandboxRequest, SecretFileView
+from oct_mcp.backends import (
+    Availability,
+    EntryRights,
+    Prepared,
+    SandboxRequest,
+    SecretFileView,
+    make_home_and_tmp,
+)
 from oct_mcp.backends.rlimits import limit_prefix
 
 __all__ = ["Native"]
@@ -35,9 +42,7 @@ class Native:
         )
 
     def prepare(self, request: SandboxRequest) -> Prepared:
-        home, tmp = self.home_and_tmp(request.scratch)
-        Path(home).mkdir(mode=0o700, exist_ok=True)
-        Path(tmp).mkdir(mode=0o700, exist_ok=True)
+        make_home_and_tmp(request.scratch)
         return Prepared(
             argv=(*limit_prefix(request.limits), *request.argv),
             env=dict(request.env),

@@ -16,6 +16,7 @@ from oct_mcp.backends import (
     Prepared,
     SandboxRequest,
     SecretFileView,
+    make_home_and_tmp,
 )
 from oct_mcp.backends.rlimits import limit_prefix
 
@@ -102,9 +103,7 @@ class SandboxExec:
         return Availability(False, f"{SANDBOX_EXEC} failed its probe")  # pragma: no cover - macOS only
 
     def prepare(self, request: SandboxRequest) -> Prepared:
-        home, tmp = self.home_and_tmp(request.scratch)
-        Path(home).mkdir(mode=0o700, exist_ok=True)
-        Path(tmp).mkdir(mode=0o700, exist_ok=True)
+        make_home_and_tmp(request.scratch)
         profile = seatbelt_profile(
             reads=len(request.read_only_binds),
             protected=len(request.protected),

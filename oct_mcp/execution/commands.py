@@ -30,13 +30,9 @@ from oct_mcp.backends import (
     SecretFile,
     SecretFileView,
 )
-from oct_mcp.backends.caches import prepare_project_cache
-from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.backends.devices import device_notes
 from oct_mcp.backends.environment import sandbox_environment
-from oct_mcp.backends.git_state import InstalledState, PrivateGitFolder, install_git_state
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
-from oct_mcp.backends.outputs import OutputFolder
 from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.secret_files import SecretFileCache, history_holding, masked_copies
 from oct_mcp.display import quote_name
@@ -48,9 +44,12 @@ from oct_mcp.errors import (
     ToolTimeoutError,
     UncheckedFolderError,
 )
+from oct_mcp.execution.caches import prepare_project_cache
+from oct_mcp.execution.cgroups import RunCgroup, delegated_cgroup
 from oct_mcp.execution.command_plan import COMMAND_STEPS_MAX, CommandPlan, NextCommand
-from oct_mcp.execution.withheld_files import withheld_entries
-from oct_mcp.protected import (
+from oct_mcp.execution.git_state import InstalledState, PrivateGitFolder, install_git_state
+from oct_mcp.execution.outputs import OutputFolder
+from oct_mcp.execution.protected_walk import (
     SNAPSHOT_MAX_ENTRIES,
     ProjectTooLargeError,
     ProtectedChanges,
@@ -58,6 +57,7 @@ from oct_mcp.protected import (
     settle_protected_paths,
     snapshot_protected,
 )
+from oct_mcp.execution.withheld_files import withheld_entries
 from oct_mcp.telemetry import span
 from oct_mcp.types import ProgressReporter, Runner, ToolResult, WithheldPaths
 

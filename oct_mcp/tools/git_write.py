@@ -30,7 +30,6 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from oct_mcp.backends import EntryRights
-from oct_mcp.backends.git_state import is_real_folder
 from oct_mcp.errors import (
     ChangesWouldBeLostError,
     ExecutionError,
@@ -40,14 +39,10 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     TargetChangedError,
 )
+from oct_mcp.execution.git_state import is_real_folder
+from oct_mcp.execution.protected_walk import SNAPSHOT_MAX_ENTRIES, ProjectTooLargeError, snapshot_protected
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState, commit_target, content_digest
-from oct_mcp.protected import (
-    GIT_DIRECTORY_RULE,
-    SNAPSHOT_MAX_ENTRIES,
-    ProjectTooLargeError,
-    ProtectedPaths,
-    snapshot_protected,
-)
+from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.change_kit import CommandCheckpoint
 from oct_mcp.tools.git import (

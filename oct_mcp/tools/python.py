@@ -15,10 +15,10 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from oct_mcp.backends.caches import project_cache
 from oct_mcp.backends.installs import install_roots, is_inside
 from oct_mcp.diff_view import diff_files, readable_diff
 from oct_mcp.errors import InstallRefusedError, OctError, ToolUnavailableError
+from oct_mcp.execution.caches import project_cache
 from oct_mcp.preview import FileChange, Preview, TargetState, content_digest, diff_counts
 from oct_mcp.spec import (
     CallRisk,

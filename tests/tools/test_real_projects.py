@@ -22,8 +22,8 @@ from clients import Accept, oct_server, only_text
 from mcp import Client
 from optional import missing
 
-from oct_mcp.backends.caches import project_cache
 from oct_mcp.backends.selection import probe_backends
+from oct_mcp.execution.caches import project_cache
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oct_mcp.backends.cgroups import RunCgroup, delegated_cgroup
+from oct_mcp.execution.cgroups import RunCgroup, delegated_cgroup
 
 pytestmark = pytest.mark.e2e
 

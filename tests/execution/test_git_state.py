@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oct_mcp.backends.git_state import PrivateGitFolder, install_git_state
 from oct_mcp.errors import ExecutionError, LinkedFileError, TargetChangedError
+from oct_mcp.execution.git_state import PrivateGitFolder, install_git_state
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,8 @@ import os
 import stat
 from pathlib import Path
 
-from oct_mcp.backends.caches import CACHE_SUBFOLDERS, prepare_project_cache, project_cache
-from oct_mcp.backends.outputs import OutputFolder
+from oct_mcp.execution.caches import CACHE_SUBFOLDERS, prepare_project_cache, project_cache
+from oct_mcp.execution.outputs import OutputFolder
 
 
 def test_an_output_file_comes_back_whole_up_to_the_limit(tmp_path: Path) -> None:
