@@ -40,6 +40,7 @@ from oct_mcp.server import build_server
 FILES: Final = 10_000
 RATE_LIMIT: Final = 10_000
 BIG_EDITS: Final = 100
+EDIT_GOAL_SECONDS: Final = 0.010
 MODULE: Final = "".join(f"def handler_{n}(request):\n    return request.value + {n}\n\n\n" for n in range(64))
 
 
@@ -194,7 +195,13 @@ def main() -> None:
         )
     print_table(
         [
-            Comparison("oct_edit with a checkpoint / without (10,000 files)", subject, base, 1.2),
+            # The goal is 10 ms added at most: as a ratio, 1 + 10 ms over the call without.
+            Comparison(
+                "oct_edit with a checkpoint / without (10,000 files)",
+                subject,
+                base,
+                1 + EDIT_GOAL_SECONDS / statistics.median(base),
+            ),
             Comparison(
                 "oct_run writes=true with a checkpoint / without (10,000 files)", runs, runs_base, 1.2
             ),
@@ -209,7 +216,7 @@ def main() -> None:
         f"the same run without checkpoints ({first * 1e3:.0f} ms against {first_base * 1e3:.0f} ms)"
     )
     added = (statistics.median(subject) - statistics.median(base)) * 1e3
-    print(f"a checkpoint adds {added:.2f} ms to an edit (goal: <= 10 ms)")
+    print(f"a checkpoint adds {added:.2f} ms to an edit (goal: <= {EDIT_GOAL_SECONDS * 1e3:.0f} ms)")
     print(
         f"the store after {BIG_EDITS} one-line edits of a 100 KiB file: {stored / 1024:.0f} KiB "
         f"({stored / raw:.3f} of the {raw / 1024:.0f} KiB the versions take raw)"
