@@ -6,8 +6,8 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -27,6 +27,7 @@ __all__ = [
     "OUTPUT_PREFIX",
     "Consent",
     "ConsentFacts",
+    "Grant",
     "SessionGrants",
     "UsedConsents",
     "argument_digest",
@@ -220,24 +221,83 @@ class ConsentFacts:
     """The safety gate's reason: why the call needed consent, and whether it ran as a dry run."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grant:
+    """One folder a human opened to one tool's writes for the rest of a client session."""
+
+    id: str
+    """`g1`, `g2`, ... in the order given: what `oct_grants` revokes by."""
+    tool: str
+    folder: str
+    """Project-relative, `.` for the root; the folder itself, not its subfolders."""
+    given_at: float
+    """Seconds since the epoch."""
+    expires_at: float | None
+    """Seconds since the epoch; None: it lasts as long as the session."""
+
+
 class SessionGrants:
-    """What a human allowed for the rest of one client session: a tool's writes in some folders.
+    """What a human allowed for the rest of one client session: a tool's writes in some folders,
+    each until the session ends or the lifetime it was given with passes, or until it is revoked.
 
     One store per client session, owned by the transport that serves it, and gone with it.
     """
 
-    def __init__(self) -> None:
-        self._folders: dict[str, set[str]] = {}
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._grants: dict[str, Grant] = {}
+        self._given = 0
+        self._clock = clock
         self._lock = threading.Lock()
 
-    def grant(self, tool: str, folders: tuple[str, ...]) -> None:
+    def grant(self, tool: str, folders: tuple[str, ...], lifetime_seconds: float | None = None) -> None:
+        """Open `folders` to `tool`; a folder already open to it gets the new lifetime."""
+        now = self._clock()
+        expires_at = None if lifetime_seconds is None else now + lifetime_seconds
         with self._lock:
-            self._folders.setdefault(tool, set()).update(folders)
+            for folder in folders:
+                kept = next((g for g in self._grants.values() if (g.tool, g.folder) == (tool, folder)), None)
+                if kept is not None:
+                    self._grants[kept.id] = replace(kept, given_at=now, expires_at=expires_at)
+                    continue
+                self._given += 1
+                given = Grant(
+                    id=f"g{self._given}", tool=tool, folder=folder, given_at=now, expires_at=expires_at
+                )
+                self._grants[given.id] = given
 
     def covers(self, tool: str, folders: tuple[str, ...]) -> bool:
-        """True when every folder is one the human opened to `tool` (a folder, not its subfolders)."""
+        """True when every folder is one the human opened to `tool` (a folder, not its subfolders),
+        and the grant has not expired."""
         if not folders:
             return False
+        open_now = {(grant.tool, grant.folder) for grant in self.listed()}
+        return all((tool, folder) in open_now for folder in folders)
+
+    def listed(self) -> list[Grant]:
+        """The grants in force, oldest first; the expired ones are dropped."""
+        now = self._clock()
         with self._lock:
-            granted = self._folders.get(tool, set())
-            return all(folder in granted for folder in folders)
+            for grant in [
+                g for g in self._grants.values() if g.expires_at is not None and g.expires_at <= now
+            ]:
+                del self._grants[grant.id]
+            return list(self._grants.values())
+
+    def revoke(self, ids: Collection[str] | None = None) -> list[Grant]:
+        """Take back the grants named (None: every one); returns those taken back.
+
+        Raises:
+            KeyError: An id is no grant in force; nothing was taken back.
+        """
+        in_force = {grant.id: grant for grant in self.listed()}
+        with self._lock:
+            if ids is None:
+                chosen = list(in_force.values())
+            else:
+                unknown = [grant_id for grant_id in ids if grant_id not in in_force]
+                if unknown:
+                    raise KeyError(unknown[0])
+                chosen = [in_force[grant_id] for grant_id in dict.fromkeys(ids)]
+            for grant in chosen:
+                self._grants.pop(grant.id, None)
+            return chosen

@@ -12,6 +12,7 @@ from pydantic import BaseModel, StringConstraints
 
 from oct_mcp.backends import EntryRights
 from oct_mcp.backends.results import RunResult
+from oct_mcp.consent import SessionGrants
 from oct_mcp.deadline import Deadline
 from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
@@ -85,6 +86,9 @@ class ToolEnv:
     withheld: WithheldPaths | None = None
     """The paths the rules deny this call (`CallContext.withheld`): a plan that lists, searches or
     shows project paths leaves them out."""
+    session_grants: SessionGrants | None = None
+    """What a human allowed for the rest of this client session (`CallContext.session_grants`):
+    what `oct_grants` lists and revokes; None where the transport keeps no grants."""
 
     def dry_run_for(self, own: bool | None) -> bool:
         """Whether the call only says what it would change: its own dry_run if given, else the gate's."""

@@ -598,7 +598,7 @@ def test_tools_lists_the_profiles_tools_and_shows_one_tools_arguments(
     assert listed[0] == EXIT_OK
     rows = listed[1].splitlines()
     assert rows[0].split()[:2] == ["oct_read_file", "read"]
-    assert rows[-1] == "28 tools in profile default; oct-mcp tools NAME shows one"
+    assert rows[-1] == "29 tools in profile default; oct-mcp tools NAME shows one"
     assert strict[1].splitlines()[-1].endswith("tools in profile strict; oct-mcp tools NAME shows one")
     assert shown[0] == EXIT_OK
     assert "  path (string, required)\n" in shown[1]

@@ -288,6 +288,7 @@ MINIMAL_ARGUMENTS: dict[str, dict[str, Any]] = {
     "oct_checkpoints": {},
     # Checkpoint 1 is the write the test makes first for this tool (below).
     "oct_undo": {"id": "1"},
+    "oct_grants": {},
 }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from oct_mcp.code_config import configures_code
 from oct_mcp.config import McpConfig
@@ -66,6 +66,9 @@ class SafetySettings(BaseModel):
     session_grant: bool = False
     """The question may offer a human to allow the tool's writes in the folders a change touches for
     the rest of the client session. Never where only a human's answer counts (`required`)."""
+    session_grant_seconds: int | None = Field(default=None, ge=1, le=7 * 24 * 3600)
+    """How long such a grant lasts; unset: as long as the client session. `oct_grants` lists and
+    revokes them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +202,7 @@ class SafetyGate:
             if consent.grant_folders and self._grants_offered(ctx) and not human_required:
                 granted = consent.grant_folders
                 if ctx.session_grants is not None:
-                    ctx.session_grants.grant(ctx.tool, granted)
+                    ctx.session_grants.grant(ctx.tool, granted, self.settings.session_grant_seconds)
             facts = ConsentFacts(
                 given_by="elicitation",
                 preview_digest=consent.preview_digest,

@@ -126,6 +126,7 @@ class ExecutionSandbox:
             checkpoints=self.applier.checkpoints,
             call_id=ctx.call_id,
             withheld=ctx.withheld,
+            session_grants=ctx.session_grants,
         )
         if ctx.previewing:
             if ctx.spec.preview is None:

@@ -12,6 +12,7 @@ from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
 from oct_mcp.tools.git_history import GIT_BLAME, GIT_SHOW
 from oct_mcp.tools.git_write import GIT_ADD, GIT_BRANCH, GIT_COMMIT, GIT_RESTORE, GIT_SWITCH
+from oct_mcp.tools.grants import GRANTS
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
 from oct_mcp.tools.run import RUN
@@ -54,5 +55,6 @@ def default_catalog() -> Mapping[str, ToolSpec]:
         DELETE,
         CHECKPOINTS,
         UNDO,
+        GRANTS,
     )
     return MappingProxyType({spec.name: spec for spec in specs})

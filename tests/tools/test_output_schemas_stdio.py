@@ -68,6 +68,7 @@ CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
     ),
     ("oct_move", {"source": "notes.txt", "destination": "moved.txt", "dry_run": True}),
     ("oct_delete", {"path": "notes.txt", "dry_run": True}),
+    ("oct_grants", {}),
     ("oct_checkpoints", {}),
 )
 
