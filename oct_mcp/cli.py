@@ -22,6 +22,7 @@ from oct_mcp.errors import ConfigError, ToolUnavailableError
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
+from oct_mcp.rules import STDIO_CLIENT
 from oct_mcp.stopping import until_stopped
 from oct_mcp.telemetry import telemetry_status
 from oct_mcp.tools.programs import find_program
@@ -129,6 +130,12 @@ def _parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("action", choices=("check", "test"), help="check one call, or test every example")
         parser.add_argument("tool", nargs="?", help="check: the tool's name")
         parser.add_argument("--json", dest="arguments", default="{}", metavar="ARGS", help="check: arguments")
+        parser.add_argument(
+            "--client",
+            default=STDIO_CLIENT,
+            metavar="ID",
+            help="check: the calling client's id (http:NAME for a bearer token; default: stdio)",
+        )
     if command == "tools":
         parser.add_argument("tool", nargs="?", help="a tool's name: show its description and arguments")
     if command == "call":
@@ -380,7 +387,7 @@ def _policy(app: App, args: argparse.Namespace) -> int:
     if args.tool is None:
         print("oct-mcp policy check: name the tool: oct-mcp policy check TOOL --json ARGS", file=sys.stderr)
         return EXIT_USAGE
-    return policy_check(app, args.tool, args.arguments, sys.stdout)
+    return policy_check(app, args.tool, args.arguments, sys.stdout, client=args.client)
 
 
 def _home() -> Path | None:

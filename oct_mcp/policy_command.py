@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, TextIO
 from oct_mcp.errors import OctError
 from oct_mcp.exit_codes import EXIT_OK, EXIT_USAGE
 from oct_mcp.middleware.policy import PolicyEngine
-from oct_mcp.rules import ADMIN_POLICY_ENV, ADMIN_POLICY_PATH, CompiledRule, RuleBook, facts_of_arguments
+from oct_mcp.rules import (
+    ADMIN_POLICY_ENV,
+    ADMIN_POLICY_PATH,
+    STDIO_CLIENT,
+    CompiledRule,
+    RuleBook,
+    facts_of_arguments,
+)
 
 if TYPE_CHECKING:
     from oct_mcp.app import App
@@ -25,7 +32,7 @@ def _describe(rule: CompiledRule) -> str:
     return f"rule {rule.label} ({rule.tier} tier, {rule.file})"
 
 
-def policy_check(app: App, tool: str, raw_arguments: str, out: TextIO) -> int:
+def policy_check(app: App, tool: str, raw_arguments: str, out: TextIO, *, client: str = STDIO_CLIENT) -> int:
     """Print the rules' decision for one call, the rule that made it and its tier; run nothing.
 
     Returns:
@@ -45,12 +52,13 @@ def policy_check(app: App, tool: str, raw_arguments: str, out: TextIO) -> int:
         out.write("[usage] --json must be a JSON object of arguments\n")
         return EXIT_USAGE
     try:
-        facts = facts_of_arguments(spec, arguments, app.workspace)
+        facts = facts_of_arguments(spec, arguments, app.workspace, client=client)
     except OctError as exc:
         out.write(f"[{exc.code}] {exc.message}\n")
         return EXIT_USAGE
     decided = rules_in_force(app).decide(facts)
     out.write(f"tool: {tool} ({facts.risk})\n")
+    out.write(f"client: {facts.client}\n")
     if facts.paths:
         out.write(f"paths: {', '.join(facts.paths)}\n")
     if facts.argv is not None:
@@ -77,6 +85,8 @@ def policy_test(app: App, out: TextIO) -> int:
             for example in listed:
                 count += 1
                 call = " ".join(filter(None, (example.tool, json.dumps(example.arguments, sort_keys=True))))
+                if example.client != STDIO_CLIENT:
+                    call += f" as {example.client}"
                 out.write(f"ok  {_describe(rule)}: {kind} {call}\n")
     untested = [rule for rule in book.rules if not (rule.rule.examples.match or rule.rule.examples.not_match)]
     for rule in untested:

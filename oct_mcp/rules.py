@@ -59,6 +59,8 @@ ADMIN_POLICY_ENV: Final = "OCT_MCP_ADMIN_POLICY"
 REF_FIELDS: Final = ("branch", "base", "commit", "target", "ref", "revision", "start_point")
 """The params fields that name a git ref or branch."""
 MAX_RULES: Final = 256
+STDIO_CLIENT: Final = "stdio"
+"""The client id of a stdio server's one client."""
 _ANY_TOOL: Final = "*"
 
 _log = get_logger(__name__)
@@ -89,12 +91,17 @@ class When(_Strict):
     """Globs over the git refs or branches the call names."""
     risk: tuple[Risk, ...] = ()
     """The call's own risk (oct_run's `writes` makes it a write)."""
+    client: tuple[str, ...] = ()
+    """Globs over the calling client's id: `http:NAME` for a bearer token, `http:oauth:SUBJECT`
+    for a person signed in through OAuth, `stdio` for the one client of a stdio server."""
 
 
 class Example(_Strict):
     tool: str | None = None
     """The tool; the rule's only tool when it names one."""
     arguments: dict[str, Any] = Field(default_factory=dict)
+    client: str = Field(default=STDIO_CLIENT, min_length=1, max_length=256)
+    """The calling client's id (`When.client`)."""
 
 
 class Examples(_Strict):
@@ -140,6 +147,8 @@ class CallFacts:
     """Relative to the project root, POSIX: each path as named and as resolved, each once."""
     argv: tuple[str, ...] | None = None
     refs: tuple[str, ...] = ()
+    client: str = STDIO_CLIENT
+    """The calling client's id (`ClientInfo.client_id`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +166,7 @@ class CompiledRule:
     refs: re.Pattern[str] | None
     argv_words: re.Pattern[str] | None
     risks: frozenset[str]
+    clients: re.Pattern[str] | None = None
 
     def matches(self, facts: CallFacts, *, paths_hit: bool = True, paths_checked: bool = True) -> bool:
         """Whether every condition holds; `paths_hit` False: the book knows no path glob matches;
@@ -164,6 +174,8 @@ class CompiledRule:
         if self.tools is not None and facts.tool not in self.tools:
             return False
         if self.risks and facts.risk not in self.risks:
+            return False
+        if self.clients is not None and not self.clients.fullmatch(facts.client):
             return False
         globs = self.paths if paths_checked else None
         if globs is not None and not (paths_hit and globs.matches_any(facts.paths)):
@@ -566,6 +578,7 @@ def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
         refs=_globs(when.ref),
         argv_words=_globs(when.argv.any) if when.argv is not None else None,
         risks=frozenset(risk.value for risk in when.risk),
+        clients=_globs(when.client),
     )
 
 
@@ -576,6 +589,7 @@ def call_facts(
     *,
     resolved: Sequence[tuple[str, str]] = (),
     with_targets: bool = True,
+    client: str = STDIO_CLIENT,
 ) -> CallFacts:
     """What a validated call touches, for the rules.
 
@@ -586,6 +600,7 @@ def call_facts(
     Args:
         resolved: Paths as given and where they resolve, as the validator found them: not
             resolved again.
+        client: The calling client's id.
 
     Raises:
         OctError: A path leaves the project (the validator refused it already for a path field).
@@ -621,6 +636,7 @@ def call_facts(
         paths=tuple(paths),
         argv=spec.runs(params) if spec.runs is not None else None,
         refs=refs,
+        client=client,
     )
 
 
@@ -667,7 +683,9 @@ def _shown_arguments(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True)
 
 
-def facts_of_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace) -> CallFacts:
+def facts_of_arguments(
+    spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace, *, client: str = STDIO_CLIENT
+) -> CallFacts:
     """`call_facts` for arguments as a client would send them, validated as the server does.
 
     Raises:
@@ -683,7 +701,7 @@ def facts_of_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: 
         raise InvalidArgumentsError(spec.name, problems) from None
     for _field, path in spec.given_paths(params):
         workspace.contain_text(path)
-    return call_facts(spec, params, workspace)
+    return call_facts(spec, params, workspace, client=client)
 
 
 def example_failures(
@@ -704,7 +722,7 @@ def example_failures(
                     failures.append(ExampleFailure(rule, kind, example, missing, tool))
                     continue
                 try:
-                    facts = facts_of_arguments(spec, example.arguments, workspace)
+                    facts = facts_of_arguments(spec, example.arguments, workspace, client=example.client)
                 except OctError as exc:
                     failures.append(
                         ExampleFailure(rule, kind, example, f"is refused as a call: {exc.message}", tool)

@@ -95,7 +95,9 @@ class PolicyEngine:
                         f"argument: {name})"
                     )
         if self.rules.applies_to(spec.name):
-            facts = call_facts(spec, params, workspace, resolved=ctx.resolved_paths)
+            facts = call_facts(
+                spec, params, workspace, resolved=ctx.resolved_paths, client=ctx.client.client_id
+            )
             decided = self.rules.decide(facts)
             if decided is not None and decided.rule.effect == "deny":
                 raise PolicyError(
