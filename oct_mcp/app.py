@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,7 +13,8 @@ from oct_mcp.chain import Chain, build_chain
 from oct_mcp.config import LoadedConfig, load_settings, merge_policy, tighten_with_repo_config
 from oct_mcp.consent import Consent, SessionGrants, UsedConsents
 from oct_mcp.diagnostics import get_logger, is_deep_trace
-from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError, PathRefusedError
+from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError
+from oct_mcp.ignore_files import ignore_file_rules
 from oct_mcp.metrics import MetricsEndpoint, create_metrics, serve_metrics
 from oct_mcp.policy_source import MAX_POLICY_BYTES, PolicySourceError, fetch_policy, parse_policy
 from oct_mcp.profiles import Profile, resolve_profile
@@ -25,7 +25,7 @@ from oct_mcp.telemetry import is_on as telemetry_on
 from oct_mcp.telemetry import note_failure, start_telemetry, stop_telemetry
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, LayerType, Outcome, ProgressReporter
-from oct_mcp.workspace import Workspace, read_at_most, resolve_root
+from oct_mcp.workspace import Workspace, read_project_file, resolve_root
 
 __all__ = ["App", "CallFailure", "build_app", "run_call"]
 
@@ -129,9 +129,15 @@ def build_app(
         from_policy = loaded.sources["rules"] == "policy" and loaded.config.policy_source is not None
         user_file = loaded.config.policy_source if from_policy else str(loaded.path)
         rule_sources.append(RuleSource(tier="user", file=str(user_file), rules=loaded.config.rules))
+    ignored = ignore_file_rules(
+        loaded.config.ignore_files, workspace, trust_repo=loaded.config.trust_repo_config
+    )
+    rule_sources.extend(source for source in ignored.sources if source.tier == "user")
     if loaded.config.trust_repo_config:
         loaded, repo_rules = _apply_repo_config(loaded, workspace)
         rule_sources.extend(repo_rules)
+    rule_sources.extend(source for source in ignored.sources if source.tier == "repo")
+    loaded = replace(loaded, ignore_status=ignored.status)
     chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
     catalog = default_catalog() if catalog is None else catalog
     server_files = [str(loaded.path)]
@@ -228,21 +234,9 @@ def _read_repo_config(workspace: Workspace, name: str) -> dict[str, Any] | None:
     Raises:
         OctError: The file is a link, not a regular file, too large, or not a JSON object.
     """
-    try:
-        info = os.lstat(workspace.root / name)
-    except FileNotFoundError:
+    data = read_project_file(workspace, name, MAX_POLICY_BYTES)
+    if data is None:
         return None
-    except OSError as exc:
-        raise PathRefusedError("the file cannot be opened safely") from exc
-    if stat.S_ISLNK(info.st_mode):
-        raise PathRefusedError("the file is a symbolic link; repo config must be a regular file")
-    fd = workspace.open_regular_file(name)
-    try:
-        data = read_at_most(fd, MAX_POLICY_BYTES, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicySourceError(f"the file is larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(data)
 
 

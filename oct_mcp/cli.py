@@ -603,7 +603,10 @@ def print_doctor(app: App, out: TextIO) -> None:
     write(f"project root: {app.workspace.root}{caveat}\n")
     write(f"config file: {loaded.path} ({loaded.file_status})\n")
     write(f"policy source: {loaded.policy_status}\n")
-    write(f"repo config: {loaded.repo_status}\n\n")
+    write(f"repo config: {loaded.repo_status}\n")
+    for line in loaded.ignore_status:
+        write(f"ignore file {line}\n")
+    write("\n")
     write("configuration (value, source):\n")
     for name, source in loaded.sources.items():
         value = f"{len(config.rules)} rule(s), below" if name == "rules" else repr(getattr(config, name))

@@ -168,6 +168,10 @@ class McpConfig:
     rules: tuple[Mapping[str, Any], ...] = ()
     """Allow, ask or deny calls by what they touch (`oct_mcp.rules.Rule`), first match wins; the
     user tier, below the admin file's and above a trusted repository's (`oct-mcp policy check`)."""
+    ignore_files: tuple[str, ...] = ()
+    """Files of gitignore-style globs (`.aiignore`, `~/.config/oct-mcp/ignore`) whose paths every
+    tool is denied and no listing shows (`oct_mcp.ignore_files`); one in the project is read only
+    where trust_repo_config is on."""
     # Runs at once (issue 35).
     max_concurrent_runs: int = field(default=4, metadata=_rules(range=(1, 256), tighter=_lower))
     """Command runs going at once in the whole server; past it a run waits for a slot."""
@@ -281,6 +285,8 @@ class LoadedConfig:
     user_profiles: Mapping[str, Any]
     policy_status: str = "none (policy_source not set)"
     repo_status: str = "not read (trust_repo_config is off)"
+    ignore_status: tuple[str, ...] = ()
+    """What became of each of `ignore_files` (`oct_mcp.ignore_files.IgnoreFiles.status`)."""
 
     def with_values(self, values: Mapping[str, Any], source: Source) -> LoadedConfig:
         """A copy with `values` set, each recorded as coming from `source`."""
@@ -458,6 +464,9 @@ def _coerce_field(name: str, raw: Any, path: Path) -> tuple[bool, Any]:
         # Kept whatever its shape, checked when the HTTP transport is built: a scope map dropped here
         # would let every token call every tool, so a malformed one stops the server there instead.
         return True, raw
+    if name == "ignore_files":
+        # Checked when the rules are built (`oct_mcp.ignore_files`), for the same reason as rules.
+        return True, tuple(raw) if isinstance(raw, list) else (raw,)
     if name == "rules":
         # Kept whatever its shape, checked rule by rule when the chain is built: a rule dropped
         # here would be a deny silently lost, so a malformed one stops the start-up there instead.

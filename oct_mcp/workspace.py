@@ -24,6 +24,7 @@ __all__ = [
     "contain_text",
     "descriptor_is_inside",
     "read_at_most",
+    "read_project_file",
     "resolve_root",
 ]
 
@@ -283,3 +284,34 @@ def _opened_path(fd: int) -> str | None:
             return None
         return os.fsdecode(raw.rstrip(b"\0"))
     return None  # pragma: no cover - other POSIX systems keep the pre-open check only
+
+
+def read_project_file(workspace: Workspace, name: str, limit: int) -> bytes | None:
+    """A small file the server reads from the project for itself (a repository's config, an ignore
+    file), opened as any project file is: contained, no link, a regular file (a link to
+    `/dev/stdin` would have the server read its own protocol stream, a FIFO would block it).
+
+    Returns:
+        Its bytes; None when there is no such file.
+
+    Raises:
+        PathRefusedError: It leaves the project, is a link or no regular file, or is over `limit` bytes.
+    """
+    workspace.contain_text(name)
+    try:
+        # The name itself, not where it resolves: a link is refused, whatever it leads to.
+        info = os.lstat(os.path.join(workspace.root, name))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PathRefusedError("the file cannot be opened safely") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise PathRefusedError("the file is a symbolic link; it must be a regular file")
+    fd = workspace.open_regular_file(name)
+    try:
+        data = read_at_most(fd, limit, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise PathRefusedError(f"the file is larger than {limit} bytes")
+    return data

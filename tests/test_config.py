@@ -69,6 +69,7 @@ SEED_DEFAULTS: Final[tuple[tuple[str, object], ...]] = (
     ("checkpoint_file_max_mb", 8.0),
     # Rules over arguments (issue 34).
     ("rules", ()),
+    ("ignore_files", ()),
     # Runs at once (issue 35).
     ("max_concurrent_runs", 4),
     ("max_concurrent_runs_per_client", 2),
@@ -158,6 +159,7 @@ NON_DEFAULT_VALUES: Final[Mapping[str, object]] = {
     "checkpoint_max_size_mb": 64.0,
     "checkpoint_file_max_mb": 2.0,
     "rules": ({"effect": "deny", "tools": ["oct_read_file"], "reason": "no reading"},),
+    "ignore_files": ("~/.config/oct-mcp/ignore",),
     "max_concurrent_runs": 8,
     "max_concurrent_runs_per_client": 1,
     "audit_signing_key": "/etc/oct-mcp/audit.key",
