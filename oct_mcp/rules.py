@@ -91,6 +91,24 @@ class When(_Strict):
     """Globs over the git refs or branches the call names."""
     risk: tuple[Risk, ...] = ()
     """The call's own risk (oct_run's `writes` makes it a write)."""
+    fields: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=16)
+    """Globs over an argument's value, by JSON pointer (`/table`, `/options/mode`): a string as it
+    is, a number or boolean as JSON writes it, a list where any item matches; a pointer the call's
+    arguments do not have fails. For an embedded server's own tools, whose arguments oct-mcp knows
+    only by name."""
+
+    @field_validator("fields")
+    @classmethod
+    def _pointers(cls, fields: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for pointer, globs in fields.items():
+            if not pointer.startswith("/") or len(pointer) > 256 or pointer.count("/") > 8:
+                raise ValueError(
+                    f"{pointer!r} is no JSON pointer to an argument (/name, /a/b; 8 deep at most)"
+                )
+            if not globs:
+                raise ValueError(f"{pointer!r} needs at least one glob")
+        return fields
+
     client: tuple[str, ...] = ()
     """Globs over the calling client's id: `http:NAME` for a bearer token, `http:oauth:SUBJECT`
     for a person signed in through OAuth, `stdio` for the one client of a stdio server."""
@@ -149,6 +167,8 @@ class CallFacts:
     refs: tuple[str, ...] = ()
     client: str = STDIO_CLIENT
     """The calling client's id (`ClientInfo.client_id`)."""
+    arguments: Mapping[str, Any] | None = None
+    """The validated arguments, where a rule looks into them (`When.fields`); None elsewhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +187,8 @@ class CompiledRule:
     argv_words: re.Pattern[str] | None
     risks: frozenset[str]
     clients: re.Pattern[str] | None = None
+    fields: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = ()
+    """Each `When.fields` pointer as its tokens, with its globs as one pattern."""
 
     def matches(self, facts: CallFacts, *, paths_hit: bool = True, paths_checked: bool = True) -> bool:
         """Whether every condition holds; `paths_hit` False: the book knows no path glob matches;
@@ -176,6 +198,10 @@ class CompiledRule:
         if self.risks and facts.risk not in self.risks:
             return False
         if self.clients is not None and not self.clients.fullmatch(facts.client):
+            return False
+        if self.fields and not all(
+            _value_matches(facts.arguments, tokens, globs) for tokens, globs in self.fields
+        ):
             return False
         globs = self.paths if paths_checked else None
         if globs is not None and not (paths_hit and globs.matches_any(facts.paths)):
@@ -331,6 +357,33 @@ def _globs(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{w})" for w in words)) if words else None
 
 
+def _any_glob(patterns: Iterable[str]) -> re.Pattern[str]:
+    # A value may span lines (a commit message): `*` reaches across them.
+    words = [re.escape(p).replace(r"\*", ".*").replace(r"\?", ".") for p in patterns]
+    return re.compile("|".join(f"(?:{w})" for w in words), re.DOTALL)
+
+
+def _pointer_tokens(pointer: str) -> tuple[str, ...]:
+    """RFC 6901: `/a~1b/c` is ("a/b", "c")."""
+    return tuple(token.replace("~1", "/").replace("~0", "~") for token in pointer.split("/")[1:])
+
+
+def _value_matches(
+    arguments: Mapping[str, Any] | None, tokens: tuple[str, ...], globs: re.Pattern[str]
+) -> bool:
+    """Whether the value at `tokens` matches; a value that is not there matches nothing."""
+    value: Any = arguments
+    for token in tokens:
+        if isinstance(value, Mapping) and token in value:
+            value = value[token]
+        elif isinstance(value, list | tuple) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return False
+    items = value if isinstance(value, list | tuple) else [value]
+    return any(globs.fullmatch(item if isinstance(item, str) else json.dumps(item)) for item in items)
+
+
 @dataclass(frozen=True, slots=True)
 class RuleBook:
     """Every rule in force, by tier, each tier in its file's order."""
@@ -343,6 +396,8 @@ class RuleBook:
     _pathless: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
     """By tool: `_by_tool` without the rules over paths, tried where the union matches no path."""
     _withholding: dict[tuple[int, ...], tuple[PathGlobs, tuple[str, ...]]] = field(default_factory=dict)
+    looks_into_arguments: bool = False
+    """Some rule has a condition over an argument's value (`When.fields`): the facts keep them."""
     """By the denying rules' identities: their globs as one screen, and as written (`withheld_from`)."""
 
     @property
@@ -555,7 +610,13 @@ def compile_rules(sources: Sequence[RuleSource], tool_names: Iterable[str] = ())
         name: tuple(tuple(rule for rule in rules if rule.paths is None) for rules in tiers)
         for name, tiers in per_tool.items()
     }
-    return RuleBook(by_tier=ordered, _by_tool=per_tool, _path_union=unions, _pathless=pathless)
+    return RuleBook(
+        by_tier=ordered,
+        _by_tool=per_tool,
+        _path_union=unions,
+        _pathless=pathless,
+        looks_into_arguments=any(rule.fields for _tier, rules in ordered for rule in rules),
+    )
 
 
 def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
@@ -579,6 +640,7 @@ def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
         argv_words=_globs(when.argv.any) if when.argv is not None else None,
         risks=frozenset(risk.value for risk in when.risk),
         clients=_globs(when.client),
+        fields=tuple((_pointer_tokens(pointer), _any_glob(globs)) for pointer, globs in when.fields.items()),
     )
 
 
@@ -590,6 +652,7 @@ def call_facts(
     resolved: Sequence[tuple[str, str]] = (),
     with_targets: bool = True,
     client: str = STDIO_CLIENT,
+    with_arguments: bool = False,
 ) -> CallFacts:
     """What a validated call touches, for the rules.
 
@@ -601,13 +664,15 @@ def call_facts(
         resolved: Paths as given and where they resolve, as the validator found them: not
             resolved again.
         client: The calling client's id.
+        with_arguments: Keep the validated arguments, for rules that look into them (`When.fields`).
 
     Raises:
         OctError: A path leaves the project (the validator refused it already for a path field).
     """
     # The dump costs more than the rest together: only the tools whose arguments decide their risk
     # or name paths inside (a patch) need it.
-    args = params.model_dump() if spec.targets is not None or spec.call_risk is not None else None
+    needed = with_arguments or spec.targets is not None or spec.call_risk is not None
+    args = params.model_dump() if needed else None
     # The validator's list is the path fields' own, in the same order: not walked again.
     named = [given for given, _landed in resolved] or [path for _field, path in spec.given_paths(params)]
     if with_targets and spec.targets is not None and args is not None:
@@ -637,6 +702,7 @@ def call_facts(
         argv=spec.runs(params) if spec.runs is not None else None,
         refs=refs,
         client=client,
+        arguments=args if with_arguments else None,
     )
 
 
@@ -701,7 +767,7 @@ def facts_of_arguments(
         raise InvalidArgumentsError(spec.name, problems) from None
     for _field, path in spec.given_paths(params):
         workspace.contain_text(path)
-    return call_facts(spec, params, workspace, client=client)
+    return call_facts(spec, params, workspace, client=client, with_arguments=True)
 
 
 def example_failures(

@@ -356,3 +356,33 @@ async def test_two_clients_of_one_guarded_host_have_their_own_rate_limit_windows
     assert (by_second.is_error, _text(by_second)) == (False, "ship it")
     clients = [json.loads(line)["client"]["id"] for line in audit_log.read_text().splitlines()]
     assert len(set(clients)) == 2
+
+
+async def test_the_rules_judge_a_host_tools_arguments_by_json_pointer_and_its_declared_paths(
+    project: Path, tmp_path: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    config = tmp_path / "rules.json"
+    rules = [
+        {
+            "effect": "deny",
+            "tools": ["read_note"],
+            "when": {"fields": {"/name": ["creds*"]}},
+            "reason": "credentials are not for the model",
+        },
+        {
+            "effect": "deny",
+            "tools": ["read_file"],
+            "when": {"paths": ["README.md"]},
+            "reason": "the README is being rewritten",
+        },
+    ]
+    config.write_text(json.dumps({"audit_log_path": str(audit_log), "rules": rules}))
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            todo = await client.call_tool("read_note", {"name": "todo"})
+            creds = await client.call_tool("read_note", {"name": "creds"})
+            readme = await client.call_tool("read_file", {"path": "./README.md"})
+
+    assert _text(todo) == "ship it"
+    assert _text(creds).startswith("[policy] read_note is denied by rule #1 (user tier): credentials are")
+    assert _text(readme).startswith("[policy] read_file is denied by rule #2 (user tier): the README is")

@@ -406,3 +406,44 @@ def test_git_leaves_out_at_least_every_path_a_rule_glob_matches(tmp_path: Path, 
 
     assert matched, f"the table has no path {glob!r} matches"
     assert matched.isdisjoint(shown), f"{glob!r}: git still shows {sorted(matched & set(shown))}"
+
+
+def test_a_field_condition_matches_an_arguments_value_by_json_pointer() -> None:
+    user = RuleSource(
+        tier="user",
+        file="config.json",
+        rules=(
+            rule("deny", when={"fields": {"/table": ["billing_*"], "/options/mode": ["drop"]}}),
+            rule("ask", when={"fields": {"/tags": ["prod"], "/a~1b": ["1"], "/message": ["*WIP*"]}}),
+        ),
+    )
+    book = compile_rules([user], CATALOG)
+
+    def call(arguments: dict[str, Any]) -> tuple[str, str] | None:
+        chosen = book.decide(CallFacts(tool="run_sql", risk="write", arguments=arguments))
+        return None if chosen is None else (chosen.rule.effect, chosen.label)
+
+    assert book.looks_into_arguments is True
+    assert call({"table": "billing_2026", "options": {"mode": "drop"}}) == ("deny", "#1")
+    # Every condition must hold; a pointer the arguments do not have fails.
+    assert call({"table": "billing_2026", "options": {"mode": "keep"}}) is None
+    assert call({"table": "billing_2026"}) is None
+    # A list matches where any item does; a number as JSON writes it; ~1 is a slash; * spans lines.
+    assert call({"tags": ["dev", "prod"], "a/b": 1, "message": "first line\nWIP: later"}) == ("ask", "#2")
+    assert call({"tags": ["dev"], "a/b": 1, "message": "WIP"}) is None
+    assert (
+        compile_rules(
+            [RuleSource(tier="user", file="c", rules=(rule("deny"),))], CATALOG
+        ).looks_into_arguments
+        is False
+    )
+
+
+@pytest.mark.parametrize("fields", [{"table": ["x"]}, {"/table": []}, {"/" + "a/" * 9: ["x"]}])
+def test_a_field_condition_that_is_no_pointer_or_has_no_glob_stops_the_start(fields: dict[str, Any]) -> None:
+    source = RuleSource(tier="user", file="config.json", rules=(rule("deny", when={"fields": fields}),))
+
+    with pytest.raises(ConfigError) as refused:
+        compile_rules([source], CATALOG)
+
+    assert "is malformed" in refused.value.message

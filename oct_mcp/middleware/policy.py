@@ -96,7 +96,12 @@ class PolicyEngine:
                     )
         if self.rules.applies_to(spec.name):
             facts = call_facts(
-                spec, params, workspace, resolved=ctx.resolved_paths, client=ctx.client.client_id
+                spec,
+                params,
+                workspace,
+                resolved=ctx.resolved_paths,
+                client=ctx.client.client_id,
+                with_arguments=self.rules.looks_into_arguments,
             )
             decided = self.rules.decide(facts)
             if decided is not None and decided.rule.effect == "deny":
