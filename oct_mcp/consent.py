@@ -31,7 +31,9 @@ __all__ = [
     "SessionGrants",
     "UsedConsents",
     "argument_digest",
+    "command_grant",
     "consent_form_schema",
+    "granted_action",
     "shown_folders",
     "unmistakable_output",
     "with_confirm_argument",
@@ -77,18 +79,41 @@ CONSENT_FORM_SCHEMA: Final[dict[str, Any]] = {
 SESSION_GRANT_FIELD: Final = "allow_for_session"
 
 
+COMMAND_GRANT_PREFIX: Final = "command: "
+"""How a grant of one command (`oct_run`'s exact argv, folder and options) is written, beside the
+folders a write tool's grants name."""
+
+
+def command_grant(shown: str) -> str:
+    """The grant of the command a person reads as `shown` (the whole command, its folder and its
+    options), for as long as the session or the grant lasts."""
+    return COMMAND_GRANT_PREFIX + shown
+
+
+def granted_action(grants: tuple[str, ...]) -> str:
+    """What session grants let a tool do, as the question, the form and `oct_grants` say it."""
+    folders = tuple(grant for grant in grants if not grant.startswith(COMMAND_GRANT_PREFIX))
+    parts = [f"write in {shown_folders(folders)} (not the subfolders)"] if folders else []
+    parts += [f"run {grant.removeprefix(COMMAND_GRANT_PREFIX)}" for grant in grants if grant not in folders]
+    return " and ".join(parts)
+
+
 def consent_form_schema(tool: str, grant_folders: tuple[str, ...]) -> dict[str, Any]:
     """The form a human answers: approve this change; and, where offered, the session grant."""
     if not grant_folders:
         return CONSENT_FORM_SCHEMA
+    commands = any(grant.startswith(COMMAND_GRANT_PREFIX) for grant in grant_folders)
     where = shown_folders(grant_folders)
+    later = (
+        f"Later {tool} calls of exactly this command, in the same folder with the same options,"
+        if commands
+        else f"Later {tool} calls that change files only in {where} (not their subfolders)"
+    )
     grant = {
         "type": "boolean",
-        "title": f"Also allow {tool} to write in {where} for the rest of this session",
-        "description": (
-            f"Later {tool} calls that change files only in {where} (not their subfolders) run without "
-            "asking until this client disconnects. Never files that configure code."
-        ),
+        "title": f"Also allow {tool} to {granted_action(grant_folders)} for the rest of this session",
+        "description": f"{later} run without asking until this client disconnects."
+        + ("" if commands else " Never files that configure code."),
         "default": False,
     }
     properties = {**CONSENT_FORM_SCHEMA["properties"], SESSION_GRANT_FIELD: grant}
@@ -223,13 +248,15 @@ class ConsentFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Grant:
-    """One folder a human opened to one tool's writes for the rest of a client session."""
+    """One folder a human opened to one tool's writes, or one command they let it run again, for
+    the rest of a client session."""
 
     id: str
     """`g1`, `g2`, ... in the order given: what `oct_grants` revokes by."""
     tool: str
-    folder: str
-    """Project-relative, `.` for the root; the folder itself, not its subfolders."""
+    scope: str
+    """A folder, project-relative (`.` the root; the folder itself, not its subfolders), or a
+    command (`command_grant`)."""
     given_at: float
     """Seconds since the epoch."""
     expires_at: float | None
@@ -249,19 +276,19 @@ class SessionGrants:
         self._clock = clock
         self._lock = threading.Lock()
 
-    def grant(self, tool: str, folders: tuple[str, ...], lifetime_seconds: float | None = None) -> None:
-        """Open `folders` to `tool`; a folder already open to it gets the new lifetime."""
+    def grant(self, tool: str, scopes: tuple[str, ...], lifetime_seconds: float | None = None) -> None:
+        """Open `scopes` (folders, or a command) to `tool`; one already open to it gets the new lifetime."""
         now = self._clock()
         expires_at = None if lifetime_seconds is None else now + lifetime_seconds
         with self._lock:
-            for folder in folders:
-                kept = next((g for g in self._grants.values() if (g.tool, g.folder) == (tool, folder)), None)
+            for scope in scopes:
+                kept = next((g for g in self._grants.values() if (g.tool, g.scope) == (tool, scope)), None)
                 if kept is not None:
                     self._grants[kept.id] = replace(kept, given_at=now, expires_at=expires_at)
                     continue
                 self._given += 1
                 given = Grant(
-                    id=f"g{self._given}", tool=tool, folder=folder, given_at=now, expires_at=expires_at
+                    id=f"g{self._given}", tool=tool, scope=scope, given_at=now, expires_at=expires_at
                 )
                 self._grants[given.id] = given
 
@@ -270,7 +297,7 @@ class SessionGrants:
         and the grant has not expired."""
         if not folders:
             return False
-        open_now = {(grant.tool, grant.folder) for grant in self.listed()}
+        open_now = {(grant.tool, grant.scope) for grant in self.listed()}
         return all((tool, folder) in open_now for folder in folders)
 
     def listed(self) -> list[Grant]:

@@ -164,6 +164,10 @@ class ToolSpec:
     session_grants: bool = True
     """A human may allow the tool's writes in a change's folders for the session (where the profile
     offers it); False: every call is asked about, as a commit is, whose message a grant would not show."""
+    command_grant: Callable[[Mapping[str, Any]], str] | None = None
+    """For a tool whose calls have no preview (`oct_run`): the grant a human may give for this call,
+    the command exactly as asked about (`oct_mcp.consent.command_grant`), which covers the same
+    command again; None: such calls are never granted."""
     max_result_chars: int | None = None
     """Declared to hosts (`anthropic/maxResultSizeChars`) where a legitimate result passes the
     default budget."""

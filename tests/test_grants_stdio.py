@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from clients import oct_server, only_text
+from clients import oct_server, only_text, own_tools_path
 from mcp import Client
 
 from oct_mcp.consent import SESSION_GRANT_FIELD
@@ -50,7 +50,9 @@ async def _calls(
 ) -> list[types.CallToolResult]:
     results = []
     with anyio.fail_after(120):
-        async with Client(oct_server(project, config), elicitation_callback=human) as client:
+        # python as the test's own environment has it: the project has none.
+        server = oct_server(project, config, env={"PATH": own_tools_path()})
+        async with Client(server, elicitation_callback=human) as client:
             for tool, arguments in calls:
                 if tool == "sleep":
                     await anyio.sleep(arguments["seconds"])
@@ -86,14 +88,14 @@ async def test_a_grant_is_listed_used_and_once_revoked_asked_about_again(
     assert [r.is_error for r in (wrote_a, listed, wrote_b, revoked, wrote_c)] == [False] * 5
     assert listed.structured_content is not None
     (grant,) = listed.structured_content["grants"]
-    assert (grant["id"], grant["tool"], grant["folder"], grant["expires"]) == (
+    assert (grant["id"], grant["tool"], grant["scope"], grant["expires"]) == (
         "g1",
         "oct_write_file",
         "src/pkg",
         None,
     )
     assert (
-        "g1  oct_write_file may write in src/pkg/ (not its subfolders), until the end of the session"
+        "g1  oct_write_file may write in src/pkg/ (not the subfolders), until the end of the session"
         in only_text(listed)
     )
     # b.py was written under the grant, nobody asked; c.py was asked about once the grant was revoked.
@@ -167,3 +169,27 @@ async def test_a_rule_that_asks_is_never_covered_by_a_grant_nor_offers_one(
     assert human.offered == [True, False, False]
     assert _given_by(tmp_path) == ["elicitation", "elicitation", "elicitation"]
     assert [grant["id"] for grant in (results[3].structured_content or {})["grants"]] == ["g1"]
+
+
+_APPEND = "open('out/log.txt', 'a').write('run\\n')"
+
+
+async def test_a_command_run_with_writes_is_granted_as_that_exact_command(
+    project: Path, tmp_path: Path
+) -> None:
+    (project / "out").mkdir()
+    run = ("oct_run", {"argv": ["python", "-c", _APPEND], "writes": True})
+    other = ("oct_run", {"argv": ["python", "-c", _APPEND + " # another"], "writes": True})
+    human = Human()
+    results = await _calls(project, _config(tmp_path), human, [run, ("oct_grants", {}), run, other])
+    _first, listed, _again, _different = results
+
+    assert [r.is_error for r in results] == [False] * 4, [only_text(r) for r in results]
+    assert "You may also allow oct_run to run `python -c" in human.questions[0]
+    (grant,) = (listed.structured_content or {})["grants"][:1]
+    assert grant["scope"].startswith("command: `python -c ")
+    assert grant["scope"].endswith("` in the project root, writable")
+    # The same command ran again without a question; one word more is another command, asked about.
+    assert len(human.questions) == 2
+    assert _given_by(tmp_path) == ["elicitation", "session_grant", "elicitation"]
+    assert (project / "out" / "log.txt").read_text() == "run\n" * 3

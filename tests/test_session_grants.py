@@ -26,7 +26,7 @@ def test_a_grant_with_a_lifetime_covers_its_folder_until_it_expires_and_is_then_
     clock.now += 1
 
     assert grants.covers("oct_write_file", ("src",)) is False
-    assert [(g.id, g.tool, g.folder, g.expires_at) for g in grants.listed()] == [
+    assert [(g.id, g.tool, g.scope, g.expires_at) for g in grants.listed()] == [
         ("g2", "oct_edit", "docs", None)
     ]
 
@@ -39,7 +39,7 @@ def test_giving_a_folder_again_renews_its_grant_under_the_same_id() -> None:
     grants.grant("oct_write_file", ("src", "tests"), lifetime_seconds=60)
     clock.now += 50
 
-    assert [(g.id, g.folder, g.expires_at) for g in grants.listed()] == [
+    assert [(g.id, g.scope, g.expires_at) for g in grants.listed()] == [
         ("g1", "src", 1_110.0),
         ("g2", "tests", 1_110.0),
     ]

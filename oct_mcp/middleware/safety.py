@@ -17,7 +17,7 @@ from oct_mcp.consent import (
     DECLINED_PREFIX,
     ConsentFacts,
     argument_digest,
-    shown_folders,
+    granted_action,
 )
 from oct_mcp.diff_view import DIFF_SHOWN_LINES, shown_diff
 from oct_mcp.display import quote_name
@@ -251,15 +251,23 @@ class SafetyGate:
                 facts = ConsentFacts(given_by="session_grant", preview_digest=preview.digest(), reason=reason)
                 granted_call = replace(ctx, dry_run=dry_run, approved_targets=preview.targets)
                 return _with_facts(await call_next(granted_call), facts)
-        offer = (
-            preview.folders()
-            if preview is not None
-            and not human_required
-            and not asked
-            and self._grants_offered(ctx)
-            and _grantable(preview)
-            else ()
-        )
+        # A call without a preview (oct_run) may be granted as the command it is, exactly.
+        command = spec.command_grant(args) if spec.command_grant is not None and preview is None else None
+        grantable = not human_required and not asked and self._grants_offered(ctx)
+        if (
+            command is not None
+            and grantable
+            and ctx.client.can_elicit
+            and ctx.session_grants is not None
+            and ctx.session_grants.covers(ctx.tool, (command,))
+        ):
+            facts = ConsentFacts(given_by="session_grant", reason=reason)
+            return _with_facts(await call_next(replace(ctx, dry_run=dry_run)), facts)
+        offer: tuple[str, ...] = ()
+        if grantable and preview is not None and _grantable(preview):
+            offer = preview.folders()
+        elif grantable and command is not None:
+            offer = (command,)
         message = _format_confirmation_request(
             ctx.tool,
             spec,
@@ -425,12 +433,7 @@ def format_question(
             "then, nothing is written and you are told.",
             "Decline or cancel: nothing changes.",
         ]
-        if grant_folders:
-            where = shown_folders(grant_folders)
-            lines.append(
-                f"You may also allow {tool_name} to write in {where} (not the subfolders) for the rest of "
-                "this session without asking; each such write is recorded in the audit log."
-            )
+        lines += _grant_line(tool_name, grant_folders)
         return "\n".join(lines)
     call = spec.risk_of(args)
     shown = [] if call.action is not None else _named_lines(spec, args, workspace)
@@ -452,7 +455,17 @@ def format_question(
     if call.risk is Risk.WRITE:
         lines.append("It is a dry run: nothing will change." if changes_nothing else "The changes are made.")
     lines.append("Accept: the call runs exactly as described. Decline or cancel: nothing runs.")
+    lines += _grant_line(tool_name, grant_folders)
     return "\n".join(lines)
+
+
+def _grant_line(tool: str, grants: tuple[str, ...]) -> list[str]:
+    if not grants:
+        return []
+    return [
+        f"You may also allow {tool} to {granted_action(grants)} for the rest of this session without "
+        "asking; each such call is recorded in the audit log."
+    ]
 
 
 def _warning(shown: list[str]) -> list[str]:

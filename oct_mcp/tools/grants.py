@@ -12,8 +12,7 @@ from typing import Annotated, Final
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from oct_mcp.consent import Grant, SessionGrants
-from oct_mcp.display import quote_name
+from oct_mcp.consent import Grant, SessionGrants, granted_action
 from oct_mcp.spec import InProcessPlan, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.change_kit import StrictParams
 from oct_mcp.types import ToolResult
@@ -35,8 +34,9 @@ class GrantsParams(StrictParams):
 class GrantInfo(BaseModel):
     id: str
     tool: str
-    folder: str
-    """Project-relative (`.` the root): the folder itself, not its subfolders."""
+    scope: str
+    """A folder, project-relative (`.` the root; the folder itself, not its subfolders), or
+    `command: ...`, one exact command."""
     given: str
     expires: str | None
     """UTC; None: at the end of the session."""
@@ -55,14 +55,13 @@ def _when(seconds: float) -> str:
 def _info(grant: Grant) -> GrantInfo:
     expires = None if grant.expires_at is None else _when(grant.expires_at)
     return GrantInfo(
-        id=grant.id, tool=grant.tool, folder=grant.folder, given=_when(grant.given_at), expires=expires
+        id=grant.id, tool=grant.tool, scope=grant.scope, given=_when(grant.given_at), expires=expires
     )
 
 
 def _line(info: GrantInfo) -> str:
     until = "the end of the session" if info.expires is None else info.expires
-    where = "the project root" if info.folder == "." else f"{quote_name(info.folder)}/"
-    return f"  {info.id}  {info.tool} may write in {where} (not its subfolders), until {until}"
+    return f"  {info.id}  {info.tool} may {granted_action((info.scope,))}, until {until}"
 
 
 def grants_result(grants: SessionGrants | None, revoke: list[str]) -> ToolResult:
@@ -100,7 +99,7 @@ def _plan(params: GrantsParams, env: ToolEnv) -> InProcessPlan:
 GRANTS: Final = ToolSpec(
     name="oct_grants",
     title="List or revoke grants",
-    description="List the writes a human allowed for this session; revoke=[ids] or ['all'] takes them back.",
+    description="List what a human allowed for this session; revoke=[ids] or ['all'] takes it back.",
     params=GrantsParams,
     output=GrantsOutput,
     risk=Risk.READ,

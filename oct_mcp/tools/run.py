@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shlex
 import time
@@ -11,6 +13,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from oct_mcp.consent import command_grant
 from oct_mcp.display import has_hidden_characters, quote_name
 from oct_mcp.errors import NotFoundError
 from oct_mcp.execution.checkpoints import Checkpoint
@@ -138,6 +141,26 @@ def _call_risk(arguments: Mapping[str, Any]) -> CallRisk:
         reason="oct_run with writes=true changes files" if writes else "oct_run runs project code",
         action=action,
     )
+
+
+def _command_grant(arguments: Mapping[str, Any]) -> str:
+    """The command as the question names it, with its folder and options: what a grant covers."""
+    cwd = arguments.get("cwd")
+    where = "the project root" if cwd in (None, ".", "") else f"folder {quote_name(str(cwd))}"
+    options = [
+        name
+        for name, on in (("writable", arguments.get("writes")), ("network", arguments.get("network")))
+        if on is True
+    ]
+    timeout = arguments.get("timeout_seconds")
+    if isinstance(timeout, int):
+        options.append(f"timeout {timeout} s")
+    shown = _shown_command(arguments.get("argv"))
+    if len(shown) > _COMMAND_SHOWN_CHARS:
+        # Cut for the eye: the digest of the whole argv keeps two commands that differ past the cut apart.
+        whole = json.dumps(arguments.get("argv"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+        options.append(f"argv sha256 {hashlib.sha256(whole).hexdigest()[:24]}")
+    return command_grant(f"`{shown}` in {where}" + "".join(f", {option}" for option in options))
 
 
 def _runs(params: RunParams) -> tuple[str, ...]:
@@ -268,4 +291,5 @@ RUN: Final = ToolSpec(
     extra_annotations={"destructiveHint": True},
     call_risk=_call_risk,
     runs=_runs,
+    command_grant=_command_grant,
 )
