@@ -17,7 +17,7 @@ from oct_mcp.app import App
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.transports.listing import tool_listing
-from oct_mcp.transports.scopes import ScopeGrants
+from oct_mcp.transports.scopes import LiveScopes
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server"]
 
@@ -34,7 +34,7 @@ def build_server(
     *,
     transport: str = "stdio",
     sealing: RequestStateSecurity | None = None,
-    scopes: ScopeGrants | None = None,
+    scopes: LiveScopes | None = None,
 ) -> Server[Any]:
     """An SDK low-level Server whose tools/list and tools/call go through `app`'s chain.
 

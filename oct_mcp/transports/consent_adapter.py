@@ -34,7 +34,7 @@ from oct_mcp.middleware.audit import audit_record
 from oct_mcp.preview import TargetState
 from oct_mcp.redaction import redact
 from oct_mcp.telemetry import CallFacts, call_span, span
-from oct_mcp.transports.scopes import ScopeGrants
+from oct_mcp.transports.scopes import LiveScopes
 from oct_mcp.types import CallContext, ClientInfo, ConsentRequest, Outcome, ProgressReporter
 
 __all__ = [
@@ -152,7 +152,7 @@ async def call_with_consent(
     forward: Callable[[CallContext], Awaitable[Outcome]] | None = None,
     client_id: str | None = None,
     session_grants: SessionGrants | None = None,
-    scopes: ScopeGrants | None = None,
+    scopes: LiveScopes | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Run a tools/call through the chain, asking the human through the client where consent is due.
 

@@ -38,7 +38,7 @@ from oct_mcp.transports.auth import HashedTokens, token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
-from oct_mcp.transports.scopes import ScopeGrants
+from oct_mcp.transports.scopes import LiveScopes, ScopeGrants
 from oct_mcp.transports.slow_headers import HeaderDeadlineProtocol
 
 __all__ = [
@@ -272,22 +272,29 @@ def build_http_app(
         from oct_mcp.transports.consents import SharedUsedConsents
 
         app = replace(app, used_consents=SharedUsedConsents(config.rate_limit_storage))
-    scopes = ScopeGrants.from_config(config.http_scopes, config.http_token_scopes, config.http_tokens.keys())
+    scopes = LiveScopes(
+        ScopeGrants.from_config(config.http_scopes, config.http_token_scopes, config.http_tokens.keys())
+    )
     server = build_server(app, transport="http", sealing=sealing, scopes=scopes)
     manager = StreamableHTTPSessionManager(
         app=server, security_settings=security, max_request_body_size=config.http_max_request_bytes
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
-    startup_scopes = config.http_scopes
 
     def bearer_tokens(loaded: McpConfig) -> HashedTokens:
-        # Scopes as the server started with them; a token's own scopes and expiry as the file says now.
-        grants = ScopeGrants.from_config(startup_scopes, loaded.http_token_scopes, loaded.http_tokens.keys())
-        token_scopes = grants.token_scopes if grants is not None else {}
-        return HashedTokens.from_config(loaded.http_tokens, token_scopes, loaded.http_token_expiry)
+        # The scope map, each token's scopes and its expiry, as the file says now: put in force
+        # only once the whole file is usable (else no token is, `ReloadingTokens`).
+        grants = ScopeGrants.from_config(
+            loaded.http_scopes, loaded.http_token_scopes, loaded.http_tokens.keys()
+        )
+        tokens = HashedTokens.from_config(
+            loaded.http_tokens, grants.token_scopes if grants is not None else {}, loaded.http_token_expiry
+        )
+        scopes.grants = grants
+        return tokens
 
     verifier = token_verifier(config, bearer_tokens=bearer_tokens, config_path=app.loaded.path)
-    if scopes is not None and verifier is None:
+    if scopes.grants is not None and verifier is None:
         raise ConfigError(
             "http_scopes is set, but no client is authenticated (no http_tokens, no OAuth issuer): "
             "scopes need identities",

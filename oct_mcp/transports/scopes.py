@@ -18,7 +18,7 @@ from typing import Any, Final
 from oct_mcp.errors import ConfigError, ForbiddenError
 from oct_mcp.spec import Risk, ToolSpec
 
-__all__ = ["ScopeGrants"]
+__all__ = ["LiveScopes", "ScopeGrants"]
 
 _SCOPE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}")
 _TOOL_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -119,6 +119,26 @@ class ScopeGrants:
             f"this client's token does not grant {tool[:64]!r} (its scopes: {held}); ask whoever runs the "
             "server for a token with a scope that grants it"
         )
+
+
+class LiveScopes:
+    """The scope map in force: the one the server started with, replaced whole each time the config
+    file is read again with its bearer tokens (`auth.ReloadingTokens`), so a scope granted or taken
+    away takes effect without a restart. None in force: no scope is configured, every authenticated
+    client may call every tool."""
+
+    def __init__(self, grants: ScopeGrants | None) -> None:
+        self.grants = grants
+
+    def allows(self, scopes: Sequence[str], spec: ToolSpec | None) -> bool:
+        grants = self.grants
+        return grants is None or grants.allows(scopes, spec)
+
+    def refusal(self, tool: str, scopes: Sequence[str]) -> ForbiddenError:
+        grants = self.grants
+        if grants is None:
+            raise RuntimeError("a call is refused by scopes while none are configured")
+        return grants.refusal(tool, scopes)
 
 
 def _is_list_of_str(value: object) -> bool:

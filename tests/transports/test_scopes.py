@@ -111,3 +111,44 @@ def test_scopes_without_any_authentication_stop_the_server(project: Path, tmp_pa
     )  # fmt: skip
     assert served.returncode == 2
     assert "scopes need identities" in served.stderr
+
+
+async def test_a_scope_granted_or_taken_away_in_the_config_takes_effect_without_a_restart(
+    project: Path, tmp_path: Path
+) -> None:
+    config, _audit = scoped_config(tmp_path)
+    token = create_token(config, "dev")
+    document = json.loads(config.read_text())
+    document.update(http_scopes={"read": ["risk:read"]}, http_token_scopes={"dev": ["read"]})
+    config.write_text(json.dumps(document))
+
+    async def lists(url: str) -> list[str]:
+        async with Client(authorised(url, token)) as client:
+            return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+    async def until(url: str, check: Any) -> list[str]:
+        # The server looks at its config file at most once a second.
+        listed = await lists(url)
+        for _ in range(50):
+            if check(listed):
+                break
+            await anyio.sleep(0.2)
+            listed = await lists(url)
+        return listed
+
+    with anyio.fail_after(90):
+        async with replica(project, config) as url:
+            before = await lists(url)
+            # The map itself changes: read also grants writes now.
+            document["http_scopes"] = {"read": ["risk:read", "risk:write"]}
+            config.write_text(json.dumps(document))
+            widened = await until(url, lambda listed: "oct_write_file" in listed)
+            # And the token loses its scope.
+            document["http_token_scopes"] = {}
+            config.write_text(json.dumps(document))
+            emptied = await until(url, lambda listed: listed == [])
+
+    assert "oct_read_file" in before
+    assert "oct_write_file" not in before
+    assert "oct_write_file" in widened
+    assert emptied == []
