@@ -145,6 +145,9 @@ class McpConfig:
     http_tokens: Mapping[str, str] = field(default_factory=dict)
     """Bearer tokens by client name, each only as its `sha256:` hash (`oct-mcp token create NAME`)."""
     http_max_request_bytes: int = field(default=1_048_576, metadata=_rules(range=(1_024, 64 * 1_048_576)))
+    http_max_sessions_per_client: int = field(default=16, metadata=_rules(range=(1, 10_000)))
+    """Handshake-era HTTP sessions one identity (a token, an OAuth subject) may hold open at once;
+    past it, opening another gets 503 (`oct_mcp.transports.sessions`)."""
     oauth_issuer: str | None = field(default=None, metadata=_rules(url=True))
     """The OAuth 2.1 authorization server whose JWTs the HTTP transport accepts (its `iss`)."""
     oauth_audience: str | None = field(default=None, metadata=_rules(url=True))

@@ -42,6 +42,7 @@ __all__ = [
     "RequestFacts",
     "audit_refusal",
     "call_with_consent",
+    "client_id_of",
     "client_info",
     "consent_from_retry",
     "elicit_consent",
@@ -96,8 +97,11 @@ def _client_id(transport: str) -> str:
     person apart from a bearer token of the same name); the application is recorded beside.
     """
     token = get_access_token()
-    if token is None:
-        return transport
+    return transport if token is None else client_id_of(token, transport)
+
+
+def client_id_of(token: AccessToken, transport: str) -> str:
+    """The client an authenticated request is: the person for OAuth, the token's name otherwise."""
     if _is_oauth(token) and token.subject:
         return f"{transport}:oauth:{token.subject}"
     return f"{transport}:{token.client_id}"

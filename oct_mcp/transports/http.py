@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 import anyio
 import uvicorn
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from mcp.server.request_state import RequestStateSecurity
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
@@ -36,9 +36,11 @@ from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
 from oct_mcp.transports.auth import HashedTokens, token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
+from oct_mcp.transports.consent_adapter import client_id_of
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
 from oct_mcp.transports.scopes import LiveScopes, ScopeGrants
+from oct_mcp.transports.sessions import SessionsPerIdentity
 from oct_mcp.transports.slow_headers import HeaderDeadlineProtocol
 
 __all__ = [
@@ -208,10 +210,10 @@ class RequestGuard:
         if cut and not status:
             status.append(408)
             await Response("Request body too slow", status_code=408)(scope, receive, send)
-        if status and status[0] in (401, 403, 408, 413, 421):
-            await self._record_refusal(status[0], source)
+        if status and status[0] in _REFUSAL_CODES:
+            await self._record_refusal(status[0], source, _authenticated_client(scope))
 
-    async def _record_refusal(self, status: int, source: str) -> None:
+    async def _record_refusal(self, status: int, source: str, client: str | None = None) -> None:
         code = _REFUSAL_CODES.get(status, "http_refused")
         carried = self.refusals.note(source, code)
         sink = self.audit.audit
@@ -221,7 +223,7 @@ class RequestGuard:
             {
                 "call_id": os.urandom(16).hex(),
                 "profile": self.audit.profile.name,
-                "client": {"id": None, "transport": "http", "remote": source},
+                "client": {"id": client, "transport": "http", "remote": source},
                 "tool": None,
                 "outcome": "refused",
                 "code": code,
@@ -231,6 +233,13 @@ class RequestGuard:
                 "window_seconds": self.refusals.window_seconds,
             }
         )
+
+
+def _authenticated_client(scope: Scope) -> str | None:
+    """The client a request authenticated as (a 503 at its session cap), as the audit names clients;
+    None before authentication or without it."""
+    user = scope.get("user")
+    return client_id_of(user.access_token, "http") if isinstance(user, AuthenticatedUser) else None
 
 
 def _has_credentials(scope: Scope) -> bool:
@@ -244,6 +253,7 @@ _REFUSAL_CODES: Final = {
     413: "body_too_large",
     421: "host_refused",
     429: "too_many_refusals",
+    503: "too_many_sessions",
 }
 
 
@@ -276,8 +286,11 @@ def build_http_app(
         ScopeGrants.from_config(config.http_scopes, config.http_token_scopes, config.http_tokens.keys())
     )
     server = build_server(app, transport="http", sealing=sealing, scopes=scopes)
-    manager = StreamableHTTPSessionManager(
-        app=server, security_settings=security, max_request_body_size=config.http_max_request_bytes
+    manager = SessionsPerIdentity(
+        app=server,
+        security_settings=security,
+        max_request_body_size=config.http_max_request_bytes,
+        per_identity=config.http_max_sessions_per_client,
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
 
