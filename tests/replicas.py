@@ -30,6 +30,18 @@ LIST_TOOLS: dict[str, Any] = {
 }
 """A 2026-07-28 tools/list request, as a client without a session sends it."""
 MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
+LEGACY_HEADERS = {"Accept": "application/json, text/event-stream"}
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+"""A handshake-era initialize request: without a session id, it opens one."""
 
 
 def create_token(config: Path, name: str) -> str:

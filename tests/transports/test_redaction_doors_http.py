@@ -20,27 +20,11 @@ from clients import only_text
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from replicas import replica, write_config
+from replicas import ENVELOPE, INITIALIZE, LEGACY_HEADERS, MODERN_HEADERS, replica, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 KEY_ID = "AKIAQYLPMN5HHHFPZAM2"
-ENVELOPE: dict[str, Any] = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-MODERN_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
-LEGACY_HEADERS = {"Accept": "application/json, text/event-stream"}
-INITIALIZE: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 class RecordedStream(httpx2.AsyncByteStream):

@@ -6,25 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from replicas import create_token, replica, write_config
+from replicas import INITIALIZE, create_token, replica, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
-
-INITIALIZE: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 async def test_one_token_is_capped_at_its_own_sessions_and_another_is_still_served(
