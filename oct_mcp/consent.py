@@ -79,9 +79,10 @@ CONSENT_FORM_SCHEMA: Final[dict[str, Any]] = {
 SESSION_GRANT_FIELD: Final = "allow_for_session"
 
 
-COMMAND_GRANT_PREFIX: Final = "command: "
+COMMAND_GRANT_PREFIX: Final = "/command: "
 """How a grant of one command (`oct_run`'s exact argv, folder and options) is written, beside the
-folders a write tool's grants name."""
+folders a write tool's grants name: with a `/` first, which no project-relative folder has, so a
+folder named like a command is never shown as one."""
 
 
 def command_grant(shown: str) -> str:

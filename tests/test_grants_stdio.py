@@ -187,7 +187,7 @@ async def test_a_command_run_with_writes_is_granted_as_that_exact_command(
     assert [r.is_error for r in results] == [False] * 4, [only_text(r) for r in results]
     assert "You may also allow oct_run to run `python -c" in human.questions[0]
     (grant,) = (listed.structured_content or {})["grants"][:1]
-    assert grant["scope"].startswith("command: `python -c ")
+    assert grant["scope"].startswith("/command: `python -c ")
     assert grant["scope"].endswith("` in the project root, writable")
     # The same command ran again without a question; one word more is another command, asked about.
     assert len(human.questions) == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oct_mcp.consent import SessionGrants
+from oct_mcp.consent import SessionGrants, command_grant, granted_action
 
 
 class Clock:
@@ -70,3 +70,10 @@ def test_revoking_an_id_not_in_force_revokes_nothing() -> None:
         grants.revoke(["g1", "g2"])
 
     assert [g.id for g in grants.listed()] == ["g1"]
+
+
+def test_a_folder_named_like_a_command_is_shown_as_the_folder_it_is() -> None:
+    assert granted_action(("command: `rm -rf ~`",)) == "write in command: `rm -rf ~`/ (not the subfolders)"
+    assert granted_action((command_grant("`make docs` in the project root"),)) == (
+        "run `make docs` in the project root"
+    )

@@ -36,7 +36,7 @@ class GrantInfo(BaseModel):
     tool: str
     scope: str
     """A folder, project-relative (`.` the root; the folder itself, not its subfolders), or
-    `command: ...`, one exact command."""
+    `/command: ...`, one exact command."""
     given: str
     expires: str | None
     """UTC; None: at the end of the session."""
