@@ -103,7 +103,7 @@ async def test_a_grant_is_listed_used_and_once_revoked_asked_about_again(
     assert "src/pkg/c.py" in human.questions[1]
     assert _given_by(tmp_path) == ["elicitation", "session_grant", "elicitation"]
     assert unknown.is_error is True
-    assert "no grant g7 in force in this session" in only_text(unknown)
+    assert only_text(unknown).startswith("[not_found] no grant g7 in force in this session")
     assert (revoked.structured_content or {})["revoked"] == ["g1"]
     # The answer for c.py gave a grant anew, under a new id.
     assert all((project / "src" / "pkg" / name).exists() for name in ("a.py", "b.py", "c.py"))
@@ -137,7 +137,7 @@ async def test_a_grant_given_for_a_time_is_asked_about_again_once_it_expires(
     (grant,) = (listed.structured_content or {})["grants"]
     assert grant["expires"] is not None
     assert (after.structured_content or {})["grants"] == []
-    assert "no grant in force: every write is asked about" in only_text(after)
+    assert "no grant in force: every call that needs consent is asked about" in only_text(after)
     assert _given_by(tmp_path) == ["elicitation", "session_grant", "elicitation"]
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Final
 from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.consent import Grant, SessionGrants, granted_action
+from oct_mcp.errors import NotFoundError
 from oct_mcp.spec import InProcessPlan, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools.change_kit import StrictParams
 from oct_mcp.types import ToolResult
@@ -65,30 +66,34 @@ def _line(info: GrantInfo) -> str:
 
 
 def grants_result(grants: SessionGrants | None, revoke: list[str]) -> ToolResult:
+    """This session's grants in force, after revoking those named.
+
+    Raises:
+        NotFoundError: A grant named is not in force (or the session keeps none); nothing was revoked.
+    """
     if grants is None:
         if revoke:
-            return ToolResult(text=f"nothing to revoke: {_NONE_KEPT}", is_error=True)
+            raise NotFoundError(f"nothing to revoke: {_NONE_KEPT}")
         return ToolResult(text=_NONE_KEPT, structured=GrantsOutput(grants=[]).model_dump())
     revoked: list[Grant] = []
     if revoke:
         try:
             revoked = grants.revoke(None if ALL in revoke else revoke)
         except KeyError as unknown:
-            return ToolResult(
-                text=f"no grant {unknown.args[0]} in force in this session (revoked, expired or never "
-                "given); nothing was revoked: oct_grants lists the ones in force",
-                is_error=True,
-            )
+            raise NotFoundError(
+                f"no grant {unknown.args[0]} in force in this session (revoked, expired or never given); "
+                "nothing was revoked: oct_grants lists the ones in force"
+            ) from None
     infos = [_info(grant) for grant in grants.listed()]
     output = GrantsOutput(grants=infos, revoked=[grant.id for grant in revoked])
     lines = []
     if revoked:
-        lines.append(f"revoked {', '.join(output.revoked)}: those writes are asked about again")
+        lines.append(f"revoked {', '.join(output.revoked)}: what they allowed is asked about again")
     if infos:
         lines.append(f"{len(infos)} grant(s) in force, oldest first:")
         lines += [_line(info) for info in infos]
     else:
-        lines.append("no grant in force: every write is asked about")
+        lines.append("no grant in force: every call that needs consent is asked about")
     return ToolResult(text="\n".join(lines), structured=output.model_dump())
 
 
