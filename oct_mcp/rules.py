@@ -190,6 +190,17 @@ class CompiledRule:
     fields: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = ()
     """Each `When.fields` pointer as its tokens, with its globs as one pattern."""
 
+    @property
+    def only_tool_and_paths(self) -> bool:
+        """No condition but the tools and the paths: every other one holds for any call."""
+        return (
+            not self.risks
+            and self.refs is None
+            and self.rule.when.argv is None
+            and self.clients is None
+            and not self.fields
+        )
+
     def matches(self, facts: CallFacts, *, paths_hit: bool = True, paths_checked: bool = True) -> bool:
         """Whether every condition holds; `paths_hit` False: the book knows no path glob matches;
         `paths_checked` False: every condition but the paths."""
@@ -396,6 +407,10 @@ class RuleBook:
     _pathless: Mapping[str, tuple[tuple[CompiledRule, ...], ...]] = field(default_factory=dict)
     """By tool: `_by_tool` without the rules over paths, tried where the union matches no path."""
     _withholding: dict[tuple[int, ...], tuple[PathGlobs, tuple[str, ...]]] = field(default_factory=dict)
+    _denying: dict[str, tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...], tuple[int, ...]]] = field(
+        default_factory=dict
+    )
+    """By tool: `_denying_plan`'s answer, computed on its first call."""
     looks_into_arguments: bool = False
     """Some rule has a condition over an argument's value (`When.fields`): the facts keep them."""
     """By the denying rules' identities: their globs as one screen, and as written (`withheld_from`)."""
@@ -450,17 +465,17 @@ class RuleBook:
         A deny rule counts where every condition but its paths holds for the call (its tool, risk,
         argv, refs): a file it covers is one the call would be refused had it named it.
         """
-        denying = tuple(
-            rule
-            for rules in self.for_tool(facts.tool)
-            for rule in rules
-            if rule.rule.effect == "deny"
-            and rule.paths is not None
-            and rule.matches(facts, paths_checked=False)
-        )
+        plan = self._denying.get(facts.tool)
+        if plan is None:
+            plan = self._denying[facts.tool] = self._denying_plan(facts.tool)
+        always, conditional, always_key = plan
+        if conditional:
+            denying = (*always, *(rule for rule in conditional if rule.matches(facts, paths_checked=False)))
+        else:
+            denying = always
         if not denying:
             return None
-        key = tuple(id(rule) for rule in denying)
+        key = always_key if len(denying) == len(always) else tuple(id(rule) for rule in denying)
         found = self._withholding.get(key)
         if found is None:
             # Built once for each set of denying rules: a call pays one lookup, not a compile.
@@ -468,6 +483,23 @@ class RuleBook:
             globs = tuple(dict.fromkeys(glob for rule in denying for glob in rule.rule.when.paths))
             found = self._withholding[key] = (screen, globs)
         return PathsWithheld(book=self, facts=facts, screen=found[0], globs=found[1])
+
+    def _denying_plan(
+        self, tool: str
+    ) -> tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...], tuple[int, ...]]:
+        """The deny rules over paths that can apply to `tool`: those whose only other condition is
+        the tool itself (they count for every call of it: judged once, here), the rest (judged per
+        call), and the identity of the first set. Written out for speed: with 30 such rules, asking
+        each on every call cost 20 us a call."""
+        rules = [
+            rule
+            for rules in self.for_tool(tool)
+            for rule in rules
+            if rule.rule.effect == "deny" and rule.paths is not None
+        ]
+        always = tuple(rule for rule in rules if rule.only_tool_and_paths)
+        conditional = tuple(rule for rule in rules if not rule.only_tool_and_paths)
+        return always, conditional, tuple(id(rule) for rule in always)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,11 @@ class ToolSpec:
     session_grants: bool = True
     """A human may allow the tool's writes in a change's folders for the session (where the profile
     offers it); False: every call is asked about, as a commit is, whose message a grant would not show."""
+    names_only_its_paths: bool = False
+    """Its output names no project path but those the call names (a read or an edit of named
+    files): nothing for the deny rules to withhold from it beyond refusing the call, so the policy
+    layer does not work out what they would (a listing, a search, git output and a command's run
+    do need it, as would a tool whose output is not known)."""
     command_grant: Callable[[Mapping[str, Any]], str] | None = None
     """For a tool whose calls have no preview (`oct_run`): the grant a human may give for this call,
     the command exactly as asked about (`oct_mcp.consent.command_grant`), which covers the same

@@ -111,7 +111,7 @@ class PolicyEngine:
                 )
             # A file the call would be refused had it named it is left out of what it lists,
             # searches and shows: a listing or a search hit must not tell what a read may not.
-            withheld = self.rules.withheld_from(facts)
+            withheld = None if spec.names_only_its_paths else self.rules.withheld_from(facts)
             if decided is not None or withheld is not None:
                 verdict = decided.verdict() if decided is not None else None
                 return await call_next(replace(ctx, rule_verdict=verdict, withheld=withheld))

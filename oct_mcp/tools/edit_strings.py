@@ -344,4 +344,5 @@ EDIT: Final = ToolSpec(
     plan=partial(plan_change, propose_edit),
     preview=partial(plan_change, propose_edit),
     idempotent=False,
+    names_only_its_paths=True,
 )

@@ -520,6 +520,7 @@ READ_FILE: Final = ToolSpec(
     risk=Risk.READ,
     plan=_plan_read_file,
     max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
+    names_only_its_paths=True,
 )
 
 READ_FILES: Final = ToolSpec(
@@ -534,6 +535,7 @@ READ_FILES: Final = ToolSpec(
     risk=Risk.READ,
     plan=_plan_read_files,
     max_result_chars=READ_RESULT_MAX_CHARS + 1_000,
+    names_only_its_paths=True,
 )
 
 LIST_FILES: Final = ToolSpec(

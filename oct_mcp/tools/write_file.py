@@ -134,4 +134,5 @@ WRITE_FILE: Final = ToolSpec(
     plan=partial(plan_change, propose_write),
     preview=partial(plan_change, propose_write),
     idempotent=True,
+    names_only_its_paths=True,
 )
