@@ -81,7 +81,8 @@ def ignore_file_rules(names: tuple[str, ...], workspace: Workspace, *, trust_rep
             "effect": "deny",
             "tools": ["*"],
             "when": {"paths": list(globs)},
-            "reason": f"{name} lists it: kept from every tool",
+            # A rule's reason is at most 300 characters: a long path is shown by its end.
+            "reason": f"{name if len(name) <= 200 else '...' + name[-200:]} lists it: kept from every tool",
         }
         sources.append(RuleSource(tier=tier, file=name, rules=(rule,)))
         kept = f"; {skipped} line(s) passed over (! or ..)" if skipped else ""

@@ -125,3 +125,21 @@ def test_a_projects_ignore_file_that_is_a_link_is_ignored_and_the_server_starts(
     assert status == (
         ".aiignore: ignored (a path must not pass through a symlink that leads outside the project root)",
     )
+
+
+def test_a_users_ignore_file_under_a_long_path_still_makes_a_rule(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    folder = tmp_path.joinpath(*["deeper-folder-name"] * 16)
+    folder.mkdir(parents=True)
+    users = folder / "ignore"
+    users.write_text("secrets/\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"ignore_files": [str(users)]}))
+
+    app = build_app(project, config_path=config, environ={})
+    try:
+        status = app.loaded.ignore_status
+    finally:
+        app.close()
+
+    assert status == (f"{users}: 1 glob(s) denied to every tool (user tier)",)
