@@ -363,15 +363,18 @@ def _glob_regex(glob: str) -> str:
     return "".join(out)
 
 
-def _globs(patterns: Iterable[str]) -> re.Pattern[str] | None:
+def _globs(patterns: Iterable[str], flags: int = 0) -> re.Pattern[str] | None:
     words = [re.escape(p).replace(r"\*", ".*").replace(r"\?", ".") for p in patterns]
-    return re.compile("|".join(f"(?:{w})" for w in words)) if words else None
+    return re.compile("|".join(f"(?:{w})" for w in words), flags) if words else None
 
 
-def _any_glob(patterns: Iterable[str]) -> re.Pattern[str]:
-    # A value may span lines (a commit message): `*` reaches across them.
-    words = [re.escape(p).replace(r"\*", ".*").replace(r"\?", ".") for p in patterns]
-    return re.compile("|".join(f"(?:{w})" for w in words), re.DOTALL)
+def _value_globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """`When.fields`' globs (never none: the model refuses an empty list). A value may span lines
+    (a commit message): `*` reaches across them."""
+    compiled = _globs(patterns, re.DOTALL)
+    if compiled is None:
+        raise ValueError("a fields condition has no glob")
+    return compiled
 
 
 def _pointer_tokens(pointer: str) -> tuple[str, ...]:
@@ -672,7 +675,9 @@ def _compile(rule: Rule, label: str, source: RuleSource) -> CompiledRule:
         argv_words=_globs(when.argv.any) if when.argv is not None else None,
         risks=frozenset(risk.value for risk in when.risk),
         clients=_globs(when.client),
-        fields=tuple((_pointer_tokens(pointer), _any_glob(globs)) for pointer, globs in when.fields.items()),
+        fields=tuple(
+            (_pointer_tokens(pointer), _value_globs(globs)) for pointer, globs in when.fields.items()
+        ),
     )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "SecretFile",
     "SecretFileView",
     "make_home_and_tmp",
+    "scratch_home_and_tmp",
 ]
 
 NO_NETWORK: Final = "no_network"
@@ -57,13 +58,18 @@ SCRATCH_PREFIX: Final = "oct-run-"
 """How each run's scratch folder (its HOME and TMPDIR on the host) is named, in the temp folder."""
 
 
-def make_home_and_tmp(scratch: Path) -> tuple[str, str]:
+def scratch_home_and_tmp(scratch: Path) -> tuple[str, str]:
     """HOME and TMPDIR for a backend whose run sees the host's files: folders of the run's scratch
-    folder, owner-only, made as the backend prepares the run (bubblewrap's are the run's own tmpfs)."""
-    home, tmp = scratch / "home", scratch / "tmp"
-    home.mkdir(mode=0o700, exist_ok=True)
-    tmp.mkdir(mode=0o700, exist_ok=True)
-    return str(home), str(tmp)
+    folder (bubblewrap's are the run's own tmpfs)."""
+    return str(scratch / "home"), str(scratch / "tmp")
+
+
+def make_home_and_tmp(scratch: Path) -> tuple[str, str]:
+    """`scratch_home_and_tmp`, made owner-only, as the backend prepares the run."""
+    home, tmp = scratch_home_and_tmp(scratch)
+    for folder in (home, tmp):
+        Path(folder).mkdir(mode=0o700, exist_ok=True)
+    return home, tmp
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from oct_mcp.backends import (
     Prepared,
     SandboxRequest,
     SecretFileView,
+    scratch_home_and_tmp,
 )
 from oct_mcp.backends.results import RunResult
 
@@ -31,7 +32,7 @@ class FakeBackend:
     requests: list[SandboxRequest] = field(default_factory=list)
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
-        return str(scratch / "home"), str(scratch / "tmp")
+        return scratch_home_and_tmp(scratch)
 
     def probe(self) -> Availability:
         return Availability(self.usable, "a fake for tests")

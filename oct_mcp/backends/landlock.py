@@ -38,6 +38,7 @@ from oct_mcp.backends import (
     SandboxRequest,
     SecretFileView,
     make_home_and_tmp,
+    scratch_home_and_tmp,
 )
 from oct_mcp.backends.confined import kill_and_reap
 from oct_mcp.backends.devices import PTYS, SHARED_MEMORY
@@ -174,7 +175,7 @@ class LandlockBackend:
     secret_files = SecretFileView.HIDDEN
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
-        return str(scratch / "home"), str(scratch / "tmp")
+        return scratch_home_and_tmp(scratch)
 
     def probe(self) -> Availability:
         support = landlock_support()

@@ -12,6 +12,7 @@ from oct_mcp.backends import (
     SandboxRequest,
     SecretFileView,
     make_home_and_tmp,
+    scratch_home_and_tmp,
 )
 from oct_mcp.backends.rlimits import limit_prefix
 
@@ -32,7 +33,7 @@ class Native:
     secret_files = SecretFileView.REAL
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
-        return str(scratch / "home"), str(scratch / "tmp")
+        return scratch_home_and_tmp(scratch)
 
     def probe(self) -> Availability:
         if os.name != "posix":  # pragma: no cover - oct-mcp runs on POSIX only

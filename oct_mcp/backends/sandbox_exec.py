@@ -17,6 +17,7 @@ from oct_mcp.backends import (
     SandboxRequest,
     SecretFileView,
     make_home_and_tmp,
+    scratch_home_and_tmp,
 )
 from oct_mcp.backends.rlimits import limit_prefix
 
@@ -84,7 +85,7 @@ class SandboxExec:
     secret_files = SecretFileView.HIDDEN
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
-        return str(scratch / "home"), str(scratch / "tmp")
+        return scratch_home_and_tmp(scratch)
 
     def probe(self) -> Availability:
         if sys.platform != "darwin":

@@ -56,8 +56,6 @@ __all__ = ["FIX", "FORMAT", "LINT", "TEST", "TYPECHECK", "how_it_runs"]
 
 MAX_PATHS: Final = 64
 SUMMARY_FIRST: Final = 10
-_CHANGED_BUDGET: Final = 8_000
-"""Characters of changed file names an apply lists; the rest are counted."""
 _SKIPPED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _TAIL_CHARS: Final = 4_000
 _NEXT_STEP: Final = (
@@ -363,10 +361,10 @@ _DIFF_STARTS: Final = ("--- ", "@@ ")
 def _applied(tool: str, run: RunResult, changes: RunChanges, ok: tuple[int, ...]) -> ToolResult:
     """The answer of an apply step: what it changed in the whole project (ruff may be the project's
     own, and change files it was not asked to), with its checkpoint."""
-    changed, cut = take_within(changes.files, _CHANGED_BUDGET)
+    changed, cut_note = changes.shown_files()
     notes = list(changes.unseen)
-    if cut:
-        notes.insert(0, f"{len(changes.files)} files changed; the first {len(changed)} are listed")
+    if cut_note is not None:
+        notes.insert(0, cut_note)
     if changes.not_kept is not None:
         notes.insert(0, changes.not_kept)
     checkpoint = None if changes.checkpoint is None else changes.checkpoint.id

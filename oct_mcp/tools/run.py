@@ -19,7 +19,7 @@ from oct_mcp.errors import NotFoundError
 from oct_mcp.execution.checkpoints import Checkpoint
 from oct_mcp.spec import CallRisk, CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.tools.programs import find_program, find_python
-from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_BUDGET, json_size, take_within
+from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_BUDGET, json_size
 from oct_mcp.tools.writing_runs import UNLISTED_NOTE, WritingRun
 from oct_mcp.types import ToolResult
 
@@ -31,7 +31,6 @@ ARGUMENT_MAX_LENGTH: Final = 4_096
 TIMEOUT_MAX_SECONDS: Final = 3_600
 INTERPRETER: Final = "python"
 """The name that means the project's interpreter, as a developer's terminal in the project has it."""
-_CHANGED_BUDGET: Final = 8_000
 _COMMAND_SHOWN_CHARS: Final = 2_000
 _PROGRESS_INTERVAL_SECONDS: Final = 0.5
 _PROGRAM_NAME: Final = r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$"
@@ -190,9 +189,9 @@ def _parse(baseline: WritingRun | None, notes: list[str]) -> Callable[[RunResult
         if baseline is not None:
             changes = baseline.changes()
             checkpoint = changes.checkpoint
-            changed, cut = take_within(changes.files, _CHANGED_BUDGET)
-            if cut:
-                notes_now.append(f"{len(changes.files)} files changed; the first {len(changed)} are listed")
+            changed, cut_note = changes.shown_files()
+            if cut_note is not None:
+                notes_now.append(cut_note)
             notes_now += [*changes.notes, UNLISTED_NOTE]
         stdout = run.stdout.decode(errors="replace")
         stderr = run.stderr.decode(errors="replace")

@@ -20,13 +20,16 @@ from oct_mcp.errors import ExecutionError, LinkedFileError
 from oct_mcp.execution.checkpoints import Checkpoint
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
+from oct_mcp.tools.results import take_within
 
-__all__ = ["SNAPSHOT_LIMIT", "UNLISTED_NOTE", "RunChanges", "WritingRun"]
+__all__ = ["CHANGED_BUDGET", "SNAPSHOT_LIMIT", "UNLISTED_NOTE", "RunChanges", "WritingRun"]
 
 SNAPSHOT_LIMIT: Final = 20_000
 """Files a writing run may change that its result lists; past this many, it says it stopped looking."""
 _UNLISTED_FOLDERS: Final = ENVIRONMENT_FOLDERS | {".git"}
 _UNLISTED_SHOWN: Final = 20
+CHANGED_BUDGET: Final = 8_000
+"""Characters of changed file names a writing run's result lists; the rest are counted."""
 UNLISTED_NOTE: Final = "changes inside .git/ and environment folders (.venv/, node_modules/) are not listed"
 
 Snapshot = dict[str, tuple[int, int, int, int]]
@@ -55,6 +58,12 @@ class RunChanges:
     unseen: list[str]
     """What could not be looked at, so what changed there is unknown (besides git's and environment
     folders, never looked at: `UNLISTED_NOTE`)."""
+
+    def shown_files(self) -> tuple[list[str], str | None]:
+        """The changed files a result lists, within `CHANGED_BUDGET` characters, and where that cut
+        some, the note that says how many there are."""
+        shown, cut = take_within(self.files, CHANGED_BUDGET)
+        return shown, f"{len(self.files)} files changed; the first {len(shown)} are listed" if cut else None
 
     @property
     def notes(self) -> list[str]:
