@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import random
 import re
+import string
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,25 @@ def test_a_private_key_body_without_its_armour_is_masked(private_format: str, sh
 
     assert [line for line in body if line[4:] in redacted] == []
     assert {f.kind for f in findings} == {"private_key"}
+
+
+def test_a_vendor_token_shape_inside_a_key_body_is_masked_as_the_key() -> None:
+    # Random base64 holds a vendor's shape now and then: a 64-character alphanumeric line with
+    # "sumo" in it is a Sumo Logic key by its shape. Inside a key body it is part of the key.
+    draw = random.Random(7)  # noqa: S311  (fake data, reproducible on purpose)
+    base64_line = string.ascii_letters + string.digits + "+/"
+    alphanumeric = string.ascii_letters + string.digits
+    body = ["".join(draw.choice(base64_line) for _ in range(64)) for _ in range(5)]
+    body[0] = (
+        "".join(draw.choice(alphanumeric) for _ in range(30))
+        + "sumo"
+        + "".join(draw.choice(alphanumeric) for _ in range(30))
+    )
+
+    redacted, findings = redact("lines 1 to 5:\n" + "\n".join(body) + "\n(more)")
+
+    assert redacted == "lines 1 to 5:\n[REDACTED:private_key]\n(more)"
+    assert [f.kind for f in findings] == ["private_key"]
 
 
 def test_a_body_under_a_public_begin_line_without_its_end_line_is_masked() -> None:

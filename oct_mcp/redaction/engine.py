@@ -281,7 +281,11 @@ def _unglue(text: str, span: Span) -> Span:
 
 
 def _merge(spans: list[Span], text: str) -> list[Span]:
-    """Overlapping spans become one, masked as the kind of the highest priority among them."""
+    """Overlapping spans become one, masked as the kind of the highest priority among them.
+
+    Between spans of one priority the longest names the union: a vendor's token shape that random
+    base64 happens to hold inside a private key's body is part of that key, not a token of its own.
+    """
     if MASK_PREFIX in text:
         # Redacting redacted text must change nothing: a span that touches a mask is a mask's echo.
         masks = _masks(text)
@@ -289,14 +293,16 @@ def _merge(spans: list[Span], text: str) -> list[Span]:
     spans = [_unglue(text, span) for span in spans]
     spans.sort()
     merged: list[Span] = []
+    winner_length = 0
     for start, end, kind, priority in spans:
         if merged and start < merged[-1][1]:
             last_start, last_end, last_kind, last_priority = merged[-1]
-            if priority > last_priority:
-                last_kind, last_priority = kind, priority
+            if priority > last_priority or (priority == last_priority and end - start > winner_length):
+                last_kind, last_priority, winner_length = kind, priority, end - start
             merged[-1] = (last_start, max(last_end, end), last_kind, last_priority)
         else:
             merged.append((start, end, kind, priority))
+            winner_length = end - start
     return merged
 
 
