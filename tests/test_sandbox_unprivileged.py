@@ -379,6 +379,69 @@ def test_as_its_own_user_a_read_only_landlock_run_sets_times_in_its_scratch_fold
     assert found["kept"] != 5
 
 
+ROOT_ENTRIES_HARNESS = """
+import json, os, sys
+from pathlib import Path
+import anyio
+from oct_mcp.backends.landlock import LandlockBackend
+from oct_mcp.backends.runner import run_prepared
+from oct_mcp.types import ToolResult
+from oct_mcp.execution.commands import CommandRunner
+from oct_mcp.spec import CommandPlan
+
+project = Path(sys.argv[1]) / "entries"
+(project / ".git" / "hooks").mkdir(parents=True)
+(project / "old.txt").write_text("old\\n")
+script = (
+    "import os\\n"
+    "def attempt(name, action):\\n"
+    "    try:\\n"
+    "        action()\\n"
+    "        print(name, 'DONE')\\n"
+    "    except OSError as exc:\\n"
+    "        print(name, 'BLOCKED')\\n"
+    "attempt('make', lambda: open('notes.md', 'w').write('notes'))\\n"
+    "attempt('rename', lambda: os.replace('old.txt', 'new.txt'))\\n"
+    "attempt('hook', lambda: open('.git/hooks/pre-commit', 'w'))\\n"
+    "attempt('envrc', lambda: open('.envrc', 'w'))\\n"
+    "attempt('move git', lambda: os.rename('.git', 'dotgit'))\\n"
+)
+backend = LandlockBackend()
+if not backend.probe().usable:
+    print(json.dumps(None))
+    sys.exit(0)
+commands = CommandRunner(
+    backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
+    max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
+    memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=False,
+)
+plan = CommandPlan(
+    argv=(sys.executable, "-I", "-c", script),
+    writes_project=True,
+    parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
+)
+result = anyio.run(lambda: commands.run(plan, project, None))
+print(json.dumps({"out": result.text, "entries": sorted(os.listdir(project))}))
+"""
+
+
+def test_as_its_own_user_a_writable_landlock_run_makes_entries_at_the_root_but_no_protected_one(
+    shared_tree: Path,
+) -> None:
+    found = _harness_as_nobody(shared_tree, "entries", ROOT_ENTRIES_HARNESS)
+
+    if found is None:
+        landlock()  # skips with the reason where Landlock is not usable here
+    assert found["out"].splitlines()[:5] == [
+        "make DONE",
+        "rename DONE",
+        "hook BLOCKED",
+        "envrc BLOCKED",
+        "move git BLOCKED",
+    ], found["out"]
+    assert found["entries"] == [".git", "new.txt", "notes.md"]
+
+
 # Every probe of the attack list, run by each backend that works here with the server as nobody.
 PROBE_HARNESS = """
 import json, os, socket, subprocess, sys, time

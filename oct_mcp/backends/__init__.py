@@ -196,10 +196,13 @@ class Availability:
 
 class Backend(Protocol):
     name: str
-    entry_rights: EntryRights
-    """Where a writable run of this backend can make and remove entries."""
     secret_files: SecretFileView
     """What a run is shown of the project files a read shows masked."""
+
+    @property
+    def entry_rights(self) -> EntryRights:
+        """Where a writable run of this backend can make and remove entries."""
+        ...
 
     def probe(self) -> Availability:
         """Run the backend once for real; a present binary is not enough (user namespaces may be blocked)."""

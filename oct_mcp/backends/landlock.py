@@ -43,6 +43,7 @@ from oct_mcp.backends import (
 from oct_mcp.backends.confined import kill_and_reap
 from oct_mcp.backends.devices import PTYS, SHARED_MEMORY
 from oct_mcp.backends.loopback import LoopbackSupervisor, loopback_support
+from oct_mcp.backends.project_entries import ProjectEntries
 from oct_mcp.backends.ptys import allow_pty_master
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import filter_program, load_filter
@@ -165,14 +166,20 @@ class LandlockBackend:
     interpreter and tool installs, the project, the run's scratch folder and a few devices.
     Writes: the scratch folder, and for write tools every project entry but the protected
     ones; Landlock only adds rights, so no right is ever given on the project root itself, nor on a
-    folder that holds a protected path: there a file can be written, not made, removed or replaced
-    (`EntryRights.CLEAR_FOLDERS`).
+    folder that holds a protected path: there the supervisor makes and removes entries for the run
+    (`project_entries.py`). On a kernel that cannot supervise, a file there can be written, not
+    made, removed or replaced (`EntryRights.CLEAR_FOLDERS`).
     """
 
     name = "landlock"
-    entry_rights = EntryRights.CLEAR_FOLDERS
     # Landlock can only give rights, not show another file in one's place: such a file is kept out.
     secret_files = SecretFileView.HIDDEN
+
+    @property
+    def entry_rights(self) -> EntryRights:
+        if landlock_support().seccomp and loopback_support() is None:
+            return EntryRights.WRITABLE_FOLDERS
+        return EntryRights.CLEAR_FOLDERS
 
     def home_and_tmp(self, scratch: Path) -> tuple[str, str]:
         return scratch_home_and_tmp(scratch)
@@ -279,7 +286,15 @@ class _Domain:
 
     def restrict_current_thread(self) -> None:
         # Before any confinement: the supervisor's thread takes this thread's credentials as they are.
-        supervisor = LoopbackSupervisor(self.request.scratch) if self.supervised else None
+        request = self.request
+        entries = (
+            ProjectEntries.for_project(
+                request.project, request.protected, (file.path for file in request.secret_files)
+            )
+            if request.writable and self.supervised
+            else None
+        )
+        supervisor = LoopbackSupervisor(request.scratch, entries) if self.supervised else None
         try:
             self._restrict(supervisor)
         finally:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from seccompy.notify import Listener, Notification
 
 from oct_mcp.backends.beneath import open_beneath, relative_beneath
+from oct_mcp.backends.project_entries import ENTRY_CALLS, ProjectEntries
 from oct_mcp.backends.ptys import answer_pty_peer
 from oct_mcp.backends.run_memory import read_bytes
 from oct_mcp.backends.scratch_metadata import METADATA_CALLS, ScratchMetadata
@@ -192,8 +193,10 @@ class LoopbackSupervisor:
     waiting send never holds back the run's other calls.
     """
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, entries: ProjectEntries | None = None) -> None:
+        """`entries`: a writable run's calls that make or remove entries, answered by it."""
         self._scratch = os.path.realpath(scratch)
+        self._entries = entries
         self._listener: Listener | None = None
         self._attached = threading.Event()
         self._made: set[int] = set()
@@ -278,8 +281,8 @@ class LoopbackSupervisor:
         if name == "ioctl":
             answer_pty_peer(self._listener_now(), notification)
             return
-        if name in SHM_CALLS:
-            self._shared_memory.answer(self._listener_now(), notification, name)
+        if name in SHM_CALLS or name in ENTRY_CALLS:
+            self._path_call(notification, name)
             return
         if name in METADATA_CALLS:
             self._metadata.answer(self._listener_now(), notification, name)
@@ -312,6 +315,21 @@ class LoopbackSupervisor:
             ).start()
             return
         self._finish(handler, run, target, notification)
+
+    def _path_call(self, notification: Notification, name: str) -> None:
+        """A call that may name `/dev/shm`, or make or remove an entry of a writable run's project."""
+        from seccompy import SeccompError
+        from seccompy.notify import RespFlag
+
+        listener = self._listener_now()
+        if name in SHM_CALLS and self._shared_memory.answer(listener, notification, name):
+            return
+        if self._entries is not None and name in ENTRY_CALLS:
+            self._entries.answer(listener, notification, name)
+            return
+        # Neither: the kernel makes the call as the run asked, under its Landlock rules.
+        with contextlib.suppress(SeccompError, RuntimeError):
+            listener.respond(notification.id, flags=RespFlag.CONTINUE)
 
     def _refuse(self, notification: Notification, error: int) -> None:
         from seccompy import SeccompError
@@ -657,7 +675,18 @@ def _supervised_names() -> dict[int, str]:
     """The calls the filter hands over, by number (seccompy's own lookup costs microseconds a call)."""
     from seccompy import syscall_nr
 
-    names = ("socket", "bind", "connect", "listen", "sendmsg", "sendto", "ioctl", *SHM_CALLS, *METADATA_CALLS)
+    names = (
+        "socket",
+        "bind",
+        "connect",
+        "listen",
+        "sendmsg",
+        "sendto",
+        "ioctl",
+        *SHM_CALLS,
+        *METADATA_CALLS,
+        *ENTRY_CALLS,
+    )
     numbers: dict[int, str] = {}
     for name in names:
         with contextlib.suppress(ValueError):  # arm64 has no open, link or unlink

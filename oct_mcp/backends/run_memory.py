@@ -1,7 +1,8 @@
 """Reading a supervised call's arguments out of the calling process's memory, once, into the server's.
 
 The run may change its memory while the supervisor looks: every check and every call the
-supervisor makes for it use the copy, never the run's memory again.
+supervisor makes for it use the copy, never the run's memory again. The caller's umask is read
+from its status, as the kernel would apply it to an entry the supervisor makes for it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from functools import cache
 from typing import Final
 
-__all__ = ["read_bytes", "read_path"]
+__all__ = ["caller_umask", "read_bytes", "read_path"]
 
 _MAX_PATH: Final = 4096
 
@@ -65,3 +66,15 @@ def read_bytes(pid: int, pointer: int, size: int) -> bytes:
     if read != size:
         raise OSError(errno.EFAULT, os.strerror(errno.EFAULT))
     return buffer.raw
+
+
+def caller_umask(pid: int) -> int:
+    """The caller's umask, which the kernel would have applied to the mode of an entry it made."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o077

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from seccompy import ArgCmp, Filter
 
+from oct_mcp.backends.project_entries import notify_entry_calls
 from oct_mcp.backends.ptys import notify_pty_peer
 from oct_mcp.backends.scratch_metadata import MODE_CALLS, TIME_CALLS, notify_scratch_metadata
 from oct_mcp.backends.shm import notify_shm_calls
@@ -177,8 +178,9 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
         supervised: Whether the filter has a supervisor (`loopback.py`, to load with its
             listener): it answers the run's TIOCGPTPEER (`ptys.py`), its calls that may name
             /dev/shm (`shm.py`), without writes its chmod and utimensat in its scratch
-            folder (`scratch_metadata.py`), and without network its TCP, UDP and unix sockets, which are
-            otherwise refused.
+            folder (`scratch_metadata.py`), with writes the entries it makes or removes in the
+            folders Landlock closes (`project_entries.py`), and without network its TCP, UDP and
+            unix sockets, which are otherwise refused.
 
     Returns:
         The BPF program, x32 calls refused ahead of seccompy's own (which checks the arch).
@@ -222,8 +224,10 @@ def filter_program(*, sockets: bool, network: bool, writes: bool, supervised: bo
     if supervised:
         notify_pty_peer(rules)
         notify_shm_calls(rules)
-        if not writes:
-            # After the rules above, which refuse the bits no run sets.
+        # After the rules above, which refuse the bits no run sets.
+        if writes:
+            notify_entry_calls(rules)
+        else:
             notify_scratch_metadata(rules)
     program = rules.program
     if syscalls.arch() == "x86_64":

@@ -12,8 +12,9 @@ unlink (and linkat and unlinkat from the caller's folder). The supervisor reads 
   its first use, removed when the run ends): the supervisor makes the call itself on its copy, in
   that folder, never following a link, and an open's descriptor is installed in the run. A
   segment made by anyone else is not in the folder: it answers as missing.
-- any other path: the kernel makes the call as the run asked (SECCOMP_USER_NOTIF_FLAG_CONTINUE),
-  under the run's Landlock rules. Rewriting the path after the check gains nothing: whatever the
+- any other path: not this module's to answer. The kernel makes the call as the run asked
+  (SECCOMP_USER_NOTIF_FLAG_CONTINUE), under the run's Landlock rules, unless the run writes the
+  project (`project_entries.py`). Rewriting the path after the check gains nothing: whatever the
   kernel then reads is checked by Landlock, which gives no right on `/dev/shm`.
 
 Any other form of these calls (a descriptor of `/dev/shm` as the folder, `/dev/shm` spelt another
@@ -29,7 +30,7 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING, Final
 
-from oct_mcp.backends.run_memory import read_path
+from oct_mcp.backends.run_memory import caller_umask, read_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,32 +96,37 @@ class RunSharedMemory:
         self._folder: str | None = None
         self._fd = -1
 
-    def answer(self, listener: Listener, notification: Notification, name: str) -> None:
-        """Answer one notification of `SHM_CALLS`; the caller gone, nothing to answer."""
+    def answer(self, listener: Listener, notification: Notification, name: str) -> bool:
+        """Answer one notification of `SHM_CALLS` that names `/dev/shm`; the caller gone, nothing to answer.
+
+        Returns:
+            False when the call names no `/dev/shm` path: nothing was answered, the caller decides.
+        """
         from seccompy import SeccompError
         from seccompy.notify import RespFlag
 
         try:
             paths = self._names(notification, name)
             if paths is None:
-                raise _ContinueError
+                return False
             # Read from the caller itself, not a process that took its pid after it died.
             if not listener.valid(notification.id):
-                return
+                return True
             result = self._act(listener, notification, name, paths)
         except _ContinueError:
             with contextlib.suppress(SeccompError, RuntimeError):
                 listener.respond(notification.id, flags=RespFlag.CONTINUE)
-            return
+            return True
         except (OSError, SeccompError) as exc:
             result = -(exc.errno or errno.EACCES)
         if result is None:
-            return  # answered with the descriptor itself
+            return True  # answered with the descriptor itself
         with contextlib.suppress(SeccompError, RuntimeError):
             if result < 0:
                 listener.respond(notification.id, error=-result)
             else:
                 listener.respond(notification.id, val=result)
+        return True
 
     def close(self) -> None:
         """Remove the run's folder and every segment left in it (the run has ended)."""
@@ -163,7 +169,7 @@ class RunSharedMemory:
         flags = args[flags_at] & _LOW_32 & ~_O_LARGEFILE
         if flags & ~_OPEN_FLAGS:
             raise _ContinueError
-        mode = args[mode_at] & 0o777 & ~_umask(notification.pid)
+        mode = args[mode_at] & 0o777 & ~caller_umask(notification.pid)
         fd = os.open(found, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self._folder_fd())
         try:
             from seccompy import SeccompError
@@ -192,15 +198,3 @@ def _shm_name(path: bytes) -> str | None:
     if not name or "/" in name or name in (".", "..") or len(name) > _NAME_MAX:
         return None
     return name
-
-
-def _umask(pid: int) -> int:
-    """The caller's umask, which the kernel would have applied to the mode of a file it made."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o077

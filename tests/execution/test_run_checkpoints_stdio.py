@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 # python as the test's own environment has it (the project has none of its own).
 _PATH = own_tools_path()
 
-# In a folder of the project: landlock cannot let a run create or delete at the root (README).
+# In a folder of the project, then at its root (where landlock's supervisor makes the entries).
 _SCRIPT = (
     "import os, pathlib\n"
     "os.chdir('src')\n"
@@ -27,6 +27,11 @@ _SCRIPT = (
     "pathlib.Path('made/new.txt').write_text('new\\n')\n"
     "os.remove('old.txt')\n"
     "os.replace('keep.cfg', 'moved.cfg')\n"
+    "os.chdir('..')\n"
+    "pathlib.Path('NOTES.md').write_text('notes\\n')\n"
+    "os.remove('gone.md')\n"
+    "pathlib.Path('.root.cfg.tmp').write_text('[root, new]\\n')\n"
+    "os.replace('.root.cfg.tmp', 'root.cfg')\n"
 )
 
 
@@ -46,6 +51,8 @@ async def test_a_writing_run_is_a_checkpoint_oct_undo_takes_back(tmp_path: Path,
     (project / "src" / "old.txt").write_text("to be deleted\n")
     (project / "src" / "keep.cfg").write_text("[keep]\n")
     (project / "untouched.md").write_text("# stays\n")
+    (project / "gone.md").write_text("# to be deleted\n")
+    (project / "root.cfg").write_text("[root]\n")
     config = tmp_path / "config.json"
     config.write_text(
         json.dumps(
@@ -71,6 +78,9 @@ async def test_a_writing_run_is_a_checkpoint_oct_undo_takes_back(tmp_path: Path,
 
     assert ran.is_error is False, only_text(ran)
     assert (ran.structured_content or {})["changed_files"] == [
+        "NOTES.md",
+        "gone.md",
+        "root.cfg",
         "src/app.py",
         "src/keep.cfg",
         "src/made/new.txt",

@@ -54,7 +54,7 @@ def _project(tmp_path: Path) -> Path:
     (root / "docs" / "deep" / "page.md").write_text("deep\n")
     (root / "docs" / "deep" / "alias.md").symlink_to("page.md")
     (root / "private.env").write_text("API_TOKEN=ghp_R8k2Qz7LmX4vT9bW1nYc5JdF3hS6pA0eUgKi\n")
-    # For ruff and a writing run (in a folder: landlock lets no run create at the root).
+    # For ruff and a writing run, in a folder of their own.
     (root / "style").mkdir()
     (root / "style" / "ugly.py").write_text("import os\nx=1\n")
     return root
