@@ -4,8 +4,8 @@ Landlock only adds rights, and a right on a folder reaches everything below it: 
 (which holds `.git`) and each folder that holds a protected path get no right to make or remove
 entries, so a writable run could write into their files but not create, delete or replace one
 (`git switch` replaces a file by removing it and making it anew, an editor by a rename). Here the
-supervisor makes those calls for the run: the filter hands it every open with O_CREAT, and every
-mkdir, unlink, rmdir, rename, link and symlink of a writable run.
+supervisor makes those calls for the run: the filter hands it every open, mkdir, unlink, rmdir,
+rename, link and symlink of a writable run.
 
 For each call the supervisor reads the paths once out of the run's memory and opens the folder
 each names as the kernel would (from the run's working folder or descriptor, following links on
@@ -14,7 +14,8 @@ the way), then judges the folder it holds, not the spelling:
 - in none of the closed folders (the project root, a folder holding a protected path, a folder
   the supervisor made for the run): the kernel makes the call as the run asked
   (SECCOMP_USER_NOTIF_FLAG_CONTINUE), under the run's Landlock rules. Rewriting the path after the
-  check gains nothing: whatever the kernel then reads, Landlock checks.
+  check gains nothing: whatever the kernel then reads, Landlock checks. Most calls are decided so
+  on their spelling alone (`_may_be_closed`), without opening anything.
 - in a closed folder: the supervisor makes the call itself on its copy, through the folder's
   descriptor, never following a link at the last name, after checking that every entry the call
   makes, removes or moves is inside the project, is no protected path and holds none (the same
@@ -22,12 +23,13 @@ the way), then judges the folder it holds, not the spelling:
   file the run may not read (a secret's or a denied file: renamed or linked elsewhere, it would be
   readable there). An open's descriptor is installed in the run.
 
-An entry the supervisor made has no Landlock rule of its own: a file it made, opened again with
-O_CREAT, is opened by the supervisor too, and a folder it made is closed like the root, so
-`os.makedirs` and `shutil.rmtree` work below it. A file it made cannot be opened again for writing
-without O_CREAT (Landlock has no rule for it), nor read where the project has hidden files (its
-folder then has rights entry by entry). The check of protected paths after a writable run stays:
-this is the way in, that is the backstop.
+An entry the supervisor made has no Landlock rule of its own: a file it made is opened by the
+supervisor whenever the run opens it again (for writing, or for reading where the project has
+files the run may not read, which gives its folder rights entry by entry), and a folder it made is
+closed like the root, so `os.makedirs` and `shutil.rmtree` work below it. Every open of a writable
+run goes to the supervisor for that: measured, a writable pytest run of a real suite takes about
+7% longer than with no supervision of its entries (`benchmarks/project_entries.py` for one call).
+The check of protected paths after a writable run stays: this is the way in, that is the backstop.
 """
 
 from __future__ import annotations
@@ -83,18 +85,14 @@ def notify_entry_calls(rules: Filter) -> None:
 
     After the rules that refuse the mode bits no run sets, so those never reach the supervisor.
     """
-    from seccompy import ArgCmp, CmpOp, syscall_nr
+    from seccompy import syscall_nr
 
     for name in ENTRY_CALLS:
         try:
             syscall_nr(name)
         except ValueError:
             continue  # arm64 has no open, creat, mkdir, unlink, rmdir, rename, link or symlink
-        flags_at = _OPENS[name][2] if name in _OPENS else None
-        if flags_at is None:
-            rules.notify(name)
-        else:
-            rules.notify(name, args=[ArgCmp(flags_at, CmpOp.MASKED_EQ, os.O_CREAT, mask=os.O_CREAT)])
+        rules.notify(name)
 
 
 class _ContinueError(Exception):
@@ -129,8 +127,12 @@ class ProjectEntries:
     """Real names of the files the run may not read (secrets, denied paths)."""
     fixed: frozenset[str]
     """The folders Landlock gives no right to make entries in: the root, each one above a protected path."""
+    closed_names: frozenset[str]
+    """The fixed folders by their real names and as the request spelt the project."""
     made: set[tuple[int, int]] = field(default_factory=set)
     """Device and inode of each entry the supervisor made: the run has no Landlock rule for them."""
+    made_names: set[str] = field(default_factory=set)
+    """The real names of the folders the supervisor made, where they were made (or moved to)."""
 
     @classmethod
     def for_project(cls, project: Path, protected: Iterable[Path], hidden: Iterable[Path]) -> ProjectEntries:
@@ -142,7 +144,11 @@ class ProjectEntries:
             while folder.startswith(root + "/"):
                 fixed.add(folder)
                 folder = os.path.dirname(folder)
-        return cls(root, kept, tuple(os.path.realpath(path) for path in hidden), frozenset(fixed))
+        spelt = os.path.abspath(project)
+        names = fixed | {spelt + folder[len(root) :] for folder in fixed}
+        return cls(
+            root, kept, tuple(os.path.realpath(path) for path in hidden), frozenset(fixed), frozenset(names)
+        )
 
     def answer(self, listener: Listener, notification: Notification, name: str) -> None:
         """Answer one notification of `ENTRY_CALLS`; the caller gone, nothing to answer."""
@@ -176,8 +182,8 @@ class ProjectEntries:
         if name in _OPENS:
             at, path_at, flags_at, mode_at = _OPENS[name]
             flags = _CREAT_FLAGS if flags_at is None else args[flags_at] & _LOW_32 & ~_O_LARGEFILE
-            if not flags & os.O_CREAT or flags & _O_TMPFILE == _O_TMPFILE:
-                raise _ContinueError  # handed over for /dev/shm (shm.py), or an unnamed file
+            if flags & _O_TMPFILE == _O_TMPFILE:
+                raise _ContinueError  # an unnamed file: Landlock's to judge
             place = self._closed_place(notification, at, path_at, opened)
             if not listener.valid(notification.id):
                 return None
@@ -219,7 +225,10 @@ class ProjectEntries:
     ) -> int | None:
         """A rename or a hard link with an end in a closed folder; both ends in the project."""
         args = notification.args
-        places = [self._place(notification, at, path_at, opened) for at, path_at in _MOVES[name]]
+        spelt = [(at, _spelt(notification, path_at)) for at, path_at in _MOVES[name]]
+        if not any(self._may_be_closed(notification, at, path) for at, path in spelt):
+            raise _ContinueError
+        places = [self._place(notification, at, path, opened) for at, path in spelt]
         if not any(place is not None and self._closed(place) for place in places):
             raise _ContinueError
         source, target = places
@@ -256,6 +265,7 @@ class ProjectEntries:
         if not listener.valid(notification.id):
             return None
         _rename(source, target, flags)
+        self._moved(source, target)
         return 0
 
     def _open(
@@ -267,6 +277,8 @@ class ProjectEntries:
         try:
             found = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
         except FileNotFoundError:
+            if not flags & os.O_CREAT:
+                raise _ContinueError from None  # the kernel's own ENOENT
             self._check_made(place, is_folder=False)
             mode &= ~caller_umask(notification.pid)
         else:
@@ -285,23 +297,41 @@ class ProjectEntries:
     def _closed_place(
         self, notification: Notification, at: int | None, path_at: int, opened: list[_Place]
     ) -> _Place:
-        place = self._place(notification, at, path_at, opened)
+        spelt = _spelt(notification, path_at)
+        if not self._may_be_closed(notification, at, spelt):
+            raise _ContinueError
+        place = self._place(notification, at, spelt, opened)
         if place is None or not self._closed(place):
             raise _ContinueError
         return place
 
+    def _may_be_closed(self, notification: Notification, at: int | None, spelt: str) -> bool:
+        """Whether the folder `spelt` names is, by its spelling, a closed one.
+
+        Most calls of a writable run (its temporary files, its files in open folders) are not in
+        one: they go back to the kernel on a look at the name alone, without opening anything
+        (measured: benchmarks/project_entries.py). The spelling may mislead only one way: a folder
+        spelt through a link into a closed one is left to Landlock, which refuses the call; a
+        folder the supervisor acts on is always judged by what it opened (`_place`).
+        """
+        head = os.path.dirname(spelt)
+        if not head.startswith("/"):
+            try:
+                head = os.path.join(os.readlink(f"/proc/{notification.pid}/{_base(notification, at)}"), head)
+            except OSError:
+                return False
+        folder = os.path.normpath(head)
+        return folder in self.closed_names or folder in self.made_names
+
     def _place(
-        self, notification: Notification, at: int | None, path_at: int, opened: list[_Place]
+        self, notification: Notification, at: int | None, spelt: str, opened: list[_Place]
     ) -> _Place | None:
         """The folder and last name a path argument names, as the kernel would find the folder;
         None where there is none to judge (no such folder, `.` or `..` last, an empty path)."""
-        spelt = os.fsdecode(read_path(notification.pid, notification.args[path_at]))
-        spelt = spelt.rstrip("/") if spelt.strip("/") else spelt
         head, name = os.path.split(spelt)
         if not name or name in (".", ".."):
             return None
-        descriptor = _AT_FDCWD if at is None else ctypes.c_int(notification.args[at] & _LOW_32).value
-        base = "cwd" if descriptor == _AT_FDCWD else f"fd/{descriptor}"
+        base = _base(notification, at)
         try:
             # The run's folder through /proc: the object it holds, not a name it could swap meanwhile.
             start = os.open(f"/proc/{notification.pid}/{base}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -354,8 +384,17 @@ class ProjectEntries:
         ) or any(hidden == path or hidden.startswith(below) for hidden in self.hidden)
 
     def _remember(self, place: _Place) -> None:
+        """A folder the supervisor made: closed like the root (its inode), and by its name."""
         with contextlib.suppress(OSError):
             self.made.add(_identity(os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)))
+            self.made_names.add(place.path)
+
+    def _moved(self, source: _Place, target: _Place) -> None:
+        """The names of made folders at or below a moved entry follow it."""
+        old, new = source.path, target.path
+        for name in [name for name in self.made_names if name == old or name.startswith(old + "/")]:
+            self.made_names.discard(name)
+            self.made_names.add(new + name[len(old) :])
 
 
 def _check_folder_permits(place: _Place, *, removing: bool) -> None:
@@ -368,8 +407,8 @@ def _check_folder_permits(place: _Place, *, removing: bool) -> None:
     """
     if os.geteuid() != 0:
         return
-    uid, gid, groups = _credentials(place.caller)
-    if uid == 0 and _has_capabilities(place.caller):
+    uid, gid, groups, capable = _credentials(place.caller)
+    if capable:
         return
     folder = os.fstat(place.folder)
     if folder.st_uid == uid:
@@ -385,10 +424,12 @@ def _check_folder_permits(place: _Place, *, removing: bool) -> None:
         raise OSError(errno.EACCES, "")
 
 
-def _credentials(pid: int) -> tuple[int, int, frozenset[int]]:
-    """The caller's file-system uid and gid, and its supplementary groups."""
+def _credentials(pid: int) -> tuple[int, int, frozenset[int], bool]:
+    """The caller's file-system uid and gid, its supplementary groups, and whether it holds any
+    effective capability (a run never does: landlock.py drops them)."""
     uid = gid = -1
     groups: frozenset[int] = frozenset()
+    capable = False
     with open(f"/proc/{pid}/status") as status:
         for line in status:
             if line.startswith("Uid:"):
@@ -397,16 +438,21 @@ def _credentials(pid: int) -> tuple[int, int, frozenset[int]]:
                 gid = int(line.split()[4])
             elif line.startswith("Groups:"):
                 groups = frozenset(int(group) for group in line.split()[1:])
-    return uid, gid, groups
+            elif line.startswith("CapEff:"):
+                capable = int(line.split()[1], 16) != 0
+    return uid, gid, groups, capable
 
 
-def _has_capabilities(pid: int) -> bool:
-    """Whether the caller holds any effective capability (a run never does: landlock.py drops them)."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("CapEff:"):
-                return int(line.split()[1], 16) != 0
-    return False
+def _spelt(notification: Notification, path_at: int) -> str:
+    """A path argument as the run spelt it, copied once; a trailing `/` (`mkdir("build/")`) dropped."""
+    spelt = os.fsdecode(read_path(notification.pid, notification.args[path_at]))
+    return spelt.rstrip("/") if spelt.strip("/") else spelt
+
+
+def _base(notification: Notification, at: int | None) -> str:
+    """Where a relative path starts, below `/proc/PID/`: the run's working folder or its descriptor."""
+    descriptor = _AT_FDCWD if at is None else ctypes.c_int(notification.args[at] & _LOW_32).value
+    return "cwd" if descriptor == _AT_FDCWD else f"fd/{descriptor}"
 
 
 def _identity(found: os.stat_result) -> tuple[int, int]:

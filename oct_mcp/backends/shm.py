@@ -56,13 +56,14 @@ _AT_REMOVEDIR: Final = 0x200
 _NAME_MAX: Final = 255
 _PATH_ARGUMENTS: Final = {"open": (0,), "openat": (1,), "unlink": (0,), "unlinkat": (1,), "link": (0, 1)}
 _PATH_ARGUMENTS_LINKAT: Final = (1, 3)
+_OPEN_FLAGS_AT: Final = {"open": 1, "openat": 2}
 
 
 def notify_shm_calls(rules: Filter) -> None:
     """Hand the supervisor the calls that may name `/dev/shm` as glibc and Python spell it."""
     from seccompy import ArgCmp, CmpOp, syscall_nr
 
-    for name, flags_at in (("openat", 2), ("open", 1)):
+    for name, flags_at in _OPEN_FLAGS_AT.items():
         if not _exists(name, syscall_nr):
             continue
         no_follow = ArgCmp(flags_at, CmpOp.MASKED_EQ, os.O_NOFOLLOW, mask=os.O_NOFOLLOW)
@@ -139,6 +140,11 @@ class RunSharedMemory:
 
     def _names(self, notification: Notification, name: str) -> list[str | None] | None:
         """The `/dev/shm` name (or None) of each path the call takes; None when it names none."""
+        if name in _OPEN_FLAGS_AT:
+            flags = notification.args[_OPEN_FLAGS_AT[name]]
+            if not flags & os.O_NOFOLLOW and flags & _O_CREAT_EXCL != _O_CREAT_EXCL:
+                # Not an open glibc makes in /dev/shm: handed over for a writable run's project.
+                return None
         at = _PATH_ARGUMENTS_LINKAT if name == "linkat" else _PATH_ARGUMENTS[name]
         names = [_shm_name(read_path(notification.pid, notification.args[index])) for index in at]
         if all(found is None for found in names):

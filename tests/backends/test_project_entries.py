@@ -188,6 +188,8 @@ async def test_a_file_the_run_may_not_read_is_never_moved_linked_or_removed(tmp_
         attempt("remove it", lambda: os.remove(".env"))
         attempt("replace it", lambda: (open("x.txt", "w").write("x"), os.replace("x.txt", ".env")))
         attempt("move its folder", lambda: os.rename("config", "src/config"))
+        attempt("make one, read it back", lambda: (open("made.txt", "w").write("m"), open("made.txt").read()))
+        attempt("write into it again", lambda: open("made.txt", "r+").write("n"))
         """,
         secret_files=(SecretFile(secret), SecretFile(held)),
     )
@@ -199,7 +201,10 @@ async def test_a_file_the_run_may_not_read_is_never_moved_linked_or_removed(tmp_
         "remove it PermissionError",
         "replace it PermissionError",
         "move its folder PermissionError",
+        "make one, read it back DONE",
+        "write into it again DONE",
     ]
+    assert (project / "made.txt").read_text() == "n"
     assert secret.read_text() == "API_KEY=sk-live-0123456789abcdef\n"
     assert held.read_text() == "password: tulip orbit canyon\n"
     assert not (project / "src" / "env.txt").exists()
