@@ -204,10 +204,13 @@ class ProjectEntries:
             self._check_taken(place)
             if not listener.valid(notification.id):
                 return None
+            gone = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
             if name == "rmdir" or (name == "unlinkat" and args[2] & _AT_REMOVEDIR):
                 os.rmdir(place.name, dir_fd=place.folder)
             else:
                 os.unlink(place.name, dir_fd=place.folder)
+            if gone.st_nlink <= 1 or stat.S_ISDIR(gone.st_mode):
+                self.made.discard(_identity(gone))  # its number may be given to another file
             return 0
         if name in _SYMLINKS:
             at, path_at = _SYMLINKS[name]
@@ -282,8 +285,10 @@ class ProjectEntries:
             self._check_made(place, is_folder=False)
             mode &= ~caller_umask(notification.pid)
         else:
-            if (found.st_dev, found.st_ino) not in self.made or not stat.S_ISREG(found.st_mode):
+            if _identity(found) not in self.made or not stat.S_ISREG(found.st_mode):
                 raise _ContinueError from None  # a file the run has its own rule for, or none
+            # Made, and yet what the rules keep (an inode number used again): never opened here.
+            self._check_made(place, is_folder=False)
         # Never through a link at the last name: a link made there in the meantime fails (ELOOP).
         fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=place.folder)
         try:
