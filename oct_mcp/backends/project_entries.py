@@ -81,9 +81,11 @@ _CREAT_FLAGS: Final = os.O_CREAT | os.O_WRONLY | os.O_TRUNC
 
 
 def notify_entry_calls(rules: Filter) -> None:
-    """Hand the supervisor each call of a writable run that makes or removes an entry.
+    """Hand the supervisor each open of a writable run, and each call that makes or removes an entry.
 
     After the rules that refuse the mode bits no run sets, so those never reach the supervisor.
+    Other ways to make an entry (openat2, mknod, io_uring) stay Landlock's alone: refused in a
+    closed folder, as before.
     """
     from seccompy import syscall_nr
 
