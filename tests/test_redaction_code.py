@@ -67,6 +67,11 @@ CODE_SHAPES = [
     ),
     pytest.param("const token = prefix + suffix;", f'const token = "{SECRET}";', id="javascript"),
     pytest.param("token: header ?? fallback", f"token: {SECRET}", id="javascript-nullish"),
+    pytest.param(
+        "for(e in{radio:!0,checkbox:!0,file:!0,password:!0,image:!0})b.pseudos[e]=de(e);",
+        f"for(e in{{radio:!0,file:!0,password:{SECRET},image:!0}})b.pseudos[e]=de(e);",
+        id="minified-object-entries",
+    ),
 ]
 
 LITERAL_KINDS = [
@@ -282,3 +287,12 @@ def test_a_dotted_password_in_an_entry_or_without_a_name_is_masked(text: str, se
 @pytest.mark.parametrize("text", DOTTED_CODE)
 def test_code_of_the_same_shape_is_left_alone(text: str) -> None:
     assert redact(text) == (text, ())
+
+
+def test_an_entry_of_a_one_line_mapping_ends_at_the_next_entry() -> None:
+    flow = f"{{user:ada,password:{SECRET},port:5432}}"
+    # Outside a mapping a comma and a colon may be in a password: the value is whole.
+    alone = "password=Xk9,mQ2:zR7wLp"
+
+    assert redact(flow)[0] == "{user:ada,password:[REDACTED:password],port:5432}"
+    assert redact(alone)[0] == "password=[REDACTED:password]"

@@ -542,6 +542,7 @@ def _literal_field(detector: Detector, match: re.Match[str]) -> tuple[Span, ...]
         if ((" " in value or "\t" in value) and not _stands_alone(match, start)) or (
             _CODE_LINE.search(value)
             or _ANOTHER_FIELD.search(value)
+            or (_NEXT_ENTRY.search(value) and _is_entry(match.string, start))
             or _is_prose(value)
             or not is_literal_secret(value, quoted=False, digits=digits)
         ):
@@ -576,6 +577,12 @@ def _name_start(text: str, start: int) -> int:
     # One search in C, not a step a character: text dense with secrets asks this of every field.
     found = _NAME_BEFORE.search(text, max(0, start - _NAME_REACH), start)
     return start if found is None else found.start()
+
+
+def _is_entry(text: str, start: int) -> bool:
+    """Whether the field is an entry of an object or a mapping on one line: `{` or `,` before its name."""
+    before = text[max(0, _name_start(text, start) - 8) : _name_start(text, start)].rstrip(" \t\"'")
+    return before.endswith(("{", ","))
 
 
 _NAME_REACH: Final = 64
@@ -643,6 +650,9 @@ def _code_value(match: re.Match[str], group: str) -> Expression | None:
 
 
 _TRAILING_COMMENT: Final = _compile(r"[ \t]+(?:#|//)[ \t]")
+# `{file:!0,password:!0,image:!0}` (minified JavaScript), `{user:ada,password:x9Kq2mW7,port:5432}`
+# (a flow mapping): a comma and a name with its colon start the next entry, never a value's rest.
+_NEXT_ENTRY: Final = _compile(r",[ \t]*[A-Za-z_$][\w$]{0,64}[ \t]*:")
 _IDENTIFIER: Final = _compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMPARISONS: Final = frozenset({"==", "===", "!="})
 
