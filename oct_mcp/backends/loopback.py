@@ -13,7 +13,9 @@ address in its memory after the check. It acts on copies instead:
 - `bind`, `connect`: the address is copied out of the run once, checked (loopback only; no
   wildcard, no privileged port, no port another socket holds), and the supervisor binds or
   connects the run's own socket (taken with pidfd_getfd) to its copy. A connect or send reaches
-  only a socket the run made: the host's own loopback services answer as closed ports.
+  only a socket the run made: the host's own loopback services answer as closed ports. A UDP
+  port no socket holds may be connected and sent to, as in a terminal, once the supervisor holds
+  it for the run (`_reserve`): no host service can take it while the run lives.
 - unix paths: under the run's scratch folder only (its HOME and TMPDIR, pytest's `tmp_path`). A
   bind is made by a throwaway thread whose own Landlock domain allows sockets there only, so the
   kernel checks the path as it binds; a connect or send goes through a descriptor of the socket
@@ -78,6 +80,8 @@ _LOOPBACK_DEVICE: Final = b"lo"
 _MAX_ADDRESS: Final = 128
 _MAX_CONTROL: Final = 4096
 _MAX_IOV: Final = 1024
+_MAX_RESERVED: Final = 64
+"""UDP ports one run may have held for it: a run must not keep the host's services from many."""
 _MAX_SEND: Final = 1 << 20
 """Bytes one supervised sendmsg copies; a stream send past it is partial, as the kernel's may be."""
 _NETLINK_SOCK_DIAG: Final = 4
@@ -201,6 +205,8 @@ class LoopbackSupervisor:
         self._attached = threading.Event()
         self._made: set[int] = set()
         """The inode of every socket made for the run: the only receivers its sends may reach."""
+        self._reserved: dict[tuple[int, bytes, int], socket.socket] = {}
+        """The UDP ports held for the run by a placeholder (`_reserve`), by family, host and port."""
         self._diag: socket.socket | None = None
         self._diag_lock = threading.Lock()
         self._shared_memory = RunSharedMemory()
@@ -275,6 +281,8 @@ class LoopbackSupervisor:
             listener.close()
             self._diag.close()
             self._shared_memory.close()
+            for placeholder in self._reserved.values():
+                placeholder.close()
 
     def _answer(self, notification: Notification) -> None:
         name = _supervised_names().get(notification.nr, "")
@@ -438,8 +446,50 @@ class LoopbackSupervisor:
         with self._diag_lock:
             assert self._diag is not None  # noqa: S101 - made before the first notification
             inode = _receiver(self._diag, family, stream, (host, port), source)
-        if inode not in self._made:
+        if inode in self._made:
+            return
+        if inode is None and not stream:
+            self._reserve(family, host, port)
+            return
+        raise _RefusedError(errno.ECONNREFUSED)
+
+    def _reserve(self, family: int, host: bytes, port: int) -> None:
+        """Hold a UDP port on loopback no socket holds, for the run to send to: a placeholder socket.
+
+        A terminal connects a UDP socket to a port where nothing listens (test suites do, to read
+        the socket's addresses) and sends there: the datagrams are dropped. The run may do the
+        same, but a send on a connected socket is a plain call, not supervised: were the port
+        free, a host service that binds it later would receive the run's datagrams. So the
+        supervisor binds the port itself first, on `lo`, with no sharing option (nobody else can
+        bind it, the wildcard included, until the run ends), and reads nothing from it. The
+        run's own bind of that port takes it over (`_bind`). At most `_MAX_RESERVED` a run.
+
+        Raises:
+            _RefusedError: ECONNREFUSED, as before, past the limit or where the port was taken
+                meanwhile.
+        """
+        key = (family, host, port)
+        if key in self._reserved:
+            return
+        if len(self._reserved) >= _MAX_RESERVED:
             raise _RefusedError(errno.ECONNREFUSED)
+        placeholder = socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        try:
+            placeholder.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
+            shown = socket.inet_ntop(family, host[:4] if family == socket.AF_INET else host)
+            placeholder.bind((shown, port))
+        except OSError as exc:
+            placeholder.close()
+            raise _RefusedError(errno.ECONNREFUSED) from exc
+        self._reserved[key] = placeholder
+        self._made.add(os.fstat(placeholder.fileno()).st_ino)
+
+    def _release(self, address: bytes) -> None:
+        """Give up the placeholder on the port the run now binds itself, if there is one."""
+        placeholder = self._reserved.pop(_destination(address), None)
+        if placeholder is not None:
+            self._made.discard(os.fstat(placeholder.fileno()).st_ino)
+            placeholder.close()
 
     def _bind(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
@@ -459,6 +509,8 @@ class LoopbackSupervisor:
                 holder = _receiver(self._diag, family, _is_stream(target), (host, port), (bytes(16), 0))
             if holder is not None and holder not in self._made:
                 raise _RefusedError(errno.EADDRINUSE)
+            if not _is_stream(target):
+                self._release(address)
         return _check(_libc().bind(target, address, len(address)))
 
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:

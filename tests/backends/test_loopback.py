@@ -586,3 +586,84 @@ async def test_a_bubblewrap_run_has_unix_sockets_in_its_private_tmp(tmp_path: Pa
     code, lines, stderr = await _run(_backend("bubblewrap"), tmp_path, BUBBLEWRAP_UNIX_PROBE)
 
     assert (code, lines) == (0, ["unix"]), stderr
+
+
+FREE_UDP_PROBE = """
+import errno, os, socket, sys, time
+free, meeting = int(sys.argv[1]), sys.argv[2]
+connected = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+connected.connect(("127.0.0.1", free))
+print("peer", connected.getpeername()[1] == free)
+connected.send(b"dropped")
+open(os.path.join(meeting, "connected"), "w").close()
+deadline = time.monotonic() + 30
+while not os.path.exists(os.path.join(meeting, "tried")) and time.monotonic() < deadline:
+    time.sleep(0.05)
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+server.bind(("127.0.0.1", free))
+server.settimeout(10)
+connected.send(b"taken over")
+print("received", server.recv(32).decode())
+held = []
+for port in range(free + 1, free + 200):
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("127.0.0.1", port))
+        held.append(probe)
+    except OSError as exc:
+        assert exc.errno == errno.ECONNREFUSED, exc
+print("held", len(held))
+"""
+
+
+async def test_a_landlock_run_connects_udp_to_a_free_port_which_no_host_service_can_take_meanwhile(
+    tmp_path: Path,
+) -> None:
+    # A terminal connects a UDP socket to a port nobody holds (anyio's tests read its addresses so);
+    # the run may too, but the port is held for it: a host service binding it later would receive
+    # the run's datagrams, as sends on a connected socket are not supervised.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as finder:
+        finder.bind(("127.0.0.1", 0))
+        free = finder.getsockname()[1]
+    backend = _backend("landlock")
+    project = tmp_path.resolve() / "project"
+    project.mkdir()
+    scratch = tmp_path.resolve() / "scratch"
+    scratch.mkdir()
+    (project / "probe.py").write_text(textwrap.dedent(FREE_UDP_PROBE))
+    request = SandboxRequest(
+        argv=(sys.executable, "-I", str(project / "probe.py"), str(free), str(scratch)),
+        project=project, writable=False, network=False, protected=(),
+        read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)), env={"PATH": "/usr/bin:/bin"},
+        limits=LIMITS, scratch=scratch,
+    )  # fmt: skip
+    taken_meanwhile: list[str] = []
+
+    async def host_service_tries_the_port() -> None:
+        # While the run holds it: the host's bind fails, with or without the wildcard.
+        with anyio.fail_after(60):
+            while not (scratch / "connected").exists():
+                await anyio.sleep(0.05)
+        for host in ("127.0.0.1", "0.0.0.0"):  # noqa: S104 - a bind to try, never served
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as host_socket:
+                try:
+                    host_socket.bind((host, free))
+                    taken_meanwhile.append(host)
+                except OSError:
+                    pass
+        (scratch / "tried").touch()
+
+    with anyio.fail_after(90):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(host_service_tries_the_port)
+            run = await run_prepared(
+                backend.prepare(request), backend="landlock", time_limit=60, max_output=1 << 20
+            )
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as after:
+        after.bind(("127.0.0.1", free))  # the run has ended: the port is the machine's again
+
+    lines = run.stdout.decode().splitlines()
+    # The first port was the run's own once it bound it: 64 more are held, no more (a host port
+    # among them is refused as before).
+    assert lines == ["peer True", "received taken over", "held 64"], run.stderr.decode()
+    assert taken_meanwhile == []
