@@ -14,6 +14,7 @@ __all__ = [
     "ChangesWouldBeLostError",
     "ConfigError",
     "ConsentReplayedError",
+    "ConsentStateRefusedError",
     "ConsentUnavailableError",
     "ExecutionError",
     "FieldProblem",
@@ -163,6 +164,13 @@ class ConsentReplayedError(RefusedError):
     """A human's answer came back with a sealed consent state that was already used once."""
 
     code = "consent_replayed"
+
+
+class ConsentStateRefusedError(RefusedError):
+    """A consent round came back with a sealed state that did not verify: forged, tampered, expired,
+    or bound to other arguments. The SDK refuses it before the chain runs; the audit records it."""
+
+    code = "consent_state_refused"
 
 
 class TargetChangedError(RefusedError):

@@ -155,6 +155,47 @@ async def test_a_retry_with_changed_arguments_after_consent_does_not_run(
     assert not (project / "notes.txt").exists()
 
 
+async def test_a_consent_state_the_sdk_refuses_is_audited_and_nothing_runs(
+    project: Path, tmp_path: Path
+) -> None:
+    # The SDK checks the sealed state before the chain: without this record a probe of the seal
+    # (a forged state, a state bound to other arguments) would leave no trace in the audit log.
+    audit_log = tmp_path / "audit.jsonl"
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps({"audit_log_path": str(audit_log)}))
+    accept = types.ElicitResult(action="accept", content={"approve": True})
+    refused: list[MCPError] = []
+    with anyio.fail_after(60):
+        async with Client(_server(project, config_file), elicitation_callback=Human(approve=True)) as client:
+            await client.list_tools()
+            first = await client.session.call_tool("test_write_file", WRITE, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            (key,) = first.input_requests or {}
+            assert first.request_state is not None
+            for arguments, state in (
+                ({**WRITE, "path": "other.txt"}, first.request_state),
+                (WRITE, first.request_state[:-8] + "AAAAAAAA"),
+            ):
+                try:
+                    await client.session.call_tool(
+                        "test_write_file",
+                        arguments,
+                        input_responses={key: accept},
+                        request_state=state,
+                        allow_input_required=True,
+                    )
+                except MCPError as exc:
+                    refused.append(exc)
+
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    rejected = [r for r in records if r.get("code") == "consent_state_refused"]
+    assert len(refused) == 2
+    assert [(r["tool"], r["outcome"]) for r in rejected] == [("test_write_file", "refused")] * 2
+    assert all(r["client"]["transport"] == "stdio" for r in rejected)
+    assert not (project / "other.txt").exists()
+    assert not (project / "notes.txt").exists()
+
+
 async def test_a_sealed_consent_replayed_a_second_time_is_refused(project: Path, config_file: Path) -> None:
     accept = types.ElicitResult(action="accept", content={"approve": True})
     with anyio.fail_after(60):

@@ -17,6 +17,7 @@ from oct_mcp.app import App
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.transports.listing import tool_listing
+from oct_mcp.transports.rejected_states import RejectedStatesAudit
 from oct_mcp.transports.scopes import LiveScopes
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server"]
@@ -84,5 +85,7 @@ def build_server(
     # arguments) under a key that lives and dies with this process, unless replicas share one.
     if sealing is None:
         sealing = RequestStateSecurity.ephemeral(ttl=CONSENT_STATE_TTL_SECONDS)
+    # Outside the boundary: the states it refuses never reach the chain, and are audited here.
+    server.middleware.append(RejectedStatesAudit(app, transport))
     server.middleware.append(RequestStateBoundary(sealing, default_audience=SERVER_NAME))
     return server
