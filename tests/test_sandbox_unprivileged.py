@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from optional import landlock, missing
+from optional import bubblewrap, landlock, missing
 
 from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.middleware.sandbox import RUN_PROCESSES
@@ -440,6 +440,49 @@ def test_as_its_own_user_a_writable_landlock_run_makes_entries_at_the_root_but_n
         "move git BLOCKED",
     ], found["out"]
     assert found["entries"] == [".git", "new.txt", "notes.md"]
+
+
+PRIVATE_NETWORK_HARNESS = """
+import json, sys
+from pathlib import Path
+import anyio
+from oct_mcp.backends import Limits, SandboxRequest
+from oct_mcp.backends.bubblewrap import Bubblewrap
+from oct_mcp.backends.runner import run_prepared
+
+backend = Bubblewrap()
+if not backend.probe().usable:
+    print(json.dumps(None))
+    sys.exit(0)
+project = Path(sys.argv[1])
+code = (
+    "import socket\\n"
+    "flags = socket.AI_PASSIVE | socket.AI_ADDRCONFIG\\n"
+    "found = socket.getaddrinfo('localhost', 0, socket.AF_INET, socket.SOCK_STREAM, 0, flags)\\n"
+    "print(sorted({entry[4][0] for entry in found}), sorted(name for _, name in socket.if_nameindex()))\\n"
+)
+request = SandboxRequest(
+    argv=(sys.executable, "-I", "-c", code), project=project, writable=False, network=False,
+    protected=(), read_only_binds=(Path(sys.base_prefix), Path(sys.prefix)),
+    env={"PATH": "/usr/bin:/bin"}, limits=Limits(memory_bytes=512 * 1024 * 1024, cpu_seconds=30),
+    scratch=project,
+)
+prepared = backend.prepare(request)
+run = anyio.run(lambda: run_prepared(prepared, backend="bubblewrap", time_limit=30, max_output=65536))
+out, err = run.stdout.decode(), run.stderr.decode()[-2000:]
+print(json.dumps({"out": out, "err": err, "argv": list(prepared.argv)}))
+"""
+
+
+def test_as_its_own_user_a_bubblewrap_run_without_network_resolves_localhost_in_its_own_namespace(
+    shared_tree: Path,
+) -> None:
+    found = _harness_as_nobody(shared_tree, "network", PRIVATE_NETWORK_HARNESS)
+
+    if found is None:
+        bubblewrap()  # skips with the reason where bubblewrap is not usable here
+    assert found["out"].split("\n")[0] == "['127.0.0.1'] ['lo']", found["err"]
+    assert "--unshare-net" not in found["argv"]
 
 
 # Every probe of the attack list, run by each backend that works here with the server as nobody.

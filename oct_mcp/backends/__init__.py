@@ -165,6 +165,10 @@ class SandboxRequest:
     """A folder inside the project the command starts in; None: the project root."""
     secret_files: tuple[SecretFile, ...] = ()
     """Project files a read shows masked: the run reads their masked copy, or cannot read them."""
+    resolves_localhost: bool = True
+    """Without network, `localhost` resolves as on a machine with a network card, AI_ADDRCONFIG
+    included (bubblewrap: its own namespace gets a second loopback address, about 3-5 ms a spawn;
+    landlock runs in the machine's own network already)."""
 
     @property
     def start_folder(self) -> Path:

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import threading
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Final
 
@@ -21,6 +21,7 @@ from oct_mcp.backends import (
     SandboxRequest,
     SecretFileView,
 )
+from oct_mcp.backends.private_network import make_private_network, private_network_works
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.seccomp import RunFilter, seccomp_loads
 from oct_mcp.errors import SandboxUnavailableError
@@ -66,7 +67,7 @@ class Bubblewrap:
             )
         argv = [
             self.executable,
-            *self._namespaces(network=False),
+            *self._namespaces(unshare_network=True),
             *self._system_binds(strict_files=True),
             "--",
             "/usr/bin/true",
@@ -76,7 +77,12 @@ class Bubblewrap:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Availability(False, f"{self.executable} could not run: {type(exc).__name__}")
         if completed.returncode == 0:
-            return Availability(True, f"{self.executable}: namespaces work")
+            network = (
+                "a run without network has `lo` with a second loopback address (`localhost` resolves)"
+                if seccomp_loads() and private_network_works()
+                else "a run without network has `lo` with 127.0.0.1 only (AI_ADDRCONFIG finds no IPv4)"
+            )
+            return Availability(True, f"{self.executable}: namespaces work; {network}")
         return Availability(
             False, _explain_failure(self.executable, completed.stderr.decode(errors="replace"))
         )
@@ -94,10 +100,18 @@ class Bubblewrap:
                 "or restart the server to choose the backend again"
             )
         project = str(request.project)
+        # Without network, the child that execs bubblewrap makes the run's network namespace, with
+        # a second loopback address so `localhost` resolves (private_network.py), for runs that may
+        # need it; where it cannot, or for git, bubblewrap unshares the network itself (3-5 ms less
+        # a spawn). Never neither: the filter that carries the setup is what the argv relies on.
+        filtered = seccomp_loads()
+        private_network = (
+            not request.network and request.resolves_localhost and filtered and private_network_works()
+        )
         argv: list[str] = [
             *limit_prefix(request.limits),
             self.executable,
-            *self._namespaces(network=request.network),
+            *self._namespaces(unshare_network=not request.network and not private_network),
             *self._system_binds(strict_files=request.strict_files),
         ]
         for path in request.read_only_binds:
@@ -146,11 +160,19 @@ class Bubblewrap:
             env={},
             cwd=request.start_folder,
             guarantees=frozenset(guarantees),
-            confinement=RunFilter() if seccomp_loads() else None,
+            confinement=(
+                RunFilter(
+                    child_setup=partial(make_private_network, request.limits.processes)
+                    if private_network
+                    else None
+                )
+                if filtered
+                else None
+            ),
         )
 
     @staticmethod
-    def _namespaces(*, network: bool) -> list[str]:
+    def _namespaces(*, unshare_network: bool) -> list[str]:
         argv = [
             "--die-with-parent",
             "--new-session",
@@ -165,7 +187,7 @@ class Bubblewrap:
             "--hostname",
             "oct-sandbox",
         ]
-        if not network:
+        if unshare_network:
             argv.append("--unshare-net")
         return argv
 

@@ -170,6 +170,8 @@ async def start_confined(
                 cwd=cwd,
                 env=dict(env),
                 start_new_session=True,
+                # What the backend makes in the child before the exec (bubblewrap's own network).
+                preexec_fn=getattr(confinement, "child_setup", None),
             )
             outcome.append(ConfinedRun(popen, os.pidfd_open(popen.pid), out_read, err_read))
         except (SandboxUnavailableError, OSError, subprocess.SubprocessError, ValueError) as exc:

@@ -30,7 +30,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from seccompy import ArgCmp, Filter
 
@@ -149,6 +149,9 @@ class RunFilter:
     open to all its runs, as to a landlock run with writes: the filter adds what mounts miss,
     the bits (setuid, setgid, sticky, world-write), owners, attributes and inode flags.
     """
+
+    child_setup: Callable[[], None] | None = None
+    """Run in the child between fork and exec of bubblewrap (`private_network.py`); None: nothing."""
 
     def restrict_current_thread(self) -> None:
         load_filter(filter_program(sockets=False, network=True, writes=True))

@@ -86,6 +86,10 @@ class CommandPlan:
     (a refusal of what it did to protected paths, its time limit, a cancellation): a writing plan
     records the checkpoint of what the run changed, so oct_undo can take it back. Returns a note
     for the error (the checkpoint's id, or why there is none; never a value of the call), or None."""
+    resolves_localhost: bool = True
+    """Whether the run's `localhost` resolves as on a machine with a network card
+    (`SandboxRequest.resolves_localhost`): test suites' listeners ask so. False for the server's own
+    programs (git), whose runs then skip what it costs."""
     masks_secret_files: bool = True
     """The run reads the project's files that a read shows masked as a read shows them (bubblewrap)
     or not at all (landlock), unless the profile's `show_secrets_to_runs` says otherwise. False only

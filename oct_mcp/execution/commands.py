@@ -215,6 +215,7 @@ class CommandRunner:
                 writable_inside=() if private is None else private.folders,
                 cwd=plan.cwd,
                 secret_files=(*secrets, *(SecretFile(path) for path in denied)),
+                resolves_localhost=plan.resolves_localhost,
             )
             prepared = _prepare(self.backend, request, cgroup)
             if not prepared.guarantees & {READS_CONFINED, WRITES_CONFINED} and not self.allow_unconfined:

@@ -420,6 +420,7 @@ def git_plan(
         tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)), *GIT_ENVIRONMENT),
         # git, not project code, with fixed arguments: it compares and diffs the real files.
         masks_secret_files=False,
+        resolves_localhost=False,
     )
 
 

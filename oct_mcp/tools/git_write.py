@@ -313,6 +313,7 @@ def _plan(
         git_writes=git.writes,
         # git, not project code, with fixed arguments: a commit of a masked copy would commit the masks.
         masks_secret_files=False,
+        resolves_localhost=False,
     )
 
 

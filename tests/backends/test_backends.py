@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from oct_mcp.backends.bubblewrap import MAX_PROTECTED_MOUNTS, Bubblewrap
 from oct_mcp.backends.environment import is_never_passed, sandbox_environment
 from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.native import Native
+from oct_mcp.backends.private_network import make_private_network
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.sandbox_exec import SandboxExec, seatbelt_profile
 from oct_mcp.backends.selection import probe_backends, select_backend
@@ -50,19 +52,26 @@ def _pairs(argv: tuple[str, ...], flag: str) -> list[tuple[str, str]]:
 
 @pytest.mark.needs_backend("bubblewrap")
 def test_bubblewrap_never_binds_the_root_and_drops_everything(tmp_path: Path) -> None:
-    argv = Bubblewrap().prepare(_request(tmp_path)).argv
+    prepared = Bubblewrap().prepare(_request(tmp_path))
+    argv = prepared.argv
 
     assert ("/", "/") not in _pairs(argv, "--ro-bind") + _pairs(argv, "--bind")
-    for flag in (
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-user",
-        "--unshare-net",
-        "--clearenv",
-    ):
+    for flag in ("--die-with-parent", "--new-session", "--unshare-pid", "--unshare-user", "--clearenv"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    # A network of its own either way: bubblewrap's, or one the child makes before the exec.
+    setup = getattr(prepared.confinement, "child_setup", None)
+    if "--unshare-net" not in argv:
+        assert isinstance(setup, partial)
+        assert setup.func is make_private_network
+
+
+@pytest.mark.needs_backend("bubblewrap")
+def test_a_bubblewrap_run_that_needs_no_localhost_gets_bubblewraps_own_network(tmp_path: Path) -> None:
+    prepared = Bubblewrap().prepare(_request(tmp_path, resolves_localhost=False))
+
+    assert "--unshare-net" in prepared.argv
+    assert getattr(prepared.confinement, "child_setup", None) is None
 
 
 @pytest.mark.needs_backend("bubblewrap")

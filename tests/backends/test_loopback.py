@@ -408,6 +408,41 @@ async def test_bubblewraps_own_network_namespace_has_only_lo_and_it_is_up(tmp_pa
     assert (code, lines) == (0, ["['lo'] 1"]), stderr
 
 
+RESOLVE_PROBE = """
+import socket
+flags = socket.AI_PASSIVE | socket.AI_ADDRCONFIG
+found = socket.getaddrinfo("localhost", 0, socket.AF_INET, socket.SOCK_STREAM, 0, flags)
+print("localhost", sorted({entry[4][0] for entry in found}))
+server = socket.create_server(found[0][4])
+print("listens", server.getsockname()[0])
+with socket.create_connection(("localhost", server.getsockname()[1]), timeout=5):
+    print("reached localhost")
+try:
+    socket.create_connection(("192.0.2.1", 80), timeout=3)
+    print("reached the world")
+except OSError as exc:
+    print("world", exc.errno == 101)
+"""
+
+
+async def test_in_bubblewraps_own_network_localhost_resolves_as_anyio_asks_and_nothing_else_is_there(
+    tmp_path: Path,
+) -> None:
+    # glibc's AI_ADDRCONFIG counts IPv4 only where an address other than 127.0.0.1 exists: the run's
+    # namespace has 127.0.0.2 on `lo` for that, still loopback, still the only device.
+    code, lines, stderr = await _run(_backend("bubblewrap"), tmp_path, RESOLVE_PROBE)
+
+    assert (code, lines) == (
+        0,
+        [
+            "localhost ['127.0.0.1']",
+            "listens 127.0.0.1",
+            "reached localhost",
+            "world True",
+        ],
+    ), stderr
+
+
 STUCK_PROBE = """
 import socket
 a, b = socket.socketpair()
