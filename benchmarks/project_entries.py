@@ -12,21 +12,19 @@ editor saves. No goal in the issue for the call itself; the spawn goal (landlock
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import anyio
 from _common import Comparison, arguments, print_table
+from sandbox_spawn import timings_inside
 
 from oct_mcp.backends import Backend, Limits, Prepared, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.loopback import loopback_support
-from oct_mcp.backends.runner import run_prepared
 
 CALLS = 400
 LIMITS = Limits(memory_bytes=512 * 1_048_576, cpu_seconds=120)
@@ -84,21 +82,6 @@ def _writable(backend: Backend, project: Path, scratch: Path, argv: tuple[str, .
     return backend.prepare(request)
 
 
-def _inside(prepared: Prepared, backend: str, rounds: int) -> dict[str, list[float]]:
-    async def once() -> dict[str, list[float]]:
-        result = await run_prepared(prepared, backend=backend, time_limit=300, max_output=1 << 22)
-        if result.exit_code != 0:
-            raise RuntimeError(f"{backend} probe failed: {result.stderr!r}")
-        found: dict[str, list[float]] = json.loads(result.stdout)
-        return found
-
-    merged: dict[str, list[float]] = {}
-    for _ in range(rounds):
-        for kind, spent in anyio.run(once).items():
-            merged.setdefault(kind, []).extend(spent)
-    return merged
-
-
 def main() -> None:
     args = arguments(__doc__ or "", default_rounds=3)
     landlock, bubblewrap = LandlockBackend(), Bubblewrap()
@@ -113,11 +96,13 @@ def main() -> None:
         (project / "probe.py").write_text(PROBE)
         (project / "notes.md").write_text("notes\n")
         argv = (sys.executable, "-I", str(project / "probe.py"))
-        supervised = _inside(_writable(landlock, project, scratch, argv), "landlock", args.rounds)
-        bare = _inside(Prepared(argv=argv, env={}, cwd=project, guarantees=frozenset()), "bare", args.rounds)
+        supervised = timings_inside(_writable(landlock, project, scratch, argv), "landlock", args.rounds)
+        bare = timings_inside(
+            Prepared(argv=argv, env={}, cwd=project, guarantees=frozenset()), "bare", args.rounds
+        )
         own = None
         if bubblewrap.probe().usable:
-            own = _inside(_writable(bubblewrap, project, scratch, argv), "bubblewrap", args.rounds)
+            own = timings_inside(_writable(bubblewrap, project, scratch, argv), "bubblewrap", args.rounds)
     comparisons: list[Comparison] = []
     for kind, claim in KINDS:
         comparisons.append(

@@ -7,6 +7,7 @@ within +2 ms. Two trivial commands:
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import tempfile
@@ -45,6 +46,23 @@ def read_only_prepared(backend: Backend, project: Path, argv: tuple[str, ...]) -
         scratch=project,
     )
     return backend.prepare(request)
+
+
+def timings_inside(prepared: Prepared, backend: str, rounds: int) -> dict[str, list[float]]:
+    """Run a probe that prints its own timings as JSON (kind to seconds), `rounds` times: all of them."""
+
+    async def once() -> dict[str, list[float]]:
+        result = await run_prepared(prepared, backend=backend, time_limit=300, max_output=1 << 22)
+        if result.exit_code != 0:
+            raise RuntimeError(f"{backend} probe failed: {result.stderr!r}")
+        found: dict[str, list[float]] = json.loads(result.stdout)
+        return found
+
+    merged: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for kind, spent in anyio.run(once).items():
+            merged.setdefault(kind, []).extend(spent)
+    return merged
 
 
 def _timed(prepared: Prepared, name: str) -> float:

@@ -11,21 +11,18 @@ figures are what a multiprocessing-heavy test suite pays.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import anyio
 from _common import Comparison, arguments, print_table
-from sandbox_spawn import read_only_prepared
+from sandbox_spawn import read_only_prepared, timings_inside
 
 from oct_mcp.backends import Prepared
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.loopback import loopback_support
-from oct_mcp.backends.runner import run_prepared
 
 CALLS = 400
 POOLS = 5
@@ -75,21 +72,6 @@ KINDS = (
 )
 
 
-def _inside(prepared: Prepared, backend: str, rounds: int) -> dict[str, list[float]]:
-    async def once() -> dict[str, list[float]]:
-        result = await run_prepared(prepared, backend=backend, time_limit=300, max_output=1 << 22)
-        if result.exit_code != 0:
-            raise RuntimeError(f"{backend} probe failed: {result.stderr!r}")
-        found: dict[str, list[float]] = json.loads(result.stdout)
-        return found
-
-    merged: dict[str, list[float]] = {}
-    for _ in range(rounds):
-        for kind, spent in anyio.run(once).items():
-            merged.setdefault(kind, []).extend(spent)
-    return merged
-
-
 def main() -> None:
     args = arguments(__doc__ or "", default_rounds=3)
     landlock, bubblewrap = LandlockBackend(), Bubblewrap()
@@ -101,14 +83,14 @@ def main() -> None:
         project = Path(temp).resolve()
         (project / "probe.py").write_text(PROBE)
         argv = (sys.executable, "-I", str(project / "probe.py"))
-        supervised = _inside(read_only_prepared(landlock, project, argv), "landlock", args.rounds)
+        supervised = timings_inside(read_only_prepared(landlock, project, argv), "landlock", args.rounds)
         bare_env = {"TMPDIR": str(project)}
-        bare = _inside(
+        bare = timings_inside(
             Prepared(argv=argv, env=bare_env, cwd=project, guarantees=frozenset()), "bare", args.rounds
         )
         own = None
         if bubblewrap.probe().usable:
-            own = _inside(read_only_prepared(bubblewrap, project, argv), "bubblewrap", args.rounds)
+            own = timings_inside(read_only_prepared(bubblewrap, project, argv), "bubblewrap", args.rounds)
     for kind, claim in KINDS:
         unit = "ms" if kind in ("fork", "spawn", "forkserver") else "us"
         comparisons.append(
