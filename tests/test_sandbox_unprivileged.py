@@ -196,7 +196,7 @@ print(json.dumps(results))
 """
 
 FORK_BOMB_HARNESS = """
-import json, sys
+import json, os, sys, time
 from pathlib import Path
 import anyio
 from oct_mcp.backends.bubblewrap import Bubblewrap
@@ -226,6 +226,16 @@ plan = CommandPlan(
     argv=(sys.executable, "-I", str(project / "bomb.py")),
     parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
 )
+def tasks_of_mine():
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == os.getuid():
+                count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
+    return count
+
 results = {}
 for backend in (Native(), Bubblewrap(), LandlockBackend()):
     if not backend.probe().usable:
@@ -236,8 +246,13 @@ for backend in (Native(), Bubblewrap(), LandlockBackend()):
         max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
         memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=True,
     )
+    before = tasks_of_mine()
     result = anyio.run(lambda: commands.run(plan, project, None))
     results[backend.name] = result.text.split()
+    # Killed children are reaped a little later: until then they count against the next budget.
+    deadline = time.monotonic() + 30
+    while tasks_of_mine() > before and time.monotonic() < deadline:
+        time.sleep(0.1)
 print(json.dumps(results))
 """
 
@@ -320,16 +335,32 @@ def test_as_its_own_user_a_fork_bomb_stops_at_the_runs_process_budget(shared_tre
         assert int(words[1]) <= RUN_PROCESSES, backend
 
 
-SCRATCH_TIMES_HARNESS = """
-import json, os, sys
-from pathlib import Path
-import anyio
+# Shared by the harnesses that run a script through a landlock CommandRunner as nobody.
+_LANDLOCK_IMPORTS = """import anyio
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.types import ToolResult
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.spec import CommandPlan
+"""
+_LANDLOCK_COMMANDS = """backend = LandlockBackend()
+if not backend.probe().usable:
+    print(json.dumps(None))
+    sys.exit(0)
+commands = CommandRunner(
+    backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
+    max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
+    memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=False,
+)
+"""
 
+SCRATCH_TIMES_HARNESS = (
+    """
+import json, os, sys
+from pathlib import Path
+"""
+    + _LANDLOCK_IMPORTS
+    + """
 project = Path(sys.argv[1])
 (project / "kept.txt").write_text("the project's\\n")
 (project / "times.py").write_text(
@@ -348,22 +379,16 @@ project = Path(sys.argv[1])
     "print('mtime', os.stat(own).st_mtime_ns)\\n"
     "attempt('project', lambda: os.utime('kept.txt', ns=(5, 5)))\\n"
 )
-backend = LandlockBackend()
-if not backend.probe().usable:
-    print(json.dumps(None))
-    sys.exit(0)
-commands = CommandRunner(
-    backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
-    max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
-    memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=False,
-)
-plan = CommandPlan(
+"""
+    + _LANDLOCK_COMMANDS
+    + """plan = CommandPlan(
     argv=(sys.executable, "-I", str(project / "times.py")),
     parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
 )
 result = anyio.run(lambda: commands.run(plan, project, None))
 print(json.dumps({"out": result.text, "kept": (project / "kept.txt").stat().st_mtime_ns}))
 """
+)
 
 
 def test_as_its_own_user_a_read_only_landlock_run_sets_times_in_its_scratch_folder_only(
@@ -379,16 +404,13 @@ def test_as_its_own_user_a_read_only_landlock_run_sets_times_in_its_scratch_fold
     assert found["kept"] != 5
 
 
-ROOT_ENTRIES_HARNESS = """
+ROOT_ENTRIES_HARNESS = (
+    """
 import json, os, sys
 from pathlib import Path
-import anyio
-from oct_mcp.backends.landlock import LandlockBackend
-from oct_mcp.backends.runner import run_prepared
-from oct_mcp.types import ToolResult
-from oct_mcp.execution.commands import CommandRunner
-from oct_mcp.spec import CommandPlan
-
+"""
+    + _LANDLOCK_IMPORTS
+    + """
 project = Path(sys.argv[1]) / "entries"
 (project / ".git" / "hooks").mkdir(parents=True)
 (project / "old.txt").write_text("old\\n")
@@ -406,16 +428,9 @@ script = (
     "attempt('envrc', lambda: open('.envrc', 'w'))\\n"
     "attempt('move git', lambda: os.rename('.git', 'dotgit'))\\n"
 )
-backend = LandlockBackend()
-if not backend.probe().usable:
-    print(json.dumps(None))
-    sys.exit(0)
-commands = CommandRunner(
-    backend=backend, runner=run_prepared, required=frozenset(), allow_degraded=False,
-    max_output_bytes=65536, timeout_seconds=60, test_timeout_seconds=60,
-    memory_bytes=512 * 1024 * 1024, threads=1, allow_unconfined=False,
-)
-plan = CommandPlan(
+"""
+    + _LANDLOCK_COMMANDS
+    + """plan = CommandPlan(
     argv=(sys.executable, "-I", "-c", script),
     writes_project=True,
     parse=lambda run: ToolResult(text=(run.stdout + run.stderr).decode()),
@@ -423,6 +438,7 @@ plan = CommandPlan(
 result = anyio.run(lambda: commands.run(plan, project, None))
 print(json.dumps({"out": result.text, "entries": sorted(os.listdir(project))}))
 """
+)
 
 
 def test_as_its_own_user_a_writable_landlock_run_makes_entries_at_the_root_but_no_protected_one(
