@@ -206,6 +206,7 @@ class LoopbackSupervisor:
         self._made: set[int] = set()
         """The inode of every socket made for the run: the only receivers its sends may reach."""
         self._reserved: dict[tuple[int, bytes, int], socket.socket] = {}
+        self._reserved_lock = threading.Lock()
         """The UDP ports held for the run by a placeholder (`_reserve`), by family, host and port."""
         self._diag: socket.socket | None = None
         self._diag_lock = threading.Lock()
@@ -462,34 +463,46 @@ class LoopbackSupervisor:
         free, a host service that binds it later would receive the run's datagrams. So the
         supervisor binds the port itself first, on `lo`, with no sharing option (nobody else can
         bind it, the wildcard included, until the run ends), and reads nothing from it. The
-        run's own bind of that port takes it over (`_bind`). At most `_MAX_RESERVED` a run.
+        run's own bind of that port takes it over (`_bind`); a run that then closes that socket
+        frees the port while another of its sockets may still be connected there (a host service
+        binding it in that window would receive what that socket sends). Never a port below the
+        unprivileged start; at most `_MAX_RESERVED` a run. Which loopback UDP ports are held by
+        the host this tells the run is in /proc/net/udp already.
 
         Raises:
             _RefusedError: ECONNREFUSED, as before, past the limit or where the port was taken
                 meanwhile.
         """
-        key = (family, host, port)
-        if key in self._reserved:
-            return
-        if len(self._reserved) >= _MAX_RESERVED:
+        if port < _unprivileged_port_start():
+            # The run may not bind such a port itself: nor is one held for it (a resolver's 53).
             raise _RefusedError(errno.ECONNREFUSED)
-        placeholder = socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-        try:
-            placeholder.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
-            shown = socket.inet_ntop(family, host[:4] if family == socket.AF_INET else host)
-            placeholder.bind((shown, port))
-        except OSError as exc:
-            placeholder.close()
-            raise _RefusedError(errno.ECONNREFUSED) from exc
-        self._reserved[key] = placeholder
-        self._made.add(os.fstat(placeholder.fileno()).st_ino)
+        key = (family, host, port)
+        # Sends that may block are answered on threads of their own: one lock for the table.
+        with self._reserved_lock:
+            if key in self._reserved:
+                return
+            if len(self._reserved) >= _MAX_RESERVED:
+                raise _RefusedError(errno.ECONNREFUSED)
+            placeholder = socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            try:
+                placeholder.setsockopt(socket.SOL_SOCKET, _SO_BINDTODEVICE, _LOOPBACK_DEVICE)
+                shown = socket.inet_ntop(family, host[:4] if family == socket.AF_INET else host)
+                placeholder.bind((shown, port))
+            except OSError as exc:
+                placeholder.close()
+                raise _RefusedError(errno.ECONNREFUSED) from exc
+            self._reserved[key] = placeholder
+            self._made.add(os.fstat(placeholder.fileno()).st_ino)
 
-    def _release(self, address: bytes) -> None:
-        """Give up the placeholder on the port the run now binds itself, if there is one."""
-        placeholder = self._reserved.pop(_destination(address), None)
-        if placeholder is not None:
-            self._made.discard(os.fstat(placeholder.fileno()).st_ino)
-            placeholder.close()
+    def _release(self, address: bytes) -> bool:
+        """Give up the placeholder on the port the run now binds itself; whether there was one."""
+        with self._reserved_lock:
+            placeholder = self._reserved.pop(_destination(address), None)
+        if placeholder is None:
+            return False
+        self._made.discard(os.fstat(placeholder.fileno()).st_ino)
+        placeholder.close()
+        return True
 
     def _bind(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
@@ -509,8 +522,16 @@ class LoopbackSupervisor:
                 holder = _receiver(self._diag, family, _is_stream(target), (host, port), (bytes(16), 0))
             if holder is not None and holder not in self._made:
                 raise _RefusedError(errno.EADDRINUSE)
-            if not _is_stream(target):
-                self._release(address)
+            if not _is_stream(target) and self._release(address):
+                try:
+                    return _check(_libc().bind(target, address, len(address)))
+                except _RefusedError:
+                    # The run's bind failed (its socket bound already): the port is held again,
+                    # or, taken meanwhile, stays refused to the run's sends as any host port.
+                    with contextlib.suppress(_RefusedError):
+                        family, host, port = _destination(address)
+                        self._reserve(family, host, port)
+                    raise
         return _check(_libc().bind(target, address, len(address)))
 
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:

@@ -51,6 +51,8 @@ _LOOPBACK_INDEX: Final = 1
 """`lo` is the first device of every network namespace."""
 _SECOND_LOOPBACK: Final = socket.inet_aton("127.0.0.2")
 _NETLINK_ROUTE: Final = 0
+_LIBC: Final = ctypes.CDLL(None, use_errno=True)
+"""Loaded with the module, in the server: no dynamic loader call between fork and exec."""
 
 
 def make_private_network(processes: int | None = None) -> None:
@@ -73,8 +75,7 @@ def make_private_network(processes: int | None = None) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
     uid, gid = os.getuid(), os.getgid()
     flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(ctypes.c_int(flags)) != 0:
+    if _LIBC.unshare(ctypes.c_int(flags)) != 0:
         error = ctypes.get_errno()
         raise OSError(error, os.strerror(error))
     if flags & _CLONE_NEWUSER:

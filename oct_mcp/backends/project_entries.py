@@ -78,6 +78,8 @@ _O_LARGEFILE: Final = 0o100000
 """Set by the kernel itself on 64-bit: no meaning to check."""
 _O_TMPFILE: Final = 0o20000000 | os.O_DIRECTORY
 _CREAT_FLAGS: Final = os.O_CREAT | os.O_WRONLY | os.O_TRUNC
+_MOST_ENTRIES_LOOKED_AT: Final = 10_000
+"""Entries of a folder the supervisor moves that it looks through for a hidden file; past them, refused."""
 
 
 def notify_entry_calls(rules: Filter) -> None:
@@ -135,6 +137,9 @@ class ProjectEntries:
     """Device and inode of each entry the supervisor made: the run has no Landlock rule for them."""
     made_names: set[str] = field(default_factory=set)
     """The real names of the folders the supervisor made, where they were made (or moved to)."""
+    hidden_identities: frozenset[tuple[int, int]] = frozenset()
+    """Device and inode of each hidden file and folder when the run started: a name can change
+    (the kernel lets the run rename or link a hidden file inside its own folder), the inode not."""
 
     @classmethod
     def for_project(cls, project: Path, protected: Iterable[Path], hidden: Iterable[Path]) -> ProjectEntries:
@@ -148,8 +153,18 @@ class ProjectEntries:
                 folder = os.path.dirname(folder)
         spelt = os.path.abspath(project)
         names = fixed | {spelt + folder[len(root) :] for folder in fixed}
+        hidden_names = tuple(os.path.realpath(path) for path in hidden)
+        identities = set()
+        for path in hidden_names:
+            with contextlib.suppress(OSError):
+                identities.add(_identity(os.stat(path, follow_symlinks=False)))
         return cls(
-            root, kept, tuple(os.path.realpath(path) for path in hidden), frozenset(fixed), frozenset(names)
+            root,
+            kept,
+            hidden_names,
+            frozenset(fixed),
+            frozenset(names),
+            hidden_identities=frozenset(identities),
         )
 
     def answer(self, listener: Listener, notification: Notification, name: str) -> None:
@@ -187,6 +202,8 @@ class ProjectEntries:
             if flags & _O_TMPFILE == _O_TMPFILE:
                 raise _ContinueError  # an unnamed file: Landlock's to judge
             place = self._closed_place(notification, at, path_at, opened)
+            if _names_a_folder(notification, path_at):
+                raise _ContinueError  # `name/`: the kernel's own EISDIR or ENOTDIR
             if not listener.valid(notification.id):
                 return None
             return self._open(listener, notification, place, flags, args[mode_at] & 0o777)
@@ -203,11 +220,16 @@ class ProjectEntries:
         if name in _REMOVES:
             at, path_at = _REMOVES[name]
             place = self._closed_place(notification, at, path_at, opened)
+            removes_folder = name == "rmdir" or (name == "unlinkat" and args[2] & _AT_REMOVEDIR)
+            if not removes_folder and _names_a_folder(notification, path_at):
+                raise _ContinueError  # `unlink("file/")`: the kernel's own ENOTDIR
             self._check_taken(place)
             if not listener.valid(notification.id):
                 return None
             gone = os.stat(place.name, dir_fd=place.folder, follow_symlinks=False)
-            if name == "rmdir" or (name == "unlinkat" and args[2] & _AT_REMOVEDIR):
+            if _identity(gone) in self.hidden_identities:
+                return -errno.EACCES
+            if removes_folder:
                 os.rmdir(place.name, dir_fd=place.folder)
             else:
                 os.unlink(place.name, dir_fd=place.folder)
@@ -217,6 +239,8 @@ class ProjectEntries:
         if name in _SYMLINKS:
             at, path_at = _SYMLINKS[name]
             place = self._closed_place(notification, at, path_at, opened)
+            if _names_a_folder(notification, path_at):
+                raise _ContinueError
             target = read_path(notification.pid, args[0])
             self._check_made(place, is_folder=False)
             if not listener.valid(notification.id):
@@ -242,6 +266,7 @@ class ProjectEntries:
         flags = args[4] & _LOW_32 if name in ("renameat2", "linkat") else 0
         found = os.stat(source.name, dir_fd=source.folder, follow_symlinks=False)
         self._check_taken(source)
+        self._check_holds_no_hidden(source, found)
         if name in ("link", "linkat"):
             if flags & ~_AT_SYMLINK_FOLLOW or stat.S_ISDIR(found.st_mode):
                 return -errno.EPERM
@@ -262,11 +287,15 @@ class ProjectEntries:
             return -errno.EINVAL  # RENAME_WHITEOUT: an overlay's, never a run's
         if flags & _RENAME_EXCHANGE:
             self._check_taken(target)
+            self._check_holds_no_hidden(
+                target, os.stat(target.name, dir_fd=target.folder, follow_symlinks=False)
+            )
         else:
             self._check_made(target, is_folder=stat.S_ISDIR(found.st_mode))
             with contextlib.suppress(FileNotFoundError):
-                os.stat(target.name, dir_fd=target.folder, follow_symlinks=False)
+                replaced = os.stat(target.name, dir_fd=target.folder, follow_symlinks=False)
                 self._check_taken(target)  # replaced: removed as much as made
+                self._check_holds_no_hidden(target, replaced)
         if not listener.valid(notification.id):
             return None
         _rename(source, target, flags)
@@ -286,15 +315,38 @@ class ProjectEntries:
                 raise _ContinueError from None  # the kernel's own ENOENT
             self._check_made(place, is_folder=False)
             mode &= ~caller_umask(notification.pid)
+            # O_EXCL: whatever appeared there meanwhile (a link to a secret, a FIFO) is not opened.
+            expected = None
+            opening = flags | os.O_EXCL
         else:
             if _identity(found) not in self.made or not stat.S_ISREG(found.st_mode):
                 raise _ContinueError from None  # a file the run has its own rule for, or none
+            if flags & os.O_CREAT and flags & os.O_EXCL:
+                return -errno.EEXIST
             # Made, and yet what the rules keep (an inode number used again): never opened here.
             self._check_made(place, is_folder=False)
-        # Never through a link at the last name: a link made there in the meantime fails (ELOOP).
-        fd = os.open(place.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=place.folder)
+            expected = _identity(found)
+            # Truncated only once it is known to be that file (below).
+            opening = flags & ~(os.O_CREAT | os.O_TRUNC)
+        # Never through a link at the last name (ELOOP), never waiting (a FIFO, a lease): what is
+        # opened is checked to be the file judged before it reaches the run.
         try:
-            self.made.add(_identity(os.fstat(fd)))
+            fd = os.open(
+                place.name, opening | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=place.folder
+            )
+        except FileExistsError:
+            if flags & os.O_EXCL:
+                raise
+            raise _ContinueError from None  # made meantime by someone else: Landlock's to judge
+        try:
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode) or (expected is not None and _identity(opened) != expected):
+                return -errno.EACCES
+            if not flags & os.O_NONBLOCK:
+                os.set_blocking(fd, True)
+            if expected is not None and flags & os.O_TRUNC:
+                os.ftruncate(fd, 0)
+            self.made.add(_identity(opened))
             with contextlib.suppress(SeccompError, RuntimeError):
                 listener.addfd(notification.id, fd, flags=AddFdFlag.SEND, newfd_flags=flags & os.O_CLOEXEC)
         finally:
@@ -350,8 +402,12 @@ class ProjectEntries:
             return None
         finally:
             os.close(start)
-        place = _Place(folder, os.readlink(f"/proc/self/fd/{folder}"), name, notification.pid)
-        opened.append(place)
+        place = _Place(folder, "", name, notification.pid)
+        opened.append(place)  # closed by the caller, whatever happens next
+        try:
+            place.real_folder = os.readlink(f"/proc/self/fd/{folder}")
+        except OSError:
+            return None  # a name past PATH_MAX: nothing the supervisor acts on
         return place
 
     def _closed(self, place: _Place) -> bool:
@@ -367,7 +423,7 @@ class ProjectEntries:
         path = place.path
         if not self._inside(place) or self._kept(path):
             raise OSError(errno.EACCES, "")
-        parts = tuple(Path(path).relative_to(self.project).parts)
+        parts = tuple(part.casefold() for part in Path(path).relative_to(self.project).parts)
         if rule_for_parts(parts, is_folder=is_folder) is not None:
             raise OSError(errno.EACCES, "")
         _check_folder_permits(place, removing=False)
@@ -378,17 +434,47 @@ class ProjectEntries:
         path = place.path
         if not self._inside(place) or self._kept(path):
             raise OSError(errno.EACCES, "")
-        parts = tuple(Path(path).relative_to(self.project).parts)
+        parts = tuple(part.casefold() for part in Path(path).relative_to(self.project).parts)
         if rule_for_parts(parts) is not None:
             raise OSError(errno.EACCES, "")
         _check_folder_permits(place, removing=True)
+
+    def _check_holds_no_hidden(self, place: _Place, found: os.stat_result) -> None:
+        """Raises OSError (EACCES) where the entry is a hidden file by its inode, whatever its name
+        now, or a folder holding one (looked through without following links, failing closed past
+        `_MOST_ENTRIES_LOOKED_AT`)."""
+        if _identity(found) in self.hidden_identities:
+            raise OSError(errno.EACCES, "")
+        if not stat.S_ISDIR(found.st_mode) or not self.hidden_identities:
+            return
+        top = os.open(
+            place.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=place.folder
+        )
+        try:
+            looked_at = 0
+            for _root, folders, files, root_fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+                for entry in (*folders, *files):
+                    looked_at += 1
+                    if looked_at > _MOST_ENTRIES_LOOKED_AT:
+                        raise OSError(errno.EACCES, "")
+                    with contextlib.suppress(FileNotFoundError):
+                        if (
+                            _identity(os.stat(entry, dir_fd=root_fd, follow_symlinks=False))
+                            in self.hidden_identities
+                        ):
+                            raise OSError(errno.EACCES, "")
+        finally:
+            os.close(top)
 
     def _kept(self, path: str) -> bool:
         """Whether `path` is, holds or lies in a protected path, or is or holds a hidden file."""
         below = path + "/"
         return any(
             kept == path or kept.startswith(below) or path.startswith(kept + "/") for kept in self.protected
-        ) or any(hidden == path or hidden.startswith(below) for hidden in self.hidden)
+        ) or any(
+            hidden == path or hidden.startswith(below) or path.startswith(hidden + "/")
+            for hidden in self.hidden
+        )
 
     def _remember(self, place: _Place) -> None:
         """A folder the supervisor made: closed like the root (its inode), and by its name."""
@@ -454,6 +540,11 @@ def _spelt(notification: Notification, path_at: int) -> str:
     """A path argument as the run spelt it, copied once; a trailing `/` (`mkdir("build/")`) dropped."""
     spelt = os.fsdecode(read_path(notification.pid, notification.args[path_at]))
     return spelt.rstrip("/") if spelt.strip("/") else spelt
+
+
+def _names_a_folder(notification: Notification, path_at: int) -> bool:
+    """Whether the run spelt the path with a trailing `/`: only a folder may be meant."""
+    return os.fsdecode(read_path(notification.pid, notification.args[path_at])).endswith("/")
 
 
 def _base(notification: Notification, at: int | None) -> str:

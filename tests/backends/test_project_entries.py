@@ -277,3 +277,53 @@ async def test_a_root_folder_whose_mode_refuses_writes_gets_no_new_entry(tmp_pat
     assert said == ["make PermissionError", "remove PermissionError", "write in place DONE"]
     assert not (project / "notes.md").exists()
     assert (project / "old.txt").exists()
+
+
+async def test_a_hidden_file_renamed_or_linked_in_its_folder_first_is_still_never_moved_out(
+    tmp_path: Path,
+) -> None:
+    # The kernel lets the run rename or link a hidden file inside its own folder: by name the file
+    # is then no longer hidden, by inode it is. A hidden folder's entries are hidden too.
+    project = _project(tmp_path)
+    (project / "config").mkdir()
+    held = project / "config" / "prod.yaml"
+    held.write_text("password: tulip orbit canyon\n")
+    (project / "private").mkdir()
+    (project / "private" / "key").write_text("PRIVATE KEY\n")
+
+    said = await _run(
+        project,
+        tmp_path,
+        """
+        os.rename("config/prod.yaml", "config/innocent")
+        attempt("move the renamed one out", lambda: os.rename("config/innocent", "innocent"))
+        os.link("config/innocent", "config/again")
+        attempt("move a link of it out", lambda: os.rename("config/again", "again"))
+        attempt("move its folder", lambda: os.rename("config", "settings"))
+        attempt("move out of a hidden folder", lambda: os.rename("private/key", "key"))
+        attempt("make a protected name in another case", lambda: open("JENKINSFILE", "w"))
+        open("plain.txt", "w").write("plain")
+        attempt("remove a file spelt as a folder", lambda: os.remove("plain.txt/"))
+        """,
+        secret_files=(SecretFile(held), SecretFile(project / "private")),
+    )
+
+    assert said == [
+        "move the renamed one out PermissionError",
+        "move a link of it out PermissionError",
+        "move its folder PermissionError",
+        "move out of a hidden folder PermissionError",
+        "make a protected name in another case PermissionError",
+        "remove a file spelt as a folder NotADirectoryError",
+    ]
+    assert sorted(p.name for p in project.iterdir()) == [
+        ".git",
+        ".github",
+        "config",
+        "old.txt",
+        "plain.txt",
+        "private",
+        "setup.cfg",
+        "src",
+        "src.cfg",
+    ]
