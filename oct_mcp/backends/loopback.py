@@ -206,8 +206,8 @@ class LoopbackSupervisor:
         self._made: set[int] = set()
         """The inode of every socket made for the run: the only receivers its sends may reach."""
         self._reserved: dict[tuple[int, bytes, int], socket.socket] = {}
-        self._reserved_lock = threading.Lock()
         """The UDP ports held for the run by a placeholder (`_reserve`), by family, host and port."""
+        self._reserved_lock = threading.Lock()
         self._diag: socket.socket | None = None
         self._diag_lock = threading.Lock()
         self._shared_memory = RunSharedMemory()
