@@ -465,7 +465,9 @@ import anyio
 from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.runner import run_prepared
+from oct_mcp.middleware.sandbox import _make_server_undumpable
 
+_make_server_undumpable()  # as the server is: its /proc/self is the machine root's
 backend = Bubblewrap()
 if not backend.probe().usable:
     print(json.dumps(None))

@@ -200,6 +200,14 @@ async def start_confined(
         signal_loop.close()
         raise SandboxUnavailableError("the sandbox could not confine the run's thread; nothing ran")
     result = outcome[0]
+    if isinstance(result, subprocess.SubprocessError):
+        # The child's setup before the exec failed (subprocess keeps no more than that): fail
+        # closed with what the user can act on, never the run outside what it was to be given.
+        signal_loop.close()
+        raise SandboxUnavailableError(
+            "the sandbox could not prepare the run's own network before starting it; nothing ran. "
+            "`oct-mcp doctor` shows whether this user may make namespaces"
+        ) from result
     if isinstance(result, Exception):
         signal_loop.close()
         raise result

@@ -5,7 +5,7 @@ bubblewrap's `--unshare-net` gives a run a namespace with `lo` up and nothing el
 family: `create_tcp_listener(local_host="localhost")`) returns an IPv4 address only where the
 machine has one other than 127.0.0.1, so in that namespace `localhost` resolves to nothing
 (`socket.gaierror`), where a terminal's machine, with a network card, resolves it. Measured on
-anyio 4.4.0's own suite: 92 tests that pass in a terminal failed under bubblewrap for this alone.
+anyio 4.4.0's own suite: 87 tests that pass in a terminal failed under bubblewrap for this alone.
 
 Here the child that becomes bubblewrap makes the namespace itself, before it execs bubblewrap
 (which then shares it, never the server's): a new network namespace (and, for a server that is
@@ -51,6 +51,7 @@ _LOOPBACK_INDEX: Final = 1
 """`lo` is the first device of every network namespace."""
 _SECOND_LOOPBACK: Final = socket.inet_aton("127.0.0.2")
 _NETLINK_ROUTE: Final = 0
+_PR_SET_DUMPABLE: Final = 4
 _LIBC: Final = ctypes.CDLL(None, use_errno=True)
 """Loaded with the module, in the server: no dynamic loader call between fork and exec."""
 
@@ -79,10 +80,19 @@ def make_private_network(processes: int | None = None) -> None:
         error = ctypes.get_errno()
         raise OSError(error, os.strerror(error))
     if flags & _CLONE_NEWUSER:
-        # Only the server's own ids, as bubblewrap maps them: nobody else exists in here.
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        # The server is not dumpable (sandbox.py), so /proc/self belongs to the machine's root and
+        # the maps cannot be written: dumpable for these three writes only. After the exec the
+        # kernel makes bubblewrap dumpable anyway; the server's memory this child still holds is
+        # readable to the server's user for these few system calls, never to a run (bubblewrap's
+        # runs live in a PID namespace of their own).
+        _LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+        try:
+            # Only the server's own ids, as bubblewrap maps them: nobody else exists in here.
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"{uid} {uid} 1")
+            _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        finally:
+            _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, _NETLINK_ROUTE) as route:
         route.bind((0, 0))
         link = struct.pack("=BxHiII", socket.AF_UNSPEC, 0, _LOOPBACK_INDEX, _IFF_UP, _IFF_UP)

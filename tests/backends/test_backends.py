@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from oct_mcp.backends import Limits, SandboxRequest
 from oct_mcp.backends.bubblewrap import MAX_PROTECTED_MOUNTS, Bubblewrap
+from oct_mcp.backends.confined import start_confined
 from oct_mcp.backends.environment import is_never_passed, sandbox_environment
 from oct_mcp.backends.installs import install_roots
 from oct_mcp.backends.native import Native
@@ -21,7 +22,7 @@ from oct_mcp.backends.private_network import make_private_network
 from oct_mcp.backends.rlimits import limit_prefix
 from oct_mcp.backends.sandbox_exec import SandboxExec, seatbelt_profile
 from oct_mcp.backends.selection import probe_backends, select_backend
-from oct_mcp.errors import ConfigError, InstallRefusedError
+from oct_mcp.errors import ConfigError, InstallRefusedError, SandboxUnavailableError
 
 pytestmark = pytest.mark.e2e
 
@@ -72,6 +73,30 @@ def test_a_bubblewrap_run_that_needs_no_localhost_gets_bubblewraps_own_network(t
 
     assert "--unshare-net" in prepared.argv
     assert getattr(prepared.confinement, "child_setup", None) is None
+
+
+class _SetupFails:
+    """A confinement whose setup in the child fails, as a namespace the kernel refuses does."""
+
+    def restrict_current_thread(self) -> None:
+        """No filter: only the child's setup is under test."""
+
+    def child_setup(self) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    def end_domain(self, leader: int) -> None:
+        """Nothing to sweep."""
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_setup_before_the_exec_fails_never_runs_and_says_why(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    with pytest.raises(SandboxUnavailableError, match="nothing ran") as raised:
+        await start_confined(_SetupFails(), ("/usr/bin/touch", str(marker)), {}, tmp_path)
+
+    assert raised.value.code == "sandbox_unavailable"
+    assert not marker.exists()
 
 
 @pytest.mark.needs_backend("bubblewrap")
