@@ -16,19 +16,22 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 import anyio
 
 from oct_mcp import __version__
-from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command, blocked_by_apparmor
-from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
-from oct_mcp.errors import ConfigError, ToolUnavailableError
-from oct_mcp.execution.checkpoints import CheckpointStore
-from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
-from oct_mcp.rules import STDIO_CLIENT
-from oct_mcp.stopping import until_stopped
-from oct_mcp.telemetry import telemetry_status
-from oct_mcp.tools.programs import find_program
-from oct_mcp.tools.python import how_it_runs
-from oct_mcp.tools.screen_helper import helper_status
-from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root
+from oct_mcp.collector import collector_paused
+
+with collector_paused():  # the tool catalog's models, as the package's own (collector.py)
+    from oct_mcp.backends.apparmor import RESTRICT_SYSCTL, apparmor_profile_command, blocked_by_apparmor
+    from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
+    from oct_mcp.errors import ConfigError, ToolUnavailableError
+    from oct_mcp.execution.checkpoints import CheckpointStore
+    from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+    from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
+    from oct_mcp.rules import STDIO_CLIENT
+    from oct_mcp.stopping import until_stopped
+    from oct_mcp.telemetry import telemetry_status
+    from oct_mcp.tools.programs import find_program
+    from oct_mcp.tools.python import how_it_runs
+    from oct_mcp.tools.screen_helper import helper_status
+    from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root
 
 if TYPE_CHECKING:
     from oct_mcp.app import App
@@ -326,18 +329,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(refusal, file=sys.stderr)
             return EXIT_BROAD_ROOT
 
-    # Imported after diagnostics are set up: loading the config logs through them.
-    from oct_mcp.app import build_app
-
     try:
-        app = build_app(
-            project_root,
-            profile=args.profile,
-            config_path=args.config,
-            serve_metrics_endpoint=command == "serve",
-            development=args.development,
-            telemetry=command == "serve",
-        )
+        with collector_paused(freeze=command == "serve"):
+            # Imported after diagnostics are set up: loading the config logs through them.
+            from oct_mcp.app import build_app
+
+            app = build_app(
+                project_root,
+                profile=args.profile,
+                config_path=args.config,
+                serve_metrics_endpoint=command == "serve",
+                development=args.development,
+                telemetry=command == "serve",
+            )
     except NotADirectoryError as exc:
         print(f"oct-mcp: {exc}; pass --project-root with the path of your project", file=sys.stderr)
         return EXIT_USAGE

@@ -10,17 +10,45 @@ tool definitions (`oct_mcp.embed.pins`). Other requests (resources, prompts, ...
 
 from __future__ import annotations
 
-from oct_mcp.embed._host import (
-    BINARY_DROPPED_NOTE,
-    EMBEDDED_PROFILE,
-    PINS_DEFAULT,
-    ForeignTool,
-    host_arguments,
-    host_result,
-    pins_for,
-    session_client_id,
-)
-from oct_mcp.embed.sdk import OctGuard, guard
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oct_mcp.embed._host import (
+        BINARY_DROPPED_NOTE,
+        EMBEDDED_PROFILE,
+        PINS_DEFAULT,
+        ForeignTool,
+        host_arguments,
+        host_result,
+        pins_for,
+        session_client_id,
+    )
+    from oct_mcp.embed.sdk import OctGuard, guard
+
+# Loaded on first use: `oct-mcp`'s own server and its `pins` command import `oct_mcp.embed.pins`,
+# which runs this package first, and the SDK's MCPServer that `guard` wraps costs its start-up
+# about 60 ms it never uses (measured with `python -X importtime`).
+_WHERE: dict[str, str] = {
+    "BINARY_DROPPED_NOTE": "_host",
+    "EMBEDDED_PROFILE": "_host",
+    "PINS_DEFAULT": "_host",
+    "ForeignTool": "_host",
+    "host_arguments": "_host",
+    "host_result": "_host",
+    "pins_for": "_host",
+    "session_client_id": "_host",
+    "OctGuard": "sdk",
+    "guard": "sdk",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "BINARY_DROPPED_NOTE",
