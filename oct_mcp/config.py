@@ -148,6 +148,9 @@ class McpConfig:
     http_max_sessions_per_client: int = field(default=16, metadata=_rules(range=(1, 10_000)))
     """Handshake-era HTTP sessions one identity (a token, an OAuth subject) may hold open at once;
     past it, opening another gets 503 (`oct_mcp.transports.sessions`)."""
+    http_body_timeout_seconds: int = field(default=30, metadata=_rules(range=(1, 600)))
+    """How long an HTTP request's body may take to arrive whole; past it the request gets 408 and
+    nothing runs. The answer may take as long as the call does (a consent, a test run)."""
     oauth_issuer: str | None = field(default=None, metadata=_rules(url=True))
     """The OAuth 2.1 authorization server whose JWTs the HTTP transport accepts (its `iss`)."""
     oauth_audience: str | None = field(default=None, metadata=_rules(url=True))

@@ -62,8 +62,6 @@ DEFAULT_PORT: Final = 8765
 MCP_PATH: Final = "/mcp"
 CONSENT_KEY_VARIABLE: Final = "OCT_MCP_CONSENT_KEY"
 CONSENT_KEY_MIN_BYTES: Final = 32
-BODY_SECONDS: Final = 30.0
-"""A request body that has not fully arrived by then is cut (a slow client holds no worker for long)."""
 _KEEP_ALIVE_SECONDS: Final = 5
 _BACKLOG: Final = 2048
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
@@ -183,11 +181,18 @@ class RequestGuard:
         status: list[int] = []
         deadline = anyio.current_time() + self.body_seconds
         cut = False
+        body_whole = False
 
         async def bounded_receive() -> Message:
-            nonlocal cut
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            nonlocal cut, body_whole
+            if body_whole:
+                # The body is in: what the app waits for now is the client leaving (an SSE answer
+                # listens for it), which may come long after, a human reading a diff for a minute.
                 return await receive()
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                message = await receive()
+                body_whole = message["type"] != "http.request" or not message.get("more_body", False)
+                return message
             cut = True
             return {"type": "http.disconnect"}
 
@@ -263,7 +268,6 @@ def build_http_app(
     host: str,
     port: int,
     environ: Mapping[str, str] | None = None,
-    body_seconds: float = BODY_SECONDS,
 ) -> ASGIApp:
     """The ASGI app: `/mcp` (both protocol eras), and RFC 9728 metadata when OAuth is configured.
 
@@ -336,7 +340,8 @@ def build_http_app(
     starlette = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: manager.run())
     # Outermost: the SDK's own errors, and the guard's refusals, leave masked.
     return MaskedErrorBodies(
-        RequestGuard(starlette, TransportSecurityMiddleware(security), app, body_seconds)
+        # A body not whole by then is cut: a slow client holds no worker for long.
+        RequestGuard(starlette, TransportSecurityMiddleware(security), app, config.http_body_timeout_seconds)
     )
 
 

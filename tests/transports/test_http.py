@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from clients import only_text
 from mcp import Client
@@ -236,3 +237,37 @@ async def test_fastmcps_client_over_http_calls_with_a_token(project: Path, tmp_p
     assert read.content[0].text.startswith("# Demo")  # type: ignore[union-attr]
     (record,) = [r for r in audit_records(audit) if r.get("tool") == "oct_read_file"]
     assert record["client"]["id"] == "http:fleet"
+
+
+@pytest.mark.parametrize(("mode", "protocol"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_an_answer_that_takes_longer_than_a_body_may_still_arrives_in_both_eras(
+    project: Path, tmp_path: Path, mode: Any, protocol: str
+) -> None:
+    # The body deadline is for the request's body alone: a human who reads the diff for longer, or
+    # a run that lasts longer, still gets the answer on the open response (an SSE stream).
+    config = write_config(tmp_path / "config.json", tmp_path / "audit.log", http_body_timeout_seconds=1)
+    asked: list[str] = []
+
+    async def slow_human(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        await anyio.sleep(2.5)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    code = "import time; time.sleep(2.5); print('slept')"
+    with anyio.fail_after(90):
+        async with (
+            # The system's interpreter for the run, found as a terminal finds it.
+            replica(project, config, environ={"PATH": "/usr/bin:/bin"}) as url,
+            Client(url, mode=mode, elicitation_callback=slow_human) as client,
+        ):
+            negotiated = client.session.protocol_version
+            write = {"path": "notes.txt", "content": "read slowly\n", "dry_run": False}
+            written = await client.call_tool("oct_write_file", write)
+            ran = await client.call_tool("oct_run", {"argv": ["python", "-c", code]})
+
+    assert negotiated == protocol
+    assert len(asked) == 1, (only_text(written), only_text(ran))
+    assert written.is_error is not True, only_text(written)
+    assert (project / "notes.txt").read_text() == "read slowly\n"
+    assert ran.is_error is not True, only_text(ran)
+    assert "slept" in only_text(ran)
