@@ -34,6 +34,7 @@ from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
+from oct_mcp.transports.abandoned import cancel_abandoned, request_id_of
 from oct_mcp.transports.auth import HashedTokens, token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.consent_adapter import client_id_of
@@ -150,13 +151,16 @@ class RequestGuard:
     not even whether a token would be needed. Every refusal (403, 421, 401, 413, 408) is counted,
     and recorded in the audit as `refusals` samples them (one record per address and code a window,
     with the count): never a header's value. An address refused too often is answered 429 before
-    authentication while its requests carry no credentials.
+    authentication while its requests carry no credentials. A handshake-era request whose client
+    leaves before its answer is cancelled in its session (`abandoned.py`).
     """
 
     app: ASGIApp
     security: TransportSecurityMiddleware
     audit: App
     body_seconds: float
+    max_body_bytes: int = 1_048_576
+    """The largest body kept to find an abandoned request's id (the config's http_max_request_bytes)."""
     refusals: RefusalSampler = field(default_factory=RefusalSampler)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -181,28 +185,40 @@ class RequestGuard:
         status: list[int] = []
         deadline = anyio.current_time() + self.body_seconds
         cut = False
+        body = bytearray()
         body_whole = False
+        client_left = False
+        answered = False
 
         async def bounded_receive() -> Message:
-            nonlocal cut, body_whole
+            nonlocal cut, body_whole, client_left
             if body_whole:
                 # The body is in: what the app waits for now is the client leaving (an SSE answer
                 # listens for it), which may come long after, a human reading a diff for a minute.
-                return await receive()
+                message = await receive()
+                client_left = client_left or message["type"] == "http.disconnect"
+                return message
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 message = await receive()
+                if message["type"] == "http.request" and len(body) <= self.max_body_bytes:
+                    # Kept for the request's id (abandoned.py); the SDK refuses a larger body.
+                    body.extend(message.get("body", b""))
                 body_whole = message["type"] != "http.request" or not message.get("more_body", False)
+                client_left = message["type"] == "http.disconnect"
                 return message
             cut = True
             return {"type": "http.disconnect"}
 
         async def watched_send(message: Message) -> None:
+            nonlocal answered
             if cut:
                 # What the app answers a body it never had whole (the SDK's is a 500) is not sent:
                 # the 408 below is.
                 return
             if message["type"] == "http.response.start":
                 status.append(int(message["status"]))
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
             await send(message)
 
         try:
@@ -215,6 +231,10 @@ class RequestGuard:
         if cut and not status:
             status.append(408)
             await Response("Request body too slow", status_code=408)(scope, receive, send)
+        if client_left and not answered and not cut and scope["method"] == "POST":
+            request_id = request_id_of(scope, bytes(body))
+            if request_id is not None:
+                await cancel_abandoned(self.app, scope, request_id)
         if status and status[0] in _REFUSAL_CODES:
             await self._record_refusal(status[0], source, _authenticated_client(scope))
 
@@ -341,7 +361,13 @@ def build_http_app(
     # Outermost: the SDK's own errors, and the guard's refusals, leave masked.
     return MaskedErrorBodies(
         # A body not whole by then is cut: a slow client holds no worker for long.
-        RequestGuard(starlette, TransportSecurityMiddleware(security), app, config.http_body_timeout_seconds)
+        RequestGuard(
+            starlette,
+            TransportSecurityMiddleware(security),
+            app,
+            config.http_body_timeout_seconds,
+            max_body_bytes=config.http_max_request_bytes,
+        )
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -271,3 +272,52 @@ async def test_an_answer_that_takes_longer_than_a_body_may_still_arrives_in_both
     assert (project / "notes.txt").read_text() == "read slowly\n"
     assert ran.is_error is not True, only_text(ran)
     assert "slept" in only_text(ran)
+
+
+def _running(marker: str) -> int:
+    """How many processes of this machine carry `marker` in their command line."""
+    found = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            found += marker.encode() in (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+    return found
+
+
+async def _until(condition: Any, seconds: float) -> bool:
+    with anyio.move_on_after(seconds):
+        while not condition():
+            await anyio.sleep(0.1)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_call_whose_client_goes_away_ends_its_run_in_both_eras(
+    project: Path, tmp_path: Path, mode: Any
+) -> None:
+    # Handshake-era requests run in their session, not in the POST that carried them: without the
+    # guard's cancellation a killed client's run went on to its end.
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    marker = f"oct-abandoned-{os.getpid()}-{mode}"
+    code = f"import time; time.sleep(120)  # {marker}"
+    with anyio.fail_after(90):
+        async with replica(project, config, environ={"PATH": "/usr/bin:/bin"}) as url:
+            async with anyio.create_task_group() as client_side:
+
+                async def call() -> None:
+                    async with Client(url, mode=mode) as client:
+                        await client.call_tool("oct_run", {"argv": ["python", "-c", code]})
+
+                client_side.start_soon(call)
+                started = await _until(lambda: _running(marker) > 0, 30)
+                client_side.cancel_scope.cancel()  # the client goes, its connection with it
+            ended = await _until(lambda: _running(marker) == 0, 30)
+            still = _running(marker)
+
+    assert started
+    assert (ended, still) == (True, 0)
+    records = [r for r in audit_records(audit) if r.get("tool") == "oct_run"]
+    assert [r["outcome"] for r in records] == ["interrupted"]
