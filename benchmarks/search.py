@@ -150,15 +150,21 @@ def main() -> None:
         found = sorted(m["path"] for m in oct_search())
         assert oct_search(None) == oct_search(), "oct_search with and without its helper disagree"
         assert chain_search(app) == oct_search(), "the chain finds other lines"
-        listed = sorted(f["path"] for f in oct_list())
+        listed = sorted(oct_list())
         assert found == sorted(rg_files_matching(rg, root)), "oct_search and rg disagree"
         assert listed == sorted(rg_files().decode().splitlines()), "oct_list_files and rg --files disagree"
         assert oct_list_by_cursor() == oct_list(), "cursor and offset paging disagree"
-        with_sizes = oct_list_by_cursor(sizes=True)
-        paths = [f["path"] for f in oct_list()]
-        assert [f["path"] for f in with_sizes] == paths, "sizes=true lists other files"
-        assert all(f["size_bytes"] > 0 for f in with_sizes), "sizes=true without sizes"
-        assert [f["path"] for f in chain_list(app)] == paths, "the chain lists other files"
+        paths = oct_list()
+        assert oct_list_by_cursor(sizes=True) == paths, "sizes=true lists other files"
+        sizes = every_cursor_page(
+            lambda cursor: list_files(
+                workspace, ListFilesParams(max_results=10_000, cursor=cursor, sizes=True)
+            ),
+            "size_bytes",
+        )
+        assert len(sizes) == len(paths), "sizes=true without a size for each file"
+        assert all(size > 0 for size in sizes), "sizes=true without sizes"
+        assert chain_list(app) == paths, "the chain lists other files"
         in_sandbox = sandboxed(
             root, (os.path.realpath(rg), "--json", "--hidden", "--glob", "!.git", "needle_marker")
         )

@@ -115,9 +115,9 @@ def test_no_folder_listed_through_the_chain_ever_leaves_the_project(
     if isinstance(outcome, ToolResult):
         assert outcome.structured is not None
         for listed in outcome.structured["files"]:
-            assert not Path(listed["path"]).is_absolute()
-            assert ".." not in Path(listed["path"]).parts
-            assert (hostile_tree.root / listed["path"]).parent.resolve().is_relative_to(hostile_tree.root)
+            assert not Path(listed).is_absolute()
+            assert ".." not in Path(listed).parts
+            assert (hostile_tree.root / listed).parent.resolve().is_relative_to(hostile_tree.root)
 
 
 @pytest.mark.parametrize(

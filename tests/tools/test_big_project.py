@@ -91,7 +91,7 @@ def test_list_files_pages_through_the_venv(big_project: Path, config_file: Path)
         if (p.is_file() or p.is_symlink()) and ".git" not in p.relative_to(big_project).parts
     )
 
-    paths = [f["path"] for f in files]
+    paths = list(files)
     assert len(paths) == len(set(paths))
     assert set(paths) <= set(expected)
     assert {p for p in expected if not p.startswith(".venv/")} <= set(paths)

@@ -56,7 +56,7 @@ def read(workspace: Workspace, path: str, start: int | None = None, end: int | N
 def listed(workspace: Workspace, path: str = ".", glob: str | None = None) -> list[str]:
     result = list_files(workspace, ListFilesParams(path=path, glob=glob))
     assert result.structured is not None
-    return [entry["path"] for entry in result.structured["files"]]
+    return list(result.structured["files"])
 
 
 # read_file
@@ -420,7 +420,7 @@ def test_list_files_reports_each_file_with_its_kind_and_no_size_by_default(works
     # As a host's own file search answers: paths. A read says a file is too large when it is.
     assert result.structured == {
         "folder": "src",
-        "files": [{"path": "src/core.py", "kind": "file"}],
+        "files": ["src/core.py"],
         "truncated": False,
     }
     assert result.text == "src/core.py"
@@ -435,12 +435,10 @@ def test_list_files_with_sizes_reports_each_file_with_its_size(workspace: Worksp
 
     assert result.structured == {
         "folder": "src",
-        "files": [
-            {"path": "src/core.py", "kind": "file", "size_bytes": len(FOUR_LINES)},
-            {"path": "src/empty.py", "kind": "file", "size_bytes": 0},
-            # A symlink's own size, the length of its target's name: it is not followed.
-            {"path": "src/link.py", "kind": "symlink", "size_bytes": len("core.py")},
-        ],
+        "files": ["src/core.py", "src/empty.py", "src/link.py"],
+        "symlinks": ["src/link.py"],
+        # A symlink's own size, the length of its target's name: it is not followed.
+        "size_bytes": [len(FOUR_LINES), 0, len("core.py")],
         "truncated": False,
     }
     assert result.text == "src/core.py\nsrc/empty.py\nsrc/link.py"
@@ -563,7 +561,7 @@ def test_list_files_stops_at_max_results_and_says_it_was_truncated(workspace: Wo
     result = list_files(workspace, ListFilesParams(max_results=3))
 
     assert result.structured is not None
-    assert [entry["path"] for entry in result.structured["files"]] == ["f0.txt", "f1.txt", "f2.txt"]
+    assert result.structured["files"] == ["f0.txt", "f1.txt", "f2.txt"]
     assert (len(result.structured["files"]), result.structured["truncated"], result.truncated) == (
         3,
         True,
@@ -608,7 +606,7 @@ def test_list_files_stops_at_the_scan_limit_however_few_files_match(
 
     assert result.structured is not None
     assert (result.structured["files"], result.structured["truncated"]) == (
-        [{"path": "a.py", "kind": "file"}],
+        ["a.py"],
         True,
     )
 
@@ -646,11 +644,8 @@ def test_list_files_lists_a_symlinked_folder_as_a_symlink_without_following_it(w
     result = list_files(workspace, ListFilesParams())
 
     assert result.structured is not None
-    assert result.structured["files"] == [
-        {"path": "inside_link", "kind": "symlink"},
-        {"path": "outside_link", "kind": "symlink"},
-        {"path": "real/inner.txt", "kind": "file"},
-    ]
+    assert result.structured["files"] == ["inside_link", "outside_link", "real/inner.txt"]
+    assert result.structured["symlinks"] == ["inside_link", "outside_link"]
 
 
 def test_list_files_lists_a_symlinked_file_with_kind_symlink(workspace: Workspace) -> None:
@@ -661,11 +656,8 @@ def test_list_files_lists_a_symlinked_file_with_kind_symlink(workspace: Workspac
     result = list_files(workspace, ListFilesParams())
 
     assert result.structured is not None
-    assert result.structured["files"] == [
-        {"path": "dangling.txt", "kind": "symlink"},
-        {"path": "link.txt", "kind": "symlink"},
-        {"path": "real.txt", "kind": "file"},
-    ]
+    assert result.structured["files"] == ["dangling.txt", "link.txt", "real.txt"]
+    assert result.structured["symlinks"] == ["dangling.txt", "link.txt"]
 
 
 def test_list_files_skips_what_is_neither_a_file_nor_a_symlink(workspace: Workspace) -> None:
@@ -714,8 +706,11 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(
         page = list_files(workspace, ListFilesParams(offset=offset, max_chars=1_000, sizes=sizes))
         assert page.structured is not None
         assert len(model_view(page.structured, page.text)) <= 1_000
-        assert all(("size_bytes" in entry) is sizes for entry in page.structured["files"])
-        paged += [entry["path"] for entry in page.structured["files"]]
+        if sizes:
+            assert len(page.structured["size_bytes"]) == len(page.structured["files"])
+        else:
+            assert "size_bytes" not in page.structured
+        paged += page.structured["files"]
         offset = page.structured.get("next_offset")
         assert (offset is None) or f"offset={offset}" in page.text
 
@@ -736,7 +731,7 @@ def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offse
         page = list_files(workspace, ListFilesParams(cursor=cursor, max_chars=1_000, sizes=sizes))
         assert page.structured is not None
         assert len(model_view(page.structured, page.text)) <= 1_000
-        paged += [entry["path"] for entry in page.structured["files"]]
+        paged += page.structured["files"]
         cursor = page.structured.get("next_cursor")
         if cursor is None:
             break
@@ -762,7 +757,7 @@ def test_list_files_cursor_page_walks_only_what_follows(
     rest = list_files(workspace, ListFilesParams(cursor=first.structured["next_cursor"]))
 
     assert rest.structured is not None
-    assert [entry["path"] for entry in rest.structured["files"]] == ["a199.txt", "b/last.txt"]
+    assert rest.structured["files"] == ["a199.txt", "b/last.txt"]
     assert rest.structured["truncated"] is False
 
 
@@ -777,7 +772,7 @@ def test_list_files_offset_a_page_gave_resumes_without_walking_the_pages_before(
     rest = list_files(workspace, ListFilesParams(offset=first.structured["next_offset"]))
 
     assert rest.structured is not None
-    assert [entry["path"] for entry in rest.structured["files"]] == ["a199.txt", "b/last.txt"]
+    assert rest.structured["files"] == ["a199.txt", "b/last.txt"]
     assert rest.structured["truncated"] is False
 
 
@@ -793,7 +788,7 @@ def test_list_files_offset_no_page_gave_is_walked_to(workspace: Workspace) -> No
 def listed_from(workspace: Workspace, offset: int) -> list[str]:
     result = list_files(workspace, ListFilesParams(offset=offset))
     assert result.structured is not None
-    return [entry["path"] for entry in result.structured["files"]]
+    return list(result.structured["files"])
 
 
 @pytest.mark.parametrize("cursor", ["not base64!", "bm90IGEgY3Vyc29y", "LTE6MDphLnR4dA=="])

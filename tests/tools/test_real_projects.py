@@ -377,7 +377,7 @@ async def test_list_and_search_skip_environment_folders_and_honour_the_global_ex
 
     project_files = [path for path in direct if not path.startswith((".venv/", "__pycache__/"))]
     assert project_files == ["README.md", "app.py"]
-    assert [entry["path"] for entry in structured(listing)["files"]] == project_files
+    assert structured(listing)["files"] == project_files
     assert [match["path"] for match in structured(search)["matches"]] == ["app.py"]
     assert len(structured(inside)["files"]) == 5
 

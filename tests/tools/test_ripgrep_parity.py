@@ -58,7 +58,7 @@ def test_list_files_lists_what_rg_files_lists(tree: Path) -> None:
     result = list_files(Workspace(tree), ListFilesParams(max_results=10_000))
 
     assert result.structured is not None
-    assert sorted(f["path"] for f in result.structured["files"]) == rg(tree, "--files")
+    assert sorted(result.structured["files"]) == rg(tree, "--files")
 
 
 def test_search_finds_the_lines_rg_finds(tree: Path) -> None:
