@@ -81,10 +81,12 @@ def make_private_network(processes: int | None = None) -> None:
         raise OSError(error, os.strerror(error))
     if flags & _CLONE_NEWUSER:
         # The server is not dumpable (sandbox.py), so /proc/self belongs to the machine's root and
-        # the maps cannot be written: dumpable for these three writes only. After the exec the
-        # kernel makes bubblewrap dumpable anyway; the server's memory this child still holds is
-        # readable to the server's user for these few system calls, never to a run (bubblewrap's
-        # runs live in a PID namespace of their own).
+        # the maps cannot be written: dumpable for these three writes only. A process of the
+        # server's user that opens this child's /proc files meanwhile may read the server's memory
+        # the child still holds (its environment) until the exec; never a run (bubblewrap's runs
+        # live in a PID namespace of their own, a landlock run may not trace outside its domain).
+        # No core file is written of it (the run's own limits set none either).
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         _LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
         try:
             # Only the server's own ids, as bubblewrap maps them: nobody else exists in here.

@@ -21,21 +21,23 @@ from typing import Final
 import orjson
 from starlette.types import ASGIApp, Message, Scope
 
-__all__ = ["cancel_abandoned", "request_id_of"]
+__all__ = ["cancel_abandoned", "in_session", "request_id_of"]
 
 _SESSION_HEADER: Final = b"mcp-session-id"
 _BODY_HEADERS: Final = frozenset({b"content-length", b"transfer-encoding"})
 
 
-def request_id_of(scope: Scope, body: bytes) -> str | int | None:
-    """The JSON-RPC id of the handshake-era request in `body` (a session's POST), else None.
+def in_session(scope: Scope) -> bool:
+    """Whether a request belongs to a handshake-era session (the 2026-07-28 era has none)."""
+    return any(name == _SESSION_HEADER for name, _value in scope.get("headers", ()))
 
-    None for a notification or a response (nothing runs for it), for a request without a session
-    (the opening `initialize`, or the 2026-07-28 era, whose requests end with their connection),
-    and for a body that is not one JSON-RPC request.
+
+def request_id_of(body: bytes) -> str | int | None:
+    """The JSON-RPC id of the request in a session's POST `body`, else None.
+
+    None for a notification or a response (nothing runs for it) and for a body that is not one
+    JSON-RPC request.
     """
-    if not any(name == _SESSION_HEADER for name, _value in scope.get("headers", ())):
-        return None
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:

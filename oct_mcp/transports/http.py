@@ -34,7 +34,7 @@ from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
-from oct_mcp.transports.abandoned import cancel_abandoned, request_id_of
+from oct_mcp.transports.abandoned import cancel_abandoned, in_session, request_id_of
 from oct_mcp.transports.auth import HashedTokens, token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.consent_adapter import client_id_of
@@ -65,6 +65,8 @@ CONSENT_KEY_VARIABLE: Final = "OCT_MCP_CONSENT_KEY"
 CONSENT_KEY_MIN_BYTES: Final = 32
 _KEEP_ALIVE_SECONDS: Final = 5
 _BACKLOG: Final = 2048
+_CANCEL_SECONDS: Final = 10
+"""How long the cancellation of an abandoned request may take; the session's answer is 202 at once."""
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
 # An issuer is compared as an exact string (RFC 8414): a path-less URL must not gain a slash.
 _URL: Final = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
@@ -185,13 +187,16 @@ class RequestGuard:
         status: list[int] = []
         deadline = anyio.current_time() + self.body_seconds
         cut = False
-        body = bytearray()
+        # A session's request is cancelled if its client leaves before the answer (abandoned.py):
+        # its body is kept until it is whole, for the request's id, then let go.
+        body: bytearray | None = bytearray() if in_session(scope) else None
+        request_id: str | int | None = None
         body_whole = False
         client_left = False
         answered = False
 
         async def bounded_receive() -> Message:
-            nonlocal cut, body_whole, client_left
+            nonlocal cut, body, body_whole, client_left, request_id
             if body_whole:
                 # The body is in: what the app waits for now is the client leaving (an SSE answer
                 # listens for it), which may come long after, a human reading a diff for a minute.
@@ -200,11 +205,16 @@ class RequestGuard:
                 return message
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 message = await receive()
-                if message["type"] == "http.request" and len(body) <= self.max_body_bytes:
-                    # Kept for the request's id (abandoned.py); the SDK refuses a larger body.
-                    body.extend(message.get("body", b""))
+                chunk = message.get("body", b"") if message["type"] == "http.request" else b""
+                if body is not None and len(body) + len(chunk) <= self.max_body_bytes:
+                    body.extend(chunk)
+                else:
+                    body = None  # larger than the SDK takes: it refuses the request
                 body_whole = message["type"] != "http.request" or not message.get("more_body", False)
                 client_left = message["type"] == "http.disconnect"
+                if body_whole and body is not None and not client_left:
+                    request_id = request_id_of(bytes(body))
+                    body = None
                 return message
             cut = True
             return {"type": "http.disconnect"}
@@ -231,12 +241,18 @@ class RequestGuard:
         if cut and not status:
             status.append(408)
             await Response("Request body too slow", status_code=408)(scope, receive, send)
-        if client_left and not answered and not cut and scope["method"] == "POST":
-            request_id = request_id_of(scope, bytes(body))
-            if request_id is not None:
-                await cancel_abandoned(self.app, scope, request_id)
+        if client_left and not answered and request_id is not None:
+            await self._cancel(scope, request_id)
         if status and status[0] in _REFUSAL_CODES:
             await self._record_refusal(status[0], source, _authenticated_client(scope))
+
+    async def _cancel(self, scope: Scope, request_id: str | int) -> None:
+        """Cancel an abandoned request in its session: bounded in time, and never the guard's failure."""
+        try:
+            with anyio.move_on_after(_CANCEL_SECONDS):
+                await cancel_abandoned(self.app, scope, request_id)
+        except Exception:  # noqa: BLE001 - the departed client is owed nothing; the log says why
+            _log.exception("abandoned_request_not_cancelled")
 
     async def _record_refusal(self, status: int, source: str, client: str | None = None) -> None:
         code = _REFUSAL_CODES.get(status, "http_refused")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -412,7 +413,7 @@ def test_list_files_lists_nested_folders_sorted_by_path_as_git_does(workspace: W
     assert listed(workspace) == ["a.txt", "a/b/c/deep.txt", "a/b/mid.txt", "a/top.txt", "z.txt"]
 
 
-def test_list_files_reports_each_file_with_its_kind_and_no_size_by_default(workspace: Workspace) -> None:
+def test_list_files_reports_each_file_by_its_path_and_no_size_by_default(workspace: Workspace) -> None:
     write(workspace.root, {"src/core.py": FOUR_LINES})
 
     result = list_files(workspace, ListFilesParams(path="src"))
@@ -648,7 +649,7 @@ def test_list_files_lists_a_symlinked_folder_as_a_symlink_without_following_it(w
     assert result.structured["symlinks"] == ["inside_link", "outside_link"]
 
 
-def test_list_files_lists_a_symlinked_file_with_kind_symlink(workspace: Workspace) -> None:
+def test_list_files_lists_a_symlinked_file_among_the_symlinks(workspace: Workspace) -> None:
     write(workspace.root, {"real.txt": FOUR_LINES})
     (workspace.root / "link.txt").symlink_to("real.txt")
     (workspace.root / "dangling.txt").symlink_to("gone.txt")
@@ -698,6 +699,13 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(
     workspace: Workspace, sizes: bool
 ) -> None:
     write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
+    # Names the page must escape or quote, and symlinks, which the answer names twice.
+    write(
+        workspace.root,
+        {f"odd/{name}{n}.txt": "y\n" for n in range(12) for name in ('q"', "b\\", "é", "tab\t")},
+    )
+    for n in range(12):
+        (workspace.root / "odd" / f"link{n}").symlink_to(f"é{n}.txt")
     everything = listed(workspace)
 
     paged: list[str] = []
@@ -714,8 +722,55 @@ def test_list_files_pages_return_every_file_exactly_once_within_the_budget(
         offset = page.structured.get("next_offset")
         assert (offset is None) or f"offset={offset}" in page.text
 
-    assert len(everything) == 300
+    assert len(everything) == 300 + 48 + 12
     assert paged == everything
+
+
+@pytest.mark.parametrize("sizes", [False, True])
+def test_a_page_counts_exactly_what_its_lists_add_to_the_answer(workspace: Workspace, sizes: bool) -> None:
+    # The budget is kept by counting each entry without building the JSON: the count must be the
+    # JSON's own size, for names JSON escapes and symlinks named twice, taken whole or one by one.
+    names = ["plain.py", 'q"uote.txt', "back\\slash", "é-accent.md", "tab\tname", "x" * 120]
+    write(workspace.root, dict.fromkeys(names, "y" * 7))
+    for name in names:
+        (workspace.root / f"link-{name}").symlink_to(name)
+    with os.scandir(workspace.root) as found:
+        entries = sorted(found, key=lambda entry: entry.name)
+    for whole in (True, False):
+        page = files._Page(1_000_000, 10_000, 0, sizes)
+        if whole:
+            assert page.add("", entries)
+        else:
+            for entry in entries:
+                assert page.add("", [entry])
+        lists = [page.files, page.links, *([page.sizes] if sizes else [])]
+        # Each list's JSON without its brackets: the envelope (results.py) keeps room for those.
+        written = sum(
+            len(json.dumps(values, ensure_ascii=False, separators=(",", ":"))) - 1 for values in lists
+        )
+
+        assert len(page.links) == len(names)
+        assert 1_000_000 - page.room == written
+
+
+@pytest.mark.parametrize("sizes", [False, True])
+def test_a_page_of_long_symlinks_stays_within_the_budget_though_each_is_named_twice(
+    workspace: Workspace, sizes: bool
+) -> None:
+    write(workspace.root, {"target.txt": "x\n"})
+    for n in range(40):
+        (workspace.root / f"link-{n:02}-{'x' * 60}").symlink_to("target.txt")
+
+    pages, offset = 0, 0
+    while offset is not None:
+        page = list_files(workspace, ListFilesParams(offset=offset, max_chars=1_000, sizes=sizes))
+        assert page.structured is not None
+        assert len(model_view(page.structured, page.text)) <= 1_000
+        assert page.structured["symlinks"] == [p for p in page.structured["files"] if p.startswith("link-")]
+        pages += 1
+        offset = page.structured.get("next_offset")
+
+    assert pages > 5
 
 
 @pytest.mark.parametrize("sizes", [False, True])
@@ -723,6 +778,13 @@ def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offse
     workspace: Workspace, sizes: bool
 ) -> None:
     write(workspace.root, {f"pkg{n % 7}/sub{n % 3}/module_{n:03}.py": "x = 1\n" for n in range(300)})
+    # Names the page must escape or quote, and symlinks, which the answer names twice.
+    write(
+        workspace.root,
+        {f"odd/{name}{n}.txt": "y\n" for n in range(12) for name in ('q"', "b\\", "é", "tab\t")},
+    )
+    for n in range(12):
+        (workspace.root / "odd" / f"link{n}").symlink_to(f"é{n}.txt")
     everything = listed(workspace)
 
     paged: list[str] = []
@@ -741,7 +803,7 @@ def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offse
             ListFilesOutput.model_validate(page.structured).model_dump(exclude_none=True) == page.structured
         )
 
-    assert len(paged) == 300
+    assert len(paged) == 300 + 48 + 12
     assert paged == everything
 
 
