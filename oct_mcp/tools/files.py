@@ -477,8 +477,9 @@ class _Page:
                 self.room -= string_size + 1
             if self.with_sizes:
                 self.room -= len(str(sizes[index])) + 1
-            # Room for the cursor that would name this entry as the last shown.
-            if len(self.files) == self.max_results or cursor_may_not_fit(self.room, path):
+            # Room for the cursor that would name this entry as the last shown; the first entry
+            # goes out whatever its size, or paging could never pass it (results.take_within).
+            if len(self.files) == self.max_results or (self.files and cursor_may_not_fit(self.room, path)):
                 self.more = True
                 return False
             self.files.append(path)

@@ -69,14 +69,16 @@ def model_view(structured: Mapping[str, Any] | None, text: str) -> str:
 def take_within(entries: Iterable[BaseModel | Any], budget: int) -> tuple[list[Any], bool]:
     """The leading entries whose JSON fits in `budget` less the envelope, and whether any were left.
 
-    Entries are whole: a result is cut between them, never inside one.
+    Entries are whole: a result is cut between them, never inside one. The first is kept whatever
+    its size: a page without one would name its own offset as the next, and a client paging to the
+    end would ask for it for ever (a match under a folder path longer than a small `max_chars`).
     """
     room = budget - ENVELOPE_RESERVE
     kept: list[Any] = []
     for entry in entries:
         dumped = entry.model_dump() if isinstance(entry, BaseModel) else entry
         room -= json_size(dumped) + 1
-        if room < 0:
+        if room < 0 and kept:
             return kept, True
         kept.append(entry)
     return kept, False

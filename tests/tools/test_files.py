@@ -895,3 +895,24 @@ def test_read_files_shares_one_budget_and_cuts_the_file_that_passes_it(workspace
     assert first["text"] == lines
     assert second["next_start_line"] > 1
     assert [u["path"] for u in result.structured["unread"]] == ["c.txt"]
+
+
+def test_a_listing_under_a_path_longer_than_its_budget_still_moves_on_a_file_a_page(
+    workspace: Workspace,
+) -> None:
+    # A page with no entry would name its own offset as the next: a client paging to the end
+    # would ask for it for ever. The first entry goes out whatever its size.
+    folder = "/".join(["d" * 250] * 6)
+    write(workspace.root, {f"{folder}/a.txt": "", f"{folder}/b.txt": ""})
+
+    paged: list[str] = []
+    offset: int | None = 0
+    for _ in range(5):
+        page = list_files(workspace, ListFilesParams(path=folder, offset=offset or 0, max_chars=1_000))
+        assert page.structured is not None
+        paged += page.structured["files"]
+        offset = page.structured.get("next_offset")
+        if offset is None:
+            break
+
+    assert paged == [f"{folder}/a.txt", f"{folder}/b.txt"]

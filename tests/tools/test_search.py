@@ -427,3 +427,23 @@ def test_search_masks_a_secret_in_a_context_line(workspace: Workspace) -> None:
     (match,) = result.structured["matches"]
     assert secret not in match["before"][0]
     assert "[REDACTED:" in match["before"][0]
+
+
+def test_a_search_under_a_path_longer_than_its_budget_still_moves_on_a_match_a_page(
+    workspace: Workspace,
+) -> None:
+    folder = workspace.root.joinpath(*["d" * 250] * 6)
+    folder.mkdir(parents=True)
+    (folder / "a.txt").write_text("needle one\nneedle two\n")
+
+    lines: list[int] = []
+    offset: int | None = 0
+    for _ in range(5):
+        page = search(workspace, SearchParams(pattern="needle", offset=offset or 0, max_chars=1_000))
+        assert page.structured is not None
+        lines += [match["line"] for match in page.structured["matches"]]
+        offset = page.structured.get("next_offset")
+        if offset is None:
+            break
+
+    assert lines == [1, 2]
