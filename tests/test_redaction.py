@@ -648,6 +648,9 @@ def test_secret_field_names(name: str, secret: bool) -> None:
         ("GR?XGR?XGR?XGR?Xk9", True, True),
         ("user%40email.com:password", True, False),  # percent escapes judged decoded
         ("p%40ss%3AW0rd-x9", True, True),
+        # An escape of what no URL escapes (`.`): a password with `%` in it, not `001.3450`.
+        ("001%2e3450", False, True),
+        ("%3Cpassword%3E", False, False),
         ("%DB_PASSWORD%", True, False),  # no escapes at all: a reference
         ("Lou...bzg==", True, False),  # cut short where shown
         ("258eafa5-e914-47da-95ca-c5ab0dc85b11", True, False),  # RFC 6455's GUID

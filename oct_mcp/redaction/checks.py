@@ -319,9 +319,17 @@ def _spelt_in_digits(lowered: str) -> bool:
 _PERCENT_ESCAPE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
+_UNRESERVED: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+"""What a URL never needs to escape (RFC 3986, 2.3): an escape of one is no URL's writing."""
+
+
 def _percent_decoded(value: str) -> str | None:
-    """What the percent escapes of `value` stand for; None: it has none, or they are no UTF-8."""
-    if "%" not in value or _PERCENT_ESCAPE.search(value) is None:
+    """What the percent escapes of `value` stand for; None: it has none, they are no UTF-8, or one
+    escapes what no URL escapes (`001%2e3450` is a password with `%` in it, not `001.3450`)."""
+    if "%" not in value:
+        return None
+    escapes = _PERCENT_ESCAPE.findall(value)
+    if not escapes or any(int(escape[1:], 16) in _UNRESERVED for escape in escapes):
         return None
     try:
         return unquote(value, errors="strict")
