@@ -11,18 +11,14 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-from functools import cache
 from typing import Final
+
+from oct_mcp.backends.libc import libc
 
 __all__ = ["open_beneath", "relative_beneath"]
 
 _RESOLVE_NO_SYMLINKS_BENEATH: Final = 0x04 | 0x02 | 0x08
 """RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH."""
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def open_beneath(folder: str, relative: str) -> int:
@@ -37,7 +33,7 @@ def open_beneath(folder: str, relative: str) -> int:
     base = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         how = struct.pack("=QQQ", os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW, 0, _RESOLVE_NO_SYMLINKS_BENEATH)
-        fd = _libc().syscall(
+        fd = libc().syscall(
             ctypes.c_long(syscall_nr("openat2")),
             ctypes.c_int(base),
             os.fsencode(relative),

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from seccompy.notify import Listener, Notification
 
 from oct_mcp.backends.beneath import open_beneath, relative_beneath
+from oct_mcp.backends.confined import start_run_thread
+from oct_mcp.backends.libc import libc
 from oct_mcp.backends.project_entries import ENTRY_CALLS, ProjectEntries
 from oct_mcp.backends.ptys import answer_pty_peer
 from oct_mcp.backends.run_memory import read_bytes
@@ -122,11 +124,6 @@ class _RefusedError(Exception):
     def __init__(self, error: int) -> None:
         super().__init__(error)
         self.error = error
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _check(result: int) -> int:
@@ -213,7 +210,7 @@ class LoopbackSupervisor:
         self._shared_memory = RunSharedMemory()
         self._metadata = ScratchMetadata(self._scratch)
         # Started now, unconfined; it waits for the listener the confined thread will make.
-        threading.Thread(target=self._serve, name="oct-loopback", daemon=True).start()
+        start_run_thread(self._serve)
 
     def load(self, program: bytes) -> None:
         """Install `program` (with its notify rules) on the calling thread and supervise it.
@@ -225,13 +222,13 @@ class LoopbackSupervisor:
         from seccompy.notify import FdFlag, Listener
 
         # Without privilege the kernel loads a filter only under no_new_privs (a run has it already).
-        if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        if libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             self.abandon()
             error = ctypes.get_errno()
             raise OSError(error, os.strerror(error))
         buffer = ctypes.create_string_buffer(program, len(program))
         fprog = _SockFprog(len=len(program) // 8, filter=ctypes.addressof(buffer))
-        fd = _libc().syscall(
+        fd = libc().syscall(
             ctypes.c_long(syscall_nr("seccomp")),
             ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
             ctypes.c_long(_FLAG_NEW_LISTENER | _FLAG_WAIT_KILLABLE_RECV),
@@ -524,7 +521,7 @@ class LoopbackSupervisor:
                 raise _RefusedError(errno.EADDRINUSE)
             if not _is_stream(target) and self._release(address):
                 try:
-                    return _check(_libc().bind(target, address, len(address)))
+                    return _check(libc().bind(target, address, len(address)))
                 except _RefusedError:
                     # The run's bind failed (its socket bound already): the port is held again,
                     # or, taken meanwhile, stays refused to the run's sends as any host port.
@@ -532,31 +529,31 @@ class LoopbackSupervisor:
                         family, host, port = _destination(address)
                         self._reserve(family, host, port)
                     raise
-        return _check(_libc().bind(target, address, len(address)))
+        return _check(libc().bind(target, address, len(address)))
 
     def _connect(self, run: _Run, target: int, notification: Notification) -> int:
         address = _read_address(run, notification.args[1], notification.args[2])
         if _family(address) == socket.AF_UNIX:
             with self._unix_socket_file(run, address) as through:
-                return _check(_libc().connect(target, through, len(through)))
+                return _check(libc().connect(target, through, len(through)))
         # AF_UNSPEC only dissolves an association: it connects to nothing.
         if _family(address) != socket.AF_UNSPEC:
             self._check_receiver(target, address)
-        return _check(_libc().connect(target, address, len(address)))
+        return _check(libc().connect(target, address, len(address)))
 
     def _listen(self, run: _Run, target: int, notification: Notification) -> int:
         address = ctypes.create_string_buffer(_MAX_ADDRESS)
         size = ctypes.c_uint32(_MAX_ADDRESS)
-        _check(_libc().getsockname(target, address, ctypes.byref(size)))
+        _check(libc().getsockname(target, address, ctypes.byref(size)))
         bound = address.raw[: size.value]
         if _family(bound) in (socket.AF_INET, socket.AF_INET6) and _port(bound) == 0:
             # Unbound: the kernel would bind it to every address; a port on loopback serves the same.
             bound = _on_loopback(bound)
-            _check(_libc().bind(target, bound, len(bound)))
+            _check(libc().bind(target, bound, len(bound)))
         # A unix socket listens only where it was bound (the kernel refuses an unbound one).
         if _family(bound) != socket.AF_UNIX and not _is_loopback(bound):
             raise _RefusedError(errno.EACCES)
-        return _check(_libc().listen(target, ctypes.c_int(_int(notification.args[1]))))
+        return _check(libc().listen(target, ctypes.c_int(_int(notification.args[1]))))
 
     def _sendmsg(self, run: _Run, target: int, notification: Notification) -> int:
         header = _MsgHdr.from_buffer_copy(_read(run, notification.args[1], ctypes.sizeof(_MsgHdr)))
@@ -586,7 +583,7 @@ class LoopbackSupervisor:
                 0,
             )
             # No SIGPIPE for the server: the run reads EPIPE (Python runs ignore the signal anyway).
-            return _check(_libc().sendmsg(target, ctypes.byref(sent), ctypes.c_int(flags | _MSG_NOSIGNAL)))
+            return _check(libc().sendmsg(target, ctypes.byref(sent), ctypes.c_int(flags | _MSG_NOSIGNAL)))
         finally:
             for fd in held:
                 os.close(fd)
@@ -599,7 +596,7 @@ class LoopbackSupervisor:
         with self._destination_of(run, target, asked) as address:
             data = _read(run, notification.args[1], min(size, _MAX_SEND))
             flags = ctypes.c_int(_int(notification.args[3]) | _MSG_NOSIGNAL)
-            return _check(_libc().sendto(target, data, len(data), flags, address, len(address)))
+            return _check(libc().sendto(target, data, len(data), flags, address, len(address)))
 
     @contextlib.contextmanager
     def _destination_of(self, run: _Run, target: int, address: bytes) -> Iterator[bytes]:
@@ -663,7 +660,7 @@ class LoopbackSupervisor:
 
             try:
                 # A folder of its own for this thread: the caller's, so a relative path means the same.
-                if _libc().unshare(_CLONE_FS) != 0:
+                if libc().unshare(_CLONE_FS) != 0:
                     raise _RefusedError(ctypes.get_errno())
                 os.chdir(f"/proc/{run.pid}/cwd")
                 with Ruleset(handled_fs=AccessFS.MAKE_SOCK, handled_net=AccessNet.NONE) as ruleset:
@@ -671,7 +668,7 @@ class LoopbackSupervisor:
                     ruleset.restrict(no_new_privs=True)
                     if not ruleset.enforced:
                         raise _RefusedError(errno.EPERM)
-                outcome.append(_check(_libc().bind(target, address, len(address))))
+                outcome.append(_check(libc().bind(target, address, len(address))))
             except _RefusedError as refused:
                 outcome.append(refused)
             except (OSError, LandlockError, ValueError):
@@ -711,7 +708,7 @@ def _source(fd: int, family: int) -> tuple[bytes, int]:
     """Where a datagram from `fd` comes from (a connected receiver accepts only its peer); zero if unbound."""
     buffer = ctypes.create_string_buffer(_MAX_ADDRESS)
     size = ctypes.c_uint32(_MAX_ADDRESS)
-    if _libc().getsockname(fd, buffer, ctypes.byref(size)) < 0 or size.value < 8:
+    if libc().getsockname(fd, buffer, ctypes.byref(size)) < 0 or size.value < 8:
         return bytes(16), 0
     bound = buffer.raw[: size.value]
     if int.from_bytes(bound[:2], "little") not in (socket.AF_INET, socket.AF_INET6):
@@ -778,10 +775,9 @@ def _int(value: int) -> int:
 
 
 def _pidfd_open_thread(tid: int) -> int:
-    libc = _libc()
     from seccompy import syscall_nr
 
-    fd = libc.syscall(
+    fd = libc().syscall(
         ctypes.c_long(syscall_nr("pidfd_open")), ctypes.c_long(tid), ctypes.c_long(_PIDFD_THREAD)
     )
     if fd >= 0:
@@ -873,7 +869,7 @@ def _copy_control(run: _Run, pointer: int, length: int) -> tuple[bytes, list[int
 def _is_stream(fd: int) -> bool:
     kind = ctypes.c_int()
     size = ctypes.c_uint32(4)
-    _libc().getsockopt(fd, socket.SOL_SOCKET, socket.SO_TYPE, ctypes.byref(kind), ctypes.byref(size))
+    libc().getsockopt(fd, socket.SOL_SOCKET, socket.SO_TYPE, ctypes.byref(kind), ctypes.byref(size))
     return kind.value == socket.SOCK_STREAM
 
 

@@ -32,6 +32,8 @@ import subprocess
 from functools import cache
 from typing import Final
 
+from oct_mcp.backends.libc import libc
+
 __all__ = ["make_private_network", "private_network_works"]
 
 _CLONE_NEWUSER: Final = 0x10000000
@@ -52,7 +54,7 @@ _LOOPBACK_INDEX: Final = 1
 _SECOND_LOOPBACK: Final = socket.inet_aton("127.0.0.2")
 _NETLINK_ROUTE: Final = 0
 _PR_SET_DUMPABLE: Final = 4
-_LIBC: Final = ctypes.CDLL(None, use_errno=True)
+_LIBC: Final = libc()
 """Loaded with the module, in the server: no dynamic loader call between fork and exec."""
 
 

@@ -10,17 +10,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from functools import cache
 from typing import Final
+
+from oct_mcp.backends.libc import libc
 
 __all__ = ["caller_umask", "read_bytes", "read_path"]
 
 _MAX_PATH: Final = 4096
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
 
 
 class _Iovec(ctypes.Structure):
@@ -40,7 +36,7 @@ def read_path(pid: int, pointer: int) -> bytes:
         local = _Iovec(ctypes.addressof(buffer), size)
         remote = _Iovec(pointer + len(out), size)
         one = ctypes.c_ulong(1)
-        read = _libc().process_vm_readv(
+        read = libc().process_vm_readv(
             pid, ctypes.byref(local), one, ctypes.byref(remote), one, ctypes.c_ulong(0)
         )
         if read <= 0:
@@ -60,7 +56,7 @@ def read_bytes(pid: int, pointer: int, size: int) -> bytes:
     local = _Iovec(ctypes.addressof(buffer), size)
     remote = _Iovec(pointer, size)
     one = ctypes.c_ulong(1)
-    read = _libc().process_vm_readv(
+    read = libc().process_vm_readv(
         pid, ctypes.byref(local), one, ctypes.byref(remote), one, ctypes.c_ulong(0)
     )
     if read != size:

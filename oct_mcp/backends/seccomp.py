@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from seccompy import ArgCmp, Filter
 
+from oct_mcp.backends.libc import libc
 from oct_mcp.backends.project_entries import notify_entry_calls
 from oct_mcp.backends.ptys import notify_pty_peer
 from oct_mcp.backends.scratch_metadata import MODE_CALLS, TIME_CALLS, notify_scratch_metadata
@@ -339,14 +340,13 @@ def load_filter(program: bytes) -> None:
     Raises:
         OSError: The kernel refused the filter.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "no_new_privs refused")
     # seccompy compiles in Python (0.6 ms, most of the confinement's cost) and loads only a Filter it
     # compiled itself, once: the program is compiled once per kind and loaded here by hand.
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len=len(program) // _BPF_INSTRUCTION_BYTES, filter=ctypes.addressof(buffer))
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import time
@@ -16,6 +15,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends.installs import is_inside
+from oct_mcp.backends.libc import libc
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.selection import select_backend
 from oct_mcp.deadline import Deadline
@@ -186,8 +186,7 @@ def _after_check(
 def _make_server_undumpable() -> None:
     """A child running as the same user must not read the server's environment through /proc."""
     if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox:

@@ -168,3 +168,46 @@ async def test_a_run_reads_the_cpu_and_memory_limits_and_nothing_else_of_sys(tmp
     assert lines == [f"{path} READ" for path in limits] + [
         f"{path} BLOCKED PermissionError" for path in others
     ]
+
+
+async def test_a_run_started_by_root_holds_no_capability_and_cannot_regain_one(tmp_path: Path) -> None:
+    # As root the command would keep every capability and read the server's environment despite
+    # Landlock: the spawning thread empties its bounding set and locks SECBIT_NOROOT first.
+    if os.geteuid() != 0:
+        pytest.skip("only a root server has capabilities for its runs to inherit")
+    backend = landlock()
+    code = "print(*(l for l in open('/proc/self/status') if l.startswith(('Cap', 'Uid'))), sep='')"
+    request = _request(tmp_path, tmp_path, (sys.executable, "-I", "-c", code))
+
+    prepared = backend.prepare(request)
+    with anyio.fail_after(30):
+        run = await run_prepared(prepared, backend="landlock", time_limit=20, max_output=65_536)
+
+    fields = dict(line.split(":", 1) for line in run.stdout.decode().splitlines() if line)
+    assert fields["Uid"].split()[0] == "0"
+    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[name], 16) == 0, name
+
+
+def test_the_capability_check_sees_a_full_bounding_set_and_an_emptied_one() -> None:
+    # The check asks the kernel capability by capability: a thread that dropped every one is seen
+    # as holding none (so a run from it needs no drop), the server's own thread as holding some.
+    import threading
+
+    from oct_mcp.backends.landlock import _drop_root_capabilities, _thread_has_capabilities
+
+    if os.geteuid() != 0:
+        pytest.skip("only root may drop capabilities from its bounding set")
+    seen: list[bool] = []
+
+    def in_a_thread() -> None:
+        seen.append(_thread_has_capabilities())
+        _drop_root_capabilities()
+        seen.append(_thread_has_capabilities())
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+
+    assert seen == [True, False]
+    assert _thread_has_capabilities()
