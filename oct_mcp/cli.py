@@ -111,7 +111,9 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
         return audit_parser(list(DEBUG_LEVELS))
     if command == "token":
-        return _token_parser()
+        from oct_mcp.token_command import token_parser
+
+        return token_parser(list(DEBUG_LEVELS))
     if command in ("install", "uninstall"):
         return _install_parser(command)
     prog = "oct-mcp" if command == "serve" else f"oct-mcp {command}"
@@ -192,27 +194,6 @@ def _checkpoints(app: App, args: argparse.Namespace) -> int:
     if args.yes:
         undo["confirm"] = True
     return _call_tool(app, "oct_undo", undo)
-
-
-def _token_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="oct-mcp token",
-        description="Bearer tokens for the HTTP transport, kept in the config as hashes.",
-    )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="{create}")
-    create = actions.add_parser("create", help="print a new token once and write its hash to the config")
-    create.add_argument("name", help="the client's name: its rate limit and audit records go by it")
-    create.add_argument(
-        "--expires",
-        metavar="WHEN",
-        help="when the token stops being accepted: 2027-01-31 (00:00 UTC) or 2027-01-31T18:00:00Z; "
-        "a running server takes the new token, and its expiry, without a restart",
-    )
-    create.add_argument(
-        "--config", type=Path, metavar="FILE", help="config file (default: ~/.oct-mcp/config.json)"
-    )
-    create.add_argument("--debug", type=int, choices=list(DEBUG_LEVELS), metavar="N", help="0 to 4")
-    return parser
 
 
 def _install_parser(command: str) -> argparse.ArgumentParser:
@@ -318,7 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_audit(args)
     if command == "token":
-        return _token_create(args.name, args.config, args.expires)
+        from oct_mcp.token_command import run_token
+
+        return run_token(args)
     if command in ("install", "uninstall"):
         return _install(command, args)
 
@@ -431,59 +414,6 @@ def _serve_http(app: App, host: str, port: int) -> int:
         return EXIT_USAGE
     finally:
         app.close()
-    return EXIT_OK
-
-
-def _token_create(name: str, config_path: Path | None, expires: str | None = None) -> int:
-    from oct_mcp.config import default_config_path, is_client_name
-    from oct_mcp.transports.auth import hash_token, new_token, token_expiry
-
-    if not is_client_name(name):
-        print("oct-mcp token: NAME must be letters, digits, - and _, starting with a letter", file=sys.stderr)
-        return EXIT_USAGE
-    path = config_path if config_path is not None else default_config_path()
-    try:
-        document = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError) as exc:
-        print(f"oct-mcp token: cannot read {path} ({type(exc).__name__}); fix it first", file=sys.stderr)
-        return EXIT_USAGE
-    if not isinstance(document, dict):
-        print(f"oct-mcp token: {path} is not a JSON object; fix it first", file=sys.stderr)
-        return EXIT_USAGE
-    tokens = document.get("http_tokens", {})
-    if not isinstance(tokens, dict):
-        print(f"oct-mcp token: http_tokens in {path} is not an object; fix it first", file=sys.stderr)
-        return EXIT_USAGE
-    expiry = document.get("http_token_expiry", {})
-    if not isinstance(expiry, dict):
-        print(f"oct-mcp token: http_token_expiry in {path} is not an object; fix it first", file=sys.stderr)
-        return EXIT_USAGE
-    expiry = {key: value for key, value in expiry.items() if key != name}
-    if expires is not None:
-        try:
-            token_expiry({name: expires}, {name})
-        except ConfigError as exc:
-            print(f"oct-mcp token: --expires: {exc.message}", file=sys.stderr)
-            return EXIT_USAGE
-        expiry[name] = expires
-    token = new_token()
-    document["http_tokens"] = {**tokens, name: hash_token(token)}
-    if expiry or "http_token_expiry" in document:
-        document["http_token_expiry"] = expiry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Written beside the config and renamed over it: a crash never leaves half a config.
-    scratch = path.with_name(path.name + ".new")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(document, out, indent=2)
-        out.write("\n")
-    os.replace(scratch, path)
-    replaced = " (it replaces the previous one)" if name in tokens else ""
-    print(
-        f"oct-mcp token: the hash of {name}'s token is in {path}{replaced}; the token, shown once:",
-        file=sys.stderr,
-    )
-    print(token)
     return EXIT_OK
 
 

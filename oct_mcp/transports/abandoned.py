@@ -9,9 +9,12 @@ era the request is the HTTP request, and the SDK cancels it with its connection.
 
 Here the request guard, having seen the body and then the client's disconnect before the answer's
 end, sends the session what the client would have: `notifications/cancelled` for that request id,
-as one more POST through the same app, with the same headers (the same credential, so the same
-session owner). The server cancels the call's task as for any cancellation, and the run's tree is
-killed (`backends/runner.py`).
+as one more POST through the same app, with the same headers. It carries the authentication its
+request was given (`CARRIED_AUTH`, a key of the server's own ASGI scope, which no client can set),
+so it reaches the same session owner even when the token expired or was revoked during the call:
+authenticating it again would answer 401 and leave the run going to its time limit. The server
+cancels the call's task as for any cancellation, and the run's tree is killed
+(`backends/runner.py`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from typing import Final
 import orjson
 from starlette.types import ASGIApp, Message, Scope
 
-__all__ = ["cancel_abandoned", "in_session", "request_id_of"]
+__all__ = ["CARRIED_AUTH", "cancel_abandoned", "in_session", "request_id_of"]
 
+CARRIED_AUTH: Final = "oct.abandoned_request_auth"
+"""The scope key of a cancel's carried authentication: the (auth, user) pair of its request."""
 _SESSION_HEADER: Final = b"mcp-session-id"
 _BODY_HEADERS: Final = frozenset({b"content-length", b"transfer-encoding"})
 
@@ -72,4 +77,8 @@ async def cancel_abandoned(app: ASGIApp, scope: Scope, request_id: str | int) ->
     async def discard(message: Message) -> None:
         """The answer (202) goes to no one: the client is gone."""
 
-    await app({**scope, "headers": headers}, receive, discard)
+    cancel_scope = {**scope, "headers": headers}
+    if "user" in scope:
+        # Authenticated once, when the request came: that identity owns the session still.
+        cancel_scope[CARRIED_AUTH] = (scope.get("auth"), scope["user"])
+    await app(cancel_scope, receive, discard)

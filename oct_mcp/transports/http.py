@@ -22,9 +22,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, BaseUser
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,7 +35,7 @@ from oct_mcp.config import McpConfig
 from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
-from oct_mcp.transports.abandoned import cancel_abandoned, in_session, request_id_of
+from oct_mcp.transports.abandoned import CARRIED_AUTH, cancel_abandoned, in_session, request_id_of
 from oct_mcp.transports.auth import HashedTokens, token_verifier
 from oct_mcp.transports.binding import SERVER_NAME, build_server
 from oct_mcp.transports.consent_adapter import client_id_of
@@ -276,6 +277,19 @@ class RequestGuard:
         )
 
 
+class _CancelKeepsItsAuth(BearerAuthBackend):
+    """The SDK's bearer check, except for the guard's cancel of an abandoned request
+    (`abandoned.py`), which keeps the authentication of the request it cancels."""
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        carried = conn.scope.get(CARRIED_AUTH)
+        if carried is not None:
+            auth, user = carried
+            return auth, user
+        verified: tuple[AuthCredentials, BaseUser] | None = await super().authenticate(conn)
+        return verified
+
+
 def _authenticated_client(scope: Scope) -> str | None:
     """The client a request authenticated as (a 503 at its session cap), as the audit names clients;
     None before authentication or without it."""
@@ -369,7 +383,7 @@ def build_http_app(
             )
         endpoint = RequireAuthMiddleware(endpoint, [], metadata_url)
         middleware = [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(AuthenticationMiddleware, backend=_CancelKeepsItsAuth(verifier)),
             Middleware(AuthContextMiddleware),
         ]
     routes.insert(0, Route(MCP_PATH, endpoint=endpoint))

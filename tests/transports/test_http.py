@@ -321,3 +321,47 @@ async def test_a_call_whose_client_goes_away_ends_its_run_in_both_eras(
     assert (ended, still) == (True, 0)
     records = [r for r in audit_records(audit) if r.get("tool") == "oct_run"]
     assert [r["outcome"] for r in records] == ["interrupted"]
+
+
+async def test_a_call_whose_token_expires_before_its_client_goes_away_still_ends_its_run(
+    project: Path, tmp_path: Path
+) -> None:
+    # The guard's cancel keeps the authentication of the request it cancels: authenticated again,
+    # a token that expired (or was revoked) during the call got 401 and the run went on.
+    import datetime
+
+    audit = tmp_path / "audit.log"
+    config = write_config(tmp_path / "config.json", audit)
+    expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=8)
+    argv = [sys.executable, "-m", "oct_mcp", "token", "create", "brief", "--config", str(config)]
+    argv += ["--expires", expires.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    token = subprocess.run(argv, capture_output=True, timeout=60, check=True).stdout.decode().strip()
+    marker = f"oct-expired-{os.getpid()}"
+    code = f"import time; time.sleep(120)  # {marker}"
+    with anyio.fail_after(90):
+        async with replica(project, config, environ={"PATH": "/usr/bin:/bin"}) as url:
+            async with anyio.create_task_group() as client_side:
+
+                async def call() -> None:
+                    async with Client(authorised(url, token), mode="legacy") as client:
+                        await client.call_tool("oct_run", {"argv": ["python", "-c", code]})
+
+                client_side.start_soon(call)
+                started = await _until(lambda: _running(marker) > 0, 30)
+                # Past the token's expiry, which the server then enforces on any new request.
+                await anyio.sleep(
+                    max(0.0, (expires - datetime.datetime.now(datetime.UTC)).total_seconds()) + 1
+                )
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    late = await http.post(
+                        url, json=LIST_TOOLS, headers={**MODERN_HEADERS, "Authorization": f"Bearer {token}"}
+                    )
+                client_side.cancel_scope.cancel()  # the client goes, its connection with it
+            ended = await _until(lambda: _running(marker) == 0, 30)
+            still = _running(marker)
+
+    assert started
+    assert late.status_code == 401
+    assert (ended, still) == (True, 0)
+    records = [r for r in audit_records(audit) if r.get("tool") == "oct_run"]
+    assert [(r["outcome"], r["client"]["id"]) for r in records] == [("interrupted", "http:brief")]
