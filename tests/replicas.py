@@ -68,6 +68,13 @@ async def replica(
     """`oct-mcp serve --transport http --port 0`; yields its /mcp URL, stops it with SIGTERM after."""
     argv = [sys.executable, "-m", "oct_mcp", "serve", "--transport", "http", "--host", host, "--port", "0"]
     argv += ["--project-root", str(project), "--config", str(config)]
+    async with serving(argv, environ) as url:
+        yield url
+
+
+@asynccontextmanager
+async def serving(argv: list[str], environ: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    """A server started as `argv`; yields the URL it says it serves, stops it with SIGTERM after."""
     env = {**os.environ, **(environ or {})}
     process = await anyio.open_process(argv, env=env, stdin=subprocess.DEVNULL, stdout=None)
     try:

@@ -354,7 +354,13 @@ async def test_a_call_whose_token_expires_before_its_client_goes_away_still_ends
                 )
                 async with httpx2.AsyncClient(timeout=30) as http:
                     late = await http.post(
-                        url, json=LIST_TOOLS, headers={**MODERN_HEADERS, "Authorization": f"Bearer {token}"}
+                        url,
+                        json=LIST_TOOLS,
+                        headers={
+                            **MODERN_HEADERS,
+                            "Mcp-Method": "tools/list",
+                            "Authorization": f"Bearer {token}",
+                        },
                     )
                 client_side.cancel_scope.cancel()  # the client goes, its connection with it
             ended = await _until(lambda: _running(marker) == 0, 30)
