@@ -21,6 +21,7 @@ from oct_mcp.types import (
     ListFilter,
     Middleware,
     Outcome,
+    WarmsUp,
 )
 
 if TYPE_CHECKING:
@@ -77,6 +78,12 @@ class Chain:
         """True when a layer of this chain may ask about a call of the tool in a way `confirm=true`
         answers: its listed input schema then carries `confirm`."""
         return any(layer.takes_confirm(spec) for layer in self.layers if isinstance(layer, ConsentGate))
+
+    def warm_up(self) -> None:
+        """Do each layer's work before its first call (`WarmsUp`); blocking: call it off the event loop."""
+        for layer in self.layers:
+            if isinstance(layer, WarmsUp):
+                layer.warm_up()
 
 
 def build_chain(

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -350,6 +351,9 @@ def _run_command(app: App, command: str, args: argparse.Namespace) -> int:
         return _checkpoints(app, args)
     if command == "tools":
         return _tools(app, args.tool, sys.stdout)
+    # The layers build what their first call would (the redactor's detectors) off the event loop,
+    # while the host says hello and lists the tools.
+    threading.Thread(target=app.chain.warm_up, name="oct-warm-up", daemon=True).start()
     if args.transport == "http":
         return _serve_http(app, args.host, args.port)
     from oct_mcp.server import serve_stdio

@@ -43,6 +43,7 @@ __all__ = [
     "Runner",
     "Slot",
     "ToolResult",
+    "WarmsUp",
     "WithheldPaths",
 ]
 
@@ -246,6 +247,15 @@ class ListFilter(Protocol):
     """A layer that also decides which tools `tools/list` shows (a hidden tool must also be refused)."""
 
     def is_visible(self, spec: ToolSpec) -> bool: ...
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """A layer with work to do once before its first call (compiling, loading): a server runs it on a
+    thread of its own while the host says hello, so the first call does not pay for it. It must be
+    safe to run beside calls, which still build what they need themselves if they come first."""
+
+    def warm_up(self) -> None: ...
 
 
 @runtime_checkable

@@ -270,3 +270,60 @@ def test_a_tool_is_listed_only_when_every_filtering_layer_shows_it(runtime: Laye
     ]
 
     assert shown == [True, False, False]
+
+
+def test_warming_the_chain_builds_what_the_redactors_first_call_would(tmp_path: Path) -> None:
+    # In a fresh interpreter: the detectors are process-wide, and this test run built them long ago.
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from pathlib import Path
+from oct_mcp.app import build_app
+from oct_mcp.redaction import engine, paths, screen
+app = build_app(Path(sys.argv[1]), config_path=Path(sys.argv[1]) / "none.json", environ={})
+built = lambda: (engine._scanner.cache_info().currsize, screen._engines.cache_info().currsize,
+                 paths._matchers.cache_info().currsize)
+before = built()
+app.chain.warm_up()
+print(before, built())
+"""
+    project = tmp_path / "project"
+    project.mkdir()
+
+    ran = subprocess.run(
+        [sys.executable, "-c", code, str(project)], capture_output=True, text=True, timeout=120, check=True
+    )
+
+    assert ran.stdout.split("\n")[0] == "(0, 0, 0) (1, 1, 1)"
+
+
+def test_warming_calls_each_layer_that_warms_up_and_skips_the_others() -> None:
+    warmed: list[str] = []
+
+    @dataclass(frozen=True)
+    class Warming:
+        name: str
+
+        async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+            return await call_next(ctx)
+
+        def warm_up(self) -> None:
+            warmed.append(self.name)
+
+    @dataclass(frozen=True)
+    class Plain:
+        async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+            return await call_next(ctx)
+
+    from oct_mcp.chain import Chain
+
+    layers = (Warming("outer"), Plain(), Warming("inner"))
+    chain = Chain(
+        profile="p", layer_names=("a", "b", "c"), layers=layers, call=compose(layers, RecordingNext())
+    )
+
+    chain.warm_up()
+
+    assert warmed == ["outer", "inner"]

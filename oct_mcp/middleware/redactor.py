@@ -23,6 +23,7 @@ from oct_mcp.redaction import (
     redact_value,
     server_paths,
     value_strings,
+    warm_up,
 )
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
 
@@ -190,6 +191,12 @@ class OutputRedactor:
         if self.active and isinstance(outcome, ToolResult):
             return scrub(outcome, self.who)
         return outcome
+
+    def warm_up(self) -> None:
+        """Build the detectors and this host's path patterns, 100 to 200 ms the first call paid."""
+        if self.active:
+            warm_up()
+            self.who.named_in("")
 
 
 def _user() -> str:

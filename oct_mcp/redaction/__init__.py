@@ -13,6 +13,7 @@ from oct_mcp.redaction.engine import (
     redact_value,
     secret_field_name,
     value_strings,
+    warm_up,
 )
 from oct_mcp.redaction.paths import HostPath, anonymise_paths, names_host_paths, server_paths
 
@@ -33,4 +34,5 @@ __all__ = [
     "secret_field_name",
     "server_paths",
     "value_strings",
+    "warm_up",
 ]

@@ -18,8 +18,8 @@ from ahocorasick_rs import BytesAhoCorasick, Implementation
 
 from oct_mcp.redaction.checks import MASK_PREFIX, is_literal_secret, mask
 from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, SECRET_NAME, Detector, Span, secret_field_kind
-from oct_mcp.redaction.prefilter import field_lines, one_byte_a_character
-from oct_mcp.redaction.screen import Screen, screen
+from oct_mcp.redaction.prefilter import field_lines, one_byte_a_character, prefilter_engine
+from oct_mcp.redaction.screen import Screen, engines_installed, screen
 
 __all__ = [
     "Finding",
@@ -112,6 +112,16 @@ def _scanner() -> _Scanner:
         scanning=tuple((index, detector) for index, detector in enumerate(DETECTORS) if detector.scan),
         shortest_scanned=min((detector.min_length for detector in DETECTORS if detector.scan), default=0),
     )
+
+
+def warm_up() -> None:
+    """Build now what the first redaction would: the keyword automata, the screen's engines, the
+    prefilter (100 to 200 ms). A server calls this on a thread of its own once it serves, so that
+    neither `initialize` nor the host's first call waits for it; a redaction that comes first
+    builds what it needs itself, as before."""
+    _scanner()
+    engines_installed()
+    prefilter_engine()
 
 
 _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:")
