@@ -76,6 +76,9 @@ CODE_SHAPES = [
 
 LITERAL_KINDS = [
     pytest.param("token:      273 bytes", f"token:      {SECRET}", id="kubectl-size"),
+    # RFC 7230's grammar quoted in an HTTP library's comment; a token of that shape is no rule name.
+    pytest.param("#  token = 1*tchar", "#  token = 1*tcH4r9ZqW", id="abnf-repetition"),
+    pytest.param("# api_key = 2*HEXDIG", "# api_key = 2*HeXd1G7q", id="abnf-core-rule"),
     pytest.param('password = "xxxx-xxxx-xxxx"', f'password = "{SECRET}"', id="xxxx"),
     pytest.param('api_key = "EXAMPLE_KEY_HERE"', f'api_key = "{SECRET}"', id="example"),
     pytest.param('token = "your-token"', f'token = "{SECRET}"', id="your-token"),

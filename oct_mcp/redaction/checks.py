@@ -200,6 +200,10 @@ _WORDS: Final = re.compile(
 _SIZE: Final = re.compile(
     r"\d+(?:\.\d+)?[ \t]*(?:bytes?|[KMGTP]i?B|B|chars?|characters|items?|keys?|entries)", re.ASCII
 )
+# A repetition of a grammar's rule (ABNF, RFC 5234: `1*tchar`, `2*HEXDIG`, `*( "," OWS )`), as HTTP
+# and mail libraries quote their RFCs in comments beside fields named `token`: a count, a star, a
+# rule's name in words (checked with `_WORDS`).
+_REPETITION: Final = re.compile(r"\d*\*\d*(?P<rule>[A-Za-z][A-Za-z-]*)", re.ASCII)
 # A prefix being named or built on (`sk-ant-api03-`, `sha256:`, `ghp_`): lower case, short, and
 # open at its end. Generated secrets are longer or mix cases (measured: none of the corpus's are so).
 _PREFIX: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,13}[-_:/]", re.ASCII)
@@ -373,6 +377,9 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     if "${" in value or "{{" in value or "://" in value:
         return False
     if _SIZE.fullmatch(value) or _PREFIX.fullmatch(value):
+        return False
+    if not digits and (repeated := _REPETITION.fullmatch(value)) and _WORDS.fullmatch(repeated["rule"]):
+        # Not for a password, which a person may well write so.
         return False
     if is_sample_pair(value):
         return False
