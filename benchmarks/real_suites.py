@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -247,6 +248,11 @@ async def under_oct(
 
 def main() -> None:
     options = parse()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started in the background by a shell (`cmd &` ignores SIGINT): the suites' runs would
+        # inherit that, and a test that interrupts itself (pexpect's test_interrupt) waits for ever
+        # in the terminal run. A terminal's pytest has SIGINT's default, as oct-mcp's runs do.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.projects is None and options.rounds == 1:
         chosen = [GENERATED]
     else:
