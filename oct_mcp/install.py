@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from oct_mcp.atomic_write import write_atomically
 from oct_mcp.errors import OctError
 from oct_mcp.workspace import broad_root_problem
 
@@ -618,23 +619,6 @@ def _backup_path(path: Path) -> Path:
     return candidate
 
 
-def _write_atomically(path: Path, text: str, mode: int) -> None:
-    """Write beside the file and rename over it: a crash leaves the old file or the new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.oct-mcp-{os.getpid()}.tmp")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(scratch, mode)  # the umask may have narrowed os.open's mode
-        os.replace(scratch, path)
-    except BaseException:
-        scratch.unlink(missing_ok=True)
-        raise
-
-
 def apply_plan(plan: InstallPlan) -> list[Path]:
     """Write the plan's changes, each file backed up first; returns the backups made.
 
@@ -655,7 +639,7 @@ def apply_plan(plan: InstallPlan) -> list[Path]:
             mode = target.stat().st_mode & 0o7777
             if change is not plan.record:
                 backup = _backup_path(change.path)
-                _write_atomically(backup, change.before, mode)
+                write_atomically(backup, change.before, mode)
                 backups.append(backup)
         else:
             mode = change.mode
@@ -663,5 +647,5 @@ def apply_plan(plan: InstallPlan) -> list[Path]:
             if change.before is not None:
                 target.unlink()
         elif change.after != change.before:
-            _write_atomically(target, change.after, mode)
+            write_atomically(target, change.after, mode)
     return backups

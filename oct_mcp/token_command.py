@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from oct_mcp.atomic_write import write_atomically
 from oct_mcp.config import default_config_path, is_client_name
 from oct_mcp.errors import ConfigError
 from oct_mcp.exit_codes import EXIT_OK, EXIT_USAGE
@@ -173,11 +173,5 @@ def _entry(document: dict[str, Any], path: Path, key: str) -> dict[str, Any]:
 
 
 def _write(path: Path, document: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Written beside the config and renamed over it: a crash never leaves half a config.
-    scratch = path.with_name(path.name + ".new")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(document, out, indent=2)
-        out.write("\n")
-    os.replace(scratch, path)
+    """The config whole, owner-only: it holds the tokens' hashes."""
+    write_atomically(path, json.dumps(document, indent=2) + "\n", 0o600)

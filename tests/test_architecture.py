@@ -273,7 +273,8 @@ _WRITERS: dict[str, str] = {
     "confined run (a chmod in its scratch folder, the run's shared-memory folder)",
     "oct_mcp/embed/pins.py": "the pin file of an embedded server's tool definitions, in the server's own "
     "state folder (written atomically)",
-    "oct_mcp/token_command.py": "`oct-mcp token` writes the user's own config file",
+    "oct_mcp/atomic_write.py": "the user's own config files that `oct-mcp install` and `oct-mcp token` "
+    "replace whole",
     "oct_mcp/install.py": "`oct-mcp install HOST` writes the host's MCP config files the user named, "
     "each backed up first",
 }
