@@ -62,6 +62,8 @@ MAX_RULES: Final = 256
 STDIO_CLIENT: Final = "stdio"
 """The client id of a stdio server's one client."""
 _ANY_TOOL: Final = "*"
+_NAMES_REMEMBERED: Final = 4_096
+"""Names a `PathGlobs` keeps its answer for: about a megabyte at most, even of 255-byte names."""
 
 _log = get_logger(__name__)
 
@@ -257,6 +259,10 @@ class PathGlobs:
     """`*.pem` as `.pem`: a `str.endswith` per part."""
     _names: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     _rooted: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _name_hits: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each name's answer, once worked out: a tree's names repeat (`__init__.py`, `LC_MESSAGES`,
+    `index.ts`), and a listing asks for every name it walks past. Emptied whole when full; calls
+    sharing it from threads each see a right answer or none (each step is one dict operation)."""
 
     def __post_init__(self) -> None:
         # Most globs are plain names or suffixes, tried without a regular expression; the rest
@@ -282,9 +288,27 @@ class PathGlobs:
 
     def matches_name(self, name: str) -> bool:
         """Whether a glob over one name (at any depth) matches `name`."""
-        if name in self.literal_names or (self.suffixes and name.endswith(self.suffixes)):
-            return True
-        return self._names is not None and self._names.fullmatch(name) is not None
+        hit = self._name_hits.get(name)
+        return self._remember(name) if hit is None else hit
+
+    def names_hit(self, names: Sequence[str]) -> list[int]:
+        """The indices of the `names` a glob over one name matches."""
+        known = self._name_hits
+        hits: list[int] = []
+        for index, name in enumerate(names):
+            hit = known.get(name)
+            if hit or (hit is None and self._remember(name)):
+                hits.append(index)
+        return hits
+
+    def _remember(self, name: str) -> bool:
+        hit = name in self.literal_names or bool(self.suffixes and name.endswith(self.suffixes))
+        if not hit and self._names is not None:
+            hit = self._names.fullmatch(name) is not None
+        if len(self._name_hits) >= _NAMES_REMEMBERED:
+            self._name_hits.clear()
+        self._name_hits[name] = hit
+        return hit
 
     @classmethod
     def union(cls, globs: Iterable[PathGlobs]) -> PathGlobs:
@@ -534,12 +558,13 @@ class PathsWithheld:
         # No part of the folder's path is hit: only the name, and the whole path by a rooted glob,
         # are left to try (a listing's every entry would otherwise split and try its folder's parts).
         screen = self.screen
-        hit = screen.matches_name
         if screen.rooted is None:
-            candidates = [index for index, name in enumerate(names) if hit(name)]
+            candidates = screen.names_hit(names)
         else:
-            rooted = screen.matches_rooted
+            hit, rooted = screen.matches_name, screen.matches_rooted
             candidates = [index for index, name in enumerate(names) if hit(name) or rooted(prefix + name)]
+        if not candidates:
+            return candidates
         return [index for index in candidates if self._denied(prefix + names[index])]
 
     def _folder_hit(self, prefix: str) -> bool:
@@ -547,10 +572,11 @@ class PathsWithheld:
         after its parent, so where the parent was missed only the last name is tried again."""
         folder = prefix[:-1]
         parent, _, name = folder.rpartition("/")
-        if not parent or f"{parent}/" in self._missed:
-            hit = self.screen.matches_name(name) or self.screen.matches_rooted(folder)
+        screen = self.screen
+        if not parent or parent + "/" in self._missed:
+            hit = screen.matches_name(name) or (screen.rooted is not None and screen.matches_rooted(folder))
         else:
-            hit = self.screen.matches(folder)
+            hit = screen.matches(folder)
         if not hit:
             self._missed.add(prefix)
         return hit

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from git_repos import git_output, new_repo
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oct_mcp.app import build_app
 from oct_mcp.cli import main
@@ -346,6 +348,61 @@ def test_a_deny_rule_whose_other_conditions_fail_withholds_nothing() -> None:
 
     assert book.withheld_from(listing()) is None
     assert compile_rules([], CATALOG).withheld_from(listing()) is None
+
+
+# Names a tree's folders are made of, some of them what the globs below name.
+_NAMES = ("a.pem", "secrets", "docs", "public", "x", "build", "prod.yaml", "key1", "n.key2", "Z")
+_NAME_GLOBS = ["*.pem", "secrets/", "*.key2", "key[0-9]", "docs/"]
+# Globs over one name alone take one path through the screen; with globs from the root, another.
+_WITHHOLDING = {
+    "names": (rule("allow", when={"paths": ["docs/public/"]}), rule("deny", when={"paths": _NAME_GLOBS})),
+    "names and rooted": (
+        rule("allow", when={"paths": ["docs/public/"]}),
+        rule("deny", when={"paths": [*_NAME_GLOBS, "/x/build", "**/prod.*"]}),
+    ),
+}
+
+
+def _walk_order(paths: list[str]) -> list[tuple[str, list[str]]]:
+    """Each folder of a tree the paths make (its prefix, its names), a folder before those inside it."""
+    folders: dict[str, dict[str, None]] = {"": {}}
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(len(parts)):
+            prefix = "".join(f"{part}/" for part in parts[:depth])
+            folders.setdefault(prefix, {})[parts[depth]] = None
+            if depth < len(parts) - 1:
+                folders.setdefault(prefix + parts[depth] + "/", {})
+    return sorted(((prefix, list(names)) for prefix, names in folders.items()), key=lambda item: item[0])
+
+
+@pytest.mark.parametrize("rules", _WITHHOLDING.values(), ids=_WITHHOLDING.keys())
+@given(paths=st.lists(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4).map("/".join), max_size=12))
+def test_a_walk_s_screened_folders_hide_just_what_a_call_naming_each_path_would_be_denied(
+    rules: tuple[dict[str, Any], ...], paths: list[str]
+) -> None:
+    """`hidden_among` (the fast answer a listing asks for, folder by folder) against `hides`, twice:
+    the second walk answers from the names the first remembered."""
+    book = compile_rules([RuleSource(tier="user", file="c", rules=rules)], CATALOG)
+    for _ in range(2):
+        withheld = book.withheld_from(listing())
+        assert withheld is not None
+        for prefix, names in _walk_order(paths):
+            expected = [index for index, name in enumerate(names) if withheld.hides(prefix + name)]
+            assert withheld.hidden_among(prefix, names) == expected
+
+
+@pytest.mark.parametrize("rules", _WITHHOLDING.values(), ids=_WITHHOLDING.keys())
+def test_a_folder_of_more_names_than_are_remembered_is_screened_whole(
+    rules: tuple[dict[str, Any], ...],
+) -> None:
+    book = compile_rules([RuleSource(tier="user", file="c", rules=rules)], CATALOG)
+    withheld = book.withheld_from(listing())
+    assert withheld is not None
+    names = [f"file{number}.{'pem' if number % 7 == 0 else 'txt'}" for number in range(10_000)]
+
+    for _ in range(2):
+        assert withheld.hidden_among("src/", names) == list(range(0, 10_000, 7))
 
 
 # Paths every glob below is tried against; the names are those git reads back byte for byte.

@@ -43,6 +43,7 @@ WALK_DEPTH_MAX: Final = 128
 _FOLDER_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO for reading must not hang the server.
 _FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_NAME: Final = operator.attrgetter("name")
 
 Glob = Annotated[str, StringConstraints(min_length=1, max_length=GLOB_MAX_LENGTH, pattern=r"^[^\x00-\x1f]*$")]
 """A pattern in .gitignore syntax ('*.py', 'src/**/*.ts'), matched against paths relative to a folder."""
@@ -437,12 +438,13 @@ class ProjectWalk:
         """`ignored` (changed in place), with the entries the rules deny marked too: a folder whole,
         and a symlink by where it leads as well (a link to a denied file names it under another name)."""
         marked = ignored
-        for index in withheld.hidden_among(prefix, [entry.name for entry in entries]):
+        for index in withheld.hidden_among(prefix, list(map(_NAME, entries))):
             marked[index] = True
-        inside = str(self.root).rstrip("/") + "/"
-        for index, entry in enumerate(entries):
-            if not marked[index] and entry.is_symlink():
-                target = os.path.realpath(inside + prefix + entry.name)
+        links = [index for index, entry in enumerate(entries) if entry.is_symlink() and not marked[index]]
+        if links:
+            inside = str(self.root).rstrip("/") + "/"
+            for index in links:
+                target = os.path.realpath(inside + prefix + entries[index].name)
                 if target.startswith(inside) and withheld.hides(target[len(inside) :]):
                     marked[index] = True
         return marked
