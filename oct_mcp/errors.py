@@ -277,6 +277,13 @@ class PinFileError(RefusedError):
     code = "pin_file"
 
 
+class RuleExamplesError(RefusedError):
+    """A rule example over an embedding host's own tools disagrees with its rule, found when the host
+    listed them; every tool is withheld until the rule or the example is fixed."""
+
+    code = "rule_examples"
+
+
 class ConfigError(OctError):
     """Bad configuration or profile, found at start-up.
 

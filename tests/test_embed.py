@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+import structlog.testing
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
@@ -386,3 +387,65 @@ async def test_the_rules_judge_a_host_tools_arguments_by_json_pointer_and_its_de
     assert _text(todo) == "ship it"
     assert _text(creds).startswith("[policy] read_note is denied by rule #1 (user tier): credentials are")
     assert _text(readme).startswith("[policy] read_file is denied by rule #2 (user tier): the README is")
+
+
+def _rules_config(tmp_path: Path, audit_log: Path, examples: dict[str, Any]) -> Path:
+    config = tmp_path / "rules.json"
+    rule = {
+        "effect": "deny",
+        "tools": ["read_file"],
+        "when": {"paths": ["secrets/"]},
+        "reason": "secrets stay out",
+        "examples": examples,
+    }
+    config.write_text(json.dumps({"audit_log_path": str(audit_log), "rules": [rule]}))
+    return config
+
+
+async def test_a_rule_example_over_a_host_tool_that_disagrees_withholds_every_tool(
+    project: Path, tmp_path: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    """The host's tools are known once it lists them: the example is run then, and, as a failing
+    example stops oct-mcp's server, nothing is served; the log names the rule and the example."""
+    # The declared path argument makes `docs/secrets.md` a path under no `secrets/` folder.
+    config = _rules_config(tmp_path, audit_log, {"match": [{"arguments": {"path": "docs/secrets.md"}}]})
+    with structlog.testing.capture_logs() as logs, anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            called_first = await client.call_tool("read_note", {"name": "todo"})
+            listed = await client.list_tools()
+            called_after = await client.call_tool("read_file", {"path": "README.md"})
+
+    for result in (called_first, called_after):
+        assert result.is_error
+        assert _text(result).startswith("[rule_examples] 1 rule example(s) over this server's tools disagree")
+    assert listed.tools == []
+    described = [entry["example"] for entry in logs if entry["event"] == "rule_example_disagrees"]
+    assert described
+    assert all(
+        text == "rule #1 (user tier, " + str(config) + "): its match example read_file "
+        '{"path": "docs/secrets.md"} does not match it'
+        for text in described
+    )
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    refused = [(r["tool"], r["outcome"], r["code"]) for r in records if "tool" in r]
+    assert refused == [("read_note", "refused", "rule_examples"), ("read_file", "refused", "rule_examples")]
+
+
+async def test_rule_examples_that_agree_or_name_another_server_s_tool_leave_the_host_served(
+    project: Path, tmp_path: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    examples = {
+        "match": [{"arguments": {"path": "secrets/db.txt"}}],
+        "not_match": [
+            {"arguments": {"path": "README.md"}},
+            {"tool": "oct_read_file", "arguments": {"path": "a"}},
+        ],
+    }
+    config = _rules_config(tmp_path, audit_log, examples)
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            listed = await client.list_tools()
+            readme = await client.call_tool("read_file", {"path": "README.md"})
+
+    assert {tool.name for tool in listed.tools} >= {"read_note", "read_file"}
+    assert not readme.is_error

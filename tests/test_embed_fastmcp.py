@@ -134,3 +134,27 @@ async def test_an_embedded_resources_text_and_uri_are_redacted_and_an_image_is_l
     assert str(project) not in wire
     assert [block.type for block in result.content] == ["text", "resource"]
     assert _text(result) == BINARY_DROPPED_NOTE.format(count=1)
+
+
+async def test_a_rule_example_over_a_host_tool_that_disagrees_withholds_every_tool(
+    project: Path, tmp_path: Path, notes: dict[str, str], audit_log: Path
+) -> None:
+    config = tmp_path / "rules.json"
+    rule = {
+        "effect": "deny",
+        "tools": ["read_file"],
+        "when": {"paths": ["secrets/"]},
+        "reason": "secrets stay out",
+        "examples": {"match": [{"arguments": {"path": "docs/secrets.md"}}]},
+    }
+    config.write_text(json.dumps({"audit_log_path": str(audit_log), "rules": [rule]}))
+    with anyio.fail_after(20):
+        async with Client(_guarded(project, config, notes)) as client:
+            called_first = await client.call_tool("read_note", {"name": "todo"}, raise_on_error=False)
+            listed = await client.list_tools()
+            called_after = await client.call_tool("read_note", {"name": "todo"}, raise_on_error=False)
+
+    assert _text(called_first) == "ship it"  # read_note names no example: judged with what is known
+    assert listed == []
+    assert called_after.is_error
+    assert _text(called_after).startswith("[rule_examples] 1 rule example(s) over this server's tools")

@@ -19,8 +19,10 @@ from oct_mcp.app import App, CallFailure, build_app
 from oct_mcp.consent import without_confirm
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.embed.pins import ToolPins, default_pin_file, digest
-from oct_mcp.errors import DryRunUnsupportedError, OctError, PinFileError
+from oct_mcp.errors import DryRunUnsupportedError, OctError, PinFileError, RuleExamplesError
 from oct_mcp.execution.checkpoints import project_key
+from oct_mcp.policy_command import rules_in_force
+from oct_mcp.rules import example_failures
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.transports.consent_adapter import (
     RequestFacts,
@@ -129,6 +131,53 @@ async def refuse_unpinned(
     client = client_info(request, TRANSPORT, client_id)
     await audit_refusal(app, client, params.name, error, params.arguments or {})
     return to_call_tool_result(CallFailure(code=error.code, message=error.message))
+
+
+RULE_EXAMPLES_DISAGREE: Final = (
+    "{count} rule example(s) over this server's tools disagree with their rule, so no tool is served "
+    "until the rule or the example is fixed (the server's log names each; the config's `rules`)"
+)
+
+
+@dataclass
+class HostExamples:
+    """The rules' examples over a host's own tools, run when its listing shows them.
+
+    oct-mcp's server checks every example at start-up; a host's tools are known only once it lists
+    them, so they are checked then, and again when the listing changes. An example that disagrees
+    with its rule withholds every tool (as it stops oct-mcp's server); one naming a tool this host
+    does not list is left to the server that has it, since one config file may serve both.
+    """
+
+    app: App
+    problem: RuleExamplesError | None = None
+    _judged: frozenset[tuple[str, Risk, tuple[str, ...]]] | None = None
+
+    def judge(self, listed: Mapping[str, ToolSpec]) -> RuleExamplesError | None:
+        """The examples against the `listed` tools (each as the chain sees it): what is wrong, or None."""
+        judged = frozenset(
+            (name, spec.risk, tuple(spec.params.model_fields)) for name, spec in listed.items()
+        )
+        if judged == self._judged:
+            return self.problem
+        failures = example_failures(rules_in_force(self.app), listed, self.app.workspace, skip_unknown=True)
+        for failure in failures:
+            _log.error("rule_example_disagrees", example=failure.describe())
+        self.problem = (
+            RuleExamplesError(RULE_EXAMPLES_DISAGREE.format(count=len(failures))) if failures else None
+        )
+        self._judged = judged
+        return self.problem
+
+    async def refusal(
+        self, params: types.CallToolRequestParams, request: RequestFacts, client_id: str
+    ) -> types.CallToolResult | None:
+        """The answer to a call while an example disagrees (audited as a refusal); None otherwise."""
+        if self.problem is None:
+            return None
+        client = client_info(request, TRANSPORT, client_id)
+        await audit_refusal(self.app, client, params.name, self.problem, params.arguments or {})
+        return to_call_tool_result(CallFailure(code=self.problem.code, message=self.problem.message))
 
 
 _OWNERS: OrderedDict[int, tuple[Any, str]] = OrderedDict()

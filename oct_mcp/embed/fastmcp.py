@@ -25,6 +25,7 @@ from oct_mcp.embed._host import (
     EMBEDDED_PROFILE,
     PINS_DEFAULT,
     ForeignTool,
+    HostExamples,
     host_arguments,
     host_result,
     hosted_app,
@@ -64,6 +65,8 @@ class OctFastMCPMiddleware(Middleware):
         self.pins = pins
         self.withheld: frozenset[str] = frozenset()
         """The tools the last listing found changed since pinned."""
+        self.examples = HostExamples(app)
+        """The rules' examples over the host's tools, judged when they are listed or first called."""
 
     def _learn(self, tool: Tool) -> ToolSpec:
         listed = {
@@ -86,11 +89,11 @@ class OctFastMCPMiddleware(Middleware):
             self.withheld = await self._review(tools, context)
         except PinFileError:
             return []
+        served = [(tool, self._learn(tool)) for tool in tools if tool.name not in self.withheld]
+        if self.examples.judge({spec.name: spec for _tool, spec in served}):
+            return []
         shown = []
-        for tool in tools:
-            if tool.name in self.withheld:
-                continue
-            spec = self._learn(tool)
+        for tool, spec in served:
             if not self.app.chain.is_visible(spec):
                 continue
             if self.app.chain.takes_confirm(spec):
@@ -126,8 +129,11 @@ class OctFastMCPMiddleware(Middleware):
                 with contextlib.suppress(PinFileError):  # answered below, with every tool withheld
                     changed = await self._review([tool], context)
                     self.withheld = (self.withheld - {tool.name}) | changed
+                self.examples.judge(dict(self.specs))
         client_id = session_client_id(request)
         refused = await refuse_unpinned(self.app, self.pins, self.withheld, params, request, client_id)
+        if refused is None:
+            refused = await self.examples.refusal(params, request, client_id)
         if refused is not None:
             return FastMCPToolResult(content=refused.content, is_error=True)
         spec_of(self.specs, self.tools, params.name, None)

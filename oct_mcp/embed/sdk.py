@@ -24,6 +24,7 @@ from oct_mcp.embed._host import (
     PINS_DEFAULT,
     TRANSPORT,
     ForeignTool,
+    HostExamples,
     host_arguments,
     host_result,
     hosted_app,
@@ -56,6 +57,8 @@ class OctGuard:
     """The pinned tool definitions: a changed tool is withheld; None: pinning off."""
     withheld: frozenset[str] = frozenset()
     """The tools the last listing found changed since pinned."""
+    examples: HostExamples | None = None
+    """The rules' examples over the host's tools, judged at each listing; None: not judged."""
 
     def spec_for(self, name: str, listed: Mapping[str, Any] | None = None) -> ToolSpec:
         """The tool as the chain sees it: from its listing when seen, destructive until then."""
@@ -79,11 +82,15 @@ class OctGuard:
             self.withheld = await review_pins(self.app, self.pins, listed, session_client_id(ctx))
         except PinFileError:
             return {**listing, "tools": []}
+        served = [
+            (tool, self.spec_for(str(tool.get("name")), tool))
+            for tool in listing["tools"]
+            if tool.get("name") not in self.withheld
+        ]
+        if self.examples is not None and self.examples.judge({spec.name: spec for _tool, spec in served}):
+            return {**listing, "tools": []}
         shown = []
-        for tool in listing["tools"]:
-            if tool.get("name") in self.withheld:
-                continue
-            spec = self.spec_for(str(tool.get("name")), tool)
+        for tool, spec in served:
             if not self.app.chain.is_visible(spec):
                 continue
             if self.app.chain.takes_confirm(spec):
@@ -113,6 +120,8 @@ class OctGuard:
         refused = await refuse_unpinned(
             self.app, self.pins, self.withheld, params, ctx, session_client_id(ctx)
         )
+        if refused is None and self.examples is not None:
+            refused = await self.examples.refusal(params, ctx, session_client_id(ctx))
         if refused is not None:
             return refused
         self.spec_for(params.name)
@@ -191,6 +200,7 @@ def guard(
         tools=dict(tools or {}),
         keep_binary_content=keep_binary_content,
         pins=pins_for(app, lowlevel.name, pin_file, allow_narrowing=allow_narrowing),
+        examples=HostExamples(app),
     )
     if not any(isinstance(layer, RequestStateBoundary) for layer in lowlevel.middleware):
         # The consent round on 2026-07-28 carries sealed state; a low-level Server has no boundary.
