@@ -8,7 +8,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Final, TypeAlias
 
-from pydantic import BaseModel, StringConstraints
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from oct_mcp.backends import EntryRights
 from oct_mcp.backends.results import RunResult
@@ -34,6 +34,7 @@ __all__ = [
     "ProjectPath",
     "Risk",
     "RunResult",
+    "StrictParams",
     "Then",
     "ToolEnv",
     "ToolSpec",
@@ -57,6 +58,12 @@ class PathArgument:
 
 ProjectPath = Annotated[str, StringConstraints(min_length=1, max_length=PATH_MAX_LENGTH), PathArgument()]
 """A path relative to the project root (or absolute inside it), contained by the validator."""
+
+
+class StrictParams(BaseModel):
+    """A tool's arguments: exact types, no unknown field, frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

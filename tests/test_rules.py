@@ -28,7 +28,7 @@ from oct_mcp.rules import (
     read_admin_rules,
 )
 from oct_mcp.tools import default_catalog
-from oct_mcp.tools.git import GIT_SAFETY_OPTIONS
+from oct_mcp.tools.git.runner import GIT_SAFETY_OPTIONS
 from oct_mcp.workspace import Workspace
 
 CATALOG = default_catalog()

@@ -9,9 +9,13 @@ from oct_mcp.spec import ToolSpec
 from oct_mcp.tools.apply_patch import APPLY_PATCH
 from oct_mcp.tools.edit_strings import EDIT
 from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
-from oct_mcp.tools.git import GIT_DIFF, GIT_LOG, GIT_STATUS
-from oct_mcp.tools.git_history import GIT_BLAME, GIT_SHOW
-from oct_mcp.tools.git_write import GIT_ADD, GIT_BRANCH, GIT_COMMIT, GIT_RESTORE, GIT_SWITCH
+from oct_mcp.tools.git.history import GIT_BLAME, GIT_SHOW
+from oct_mcp.tools.git.read import GIT_DIFF, GIT_LOG, GIT_STATUS
+from oct_mcp.tools.git.write.add import GIT_ADD
+from oct_mcp.tools.git.write.branch import GIT_BRANCH
+from oct_mcp.tools.git.write.commit import GIT_COMMIT
+from oct_mcp.tools.git.write.restore import GIT_RESTORE
+from oct_mcp.tools.git.write.switch import GIT_SWITCH
 from oct_mcp.tools.grants import GRANTS
 from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK

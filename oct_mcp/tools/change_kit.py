@@ -15,8 +15,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import FileTooLargeError, PathRefusedError
 from oct_mcp.execution.changes import ChangePlan, Proposal
@@ -31,7 +29,6 @@ __all__ = [
     "EDIT_READ_MAX_BYTES",
     "CommandCheckpoint",
     "ExistingFile",
-    "StrictParams",
     "digest_of",
     "named_if_other",
     "plan_change",
@@ -55,12 +52,6 @@ def plan_change(propose: Propose, params: DryRunParams, env: ToolEnv) -> ChangeP
     return ChangePlan(
         partial(propose, env.workspace, params, env.deadline), dry_run=env.dry_run_for(params.dry_run)
     )
-
-
-class StrictParams(BaseModel):
-    """The arguments of a tool that writes: exact types, no unknown field, frozen."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import stat
 from functools import partial
 from typing import Any, Final, Literal, TypeAlias, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
@@ -21,7 +21,7 @@ from oct_mcp.errors import (
 )
 from oct_mcp.file_screen import BINARY_SNIFF_BYTES
 from oct_mcp.redaction import redact_excerpts
-from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
+from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, StrictParams, ToolEnv, ToolSpec
 from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor, cursor_may_not_fit
 from oct_mcp.tools.results import (
     ENVELOPE_RESERVE,
@@ -65,11 +65,7 @@ LIST_FILES_SCAN_LIMIT: Final = 200_000
 _PATH_JSON_SIZE: Final = len('"",')
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class ReadFileParams(_Params):
+class ReadFileParams(StrictParams):
     path: ProjectPath = Field()
     start_line: int | None = Field(default=None, ge=1)
     end_line: int | None = Field(default=None, ge=1)
@@ -209,7 +205,7 @@ def _numbered(number: int, line: str) -> str:
     return f"{number:>6}\t{line}"
 
 
-class ReadFilesParams(_Params):
+class ReadFilesParams(StrictParams):
     paths: list[ProjectPath] = Field(min_length=1, max_length=READ_FILES_MAX)
     line_numbers: bool = Field(default=False, description="As cat -n.")
     max_chars: int = Field(
@@ -261,7 +257,7 @@ def read_files(workspace: Workspace, params: ReadFilesParams, max_output_bytes: 
     return ToolResult(text="\n".join(texts), structured=structured, redactions=redactions)
 
 
-class ListFilesParams(_Params):
+class ListFilesParams(StrictParams):
     path: ProjectPath = Field(default=".")
     glob: Glob | None = Field(
         default=None,

@@ -14,8 +14,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.consent import Grant, SessionGrants, granted_action
 from oct_mcp.errors import NotFoundError
-from oct_mcp.spec import InProcessPlan, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.change_kit import StrictParams
+from oct_mcp.spec import InProcessPlan, Risk, StrictParams, ToolEnv, ToolSpec
 from oct_mcp.types import ToolResult
 
 __all__ = ["GRANTS", "GrantsOutput", "GrantsParams"]

@@ -22,8 +22,8 @@ from oct_mcp.diff_view import readable_diff
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import FOLDER, PathChange, Proposal, tree_state
 from oct_mcp.preview import ABSENT, FileChange, content_digest, diff_counts
-from oct_mcp.spec import ProjectPath, Risk, ToolSpec
-from oct_mcp.tools.change_kit import StrictParams, plan_change, read_existing
+from oct_mcp.spec import ProjectPath, Risk, StrictParams, ToolSpec
+from oct_mcp.tools.change_kit import plan_change, read_existing
 from oct_mcp.tools.diffs import truncate_diff, unified_diff
 from oct_mcp.tools.masks import masked
 from oct_mcp.types import ToolResult

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
 from oct_mcp.backends.installs import install_roots, is_inside
 from oct_mcp.diff_view import diff_files, readable_diff
@@ -28,11 +28,12 @@ from oct_mcp.spec import (
     ProjectPath,
     Risk,
     RunResult,
+    StrictParams,
     ToolEnv,
     ToolSpec,
 )
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
-from oct_mcp.tools.git_masks import masked_hunks
+from oct_mcp.tools.git.masks import masked_hunks
 from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.tools.programs import find_program, find_python, script_interpreter
 from oct_mcp.tools.pytest_report import PytestReport, SkipReason, TestFailure, read_report, report_chars
@@ -71,10 +72,6 @@ RuleCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{1,4}[0-9]{0,4}$", m
 PytestExpression = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_ ()\[\].:]+$", max_length=256)]
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
 def _targets(paths: list[str]) -> list[str]:
     """Paths after `--`, so none can be read as an option; the project root when none is given."""
     return ["--", *paths] if paths else ["--", "."]
@@ -107,7 +104,7 @@ def _warnings(run: RunResult) -> list[str]:
 # -- oct_lint ----------------------------------------------------------------------------------
 
 
-class _PagedParams(_Params):
+class _PagedParams(StrictParams):
     summary: bool = Field(default=False, description=f"Counts per rule and the first {SUMMARY_FIRST} only.")
     offset: int = OffsetField()
     max_chars: int = BudgetField()
@@ -244,7 +241,7 @@ def _runs_project_code(ruff: Path, root: Path) -> bool:
 # -- oct_fix and oct_format: writes, with a diff preview ---------------------------------------
 
 
-class FixParams(_Params):
+class FixParams(StrictParams):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     select: list[RuleCode] = Field(default_factory=list, max_length=64)
     dry_run: bool | None = Field(default=None, description="Unset: the server's default.")
@@ -252,7 +249,7 @@ class FixParams(_Params):
     max_chars: int = BudgetField()
 
 
-class FormatParams(_Params):
+class FormatParams(StrictParams):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)
     apply: bool | None = Field(default=None, description="Unset: the server's default.")
     offset: int = Field(default=0, ge=0, le=10_000_000, description="A cut result's next_offset.")
@@ -766,7 +763,7 @@ def _plan_typecheck(params: TypecheckParams, env: ToolEnv) -> CommandPlan:
 # -- oct_test ----------------------------------------------------------------------------------
 
 
-class TestParams(_Params):
+class TestParams(StrictParams):
     paths: list[ProjectPath] = Field(
         default_factory=list, max_length=MAX_PATHS, description="Files, folders or node ids."
     )

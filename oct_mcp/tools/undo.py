@@ -24,8 +24,7 @@ from oct_mcp.display import quote_name
 from oct_mcp.execution.changes import ChangePlan, PathChange, Proposal, state_of, tree_state
 from oct_mcp.execution.checkpoints import Checkpoint, CheckpointStore, PathState, state_at
 from oct_mcp.preview import ABSENT, FileChange
-from oct_mcp.spec import InProcessPlan, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.change_kit import StrictParams
+from oct_mcp.spec import InProcessPlan, Risk, StrictParams, ToolEnv, ToolSpec
 from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
 from oct_mcp.tools.masks import masked
 from oct_mcp.types import ToolResult

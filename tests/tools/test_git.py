@@ -15,16 +15,9 @@ from git_repos import git, new_repo
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
-from oct_mcp.tools.git import (
-    GIT_DIFF,
-    GIT_LOG,
-    GIT_SAFETY_OPTIONS,
-    GIT_STATUS,
-    git_argv,
-    parse_diff,
-    parse_status,
-    worktree_git_folders,
-)
+from oct_mcp.tools.git.layout import worktree_git_folders
+from oct_mcp.tools.git.read import GIT_DIFF, GIT_LOG, GIT_STATUS, parse_diff, parse_status
+from oct_mcp.tools.git.runner import GIT_SAFETY_OPTIONS, git_argv
 from oct_mcp.tools.results import model_view
 from oct_mcp.types import ClientInfo, ToolResult
 
@@ -484,7 +477,7 @@ def test_parse_status_reads_unmerged_copied_detached_and_stashes() -> None:
 
 
 def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oct_mcp.tools import git as git_module
+    from oct_mcp.tools.git import read as git_module
 
     monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
     output = parse_status(b"? a\0? b\0? c\0")
@@ -493,7 +486,7 @@ def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_parse_status_pages_from_an_offset_past_its_entry_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oct_mcp.tools import git as git_module
+    from oct_mcp.tools.git import read as git_module
 
     monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
     output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1)

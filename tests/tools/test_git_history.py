@@ -14,7 +14,7 @@ from clients import hints, model_view, oct_server
 from git_repos import git, git_output, new_repo
 from mcp import Client
 
-from oct_mcp.tools.git_history import parse_blame
+from oct_mcp.tools.git.history import parse_blame
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 

@@ -8,7 +8,7 @@ import pytest
 from git_repos import git, git_output, new_repo
 
 from oct_mcp.tools.diffs import unified_diff
-from oct_mcp.tools.git_masks import WHOLE_FILE, masked_hunks, masked_patch
+from oct_mcp.tools.git.masks import WHOLE_FILE, masked_hunks, masked_patch
 
 OLD = "".join(
     f"def function_{n}():\n    return {n}\n" if n % 7 == 0 else f"    line {n}\n" for n in range(1, 120)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from oct_mcp.errors import ExecutionError, NotFoundError
 from oct_mcp.spec import NextCommand, RunResult
-from oct_mcp.tools.git_refs import (
+from oct_mcp.tools.git.refs import (
     REF_MAX_LENGTH,
     GitRef,
     check_ref,

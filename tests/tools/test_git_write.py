@@ -27,7 +27,7 @@ from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.execution.git_state import PrivateGitFolder
-from oct_mcp.tools.git_write import check_branch_name
+from oct_mcp.tools.git.write.branch import check_branch_name
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 

@@ -14,26 +14,23 @@ from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from oct_mcp.errors import ExecutionError, FileTooLargeError, LineRangeError, NotFoundError
 from oct_mcp.redaction import mask_line, redact_lines
-from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, StrictParams, ToolEnv, ToolSpec
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
-from oct_mcp.tools.git import (
+from oct_mcp.tools.git.masks import WHOLE_FILE
+from oct_mcp.tools.git.read import (
     DIFF_CONTEXT_MAX,
     DiffFile,
     diff_page_cut,
     diff_page_lines,
-    git_failed,
-    git_plan,
     page_diff,
     parse_diff,
-    pathspec,
-    shown_pathspec,
 )
-from oct_mcp.tools.git_masks import WHOLE_FILE
-from oct_mcp.tools.git_refs import GitRef
+from oct_mcp.tools.git.refs import GitRef
+from oct_mcp.tools.git.runner import git_failed, git_plan, pathspec, shown_pathspec
 from oct_mcp.tools.results import BudgetField, json_size, take_within
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import read_at_most
@@ -60,10 +57,6 @@ _ZONE: Final = re.compile(r"[+-][0-9]{4}")
 _FILE_HAS_ONLY: Final = re.compile(rb"has only (\d+) lines?")
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
@@ -71,7 +64,7 @@ def _decode(raw: bytes) -> str:
 # -- oct_git_show --------------------------------------------------------------------------------
 
 
-class GitShowParams(_Params):
+class GitShowParams(StrictParams):
     commit: GitRef = Field(default="HEAD")
     path: ProjectPath | None = Field(default=None)
     context_lines: int = Field(default=3, ge=0, le=DIFF_CONTEXT_MAX)
@@ -218,7 +211,7 @@ def _plan_show(params: GitShowParams, env: ToolEnv) -> CommandPlan:
 # -- oct_git_blame -------------------------------------------------------------------------------
 
 
-class GitBlameParams(_Params):
+class GitBlameParams(StrictParams):
     path: ProjectPath = Field()
     start_line: int = Field(default=1, ge=1, le=LINE_MAX)
     end_line: int | None = Field(

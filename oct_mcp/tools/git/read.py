@@ -1,468 +1,47 @@
-"""oct_git_status, oct_git_diff and oct_git_log: git's machine-readable output, parsed, git itself defanged.
+"""oct_git_status, oct_git_diff and oct_git_log: git's machine-readable output, parsed.
 
-git (the server's, never one inside the project) runs in the sandbox with the project
-read-only, on the repository at the project root only (`--git-dir`, `--work-tree`,
-GIT_COMMON_DIR: no discovery upwards, no `core.worktree` or `commondir` elsewhere), without
-hooks, fsmonitor, pager, external diff, textconv, signature checks or optional locks, and
-with every filter driver its config defines switched off: status and diff would otherwise
-run a repository's clean filter, a command of its choosing, on each file whose stat data
-changed. Which filters exist, git itself says: each call first lists its config's names,
-in the same sandbox, and the real call switches off each filter.* name listed. A ref a call
-names is resolved to a commit in the sandbox before the real call, which gets the commit id
-(`git_refs`).
+git runs as `runner` runs it; a ref a call names is resolved to a commit in the sandbox before
+the real call, which gets the commit id (`refs`).
 """
 
 from __future__ import annotations
 
-import os
-import stat
-import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from oct_mcp.diff_view import readable_diff
 from oct_mcp.display import quote_name
-from oct_mcp.errors import ExecutionError, GitConfigUnreadableError, GitLayoutRefusedError, NotFoundError
 from oct_mcp.spec import (
-    COMMAND_STEPS_MAX,
     CommandPlan,
-    NextCommand,
     ProjectPath,
     Risk,
     RunResult,
+    StrictParams,
     ToolEnv,
     ToolSpec,
 )
 from oct_mcp.tools.diffs import DIFF_MAX_CHARS
-from oct_mcp.tools.git_masks import WHOLE_FILE, masked_patch
-from oct_mcp.tools.git_refs import GitRef, verify_chain
-from oct_mcp.tools.ignores import user_excludes_file
-from oct_mcp.tools.programs import find_server_program
+from oct_mcp.tools.git.masks import WHOLE_FILE, masked_patch
+from oct_mcp.tools.git.refs import GitRef
+from oct_mcp.tools.git.runner import decoded_text, git_failed, git_plan, pathspec, shown_pathspec
 from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
 from oct_mcp.types import ToolResult
-from oct_mcp.workspace import Workspace
 
-__all__ = [
-    "CONFIG_NAMES_LISTING",
-    "DIFF_CONTEXT_MAX",
-    "GIT_DIFF",
-    "GIT_ENVIRONMENT",
-    "GIT_LOG",
-    "GIT_SAFETY_OPTIONS",
-    "GIT_STATUS",
-    "HUNK_STARTS",
-    "DiffFile",
-    "DiffOutput",
-    "GitLayout",
-    "LogOutput",
-    "StatusOutput",
-    "filter_overrides",
-    "git_argv",
-    "git_failed",
-    "git_layout",
-    "git_plan",
-    "listed_filter_names",
-    "page_diff",
-    "parse_diff",
-    "pathspec",
-    "shown_pathspec",
-    "worktree_git_folders",
-]
-
-GIT_SAFETY_OPTIONS: Final = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.pager=cat",
-    # Empty: no external diff command, ever (diff also passes --no-ext-diff).
-    "-c",
-    "diff.external=",
-    "-c",
-    "core.editor=true",
-    # log.showSignature would run gpg.program, a command the repository's config may name.
-    "-c",
-    "log.showSignature=false",
-    "-c",
-    "color.ui=false",
-    "--no-pager",
-    "--no-optional-locks",
-    # Paths are paths: no pathspec magic such as ':(top)' or globs.
-    "--literal-pathspecs",
-)
-# Where git is given exclusions (`shown_pathspec`), every pathspec carries its own magic instead.
-_MAGIC_SAFETY_OPTIONS: Final = tuple(
-    option for option in GIT_SAFETY_OPTIONS if option != "--literal-pathspecs"
-)
-GIT_ENVIRONMENT: Final = (
-    # No transport at all, whatever the repository's config says: with this set, git ignores every
-    # `protocol.*` key (a repository's `protocol.file.allow=always` beats a `-c protocol.allow=never`)
-    # and allows only the protocols listed, none. A fetch would run a program the config names
-    # (`remote.<name>.uploadpack`, `core.sshCommand`, an `ext::` URL), and a partial clone fetches a
-    # missing object on demand ("lazy fetch") from status, diff or add alike.
-    ("GIT_ALLOW_PROTOCOL", ""),
-    # The same lazy fetch, switched off where git knows the variable (2.45 and later).
-    ("GIT_NO_LAZY_FETCH", "1"),
-)
 STATUS_MAX_ENTRIES: Final = 2_000
+
+
 LOG_DEFAULT: Final = 20
+
+
 LOG_MAX: Final = 200
+
+
 DIFF_CONTEXT_MAX: Final = 100
-_FILTER_NAMES_MAX: Final = 64
-_LINK_FILE_MAX_BYTES: Final = 4_096
-_CONFIG_READ_TIMEOUT_SECONDS: Final = 10
-CONFIG_NAMES_LISTING: Final = ("config", "--list", "--includes", "--null", "--name-only")
-_NOT_A_REPOSITORY: Final = (
-    "the project is not a git repository (no .git at the project root); git init makes one"
-)
-_NOT_A_CHECKOUT_OF_IT: Final = (
-    "the project's .git file names a git folder outside the project that is no linked worktree or "
-    "submodule of this checkout (it must sit under worktrees/ or modules/ of a repository and name "
-    "this checkout back); git was not run"
-)
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-# -- where the repository is ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GitLayout:
-    """This checkout's repository as the server found it: git is told where it is, never left to look."""
-
-    git_dir: Path
-    """Passed as `--git-dir`: the `.git` folder, or the folder a `.git` file names."""
-    common_dir: Path
-    """Passed as GIT_COMMON_DIR, so git follows no `commondir` file of its own accord."""
-    binds: tuple[Path, ...]
-    """Git folders outside the project that the sandbox shows, read-only."""
-
-
-def git_layout(root: Path) -> GitLayout:
-    """Where the repository of the checkout at `root` is, checked before git runs.
-
-    A `.git` folder, or a `.git` file naming a folder inside the project, is the project's own
-    repository: its `commondir`, if any, must stay inside the project. A `.git` file naming a
-    folder outside the project is accepted only as a real linked worktree (a folder under
-    `<common>/worktrees/` whose `gitdir` names this `.git` back and whose `commondir` names
-    `<common>`) or a real submodule (its own repository under a git folder's `modules/`, whose
-    `core.worktree` names this checkout).
-
-    Raises:
-        NotFoundError: No `.git` at the project root, or a symlink there.
-        GitLayoutRefusedError: Any other layout: git is not run.
-    """
-    project = Path(os.path.realpath(root))
-    git = _dot_git(root)
-    folder = Path(os.path.realpath(git)) if git.is_dir() else _gitfile_target(git)
-    common = _common_dir(folder)
-    if folder.is_relative_to(project):
-        if not common.is_relative_to(project):
-            raise GitLayoutRefusedError(
-                "the project's git folder names a common git folder outside the project (commondir), "
-                "which would make git read another repository; git was not run"
-            )
-        return GitLayout(git_dir=folder, common_dir=common, binds=())
-    if common != folder:
-        is_worktree = folder.parent.name == "worktrees" and folder.parent.parent == common
-        if not is_worktree or _named_back(folder) != project / ".git" or not _is_repository(common):
-            raise GitLayoutRefusedError(_NOT_A_CHECKOUT_OF_IT)
-        return GitLayout(git_dir=folder, common_dir=common, binds=(common,))
-    is_submodule = any(
-        parent.name == "modules" and _is_repository(parent.parent) for parent in folder.parents
-    )
-    if not is_submodule or not _is_repository(folder) or _core_worktree(project, folder) != project:
-        raise GitLayoutRefusedError(_NOT_A_CHECKOUT_OF_IT)
-    return GitLayout(git_dir=folder, common_dir=folder, binds=(folder,))
-
-
-def worktree_git_folders(root: Path) -> tuple[Path, ...]:
-    """The git folders outside the project that git must read: a linked worktree's or a submodule's.
-
-    Raises:
-        NotFoundError, GitLayoutRefusedError: As `git_layout`.
-    """
-    return git_layout(root).binds
-
-
-def _dot_git(root: Path) -> Path:
-    """The `.git` at the project root: a folder, or a file naming one (worktrees, submodules).
-
-    Raises:
-        NotFoundError: There is none, or it is a symlink (which could lead anywhere).
-    """
-    git = root / ".git"
-    try:
-        info = git.lstat()
-    except OSError:
-        raise NotFoundError(_NOT_A_REPOSITORY) from None
-    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
-        raise NotFoundError("the .git at the project root is neither a folder nor a file; git was not run")
-    return git
-
-
-def _gitfile_target(git: Path) -> Path:
-    """The folder a `.git` file names (`gitdir: <path>`, relative to the file's folder), resolved."""
-    text = _link_file(git)
-    if text is None or not text.startswith("gitdir: "):
-        raise GitLayoutRefusedError("the project's .git file names no git folder; git was not run")
-    return Path(os.path.realpath(git.parent / text.removeprefix("gitdir: ")))
-
-
-def _common_dir(folder: Path) -> Path:
-    """The common git folder a git folder's `commondir` names, resolved; without one, the folder itself."""
-    path = folder / "commondir"
-    if not os.path.lexists(path):
-        return folder
-    text = _link_file(path)
-    if not text:
-        raise GitLayoutRefusedError("a git folder's commondir file cannot be read; git was not run")
-    return Path(os.path.realpath(folder / text))
-
-
-def _named_back(folder: Path) -> Path | None:
-    """The `.git` file a linked worktree's folder names back (`gitdir`: absolute, or relative to it)."""
-    text = _link_file(folder / "gitdir")
-    return Path(os.path.realpath(folder / text)) if text else None
-
-
-def _link_file(path: Path) -> str | None:
-    """A one-path file as git reads it (trailing CR and LF cut); None if unreadable or not one clean path."""
-    try:
-        # Non-blocking, regular files only: a FIFO or a link to /dev/stdin must not hang the server.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None
-        raw = os.read(descriptor, _LINK_FILE_MAX_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(descriptor)
-    text = os.fsdecode(raw.rstrip(b"\r\n"))
-    if len(raw) > _LINK_FILE_MAX_BYTES or any(char in text for char in "\0\n\r"):
-        return None
-    return text
-
-
-def _is_repository(folder: Path) -> bool:
-    return (folder / "HEAD").is_file() and (folder / "objects").is_dir()
-
-
-def _core_worktree(project: Path, folder: Path) -> Path | None:
-    """Where a submodule's git folder says its checkout is (`core.worktree`), as git itself reads it."""
-    try:
-        completed = subprocess.run(  # fixed argv, no shell; a config file outside the project, no includes
-            [
-                str(find_server_program(project, "git")),
-                "config",
-                "--file",
-                str(folder / "config"),
-                "--get",
-                "core.worktree",
-            ],
-            env={"PATH": os.defpath, "HOME": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"},
-            cwd="/",
-            capture_output=True,
-            timeout=_CONFIG_READ_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    value = os.fsdecode(completed.stdout.rstrip(b"\n"))
-    if completed.returncode != 0 or not value:
-        return None
-    return Path(os.path.realpath(folder / value))
-
-
-# -- running git -----------------------------------------------------------------------------------
-
-
-def listed_filter_names(run: RunResult) -> frozenset[str]:
-    """The filter driver names in `git config --list --includes --null --name-only`, as git read them.
-
-    Raises:
-        GitConfigUnreadableError: git could not list its config, or the list was cut.
-    """
-    if run.exit_code != 0 or run.truncated or run.timed_out:
-        raise GitConfigUnreadableError(
-            "git could not list the repository's config, so its filter drivers cannot be switched off; "
-            "git was not run (git config --list shows what is wrong)"
-        )
-    names = set()
-    for raw in run.stdout.split(b"\0"):
-        key = os.fsdecode(raw)
-        if key[:7].lower() == "filter." and key.count(".") >= 2:
-            names.add(key[7 : key.rindex(".")])
-    return frozenset(names)
-
-
-def filter_overrides(names: frozenset[str]) -> list[str]:
-    """`-c filter.<name>.clean=` and its siblings for each name: an empty command is no command.
-
-    Raises:
-        ExecutionError: A name `-c` cannot address (it holds `=`), or too many names.
-    """
-    if len(names) > _FILTER_NAMES_MAX or any("=" in name for name in names):
-        raise ExecutionError(
-            "the repository's git config defines filter drivers that cannot be switched off "
-            "(over 64, or a name with '='); git was not run"
-        )
-    options: list[str] = []
-    for name in sorted(names):
-        for key, value in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")):
-            options += ["-c", f"filter.{name}.{key}={value}"]
-    return options
-
-
-def git_argv(root: Path, *arguments: str, filter_names: frozenset[str] = frozenset()) -> tuple[str, ...]:
-    """git's argv for the repository at `root`, every safety option and filter override before the subcommand.
-
-    Raises:
-        NotFoundError: The project root is not a git repository.
-        GitLayoutRefusedError: Its `.git` names git folders that are not its own.
-        ToolUnavailableError: git is not on the server's PATH.
-        ExecutionError: The filter drivers cannot be switched off.
-    """
-    return _argv(find_server_program(root, "git"), git_layout(root), root, filter_names, arguments)
-
-
-def _argv(
-    program: Path,
-    layout: GitLayout,
-    root: Path,
-    filter_names: frozenset[str],
-    arguments: tuple[str, ...],
-    *,
-    magic: bool = False,
-) -> tuple[str, ...]:
-    return (
-        str(program),
-        *(_MAGIC_SAFETY_OPTIONS if magic else GIT_SAFETY_OPTIONS),
-        *filter_overrides(filter_names),
-        f"--git-dir={layout.git_dir}",
-        f"--work-tree={root}",
-        *arguments,
-    )
-
-
-def git_plan(
-    env: ToolEnv,
-    arguments: tuple[str, ...] | Callable[[Mapping[str, str]], tuple[str, ...]],
-    parse: Callable[[RunResult], ToolResult],
-    *,
-    user_excludes: bool = False,
-    refs: Sequence[tuple[str, str]] = (),
-    before: tuple[Callable[[Mapping[str, str]], tuple[str, ...]], Callable[[RunResult], None]] | None = None,
-    magic: bool = False,
-) -> CommandPlan:
-    """git run in steps in the same sandbox: it lists its config's names, resolves each ref, then runs
-    with each filter off.
-
-    The same binary, environment, git folders and working directory read the config each time,
-    so the list names every filter driver the real call would see (includes, any spelling).
-    With `user_excludes`, the user's global excludes file is named with `-c core.excludesFile` and
-    bound read-only: git never loads the global config, so it would not find the file itself.
-    With `refs` ((argument name, ref) pairs, checked as `GitRef`), each ref is resolved to the
-    commit it names before the real call (`verify_chain`), and `arguments` is given the verified
-    commit ids by argument name: the real call never sees a ref's text.
-    With `before` (arguments given the commit ids, and what takes its output), one more git command
-    runs just before the real call, in the same sandbox: what the real call shows, read whole.
-    With `magic`, git reads pathspec magic (`shown_pathspec` spells every pathspec with its own);
-    without, every path is literal.
-    """
-    if len(refs) > COMMAND_STEPS_MAX - 2 - (before is not None):
-        raise ValueError(f"a git plan runs at most {COMMAND_STEPS_MAX} commands, its config listing included")
-    root = env.workspace.root
-    layout = git_layout(root)
-    program = find_server_program(root, "git")
-    excludes = user_excludes_file() if user_excludes else None
-    options = () if excludes is None else ("-c", f"core.excludesFile={excludes}")
-    real = arguments if callable(arguments) else lambda _: arguments
-
-    def after_config(run: RunResult) -> tuple[str, ...] | NextCommand:
-        names = listed_filter_names(run)
-
-        def git(step: tuple[str, ...]) -> tuple[str, ...]:
-            return _argv(program, layout, root, names, step, magic=magic)
-
-        def real_argv(commits: Mapping[str, str]) -> tuple[str, ...]:
-            return git((*options, *real(commits)))
-
-        if before is None:
-            return verify_chain(refs, git, lambda commits: (*options, *real(commits)))
-        prelude, take = before
-
-        def first_before(commits: Mapping[str, str]) -> NextCommand:
-            def then(prelude_run: RunResult) -> tuple[str, ...]:
-                take(prelude_run)
-                return real_argv(commits)
-
-            return NextCommand(argv=git(prelude(commits)), then=then)
-
-        return verify_chain(refs, git, lambda commits: (*options, *real(commits)), finish=first_before)
-
-    return CommandPlan(
-        argv=_argv(program, layout, root, frozenset(), CONFIG_NAMES_LISTING),
-        then=after_config,
-        parse=parse,
-        read_only_paths=(*layout.binds, *(() if excludes is None else (excludes,))),
-        tool_env=(("GIT_COMMON_DIR", str(layout.common_dir)), *GIT_ENVIRONMENT),
-        # git, not project code, with fixed arguments: it compares and diffs the real files.
-        masks_secret_files=False,
-        resolves_localhost=False,
-    )
-
-
-def pathspec(workspace: Workspace, path: str | None) -> list[str]:
-    """The path after `--`, as git names it: relative, lexical (a symlink is the link, as in git)."""
-    if path is None:
-        return []
-    workspace.contain(path)
-    lexical = Path(os.path.normpath(workspace.root / path))
-    return ["--", lexical.relative_to(workspace.root).as_posix() or "."]
-
-
-def shown_pathspec(env: ToolEnv, path: str | None) -> tuple[list[str], bool]:
-    """`pathspec`, and after it git's exclusions of the paths the rules deny the call (`ToolEnv.withheld`),
-    so a status, a diff or a commit shown leaves them out, a rename's old name included; and whether
-    git must read pathspec magic for them (`git_plan`'s `magic`), the path then spelt `:(literal)`."""
-    named = pathspec(env.workspace, path)
-    exclusions = env.withheld.git_exclusions() if env.withheld is not None else ()
-    if not exclusions:
-        return named, False
-    return ["--", *(f":(literal){given}" for given in named[1:]), *exclusions], True
-
-
-def git_failed(run: RunResult) -> ToolResult:
-    detail = run.stderr.decode(errors="replace").strip()
-    if "not a git repository" in detail:
-        raise NotFoundError(_NOT_A_REPOSITORY)
-    return ToolResult(
-        text=f"[tool_failed] git failed (exit code {run.exit_code}); the end of its stderr says why, and "
-        f"`git status` in a terminal in the project shows the same:\n{detail[-4_000:]}",
-        is_error=True,
-    )
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-# -- oct_git_status ------------------------------------------------------------------------------
-
-
-class GitStatusParams(_Params):
+class GitStatusParams(StrictParams):
     path: ProjectPath | None = Field(default=None)
     offset: int = OffsetField()
     max_chars: int = BudgetField()
@@ -509,7 +88,7 @@ def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
     count = 0
     index = 0
     while index < len(tokens):
-        record = _decode(tokens[index])
+        record = decoded_text(tokens[index])
         index += 1
         kind, _, rest = record.partition(" ")
         if kind == "#":
@@ -532,7 +111,7 @@ def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
             entry = StatusEntry(path=fields[-1], xy=fields[0], kind="changed")
         elif kind == "2":
             fields = rest.split(" ", 8)
-            original = _decode(tokens[index]) if index < len(tokens) else None
+            original = decoded_text(tokens[index]) if index < len(tokens) else None
             index += 1
             renamed = fields[7].startswith("R")
             entry = StatusEntry(
@@ -622,10 +201,7 @@ def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
     return git_plan(env, arguments, _status_parser(params), user_excludes=True, magic=magic)
 
 
-# -- oct_git_diff --------------------------------------------------------------------------------
-
-
-class GitDiffParams(_Params):
+class GitDiffParams(StrictParams):
     base: GitRef | None = Field(
         default=None,
         description="A commit: branch, tag, id, HEAD~1.",
@@ -703,13 +279,13 @@ def parse_diff(stdout: bytes, *, staged: bool, truncated: bool, context: int | N
         if end == -1:
             position = len(stdout)
             break
-        added, removed, path = [*_decode(stdout[position:end]).split("\t", 2), "", ""][:3]
+        added, removed, path = [*decoded_text(stdout[position:end]).split("\t", 2), "", ""][:3]
         position = end + 1
         original: str | None = None
         if not path:
             # A rename: the old and the new path follow as records of their own.
             names = stdout[position:].split(b"\0", 2)
-            original, path = _decode(names[0]), _decode(names[1]) if len(names) > 1 else ""
+            original, path = decoded_text(names[0]), decoded_text(names[1]) if len(names) > 1 else ""
             position += sum(len(name) + 1 for name in names[:2])
         binary = added == "-"
         files.append(
@@ -721,7 +297,7 @@ def parse_diff(stdout: bytes, *, staged: bool, truncated: bool, context: int | N
                 binary=binary,
             )
         )
-    patch = _decode(stdout[position:])
+    patch = decoded_text(stdout[position:])
     left_out = False
     if context is not None:
         patch, left_out = masked_patch(patch, context)
@@ -878,10 +454,7 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
     return git_plan(env, arguments, _diff_parser(params), refs=params.refs(), magic=magic)
 
 
-# -- oct_git_log ---------------------------------------------------------------------------------
-
-
-class GitLogParams(_Params):
+class GitLogParams(StrictParams):
     max_count: int = Field(default=LOG_DEFAULT, ge=1, le=LOG_MAX)
     path: ProjectPath | None = Field(default=None)
     base: GitRef | None = Field(
@@ -913,13 +486,15 @@ class LogOutput(BaseModel):
 
 
 _LOG_FIELDS: Final = 5
+
+
 # Where a diff page may end: before a file's header or a hunk's.
 HUNK_STARTS: Final = ("diff --git ", "@@ ")
 
 
 def parse_log(stdout: bytes) -> LogOutput:
     """`git log -z --format=%H%x00%an%x00%ae%x00%aI%x00%s`: five NUL-separated fields per commit."""
-    tokens = [_decode(token) for token in stdout.split(b"\0")]
+    tokens = [decoded_text(token) for token in stdout.split(b"\0")]
     commits = [
         Commit(sha=sha, author=author, email=email, date=date, subject=subject)
         for sha, author, email, date, subject in zip(*[iter(tokens)] * _LOG_FIELDS, strict=False)
@@ -985,6 +560,7 @@ GIT_STATUS: Final = ToolSpec(
     plan=_plan_status,
 )
 
+
 GIT_DIFF: Final = ToolSpec(
     name="oct_git_diff",
     title="Git diff",
@@ -998,6 +574,7 @@ GIT_DIFF: Final = ToolSpec(
     risk=Risk.READ,
     plan=_plan_diff,
 )
+
 
 GIT_LOG: Final = ToolSpec(
     name="oct_git_log",

@@ -1,0 +1,1 @@
+"""The git tools: reading (`read`, `history`) and writing (`write`), on git as `runner` runs it."""
