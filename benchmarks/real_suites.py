@@ -44,7 +44,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 from oct_mcp.backends.selection import probe_backends
-from oct_mcp.tools.pytest_report import read_report
+from oct_mcp.tools.python.pytest_report import read_report
 
 
 @dataclass(frozen=True)

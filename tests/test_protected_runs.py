@@ -29,7 +29,7 @@ from oct_mcp.execution.changes import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.execution.protected_walk import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.middleware.sandbox import ExecutionSandbox
-from oct_mcp.tools.python import FORMAT, FormatParams
+from oct_mcp.tools.python.format import FORMAT, FormatParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

@@ -18,7 +18,10 @@ from oct_mcp.tools.git.write.restore import GIT_RESTORE
 from oct_mcp.tools.git.write.switch import GIT_SWITCH
 from oct_mcp.tools.grants import GRANTS
 from oct_mcp.tools.moves import DELETE, MOVE
-from oct_mcp.tools.python import FIX, FORMAT, LINT, TEST, TYPECHECK
+from oct_mcp.tools.python.format import FIX, FORMAT
+from oct_mcp.tools.python.lint import LINT
+from oct_mcp.tools.python.test import TEST
+from oct_mcp.tools.python.typecheck import TYPECHECK
 from oct_mcp.tools.run import RUN
 from oct_mcp.tools.search import SEARCH
 from oct_mcp.tools.tasks import LIST_TASKS

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from oct_mcp.spec import RunResult
-from oct_mcp.tools.pytest_report import SkipReason, read_report, report_chars
-from oct_mcp.tools.python import _parse_pytest
+from oct_mcp.tools.python.pytest_report import SkipReason, read_report, report_chars
+from oct_mcp.tools.python.test import _parse_pytest
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from oct_mcp.tools import pytest_report
-from oct_mcp.tools.refusals import refusal_notes
+from oct_mcp.tools.python import pytest_report
+from oct_mcp.tools.python.refusals import refusal_notes
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from oct_mcp.tools.pytest_report import TestFailure
+from oct_mcp.tools.python.pytest_report import TestFailure
 
 __all__ = ["refusal_notes"]
 
