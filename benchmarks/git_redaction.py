@@ -28,6 +28,7 @@ from _common import Comparison, arguments, interleave, print_table
 from oct_mcp.app import App, CallFailure, build_app, run_call
 from oct_mcp.spec import CommandPlan, RunResult, ToolEnv
 from oct_mcp.tools import default_catalog
+from oct_mcp.tools._paging.results import take_within
 from oct_mcp.tools.git.history import (
     GIT_BLAME,
     GIT_SHOW,
@@ -38,7 +39,6 @@ from oct_mcp.tools.git.history import (
     parse_show,
 )
 from oct_mcp.tools.git.runner import git_failed, git_plan, pathspec
-from oct_mcp.tools.results import take_within
 from oct_mcp.types import ClientInfo, ToolResult
 
 LINES = 5_000

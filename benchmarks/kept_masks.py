@@ -18,8 +18,8 @@ from typing import Final
 from _common import Comparison, arguments, interleave, print_table
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.tools import masks
-from oct_mcp.tools.edit_strings import EditParams, propose_edit
+from oct_mcp.tools._text import masks
+from oct_mcp.tools.edit.edit_strings import EditParams, propose_edit
 from oct_mcp.workspace import Workspace
 
 SECRETS: Final = 400

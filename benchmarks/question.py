@@ -19,7 +19,7 @@ from _common import Comparison, arguments, interleave, print_table
 
 from oct_mcp.code_config import configures_code
 from oct_mcp.diff_view import shown_diff
-from oct_mcp.tools.diffs import unified_diff
+from oct_mcp.tools._text.diffs import unified_diff
 
 LINES = 8_000
 _PYTHON_ONLY = frozenset(

@@ -29,7 +29,7 @@ with collector_paused():  # the tool catalog's models, as the package's own (col
     from oct_mcp.rules import STDIO_CLIENT
     from oct_mcp.stopping import until_stopped
     from oct_mcp.telemetry import telemetry_status
-    from oct_mcp.tools.programs import find_program
+    from oct_mcp.tools._project.programs import find_program
     from oct_mcp.tools.python import how_it_runs
     from oct_mcp.tools.screen_helper import helper_status
     from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from oct_mcp.diff_view import DIFF_SHOWN_LINES, DiffFile, diff_counts, diff_files, readable_diff, shown_diff
 from oct_mcp.display import is_hidden_character
-from oct_mcp.tools.diffs import unified_diff
+from oct_mcp.tools._text.diffs import unified_diff
 
 HELLO = 'def main():\n\tprint("hello")\n'
 # Every character `str.splitlines` ends a line at but `\n`: none ends a line for git, a compiler

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from oct_mcp.spec import ToolSpec
-from oct_mcp.tools.apply_patch import APPLY_PATCH
-from oct_mcp.tools.edit_strings import EDIT
+from oct_mcp.tools.edit.apply_patch import APPLY_PATCH
+from oct_mcp.tools.edit.edit_strings import EDIT
+from oct_mcp.tools.edit.moves import DELETE, MOVE
+from oct_mcp.tools.edit.write_file import WRITE_FILE
 from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
 from oct_mcp.tools.git.history import GIT_BLAME, GIT_SHOW
 from oct_mcp.tools.git.read import GIT_DIFF, GIT_LOG, GIT_STATUS
@@ -17,7 +19,6 @@ from oct_mcp.tools.git.write.commit import GIT_COMMIT
 from oct_mcp.tools.git.write.restore import GIT_RESTORE
 from oct_mcp.tools.git.write.switch import GIT_SWITCH
 from oct_mcp.tools.grants import GRANTS
-from oct_mcp.tools.moves import DELETE, MOVE
 from oct_mcp.tools.python.format import FIX, FORMAT
 from oct_mcp.tools.python.lint import LINT
 from oct_mcp.tools.python.test import TEST
@@ -26,7 +27,6 @@ from oct_mcp.tools.run import RUN
 from oct_mcp.tools.search import SEARCH
 from oct_mcp.tools.tasks import LIST_TASKS
 from oct_mcp.tools.undo import CHECKPOINTS, UNDO
-from oct_mcp.tools.write_file import WRITE_FILE
 
 __all__ = ["default_catalog"]
 

@@ -22,8 +22,8 @@ from oct_mcp.errors import (
 from oct_mcp.file_screen import BINARY_SNIFF_BYTES
 from oct_mcp.redaction import redact_excerpts
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, StrictParams, ToolEnv, ToolSpec
-from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor, cursor_may_not_fit
-from oct_mcp.tools.results import (
+from oct_mcp.tools._paging.cursors import PAGE_MARKS, CursorField, WalkCursor, cursor_may_not_fit
+from oct_mcp.tools._paging.results import (
     ENVELOPE_RESERVE,
     MODEL_VIEW_MIN,
     BudgetField,
@@ -31,7 +31,8 @@ from oct_mcp.tools.results import (
     json_size,
     json_string_size,
 )
-from oct_mcp.tools.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
+from oct_mcp.tools._project.walk import Glob, ProjectWalk, folder_prefix, glob_matcher
+from oct_mcp.tools._text.lines import count_lines, split_lines
 from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace, read_at_most
 
@@ -39,11 +40,9 @@ __all__ = [
     "LIST_FILES",
     "READ_FILE",
     "READ_FILES",
-    "count_lines",
     "list_files",
     "read_file",
     "read_files",
-    "split_lines",
 ]
 
 # A read with a line range may scan files larger than max_output_bytes, up to this.
@@ -99,20 +98,6 @@ class ReadFileOutput(BaseModel):
     total_lines: int
     next_start_line: int | None = None
     """Set when the read stopped at max_chars: the start_line that reads on."""
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their endings; a last line without one still counts.
-
-    Only "\\n" ends a line, as for git, compilers, linters and grep, whose line numbers callers pass in.
-    """
-    lines = text.split("\n")
-    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-
-
-def count_lines(text: str) -> int:
-    """`len(split_lines(text))`, counted without building the lines."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: int) -> ToolResult:

@@ -18,8 +18,8 @@ from oct_mcp.display import has_hidden_characters, quote_name
 from oct_mcp.errors import NotFoundError
 from oct_mcp.execution.checkpoints import Checkpoint
 from oct_mcp.spec import CallRisk, CommandPlan, ProjectPath, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.tools.programs import find_program, find_python
-from oct_mcp.tools.results import ENVELOPE_RESERVE, MODEL_VIEW_BUDGET, json_size
+from oct_mcp.tools._paging.results import ENVELOPE_RESERVE, MODEL_VIEW_BUDGET, json_size
+from oct_mcp.tools._project.programs import find_program, find_python
 from oct_mcp.tools.writing_runs import UNLISTED_NOTE, WritingRun
 from oct_mcp.types import ToolResult
 

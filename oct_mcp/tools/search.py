@@ -39,8 +39,9 @@ from oct_mcp.file_screen import MATCH, SKIPPED, ScreenQuery, compile_pattern, sc
 from oct_mcp.redaction import mask_line, redact_lines
 from oct_mcp.redaction.checks import MASK_PREFIX
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.cursors import PAGE_MARKS, CursorField, WalkCursor
-from oct_mcp.tools.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
+from oct_mcp.tools._paging.cursors import PAGE_MARKS, CursorField, WalkCursor
+from oct_mcp.tools._paging.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
+from oct_mcp.tools._project.walk import FolderRun, Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.tools.screen_helper import (
     SCREEN_HELPER,
     FileRun,
@@ -49,7 +50,6 @@ from oct_mcp.tools.screen_helper import (
     ScreenHelper,
     screen_in_order,
 )
-from oct_mcp.tools.walk import FolderRun, Glob, ProjectWalk, folder_prefix, glob_matcher
 from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
-from oct_mcp.tools.results import BudgetField, OffsetField, page
-from oct_mcp.tools.task_files import (
+from oct_mcp.tools._paging.results import BudgetField, OffsetField, page
+from oct_mcp.tools._project.task_files import (
     NAME_MAX_LENGTH,
     TASKS_MAX,
     Runner,

@@ -25,8 +25,8 @@ from oct_mcp.execution.changes import ChangePlan, PathChange, Proposal, state_of
 from oct_mcp.execution.checkpoints import Checkpoint, CheckpointStore, PathState, state_at
 from oct_mcp.preview import ABSENT, FileChange
 from oct_mcp.spec import InProcessPlan, Risk, StrictParams, ToolEnv, ToolSpec
-from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
-from oct_mcp.tools.masks import masked
+from oct_mcp.tools._text.diffs import Diff, truncate_diff, unified_diff
+from oct_mcp.tools._text.masks import masked
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

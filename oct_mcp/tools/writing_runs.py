@@ -19,8 +19,8 @@ from oct_mcp.display import quote_name
 from oct_mcp.errors import ExecutionError, LinkedFileError
 from oct_mcp.execution.checkpoints import Checkpoint
 from oct_mcp.spec import ToolEnv
-from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
-from oct_mcp.tools.results import take_within
+from oct_mcp.tools._paging.results import take_within
+from oct_mcp.tools._project.ignores import ENVIRONMENT_FOLDERS
 
 __all__ = ["CHANGED_BUDGET", "SNAPSHOT_LIMIT", "UNLISTED_NOTE", "RunChanges", "WritingRun"]
 

@@ -16,8 +16,8 @@ from oct_mcp.errors import ExecutionError, PolicyError, TargetChangedError
 from oct_mcp.execution.changes import ChangeApplier, ChangePlan, PathChange, Proposal, targets_of
 from oct_mcp.preview import ABSENT, content_digest
 from oct_mcp.testing import TEST_CLIENT
-from oct_mcp.tools.moves import DELETE, DeleteParams
-from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
+from oct_mcp.tools.edit.moves import DELETE, DeleteParams
+from oct_mcp.tools.edit.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

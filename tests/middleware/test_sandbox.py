@@ -31,7 +31,7 @@ from oct_mcp.spec import (
     ToolSpec,
 )
 from oct_mcp.tools import default_catalog
-from oct_mcp.tools.apply_patch import ApplyPatchParams
+from oct_mcp.tools.edit.apply_patch import ApplyPatchParams
 from oct_mcp.tools.files import ReadFileParams
 from oct_mcp.types import CallContext, ToolResult
 from oct_mcp.workspace import Workspace

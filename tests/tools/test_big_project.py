@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from oct_mcp.app import build_app, run_call
-from oct_mcp.tools.results import MODEL_VIEW_BUDGET, model_view
+from oct_mcp.tools._paging.results import MODEL_VIEW_BUDGET, model_view
 from oct_mcp.types import ClientInfo, ToolResult
 
 pytestmark = pytest.mark.e2e

@@ -21,11 +21,11 @@ from pydantic import ValidationError
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ExecutionError, PathRefusedError, PolicyError, ToolTimeoutError
-from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams
-from oct_mcp.tools.diffs import unified_diff, unified_lines
-from oct_mcp.tools.hunks import apply_hunks
-from oct_mcp.tools.patch_parse import PatchError, parse_patch
-from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
+from oct_mcp.tools._text.diffs import unified_diff, unified_lines
+from oct_mcp.tools._text.hunks import apply_hunks
+from oct_mcp.tools._text.patch_parse import PatchError, parse_patch
+from oct_mcp.tools.edit.apply_patch import APPLY_PATCH, ApplyPatchParams
+from oct_mcp.tools.edit.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 

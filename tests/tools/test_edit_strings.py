@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oct_mcp.errors import PathRefusedError, PolicyError
-from oct_mcp.tools.edit_strings import EDIT, EditParams
+from oct_mcp.tools.edit.edit_strings import EDIT, EditParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

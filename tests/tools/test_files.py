@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import ToolEnv
 from oct_mcp.tools import files
+from oct_mcp.tools._paging.results import model_view
 from oct_mcp.tools.files import (
     ListFilesOutput,
     ListFilesParams,
@@ -23,7 +24,6 @@ from oct_mcp.tools.files import (
     read_file,
     read_files,
 )
-from oct_mcp.tools.results import model_view
 from oct_mcp.workspace import Workspace
 
 FOUR_LINES = "one\ntwo\nthree\nfour\n"

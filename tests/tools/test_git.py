@@ -15,10 +15,10 @@ from git_repos import git, new_repo
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
+from oct_mcp.tools._paging.results import model_view
 from oct_mcp.tools.git.layout import worktree_git_folders
 from oct_mcp.tools.git.read import GIT_DIFF, GIT_LOG, GIT_STATUS, parse_diff, parse_status
 from oct_mcp.tools.git.runner import GIT_SAFETY_OPTIONS, git_argv
-from oct_mcp.tools.results import model_view
 from oct_mcp.types import ClientInfo, ToolResult
 
 pytestmark = pytest.mark.e2e

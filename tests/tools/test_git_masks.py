@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from git_repos import git, git_output, new_repo
 
-from oct_mcp.tools.diffs import unified_diff
+from oct_mcp.tools._text.diffs import unified_diff
 from oct_mcp.tools.git.masks import WHOLE_FILE, masked_hunks, masked_patch
 
 OLD = "".join(

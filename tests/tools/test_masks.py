@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import ToolTimeoutError
 from oct_mcp.redaction import redact
-from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams
-from oct_mcp.tools.edit_strings import EDIT, EditParams
-from oct_mcp.tools.masks import masked, unmask
-from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
+from oct_mcp.tools._text.masks import masked, unmask
+from oct_mcp.tools.edit.apply_patch import APPLY_PATCH, ApplyPatchParams
+from oct_mcp.tools.edit.edit_strings import EDIT, EditParams
+from oct_mcp.tools.edit.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

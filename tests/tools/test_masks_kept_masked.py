@@ -23,13 +23,13 @@ from oct_mcp.errors import SecretUnmaskedError
 from oct_mcp.middleware.redactor import HostIdentity, scrub
 from oct_mcp.redaction import redact
 from oct_mcp.testing import TEST_CLIENT
-from oct_mcp.tools.apply_patch import APPLY_PATCH, ApplyPatchParams
-from oct_mcp.tools.diffs import unified_diff
-from oct_mcp.tools.edit_strings import EDIT, EditParams
+from oct_mcp.tools._text.diffs import unified_diff
+from oct_mcp.tools._text.masks import masked, unmask
+from oct_mcp.tools.edit.apply_patch import APPLY_PATCH, ApplyPatchParams
+from oct_mcp.tools.edit.edit_strings import EDIT, EditParams
+from oct_mcp.tools.edit.moves import MOVE, MoveParams
+from oct_mcp.tools.edit.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.tools.files import ReadFileParams, read_file
-from oct_mcp.tools.masks import masked, unmask
-from oct_mcp.tools.moves import MOVE, MoveParams
-from oct_mcp.tools.write_file import WRITE_FILE, WriteFileParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -344,7 +344,7 @@ def test_only_unmask_turns_a_mask_back_into_its_secret() -> None:
         )
     )
 
-    assert readers == ["tools/masks.py"]
+    assert readers == ["tools/_text/masks.py"]
 
 
 def test_an_undo_of_a_kept_secret_shows_masks_and_puts_the_secret_back_masked(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from changes import carried_out
 
 from oct_mcp.errors import PathRefusedError, PolicyError, TargetChangedError
 from oct_mcp.preview import ABSENT, content_digest
-from oct_mcp.tools.moves import DELETE, MOVE, DeleteParams, MoveParams
+from oct_mcp.tools.edit.moves import DELETE, MOVE, DeleteParams, MoveParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

@@ -19,7 +19,7 @@ from mcp import Client
 from optional import bubblewrap, landlock
 
 from oct_mcp.middleware.safety import CONFIRMATION_PREFIX
-from oct_mcp.tools.results import MODEL_VIEW_BUDGET, json_size
+from oct_mcp.tools._paging.results import MODEL_VIEW_BUDGET, json_size
 from oct_mcp.tools.run import ARGUMENT_MAX_LENGTH, ARGUMENTS_MAX
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]

@@ -15,7 +15,7 @@ from test_files import write
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools import search as search_module
-from oct_mcp.tools.results import model_view
+from oct_mcp.tools._paging.results import model_view
 from oct_mcp.tools.search import SEARCH, SearchParams, search
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace

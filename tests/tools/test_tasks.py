@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oct_mcp.errors import NotFoundError, PathRefusedError
-from oct_mcp.tools.task_files import (
+from oct_mcp.tools._project.task_files import (
     EXPANSION_MAX,
     Task,
     TaskFileError,

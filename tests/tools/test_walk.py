@@ -17,10 +17,10 @@ from test_files import write
 from oct_mcp.file_screen import open_regular_at
 from oct_mcp.tools import files as files_module
 from oct_mcp.tools import search as search_module
-from oct_mcp.tools.cursors import PageMarks, WalkCursor, cursor_may_not_fit
+from oct_mcp.tools._paging.cursors import PageMarks, WalkCursor, cursor_may_not_fit
+from oct_mcp.tools._project.walk import FolderRun, ProjectWalk
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search
-from oct_mcp.tools.walk import FolderRun, ProjectWalk
 from oct_mcp.workspace import Workspace
 
 pytestmark = pytest.mark.e2e
@@ -118,7 +118,7 @@ def test_walk_from_a_path_does_not_list_the_folders_wholly_before_it(root: Path)
 
 
 def test_walk_stops_early_below_its_depth_limit(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("oct_mcp.tools.walk.WALK_DEPTH_MAX", 1)
+    monkeypatch.setattr("oct_mcp.tools._project.walk.WALK_DEPTH_MAX", 1)
     walk = ProjectWalk(root, root, 1_000)
 
     assert [entry.path for entry in walk] == ["a.txt"]

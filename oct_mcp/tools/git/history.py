@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, model_validator
 from oct_mcp.errors import ExecutionError, FileTooLargeError, LineRangeError, NotFoundError
 from oct_mcp.redaction import mask_line, redact_lines
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, StrictParams, ToolEnv, ToolSpec
+from oct_mcp.tools._paging.results import BudgetField, json_size, take_within
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git.masks import WHOLE_FILE
 from oct_mcp.tools.git.read import (
@@ -31,7 +32,6 @@ from oct_mcp.tools.git.read import (
 )
 from oct_mcp.tools.git.refs import GitRef
 from oct_mcp.tools.git.runner import git_failed, git_plan, pathspec, shown_pathspec
-from oct_mcp.tools.results import BudgetField, json_size, take_within
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import read_at_most
 

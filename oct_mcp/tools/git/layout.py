@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
-from oct_mcp.tools.programs import find_server_program
+from oct_mcp.tools._project.programs import find_server_program
 
 _LINK_FILE_MAX_BYTES: Final = 4_096
 

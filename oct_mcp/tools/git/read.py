@@ -22,11 +22,11 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
-from oct_mcp.tools.diffs import DIFF_MAX_CHARS
+from oct_mcp.tools._paging.results import BudgetField, OffsetField, cut_lines, json_size, take_within
+from oct_mcp.tools._text.diffs import DIFF_MAX_CHARS
 from oct_mcp.tools.git.masks import WHOLE_FILE, masked_patch
 from oct_mcp.tools.git.refs import GitRef
 from oct_mcp.tools.git.runner import decoded_text, git_failed, git_plan, pathspec, shown_pathspec
-from oct_mcp.tools.results import BudgetField, OffsetField, cut_lines, json_size, take_within
 from oct_mcp.types import ToolResult
 
 STATUS_MAX_ENTRIES: Final = 2_000

@@ -24,10 +24,10 @@ from oct_mcp.spec import (
     RunResult,
     ToolEnv,
 )
+from oct_mcp.tools._project.ignores import user_excludes_file
+from oct_mcp.tools._project.programs import find_server_program
 from oct_mcp.tools.git.layout import NOT_A_REPOSITORY, GitLayout, git_layout
 from oct_mcp.tools.git.refs import verify_chain
-from oct_mcp.tools.ignores import user_excludes_file
-from oct_mcp.tools.programs import find_server_program
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

@@ -24,9 +24,10 @@ from oct_mcp.spec import (
     StrictParams,
     ToolEnv,
 )
+from oct_mcp.tools._paging.results import BudgetField, cut_lines, json_size
+from oct_mcp.tools._project.programs import find_program
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.tools.git.masks import masked_hunks
-from oct_mcp.tools.programs import find_program
 from oct_mcp.tools.python.lint import runs_project_code
 from oct_mcp.tools.python.running import (
     MAX_PATHS,
@@ -35,11 +36,6 @@ from oct_mcp.tools.python.running import (
     project_relative,
     python_tool_spec,
     tool_failed,
-)
-from oct_mcp.tools.results import (
-    BudgetField,
-    cut_lines,
-    json_size,
 )
 from oct_mcp.tools.writing_runs import RunChanges, WritingRun
 from oct_mcp.types import ToolResult

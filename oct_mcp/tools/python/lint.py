@@ -19,7 +19,8 @@ from oct_mcp.spec import (
     StrictParams,
     ToolEnv,
 )
-from oct_mcp.tools.programs import find_program
+from oct_mcp.tools._paging.results import MODEL_VIEW_MIN, BudgetField, OffsetField, json_size, page
+from oct_mcp.tools._project.programs import find_program
 from oct_mcp.tools.python.running import (
     MAX_PATHS,
     RUFF_REPORT,
@@ -30,13 +31,6 @@ from oct_mcp.tools.python.running import (
     python_tool_spec,
     tool_failed,
     warning_lines,
-)
-from oct_mcp.tools.results import (
-    MODEL_VIEW_MIN,
-    BudgetField,
-    OffsetField,
-    json_size,
-    page,
 )
 from oct_mcp.types import ToolResult
 

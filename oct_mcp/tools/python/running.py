@@ -14,7 +14,7 @@ from oct_mcp.spec import (
     RunResult,
     ToolSpec,
 )
-from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS
+from oct_mcp.tools._project.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.types import ToolResult
 
 MAX_PATHS: Final = 64

@@ -20,7 +20,8 @@ from oct_mcp.spec import (
     StrictParams,
     ToolEnv,
 )
-from oct_mcp.tools.programs import find_program, find_python, script_interpreter
+from oct_mcp.tools._paging.results import MODEL_VIEW_BUDGET, take_within
+from oct_mcp.tools._project.programs import find_program, find_python, script_interpreter
 from oct_mcp.tools.python.pytest_report import (
     PytestReport,
     SkipReason,
@@ -39,10 +40,6 @@ from oct_mcp.tools.python.running import (
     tool_failed,
 )
 from oct_mcp.tools.python.unseen import hidden_links
-from oct_mcp.tools.results import (
-    MODEL_VIEW_BUDGET,
-    take_within,
-)
 from oct_mcp.types import ToolResult
 
 

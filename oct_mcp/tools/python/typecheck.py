@@ -18,7 +18,7 @@ from oct_mcp.spec import (
     RunResult,
     ToolEnv,
 )
-from oct_mcp.tools.programs import find_program
+from oct_mcp.tools._project.programs import find_program
 from oct_mcp.tools.python.lint import Diagnostic, DiagnosticsOutput, PagedParams, diagnostics_result
 from oct_mcp.tools.python.running import (
     MAX_PATHS,

@@ -19,6 +19,7 @@ from oct_mcp.execution.git_state import is_real_folder
 from oct_mcp.preview import TargetState, content_digest
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, RunResult, ToolEnv
+from oct_mcp.tools._project.programs import find_server_program
 from oct_mcp.tools.git.layout import git_layout
 from oct_mcp.tools.git.masks import WHOLE_FILE
 from oct_mcp.tools.git.read import STATUS_MAX_ENTRIES, StatusOutput, parse_status
@@ -29,7 +30,6 @@ from oct_mcp.tools.git.runner import (
     filter_overrides,
     listed_filter_names,
 )
-from oct_mcp.tools.programs import find_server_program
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

@@ -8,7 +8,7 @@ from typing import Final
 
 from oct_mcp.deadline import CheckedMatcher, Deadline
 from oct_mcp.display import has_hidden_characters, quote_name
-from oct_mcp.tools.files import split_lines
+from oct_mcp.tools._text.lines import split_lines
 
 __all__ = [
     "DEV_NULL",

@@ -6,8 +6,8 @@ from collections import Counter, defaultdict
 from typing import Final
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.tools.files import split_lines
-from oct_mcp.tools.patch_parse import Hunk, PatchError
+from oct_mcp.tools._text.lines import split_lines
+from oct_mcp.tools._text.patch_parse import Hunk, PatchError
 
 __all__ = ["apply_hunks"]
 

@@ -20,7 +20,7 @@ import pathspec
 import re2  # type: ignore[import-untyped]
 from pydantic import StringConstraints
 
-from oct_mcp.tools.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
+from oct_mcp.tools._project.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
 from oct_mcp.types import WithheldPaths
 from oct_mcp.workspace import descriptor_is_inside, read_at_most
 

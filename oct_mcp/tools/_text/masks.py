@@ -26,7 +26,7 @@ from typing import Final
 from oct_mcp.deadline import CheckedMatcher, Deadline
 from oct_mcp.errors import SecretUnmaskedError
 from oct_mcp.redaction import KINDS, Finding, mask, redact
-from oct_mcp.tools.files import split_lines
+from oct_mcp.tools._text.lines import split_lines
 
 __all__ = ["MaskError", "MaskedText", "carries_masks", "kept_note", "masked", "unmask"]
 

@@ -24,10 +24,10 @@ from oct_mcp.diff_view import readable_diff
 from oct_mcp.execution.changes import PathChange, Proposal
 from oct_mcp.preview import FileChange
 from oct_mcp.spec import ProjectPath, Risk, StrictParams, ToolSpec
-from oct_mcp.tools.change_kit import digest_of, named_if_other, plan_change, read_existing
-from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
-from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
-from oct_mcp.tools.write_file import WRITE_MAX_BYTES
+from oct_mcp.tools._text.diffs import Diff, truncate_diff, unified_diff
+from oct_mcp.tools._text.masks import MaskError, kept_note, masked, unmask
+from oct_mcp.tools.edit.change_kit import digest_of, named_if_other, plan_change, read_existing
+from oct_mcp.tools.edit.write_file import WRITE_MAX_BYTES
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

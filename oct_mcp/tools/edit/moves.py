@@ -23,9 +23,9 @@ from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import FOLDER, PathChange, Proposal, tree_state
 from oct_mcp.preview import ABSENT, FileChange, content_digest, diff_counts
 from oct_mcp.spec import ProjectPath, Risk, StrictParams, ToolSpec
-from oct_mcp.tools.change_kit import plan_change, read_existing
-from oct_mcp.tools.diffs import truncate_diff, unified_diff
-from oct_mcp.tools.masks import masked
+from oct_mcp.tools._text.diffs import truncate_diff, unified_diff
+from oct_mcp.tools._text.masks import masked
+from oct_mcp.tools.edit.change_kit import plan_change, read_existing
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

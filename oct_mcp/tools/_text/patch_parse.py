@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from oct_mcp.tools.diffs import DEV_NULL, NO_NEWLINE
+from oct_mcp.tools._text.diffs import DEV_NULL, NO_NEWLINE
 
 __all__ = ["PATCH_FILES_MAX", "Hunk", "ParsedFile", "PatchError", "parse_patch"]
 

@@ -23,11 +23,11 @@ from oct_mcp.errors import PathRefusedError, SecretUnmaskedError
 from oct_mcp.execution.changes import PathChange, Proposal
 from oct_mcp.preview import ABSENT, FileChange
 from oct_mcp.spec import Risk, StrictParams, ToolSpec
-from oct_mcp.tools.change_kit import ExistingFile, digest_of, named_if_other, plan_change, read_existing
-from oct_mcp.tools.diffs import Diff, truncate_diff, unified_diff
-from oct_mcp.tools.hunks import apply_hunks
-from oct_mcp.tools.masks import MaskError, kept_note, masked, unmask
-from oct_mcp.tools.patch_parse import ParsedFile, PatchError, parse_patch
+from oct_mcp.tools._text.diffs import Diff, truncate_diff, unified_diff
+from oct_mcp.tools._text.hunks import apply_hunks
+from oct_mcp.tools._text.masks import MaskError, kept_note, masked, unmask
+from oct_mcp.tools._text.patch_parse import ParsedFile, PatchError, parse_patch
+from oct_mcp.tools.edit.change_kit import ExistingFile, digest_of, named_if_other, plan_change, read_existing
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
