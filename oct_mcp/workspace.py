@@ -69,6 +69,14 @@ ENVIRONMENT_FOLDERS: Final = frozenset(
 they start in, and the search for files holding secrets looks only at their own files."""
 
 
+def user_home() -> Path | None:
+    """The user's home folder; None without HOME and a passwd entry (the other root rules still hold)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        return None
+
+
 def broad_root_problem(root: Path, home: Path | None) -> str | None:
     """Why `root` is too broad to serve as a project root, or None when it is a project's folder.
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.app import build_app
 from oct_mcp.chain import build_chain
-from oct_mcp.cli import print_doctor
+from oct_mcp.doctor import print_doctor
 from oct_mcp.config import McpConfig
 from oct_mcp.errors import ConfigError
 from oct_mcp.profiles import Profile

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oct_mcp.backends.bubblewrap import Bubblewrap
-from oct_mcp.cli import bubblewrap_advice
+from oct_mcp.doctor import bubblewrap_advice
 
 pytestmark = pytest.mark.e2e
 
