@@ -283,7 +283,7 @@ from pathlib import Path
 from oct_mcp.app import build_app
 from oct_mcp.redaction import engine, paths, screen
 app = build_app(Path(sys.argv[1]), config_path=Path(sys.argv[1]) / "none.json", environ={})
-built = lambda: (engine._scanner.cache_info().currsize, screen._engines.cache_info().currsize,
+built = lambda: (engine.keyword_scanner.cache_info().currsize, screen._engines.cache_info().currsize,
                  paths._matchers.cache_info().currsize)
 before = built()
 app.chain.warm_up()

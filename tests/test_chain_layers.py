@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.app import build_app
 from oct_mcp.chain import build_chain
-from oct_mcp.doctor import print_doctor
 from oct_mcp.config import McpConfig
+from oct_mcp.doctor import print_doctor
 from oct_mcp.errors import ConfigError
 from oct_mcp.profiles import Profile
 from oct_mcp.registry import ENTRY_POINT_GROUP, SHIPPED_LAYERS, layer_registry

@@ -589,8 +589,8 @@ def test_a_secret_key_is_masked_on_every_call_and_never_remembered_as_clean(roun
 
     assert redacted == {"path": "notes.txt", "[REDACTED:github_token]": 1}
     assert count == 1
-    assert GITHUB not in oct_mcp.redaction.engine._CLEAN_KEYS
-    assert "path" in oct_mcp.redaction.engine._CLEAN_KEYS
+    assert GITHUB not in oct_mcp.redaction.values._CLEAN_KEYS
+    assert "path" in oct_mcp.redaction.values._CLEAN_KEYS
 
 
 def test_redact_value_masks_keys_and_keeps_colliding_keys_apart() -> None:
@@ -787,7 +787,17 @@ def _rebuild(text: str, findings: tuple[Finding, ...]) -> str:
 
 def test_the_package_exports_exactly_its_all() -> None:
     public = {name for name in vars(oct_mcp.redaction) if not name.startswith("_")}
-    submodules = {"checks", "code", "detectors", "engine", "paths", "prefilter", "screen", "superset"}
+    submodules = {
+        "checks",
+        "code",
+        "detectors",
+        "engine",
+        "paths",
+        "prefilter",
+        "screen",
+        "superset",
+        "values",
+    }
 
     assert public - submodules == set(oct_mcp.redaction.__all__)
 

@@ -5,17 +5,14 @@ from oct_mcp.redaction.detectors import KINDS
 from oct_mcp.redaction.engine import (
     Finding,
     LineMasks,
-    ValueStrings,
     mask_line,
     redact,
     redact_excerpts,
     redact_lines,
-    redact_value,
-    secret_field_name,
-    value_strings,
     warm_up,
 )
 from oct_mcp.redaction.paths import HostPath, anonymise_paths, names_host_paths, server_paths
+from oct_mcp.redaction.values import ValueStrings, redact_value, secret_field_name, value_strings
 
 __all__ = [
     "KINDS",

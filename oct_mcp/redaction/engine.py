@@ -9,29 +9,30 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
-from oct_mcp.redaction.checks import MASK_PREFIX, is_literal_secret, mask
-from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, SECRET_NAME, Detector, Span, secret_field_kind
+from oct_mcp.redaction.checks import MASK_PREFIX, mask
+from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, Detector, Span
 from oct_mcp.redaction.prefilter import field_lines, one_byte_a_character, prefilter_engine
 from oct_mcp.redaction.screen import Screen, engines_installed, screen
 
 __all__ = [
+    "PLAIN_KEYS",
+    "Anchored",
     "Finding",
     "LineMasks",
-    "ValueStrings",
+    "keyword_hits",
+    "keyword_scanner",
     "mask_line",
     "redact",
     "redact_excerpts",
     "redact_lines",
-    "redact_value",
-    "secret_field_name",
-    "value_strings",
+    "warm_up",
 ]
 
 
@@ -104,7 +105,7 @@ def _keywords(prefiltered: bool) -> _Keywords:
 
 
 @cache
-def _scanner() -> _Scanner:
+def keyword_scanner() -> _Scanner:
     # Built on first use, not at import: the server imports this module before it needs it.
     return _Scanner(
         everywhere=_keywords(prefiltered=False),
@@ -119,25 +120,25 @@ def warm_up() -> None:
     prefilter (100 to 200 ms). A server calls this on a thread of its own once it serves, so that
     neither `initialize` nor the host's first call waits for it; a redaction that comes first
     builds what it needs itself, as before."""
-    _scanner()
+    keyword_scanner()
     engines_installed()
     prefilter_engine()
 
 
 _TOKEN_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:")
+
+
 _SNAP_LIMIT: Final = 512
-# Mapping keys redact() found clean: the structured content of every call repeats its field
-# names, and redacting each again cost 2 us a key (10 us of a read_file call's 15 us, measured).
-_CLEAN_KEYS: dict[str, bool] = {}
-"""Clean key -> whether it names a secret field (`password`, `api_key`)."""
-_CLEAN_KEYS_MAX: Final = 4_096
-_PLAIN_KEYS: set[str] = set()
+
+
+PLAIN_KEYS: set[str] = set()
 """The clean keys that name no secret field: a mapping whose keys are all here needs no key looked at."""
-_CLEAN_KEY_MAX_LENGTH: Final = 64
+
+
 _EXISTING_MASK: Final = re.compile(r"\[REDACTED:[a-z0-9_]{1,64}\]", re.ASCII)
 
 
-def _hits(data: bytes, keywords: _Keywords) -> list[tuple[int, int, int]]:
+def keyword_hits(data: bytes, keywords: _Keywords) -> list[tuple[int, int, int]]:
     """(keyword index, start, end) for every keyword occurrence, overlapping ones included.
 
     `data` is the text as `one_byte_a_character` gives it. Bytes: three times the speed of a str
@@ -155,7 +156,7 @@ _SPARSE_HITS: Final = 256
 
 def _field_hits(data: bytes, keywords: _Keywords) -> list[tuple[int, int, int]]:
     """The hits of the field names; where they are dense, only those on the prefilter's lines."""
-    hits = _hits(data, keywords)
+    hits = keyword_hits(data, keywords)
     if len(hits) * _SPARSE_HITS < len(data):
         return hits
     lines = field_lines(data)
@@ -220,13 +221,13 @@ def _outside_masks(hits: list[tuple[int, int, int]], text: str) -> list[tuple[in
 
 
 def _spans(text: str) -> list[Span]:
-    scanner = _scanner()
+    scanner = keyword_scanner()
     spans: list[Span] = []
     windows: dict[int, list[int]] = {}
     data = one_byte_a_character(text)  # what every multi-pattern pass reads, made once
     screened = _screened(text, data)
     if screened is None:
-        hits = _hits(data, scanner.everywhere)
+        hits = keyword_hits(data, scanner.everywhere)
         field_hits = _field_hits(data, scanner.on_field_lines)
         if not hits and not field_hits and len(text) < scanner.shortest_scanned:
             return spans  # a short text without a keyword: 1.8 -> 0.7 us for a path or a name (measured)
@@ -445,301 +446,3 @@ def mask_line(line: str, *masks: LineMasks) -> tuple[str, tuple[tuple[int, int],
         position = end
     pieces.append(line[position:])
     return "".join(pieces), tuple(places)
-
-
-def secret_field_name(name: str) -> bool:
-    """Whether a field named `name` holds a secret (`password`, `db_password`, `apiKey`, `auth_token`).
-
-    Args:
-        name: A mapping key or argument name.
-
-    Returns:
-        True when a literal value under that name is to be masked whatever it looks like.
-    """
-    return SECRET_NAME.fullmatch(name) is not None
-
-
-def redact_value(value: Any, strings: ValueStrings | None = None) -> tuple[Any, int]:
-    """Redact every string in a JSON-like value (dicts, lists, tuples, strings; other scalars kept).
-
-    Under a secret-named key (`{"password": "hunter2x"}`) a literal string is masked whole, though
-    no pattern would find it alone; keys are redacted too.
-
-    Args:
-        value: Structured tool output or tool-call arguments.
-        strings: `value_strings(value)`, where the caller has gathered them already.
-
-    Returns:
-        A value of the same shape, and the number of secrets masked. A value in which nothing is to
-        be masked and no key names a secret comes back as it was, not copied.
-    """
-    if isinstance(value, str):
-        redacted, findings = redact(value)
-        return redacted, len(findings)
-    gathered = value_strings(value) if strings is None else strings
-    clean = _surely_clean(gathered)
-    if clean is None:
-        if gathered.plain_keys:
-            return value, 0  # a listing's page, as most are: no second walk over it
-        clean = frozenset(gathered.texts)
-    return _redact_nested(value, clean)
-
-
-def _redact_nested(value: Any, clean: frozenset[str]) -> tuple[Any, int]:
-    if isinstance(value, str):
-        if value in clean:
-            return value, 0
-        redacted, findings = redact(value)
-        return redacted, len(findings)
-    if isinstance(value, Mapping):
-        return _redact_mapping(value, clean)
-    if isinstance(value, list | tuple):
-        return _redact_items(value, clean)
-    return value, 0
-
-
-@dataclass(frozen=True, slots=True)
-class ValueStrings:
-    """The strings of a JSON-like value, gathered in one walk for the passes that look at all at once."""
-
-    texts: list[str]
-    """Every string the value holds but its keys, in no particular order."""
-    joined: str
-    """The texts joined by line breaks: a literal in one of them is a literal in this."""
-    plain_keys: bool
-    """Every mapping key is a string that redact() leaves as it is and that names no secret field."""
-
-
-_ONLY_DICTS: Final = frozenset({dict})
-_FLAT: Final = frozenset({str, int, float, bool, type(None)})
-
-
-def value_strings(value: Any) -> ValueStrings:
-    """The strings of `value` but its keys, and whether its keys need a look.
-
-    A structured result is mostly a table (a listing's 756 entries of two strings each): its rows'
-    types, keys and values are taken in C (`map`, `set`, `chain`, `join`) rather than one item at a
-    time: 80 us for a page, where a walk item by item cost 120 us (measured).
-
-    Args:
-        value: A JSON-like value.
-    """
-    texts: list[str] = []
-    pieces: list[str] = []  # the texts joined a level at a time: joined again, the texts joined
-    plain_keys = True
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            texts.append(item)
-            pieces.append(item)
-            continue
-        if isinstance(item, Mapping):
-            plain_keys = plain_keys and _plain(item.keys())
-            values: Any = list(item.values())
-        elif isinstance(item, list | tuple):
-            values = item
-            if values and set(map(type, values)) == _ONLY_DICTS:
-                plain_keys = plain_keys and _plain(set().union(*values))
-                values = list(itertools.chain.from_iterable(map(dict.values, values)))
-        else:
-            continue
-        if not values:
-            continue
-        try:
-            piece = "\n".join(values)  # also the test that every value is a string
-        except TypeError:
-            if set(map(type, values)) <= _FLAT:
-                values = [entry for entry in values if type(entry) is str]
-                if values:
-                    texts.extend(values)
-                    pieces.append("\n".join(values))
-            else:
-                stack.extend(values)
-            continue
-        texts.extend(values)
-        pieces.append(piece)
-    return ValueStrings(texts, "\n".join(pieces), plain_keys)
-
-
-def _plain(keys: Any) -> bool:
-    """Whether every key is a string redact() keeps as it is and no secret field's name; learns them."""
-    if keys <= _PLAIN_KEYS:
-        return True
-    plain = True
-    for key in keys - _PLAIN_KEYS:
-        if not isinstance(key, str):
-            return False
-        redacted, _count, secret_named = _redact_key(key)
-        plain = plain and redacted == key and not secret_named
-    return plain
-
-
-# Below this many characters a few keyword passes over the strings joined cost less than the
-# screen's two passes (about 4 us whatever the length, measured).
-_SCREENED_STRINGS: Final = 256
-# A value of this few strings is looked at one by one for those this long, which redact() alone.
-_FEW_STRINGS: Final = 64
-_SCREENED_ALONE: Final = 4096
-
-
-def _surely_clean(strings: ValueStrings) -> frozenset[str] | None:
-    """The texts that redact() returns unchanged, found in a pass or two over them joined; None:
-    every one of them.
-
-    A structured result holds many strings (a listing's 10,000 paths), each a redact() call of 2 to
-    4 us that finds nothing. The screen (`screen.py`) runs each detector's line-local superset over
-    the texts joined by line breaks: a detector that matches in one text matches its superset on a
-    line of that text in the joined one too, so a text that no flagged line or block touches is
-    clean, whatever its length, unless a `scan` detector's superset matched somewhere. Without the
-    wheels, or where the screen gives up, only the short texts are decided, by the keywords: short
-    of every scanning detector's length and holding no keyword, redact() looks no further.
-    """
-    texts = strings.texts
-    if not texts:
-        return None
-    joined = strings.joined
-    if len(joined) < _SCREENED_STRINGS:
-        return _keyword_clean(texts)
-    if len(texts) <= _FEW_STRINGS and len(joined) >= _SCREENED_ALONE:
-        # A file's text among a few fields (a read): redacted alone, it is screened once; screened
-        # with the rest first, it would be screened twice wherever the screen flags a line of it.
-        rest = [text for text in texts if len(text) < _SCREENED_ALONE]
-        if len(rest) < len(texts):
-            clean = _surely_clean(ValueStrings(rest, "\n".join(rest), strings.plain_keys))
-            return frozenset(rest) if clean is None else clean
-    decided, clean = _screened_clean(texts, joined)
-    return clean if decided else _keyword_clean(texts)
-
-
-def _screened_clean(texts: list[str], joined: str) -> tuple[bool, frozenset[str] | None]:
-    """`_surely_clean` of `texts` by the screen, and whether it could decide."""
-    screened = screen(joined) if texts else None
-    if screened is None:
-        return False, frozenset()
-    ranges = screened.lines + screened.field_blocks
-    if not ranges and not screened.scanning:
-        return True, None
-    starts = list(itertools.accumulate(map((1).__add__, map(len, texts)), initial=0))
-    touched: set[int] = set()
-    for start, end in ranges:
-        first = bisect.bisect_right(starts, start) - 1
-        last = bisect.bisect_right(starts, max(start, end - 1)) - 1
-        touched.update(range(first, last + 1))
-    if screened.scanning:
-        shortest = min(DETECTORS[index].min_length for index in screened.scanning)
-        touched.update(index for index, text in enumerate(texts) if len(text) >= shortest)
-    return True, frozenset(text for index, text in enumerate(texts) if index not in touched)
-
-
-def _keyword_clean(texts: list[str]) -> frozenset[str] | None:
-    """`_surely_clean` by the keywords: the short `texts` no keyword touches; None: every one."""
-    scanner = _scanner()
-    distinct = dict.fromkeys(texts)
-    short = [text for text in distinct if len(text) < scanner.shortest_scanned]
-    if not short:
-        return frozenset() if distinct else None
-    data = one_byte_a_character("\n".join(short))
-    starts = list(itertools.accumulate((len(text) + 1 for text in short), initial=0))
-    touched: set[int] = set()
-    for keywords in (scanner.everywhere, scanner.on_field_lines):
-        for _keyword, start, end in _hits(data, keywords):
-            first = bisect.bisect_right(starts, start) - 1
-            last = bisect.bisect_right(starts, max(start, end - 1)) - 1
-            touched.update(range(first, last + 1))
-    if not touched and len(short) == len(distinct):
-        return None
-    return frozenset(text for index, text in enumerate(short) if index not in touched)
-
-
-def _redact_items(items: Sequence[Any], clean: frozenset[str]) -> tuple[Any, int]:
-    if _unchanged(items, clean):
-        return items, 0
-    total = 0
-    result: list[Any] = []
-    for item in items:
-        redacted, count = _redact_nested(item, clean)
-        result.append(redacted)
-        total += count
-    return (tuple(result) if isinstance(items, tuple) else result), total
-
-
-def _unchanged(items: Sequence[Any], clean: frozenset[str]) -> bool:
-    """Whether redacting `items` would change nothing: each a clean string, or a flat mapping of
-    keys known clean and not secret-named to clean strings and other scalars (a listing's entries)."""
-    for item in items:
-        if isinstance(item, str):
-            if item not in clean:
-                return False
-        elif isinstance(item, dict):
-            for key, entry in item.items():
-                if _CLEAN_KEYS.get(key) is not False:
-                    return False
-                if isinstance(entry, str):
-                    if entry not in clean:
-                        return False
-                elif not (entry is None or isinstance(entry, bool | int | float)):
-                    return False
-        else:
-            return False
-    return True
-
-
-def _redact_key(key: str) -> tuple[str, int, bool]:
-    """`redact(key)`, and whether the key names a secret field; clean keys are remembered.
-
-    Field names repeat on every call. Only keys found clean are kept, so the memo never holds a
-    secret.
-    """
-    secret_named = _CLEAN_KEYS.get(key)
-    if secret_named is not None:
-        return key, 0, secret_named
-    redacted, findings = redact(key)
-    secret_named = secret_field_name(key)
-    if not findings and len(key) <= _CLEAN_KEY_MAX_LENGTH and len(_CLEAN_KEYS) < _CLEAN_KEYS_MAX:
-        _CLEAN_KEYS[key] = secret_named
-        if not secret_named:
-            _PLAIN_KEYS.add(key)
-    return redacted, len(findings), secret_named
-
-
-def _redact_mapping(mapping: Mapping[Any, Any], clean: frozenset[str]) -> tuple[dict[Any, Any], int]:
-    total = 0
-    result: dict[Any, Any] = {}
-    for key, item in mapping.items():
-        if isinstance(key, str):
-            new_key, count, secret_named = _redact_key(key)
-            total += count
-        else:
-            new_key, secret_named = key, False
-        if new_key in result:
-            new_key = _unique(result, new_key)
-        if isinstance(item, str):
-            kind = secret_field_kind(key) if secret_named else ""
-            if secret_named and is_literal_secret(item, quoted=True, digits=kind == "password"):
-                # The key is the context a bare value lacks.
-                result[new_key] = mask(kind)
-                total += 1
-                continue
-            if item in clean:
-                result[new_key] = item
-                continue
-            redacted, findings = redact(item)
-            result[new_key] = redacted
-            total += len(findings)
-        elif item is None or isinstance(item, bool | int | float):
-            result[new_key] = item  # no scalar but a string holds a secret
-        else:
-            result[new_key], count = _redact_nested(item, clean)
-            total += count
-    return result, total
-
-
-def _unique(result: Mapping[Any, Any], key: Any) -> Any:
-    # Two keys that were different secrets may mask to the same text; keep both entries.
-    if key not in result or not isinstance(key, str):
-        return key
-    suffix = 2
-    while f"{key}#{suffix}" in result:
-        suffix += 1
-    return f"{key}#{suffix}"

@@ -13,6 +13,8 @@ from typing import Final
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
 from oct_mcp.tools._project.programs import find_server_program
 
+__all__ = ["NOT_A_REPOSITORY", "GitLayout", "git_layout", "worktree_git_folders"]
+
 _LINK_FILE_MAX_BYTES: Final = 4_096
 
 

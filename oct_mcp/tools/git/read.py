@@ -29,6 +29,33 @@ from oct_mcp.tools.git.refs import GitRef
 from oct_mcp.tools.git.runner import decoded_text, git_failed, git_plan, pathspec, shown_pathspec
 from oct_mcp.types import ToolResult
 
+__all__ = [
+    "DIFF_CONTEXT_MAX",
+    "GIT_DIFF",
+    "GIT_LOG",
+    "GIT_STATUS",
+    "HUNK_STARTS",
+    "LOG_DEFAULT",
+    "LOG_MAX",
+    "STATUS_MAX_ENTRIES",
+    "Commit",
+    "DiffFile",
+    "DiffOutput",
+    "GitDiffParams",
+    "GitLogParams",
+    "GitStatusParams",
+    "LogOutput",
+    "PagedDiff",
+    "StatusEntry",
+    "StatusOutput",
+    "diff_page_cut",
+    "diff_page_lines",
+    "page_diff",
+    "parse_diff",
+    "parse_log",
+    "parse_status",
+]
+
 STATUS_MAX_ENTRIES: Final = 2_000
 
 

@@ -31,6 +31,20 @@ from oct_mcp.tools.git.refs import verify_chain
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
+__all__ = [
+    "CONFIG_NAMES_LISTING",
+    "GIT_ENVIRONMENT",
+    "GIT_SAFETY_OPTIONS",
+    "decoded_text",
+    "filter_overrides",
+    "git_argv",
+    "git_failed",
+    "git_plan",
+    "listed_filter_names",
+    "pathspec",
+    "shown_pathspec",
+]
+
 GIT_SAFETY_OPTIONS: Final = (
     "-c",
     "core.hooksPath=/dev/null",

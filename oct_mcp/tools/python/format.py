@@ -41,6 +41,8 @@ from oct_mcp.tools.writing_runs import RunChanges, WritingRun
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace, read_at_most
 
+__all__ = ["FIX", "FORMAT", "ChangeOutput", "FixParams", "FormatParams"]
+
 
 class FixParams(StrictParams):
     paths: list[ProjectPath] = Field(default_factory=list, max_length=MAX_PATHS)

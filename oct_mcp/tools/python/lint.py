@@ -34,6 +34,16 @@ from oct_mcp.tools.python.running import (
 )
 from oct_mcp.types import ToolResult
 
+__all__ = [
+    "LINT",
+    "Diagnostic",
+    "DiagnosticsOutput",
+    "LintParams",
+    "PagedParams",
+    "diagnostics_result",
+    "runs_project_code",
+]
+
 
 class PagedParams(StrictParams):
     summary: bool = Field(default=False, description=f"Counts per rule and the first {SUMMARY_FIRST} only.")

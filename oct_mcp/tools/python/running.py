@@ -17,6 +17,24 @@ from oct_mcp.spec import (
 from oct_mcp.tools._project.ignores import ENVIRONMENT_FOLDERS
 from oct_mcp.types import ToolResult
 
+__all__ = [
+    "HIDDEN_NAMED",
+    "IGNORED_MAX",
+    "MAX_PATHS",
+    "RUFF_REPORT",
+    "SKIPPED_FOLDERS",
+    "SUMMARY_FIRST",
+    "PytestExpression",
+    "RuleCode",
+    "path_arguments",
+    "project_relative",
+    "pyproject_tool",
+    "python_tool_spec",
+    "read_config",
+    "tool_failed",
+    "warning_lines",
+]
+
 MAX_PATHS: Final = 64
 
 

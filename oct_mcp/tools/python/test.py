@@ -42,6 +42,8 @@ from oct_mcp.tools.python.running import (
 from oct_mcp.tools.python.unseen import hidden_links
 from oct_mcp.types import ToolResult
 
+__all__ = ["TEST", "TestOutput", "TestParams", "pytest_command"]
+
 
 class TestParams(StrictParams):
     paths: list[ProjectPath] = Field(

@@ -32,6 +32,8 @@ from oct_mcp.tools.python.running import (
 )
 from oct_mcp.types import ToolResult
 
+__all__ = ["TYPECHECK", "TypecheckParams", "choose_checker"]
+
 
 class TypecheckParams(PagedParams):
     paths: list[ProjectPath] = Field(

@@ -39,6 +39,8 @@ from oct_mcp.tools.git.write.runner import (
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
+__all__ = ["GIT_ADD", "GitAddOutput", "GitAddParams", "StagedFile"]
+
 
 class GitAddParams(StrictParams):
     paths: list[ProjectPath] = Field(min_length=1, max_length=PATHS_MAX)

@@ -20,6 +20,15 @@ from oct_mcp.tools.git.write.checks import bound_commit
 from oct_mcp.tools.git.write.runner import Step, dry_run_field, fixed_step, project_git, steps_plan
 from oct_mcp.types import ToolResult
 
+__all__ = [
+    "BRANCH_MAX",
+    "GIT_BRANCH",
+    "BranchName",
+    "GitBranchOutput",
+    "GitBranchParams",
+    "check_branch_name",
+]
+
 BRANCH_MAX: Final = 200
 
 

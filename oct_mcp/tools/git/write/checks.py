@@ -18,6 +18,15 @@ from oct_mcp.execution.protected_walk import SNAPSHOT_MAX_ENTRIES, ProjectTooLar
 from oct_mcp.preview import TargetState, commit_target
 from oct_mcp.spec import RunResult, ToolEnv
 
+__all__ = [
+    "approved_only",
+    "bound_commit",
+    "no_withheld_staged",
+    "no_withheld_switched",
+    "refuse_fixed_entries",
+    "refuse_unreplaceable",
+]
+
 
 def _no_withheld(env: ToolEnv, paths: Sequence[str], *, which: str, fix: str) -> None:
     """Refuse a commit or a switch that takes files the rules withhold from the call: its question and

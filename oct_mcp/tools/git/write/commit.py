@@ -39,6 +39,8 @@ from oct_mcp.tools.git.write.runner import (
 )
 from oct_mcp.types import ToolResult
 
+__all__ = ["GIT_COMMIT", "MESSAGE_MAX", "GitCommitOutput", "GitCommitParams", "check_message"]
+
 MESSAGE_MAX: Final = 10_000
 
 

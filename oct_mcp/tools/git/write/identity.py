@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+__all__ = ["IDENTITY_MAX", "user_identity"]
+
 IDENTITY_MAX: Final = 256
 
 

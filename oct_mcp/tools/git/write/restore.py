@@ -38,6 +38,8 @@ from oct_mcp.tools.git.write.runner import (
 )
 from oct_mcp.types import ToolResult
 
+__all__ = ["GIT_RESTORE", "GitRestoreOutput", "GitRestoreParams"]
+
 
 class GitRestoreParams(StrictParams):
     paths: list[ProjectPath] = Field(min_length=1, max_length=PATHS_MAX)

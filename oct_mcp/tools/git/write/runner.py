@@ -33,6 +33,28 @@ from oct_mcp.tools.git.runner import (
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
+__all__ = [
+    "HEAD_FILE",
+    "INDEX_FILE",
+    "PATHS_MAX",
+    "PREVIEW_CONTEXT",
+    "STAGED_FILES_MAX",
+    "SUBMODULES_OPTION",
+    "Step",
+    "diff_arguments",
+    "dry_run_field",
+    "every_entry",
+    "file_targets",
+    "fixed_step",
+    "git_path",
+    "pathspecs",
+    "project_git",
+    "protected_rule",
+    "status_arguments",
+    "steps_plan",
+    "succeeded",
+]
+
 PATHS_MAX: Final = 100
 
 

@@ -50,6 +50,8 @@ from oct_mcp.tools.git.write.runner import (
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
+__all__ = ["GIT_SWITCH", "GitSwitchOutput", "GitSwitchParams"]
+
 _LOST_FILE: Final = re.compile(r"^\t(.+)$", re.MULTILINE)
 
 
