@@ -15,8 +15,8 @@ import pytest
 from clients import oct_server
 from mcp import Client
 
+from oct_mcp.audit.records import GENESIS, line_digest
 from oct_mcp.audit.verify import lines_of
-from oct_mcp.audit.writer import GENESIS, line_digest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 

@@ -31,7 +31,7 @@ from oct_mcp.audit import (
     rotated_path,
     verify_chain,
 )
-from oct_mcp.audit.writer import render_record
+from oct_mcp.audit.records import render_record
 
 pytestmark = pytest.mark.e2e
 

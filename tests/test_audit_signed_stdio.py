@@ -20,8 +20,8 @@ from clients import oct_server
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 
+from oct_mcp.audit.records import GENESIS, line_digest, render_record
 from oct_mcp.audit.verify_bundle import checkpoint_payload, key_id
-from oct_mcp.audit.writer import GENESIS, line_digest, render_record
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,6 @@
 """The audit log: the hash-chained writer, its rotation, and reading it back (verify, tail)."""
 
+from oct_mcp.audit.records import GENESIS, line_digest, rotated_path
 from oct_mcp.audit.sink import AuditSink
 from oct_mcp.audit.verify import (
     Break,
@@ -10,7 +11,7 @@ from oct_mcp.audit.verify import (
     read_tail,
     verify_chain,
 )
-from oct_mcp.audit.writer import GENESIS, AuditFailure, AuditWriter, line_digest, rotated_path
+from oct_mcp.audit.writer import AuditFailure, AuditWriter
 
 __all__ = [
     "GENESIS",

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oct_mcp.audit.records import CHAIN_BREAK, GENESIS, head_path, line_digest, read_head
 from oct_mcp.audit.verify_bundle import parse_record
-from oct_mcp.audit.writer import CHAIN_BREAK, GENESIS, head_path, line_digest, read_head
 
 __all__ = [
     "Break",

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
-import json
 import os
 import threading
 import time
@@ -18,118 +16,57 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import orjson
 
+from oct_mcp.audit.records import (
+    CHAIN_BREAK,
+    GENESIS,
+    HEAD_BYTES,
+    head_disagreement,
+    head_path,
+    last_byte,
+    last_line,
+    line_digest,
+    parse_head,
+    render_head,
+    render_record,
+    rotated_path,
+    seq_of,
+    timestamp,
+)
 from oct_mcp.diagnostics import get_logger
+
+__all__ = ["DIRECTORY_MODE", "FILE_MODE", "LOCK_SUFFIX", "LOCK_WAIT_SECONDS", "AuditFailure", "AuditWriter"]
+
 
 if TYPE_CHECKING:
     from oct_mcp.audit.checkpoint import HeadSigner
     from oct_mcp.audit.forward import SyslogForwarder
     from oct_mcp.config import McpConfig
 
-__all__ = [
-    "CHAIN_BREAK",
-    "GENESIS",
-    "HEAD_SUFFIX",
-    "AuditFailure",
-    "AuditWriter",
-    "Head",
-    "head_path",
-    "line_digest",
-    "read_head",
-    "render_record",
-    "rotated_path",
-]
 
-GENESIS: Final = "0" * 64
-"""The `prev` of the very first record: there is no line before it."""
 FILE_MODE: Final = 0o600
+
+
 DIRECTORY_MODE: Final = 0o700
+
+
 LOCK_SUFFIX: Final = ".lock"
-HEAD_SUFFIX: Final = ".head"
-CHAIN_BREAK: Final = "chain_break"
-"""The `event` of the record a writer adds where it found the log's end not as its head seals it."""
+
+
 LOCK_WAIT_SECONDS: Final = 1.0
 """How long a record waits for another process's hold on the lock (a write takes microseconds)."""
+
+
 _LOCK_RETRY_FIRST: Final = 0.001
+
+
 _LOCK_RETRY_MAX: Final = 0.05
-_HEAD_BYTES: Final = 160
-_TAIL_BLOCK: Final = 8_192
+
+
 _LOCK_BUSY: Final = f"the audit lock ({LOCK_SUFFIX} file) is held by another process"
 
+
 _log = get_logger(__name__)
-
-
-def render_record(record: Mapping[str, Any]) -> bytes:
-    """One record as its line: compact JSON, ASCII only, so no reader splits it on U+2028 or NEL.
-
-    orjson writes a call's record in 0.24 us against json.dumps's 3.7 (measured; the render was the
-    largest part of the audit write). It writes UTF-8 and refuses what JSON cannot hold (integers
-    over 64 bits, lone surrogates, other objects): such records, rare, go through json.dumps with
-    ASCII escapes and repr() for the rest.
-    """
-    try:
-        line = orjson.dumps(record)
-    except TypeError:  # orjson.JSONEncodeError
-        line = b""
-    if not line or not line.isascii():
-        line = json.dumps(record, separators=(",", ":"), default=repr).encode("ascii")
-    return line
-
-
-def _now() -> str:
-    """UTC now, ISO 8601 to the microsecond, `Z` for the zone: `2026-12-01T03:25:20.366440Z`."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")[: -len("+00:00")] + "Z"
-
-
-def line_digest(line: bytes) -> str:
-    """The SHA-256 (hex) of one record's exact line, without its newline: the next record's `prev`."""
-    return hashlib.sha256(line).hexdigest()
-
-
-def rotated_path(path: Path, number: int) -> Path:
-    """The `number`th rotated file of the log at `path` (`audit.log.1` is the newest of them)."""
-    return path.with_name(f"{path.name}.{number}")
-
-
-def head_path(path: Path) -> Path:
-    """Where the log at `path` keeps its head: the `seq` and hash of the last record written."""
-    return path.with_name(path.name + HEAD_SUFFIX)
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    """The end of the log as its writers left it, kept outside the log: a cut end shows against it."""
-
-    seq: int
-    hash: str
-
-
-def read_head(path: Path) -> Head | None:
-    """The head beside the log at `path`; None when there is none (or it cannot be read as one)."""
-    try:
-        with head_path(path).open("rb") as file:
-            return _parse_head(file.read(_HEAD_BYTES))
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-
-
-def _parse_head(data: bytes) -> Head | None:
-    try:
-        sealed = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(sealed, dict):
-        return None
-    seq, digest = sealed.get("seq"), sealed.get("hash")
-    if not isinstance(seq, int) or not isinstance(digest, str):
-        return None
-    return Head(seq=seq, hash=digest)
-
-
-def _render_head(seq: int, digest: str) -> bytes:
-    # Fixed width: each seal overwrites the last one whole, in one write at offset 0.
-    return orjson.dumps({"seq": seq, "hash": digest}).ljust(_HEAD_BYTES - 1) + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +340,7 @@ class AuditWriter:
                 self._put_checkpoint(log, self.signer)
             head = self._files.head
             if head is not None and self._prev is not None:
-                os.pwrite(head, _render_head(self._seq, self._prev), 0)
+                os.pwrite(head, render_head(self._seq, self._prev), 0)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
         if fields is not None:
@@ -422,7 +359,7 @@ class AuditWriter:
     def _put_checkpoint(self, log: int, signer: HeadSigner) -> None:
         """Sign the head the chain has now (the record just put) as the next record."""
         digest = self._prev if self._prev is not None else GENESIS
-        record = {"time": None, **signer.checkpoint_record(seq=self._seq, digest=digest, time=_now())}
+        record = {"time": None, **signer.checkpoint_record(seq=self._seq, digest=digest, time=timestamp())}
         self._put(log, os.fstat(log), record)
         self._unsigned = 0
         self._last_checkpoint = time.monotonic()
@@ -432,7 +369,7 @@ class AuditWriter:
         record["seq"] = self._seq + 1
         record["prev"] = self._prev if self._prev is not None else GENESIS
         # `time` is stamped here, in file order; it was put first, where it is shown.
-        record["time"] = _now()
+        record["time"] = timestamp()
         data = render_record(record)
         if current.st_size > 0 and current.st_size + len(data) + 1 > self.max_bytes:
             log = self._rotate(log)
@@ -493,17 +430,17 @@ class AuditWriter:
             current = os.fstat(log)
         if _identity(current) == self._files.identity:
             return log, current
-        if current.st_size > 0 and _last_byte(self.path) != b"\n":
+        if current.st_size > 0 and last_byte(self.path) != b"\n":
             # A torn line (a crash mid-write): end it, so this record starts a line of its own.
             _write_all(log, b"\n")
-        last = _last_line(self.path) or _last_line(rotated_path(self.path, 1))
+        last = last_line(self.path) or last_line(rotated_path(self.path, 1))
         head_fd = self._files.head
-        head = _parse_head(os.pread(head_fd, _HEAD_BYTES, 0)) if head_fd is not None else None
+        head = parse_head(os.pread(head_fd, HEAD_BYTES, 0)) if head_fd is not None else None
         if last is not None:
             self._prev = line_digest(last)
-            self._seq = _seq_of(last)
+            self._seq = seq_of(last)
         # Nothing on disk: a writer that has written keeps its chain (the files may have been removed).
-        problem = _disagreement(head, last)
+        problem = head_disagreement(head, last)
         if problem is not None:
             _log.error("audit_chain_break", path=str(self.path), problem=problem)
             self._break = {"time": None, "event": CHAIN_BREAK, "problem": problem}
@@ -576,35 +513,6 @@ class _LockBusyError(Exception):
     """Another process holds the lock: try again shortly, or count the record lost."""
 
 
-def _disagreement(head: Head | None, last: bytes | None) -> str | None:
-    """What is wrong with the log's last line against its head, or None when they agree.
-
-    Records past the one the head seals are a finding: a crash between a record and its seal
-    leaves one, but so does an append by anyone else, and sealing them now would vouch for them.
-    A last line that is no record (torn) is ended, and reported by verify, but says nothing of
-    the head.
-    """
-    if head is None:
-        if last is None:
-            return None
-        return "unsealed: the log has records but no head beside it (removed, or an older writer's log)"
-    if last is None:
-        return f"cut: the log is empty or gone, but its head seals seq {head.seq}"
-    seq = _record_seq(last)
-    if seq is None:
-        return None
-    if seq < head.seq:
-        return f"cut: the log ends at seq {seq}, but its head seals seq {head.seq}"
-    if seq == head.seq and line_digest(last) != head.hash:
-        return f"changed: the last record (seq {seq}) is not the one its head seals"
-    if seq > head.seq:
-        return (
-            f"unsealed: the log ends at seq {seq}, after the seq {head.seq} its head seals "
-            "(a crash between a record and its seal, or records appended by someone else)"
-        )
-    return None
-
-
 def _identity(stat: os.stat_result) -> tuple[int, int, int]:
     return stat.st_dev, stat.st_ino, stat.st_size
 
@@ -618,47 +526,6 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def _last_byte(path: Path) -> bytes:
-    with path.open("rb") as file:
-        file.seek(-1, os.SEEK_END)
-        return file.read(1)
-
-
-def _last_line(path: Path) -> bytes | None:
-    """The last non-empty line of `path` without its newline, reading backwards; None if none."""
-    try:
-        file = path.open("rb")
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-    with file:
-        end = file.seek(0, os.SEEK_END)
-        tail = b""
-        position = end
-        while position > 0:
-            position = max(0, position - _TAIL_BLOCK)
-            file.seek(position)
-            tail = file.read(_TAIL_BLOCK if position + _TAIL_BLOCK <= end else end - position) + tail
-            stripped = tail.rstrip(b"\n")
-            if b"\n" in stripped:
-                return stripped.rsplit(b"\n", 1)[1]
-        stripped = tail.rstrip(b"\n")
-        return stripped or None
-
-
-def _seq_of(line: bytes) -> int:
-    seq = _record_seq(line)
-    return 0 if seq is None else seq
-
-
-def _record_seq(line: bytes) -> int | None:
-    """The `seq` of a record's line; None for a line that is no record."""
-    try:
-        seq = json.loads(line).get("seq")
-    except (ValueError, AttributeError):
-        return None
-    return seq if isinstance(seq, int) else None
 
 
 def _probe(path: Path) -> str | None:
