@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from oct_mcp.deadline import Deadline
-from oct_mcp.execution.changes import ChangeApplier, ChangePlan
+from oct_mcp.execution.applier import ChangeApplier
+from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.preview import TargetState
 from oct_mcp.spec import ToolEnv, ToolSpec
 from oct_mcp.types import ToolResult

@@ -25,7 +25,7 @@ from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import LinkedFileError, ProtectedPathCreatedError
-from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.execution.protected_walk import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.middleware.sandbox import ExecutionSandbox

@@ -36,7 +36,7 @@ from oct_mcp.errors import (
     SandboxUnavailableError,
     ToolTimeoutError,
 )
-from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec

@@ -22,7 +22,7 @@ from test_sandbox_probes import MIB, _processes_with
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec

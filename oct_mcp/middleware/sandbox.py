@@ -21,7 +21,8 @@ from oct_mcp.backends.selection import select_backend
 from oct_mcp.deadline import Deadline
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ProjectCodeRefusedError
-from oct_mcp.execution.changes import ChangeApplier, ChangePlan
+from oct_mcp.execution.applier import ChangeApplier
+from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.execution.commands import RUN_PROCESSES, CommandRunner
 from oct_mcp.execution.in_process import AbandonedWork, run_in_thread

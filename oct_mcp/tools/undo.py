@@ -21,7 +21,8 @@ from pydantic import BaseModel, Field, StringConstraints
 from oct_mcp.deadline import Deadline
 from oct_mcp.diff_view import readable_diff
 from oct_mcp.display import quote_name
-from oct_mcp.execution.changes import ChangePlan, PathChange, Proposal, state_of, tree_state
+from oct_mcp.execution.applier import state_of
+from oct_mcp.execution.changes import ChangePlan, PathChange, Proposal, tree_state
 from oct_mcp.execution.checkpoints import Checkpoint, CheckpointStore, PathState, state_at
 from oct_mcp.preview import ABSENT, FileChange
 from oct_mcp.spec import InProcessPlan, Risk, StrictParams, ToolEnv, ToolSpec

@@ -23,7 +23,7 @@ from oct_mcp.backends import Backend, SecretFileView, secret_files
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.sandbox_exec import seatbelt_profile
 from oct_mcp.backends.secret_files import SCAN_MAX_BYTES, SecretFileCache, masked_copies
-from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.redaction import redact

@@ -13,7 +13,8 @@ from changes import carried_out
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import ExecutionError, PolicyError, TargetChangedError
-from oct_mcp.execution.changes import ChangeApplier, ChangePlan, PathChange, Proposal, targets_of
+from oct_mcp.execution.applier import ChangeApplier
+from oct_mcp.execution.changes import ChangePlan, PathChange, Proposal, targets_of
 from oct_mcp.preview import ABSENT, content_digest
 from oct_mcp.testing import TEST_CLIENT
 from oct_mcp.tools.edit.moves import DELETE, DeleteParams

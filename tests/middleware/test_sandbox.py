@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends.fake import FakeBackend, ScriptedRunner
 from oct_mcp.errors import BusyError, NotFoundError, ToolTimeoutError
-from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox, cap_output
 from oct_mcp.spec import (
