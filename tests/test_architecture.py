@@ -275,7 +275,7 @@ _WRITERS: dict[str, str] = {
     "state folder (written atomically)",
     "oct_mcp/atomic_write.py": "the user's own config files that `oct-mcp install` and `oct-mcp token` "
     "replace whole",
-    "oct_mcp/install.py": "`oct-mcp install HOST` writes the host's MCP config files the user named, "
+    "oct_mcp/install/": "`oct-mcp install HOST` writes the host's MCP config files the user named, "
     "each backed up first",
 }
 _WRITING_CALLS = frozenset(
