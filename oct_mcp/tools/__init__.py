@@ -11,8 +11,10 @@ from oct_mcp.tools.edit.edit_strings import EDIT
 from oct_mcp.tools.edit.moves import DELETE, MOVE
 from oct_mcp.tools.edit.write_file import WRITE_FILE
 from oct_mcp.tools.files import LIST_FILES, READ_FILE, READ_FILES
+from oct_mcp.tools.git.diff import GIT_DIFF
 from oct_mcp.tools.git.history import GIT_BLAME, GIT_SHOW
-from oct_mcp.tools.git.read import GIT_DIFF, GIT_LOG, GIT_STATUS
+from oct_mcp.tools.git.log import GIT_LOG
+from oct_mcp.tools.git.status import GIT_STATUS
 from oct_mcp.tools.git.write.add import GIT_ADD
 from oct_mcp.tools.git.write.branch import GIT_BRANCH
 from oct_mcp.tools.git.write.commit import GIT_COMMIT

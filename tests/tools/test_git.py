@@ -16,9 +16,11 @@ from git_repos import git, new_repo
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import GitLayoutRefusedError, NotFoundError
 from oct_mcp.tools._paging.results import model_view
+from oct_mcp.tools.git.diff import GIT_DIFF, parse_diff
 from oct_mcp.tools.git.layout import worktree_git_folders
-from oct_mcp.tools.git.read import GIT_DIFF, GIT_LOG, GIT_STATUS, parse_diff, parse_status
+from oct_mcp.tools.git.log import GIT_LOG
 from oct_mcp.tools.git.runner import GIT_SAFETY_OPTIONS, git_argv
+from oct_mcp.tools.git.status import GIT_STATUS, parse_status
 from oct_mcp.types import ClientInfo, ToolResult
 
 pytestmark = pytest.mark.e2e
@@ -477,7 +479,7 @@ def test_parse_status_reads_unmerged_copied_detached_and_stashes() -> None:
 
 
 def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oct_mcp.tools.git import read as git_module
+    from oct_mcp.tools.git import status as git_module
 
     monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
     output = parse_status(b"? a\0? b\0? c\0")
@@ -486,7 +488,7 @@ def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_parse_status_pages_from_an_offset_past_its_entry_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oct_mcp.tools.git import read as git_module
+    from oct_mcp.tools.git import status as git_module
 
     monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
     output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1)

@@ -1,1 +1,2 @@
-"""The git tools: reading (`read`, `history`) and writing (`write`), on git as `runner` runs it."""
+"""The git tools: reading (`status`, `diff`, `log`, `history`) and writing (`write`), on git as
+`runner` runs it."""

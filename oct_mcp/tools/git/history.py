@@ -21,8 +21,7 @@ from oct_mcp.redaction import mask_line, redact_lines
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, StrictParams, ToolEnv, ToolSpec
 from oct_mcp.tools._paging.results import BudgetField, json_size, take_within
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
-from oct_mcp.tools.git.masks import WHOLE_FILE
-from oct_mcp.tools.git.read import (
+from oct_mcp.tools.git.diff import (
     DIFF_CONTEXT_MAX,
     DiffFile,
     diff_page_cut,
@@ -30,6 +29,7 @@ from oct_mcp.tools.git.read import (
     page_diff,
     parse_diff,
 )
+from oct_mcp.tools.git.masks import WHOLE_FILE
 from oct_mcp.tools.git.refs import GitRef
 from oct_mcp.tools.git.runner import git_failed, git_plan, pathspec, shown_pathspec
 from oct_mcp.types import ToolResult

@@ -15,7 +15,7 @@ from oct_mcp.errors import (
 )
 from oct_mcp.preview import FileChange, Preview, commit_target
 from oct_mcp.spec import CommandPlan, Risk, RunResult, StrictParams, ToolEnv, ToolSpec
-from oct_mcp.tools.git.read import parse_diff
+from oct_mcp.tools.git.diff import parse_diff
 from oct_mcp.tools.git.runner import (
     git_failed,
 )

@@ -13,7 +13,7 @@ from oct_mcp.errors import (
 from oct_mcp.preview import FileChange, Preview
 from oct_mcp.spec import CommandPlan, ProjectPath, Risk, RunResult, StrictParams, ToolEnv, ToolSpec
 from oct_mcp.tools.edit.change_kit import CommandCheckpoint
-from oct_mcp.tools.git.read import parse_diff
+from oct_mcp.tools.git.diff import parse_diff
 from oct_mcp.tools.git.runner import (
     git_failed,
 )

@@ -22,7 +22,6 @@ from oct_mcp.spec import CommandPlan, GitWrites, NextCommand, RunResult, ToolEnv
 from oct_mcp.tools._project.programs import find_server_program
 from oct_mcp.tools.git.layout import git_layout
 from oct_mcp.tools.git.masks import WHOLE_FILE
-from oct_mcp.tools.git.read import STATUS_MAX_ENTRIES, StatusOutput, parse_status
 from oct_mcp.tools.git.runner import (
     CONFIG_NAMES_LISTING,
     GIT_ENVIRONMENT,
@@ -30,6 +29,7 @@ from oct_mcp.tools.git.runner import (
     filter_overrides,
     listed_filter_names,
 )
+from oct_mcp.tools.git.status import STATUS_MAX_ENTRIES, StatusOutput, parse_status
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 

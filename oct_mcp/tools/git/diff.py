@@ -1,13 +1,9 @@
-"""oct_git_status, oct_git_diff and oct_git_log: git's machine-readable output, parsed.
-
-git runs as `runner` runs it; a ref a call names is resolved to a commit in the sandbox before
-the real call, which gets the commit id (`refs`).
-"""
+"""oct_git_diff: the work tree's or the index's changes as git's patch, masked and paged by hunk."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -22,210 +18,29 @@ from oct_mcp.spec import (
     ToolEnv,
     ToolSpec,
 )
-from oct_mcp.tools._paging.results import BudgetField, OffsetField, cut_lines, json_size, take_within
+from oct_mcp.tools._paging.results import BudgetField, cut_lines, json_size, take_within
 from oct_mcp.tools._text.diffs import DIFF_MAX_CHARS
 from oct_mcp.tools.git.masks import WHOLE_FILE, masked_patch
 from oct_mcp.tools.git.refs import GitRef
-from oct_mcp.tools.git.runner import decoded_text, git_failed, git_plan, pathspec, shown_pathspec
+from oct_mcp.tools.git.runner import decoded_text, git_failed, git_plan, shown_pathspec
 from oct_mcp.types import ToolResult
 
 __all__ = [
     "DIFF_CONTEXT_MAX",
     "GIT_DIFF",
-    "GIT_LOG",
-    "GIT_STATUS",
     "HUNK_STARTS",
-    "LOG_DEFAULT",
-    "LOG_MAX",
-    "STATUS_MAX_ENTRIES",
-    "Commit",
     "DiffFile",
     "DiffOutput",
     "GitDiffParams",
-    "GitLogParams",
-    "GitStatusParams",
-    "LogOutput",
     "PagedDiff",
-    "StatusEntry",
-    "StatusOutput",
     "diff_page_cut",
     "diff_page_lines",
     "page_diff",
     "parse_diff",
-    "parse_log",
-    "parse_status",
 ]
-
-STATUS_MAX_ENTRIES: Final = 2_000
-
-
-LOG_DEFAULT: Final = 20
-
-
-LOG_MAX: Final = 200
 
 
 DIFF_CONTEXT_MAX: Final = 100
-
-
-class GitStatusParams(StrictParams):
-    path: ProjectPath | None = Field(default=None)
-    offset: int = OffsetField()
-    max_chars: int = BudgetField()
-
-
-class StatusEntry(BaseModel):
-    path: str
-    original_path: str | None = None
-    """Where a renamed or copied file came from."""
-    xy: str
-    """git's two status letters, index then work tree, '.' for unchanged: '.M', 'A.', 'R.', '??', 'UU'."""
-    kind: Literal["changed", "renamed", "copied", "unmerged", "untracked"]
-
-
-class StatusOutput(BaseModel):
-    branch: str | None
-    """None when HEAD is detached."""
-    commit: str | None
-    """None before the first commit."""
-    upstream: str | None
-    ahead: int | None
-    behind: int | None
-    stashes: int
-    entries: list[StatusEntry]
-    count: int
-    """Entries in all, on every page."""
-    truncated: bool
-    clean: bool
-    next_offset: int | None = None
-    """The offset that shows the entries after these."""
-
-
-def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
-    """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, at most
-    STATUS_MAX_ENTRIES entries from entry `offset` on, `count` of all of them."""
-    tokens = stdout.split(b"\0")
-    branch: str | None = None
-    commit: str | None = None
-    upstream: str | None = None
-    ahead: int | None = None
-    behind: int | None = None
-    stashes = 0
-    entries: list[StatusEntry] = []
-    count = 0
-    index = 0
-    while index < len(tokens):
-        record = decoded_text(tokens[index])
-        index += 1
-        kind, _, rest = record.partition(" ")
-        if kind == "#":
-            name, _, value = rest.partition(" ")
-            if name == "branch.oid":
-                commit = None if value == "(initial)" else value
-            elif name == "branch.head":
-                branch = None if value == "(detached)" else value
-            elif name == "branch.upstream":
-                upstream = value
-            elif name == "branch.ab":
-                plus, _, minus = value.partition(" ")
-                ahead, behind = int(plus.lstrip("+")), int(minus.lstrip("-"))
-            elif name == "stash":
-                stashes = int(value)
-            continue
-        entry: StatusEntry | None = None
-        if kind == "1":
-            fields = rest.split(" ", 7)
-            entry = StatusEntry(path=fields[-1], xy=fields[0], kind="changed")
-        elif kind == "2":
-            fields = rest.split(" ", 8)
-            original = decoded_text(tokens[index]) if index < len(tokens) else None
-            index += 1
-            renamed = fields[7].startswith("R")
-            entry = StatusEntry(
-                path=fields[-1], original_path=original, xy=fields[0], kind="renamed" if renamed else "copied"
-            )
-        elif kind == "u":
-            fields = rest.split(" ", 9)
-            entry = StatusEntry(path=fields[-1], xy=fields[0], kind="unmerged")
-        elif kind == "?":
-            entry = StatusEntry(path=rest, xy="??", kind="untracked")
-        if entry is None:
-            continue
-        count += 1
-        if count > offset and len(entries) < STATUS_MAX_ENTRIES:
-            entries.append(entry)
-    return StatusOutput(
-        branch=branch,
-        commit=commit,
-        upstream=upstream,
-        ahead=ahead,
-        behind=behind,
-        stashes=stashes,
-        entries=entries,
-        count=count,
-        truncated=count > offset + len(entries),
-        clean=count == 0,
-        next_offset=offset + len(entries) if count > offset + len(entries) else None,
-    )
-
-
-def _status_text(output: StatusOutput) -> str:
-    head = f"## {output.branch or 'HEAD (detached)'}"
-    if output.commit is None:
-        head += " (no commits yet)"
-    if output.upstream:
-        head += f"...{output.upstream}"
-        if output.ahead or output.behind:
-            head += f" [ahead {output.ahead}, behind {output.behind}]"
-    lines = [head]
-    for entry in output.entries:
-        moved = f"{entry.original_path} -> " if entry.original_path is not None else ""
-        lines.append(f"{entry.xy.replace('.', ' ')} {moved}{entry.path}")
-    if output.clean:
-        lines.append("nothing to commit, working tree clean")
-    if output.next_offset is not None:
-        lines.append(
-            f"[oct-mcp: {output.count} entries, {len(output.entries)} shown; "
-            f"the rest with offset={output.next_offset}, or narrow with path]"
-        )
-    elif not output.entries and output.count:
-        lines.append(f"[oct-mcp: {output.count} entries, none past this offset]")
-    if output.stashes:
-        lines.append(f"{output.stashes} stash(es)")
-    return "\n".join(lines)
-
-
-def _status_parser(params: GitStatusParams) -> Callable[[RunResult], ToolResult]:
-    def parse(run: RunResult) -> ToolResult:
-        if run.exit_code != 0:
-            return git_failed(run)
-        output = parse_status(run.stdout, params.offset)
-        entries, cut = take_within(output.entries, params.max_chars)
-        if cut:
-            output = output.model_copy(
-                update={"entries": entries, "next_offset": params.offset + len(entries), "truncated": True}
-            )
-        return ToolResult(
-            text=_status_text(output), structured=output.model_dump(), truncated=output.truncated
-        )
-
-    return parse
-
-
-def _plan_status(params: GitStatusParams, env: ToolEnv) -> CommandPlan:
-    paths, magic = shown_pathspec(env, params.path)
-    arguments = (
-        "status",
-        "--porcelain=v2",
-        "--branch",
-        "--show-stash",
-        "-z",
-        # As a terminal's `git status` shows them: an untracked folder is one entry, not its every file.
-        "--untracked-files=normal",
-        "--ignore-submodules=dirty",
-        *paths,
-    )
-    return git_plan(env, arguments, _status_parser(params), user_excludes=True, magic=magic)
 
 
 class GitDiffParams(StrictParams):
@@ -481,111 +296,8 @@ def _plan_diff(params: GitDiffParams, env: ToolEnv) -> CommandPlan:
     return git_plan(env, arguments, _diff_parser(params), refs=params.refs(), magic=magic)
 
 
-class GitLogParams(StrictParams):
-    max_count: int = Field(default=LOG_DEFAULT, ge=1, le=LOG_MAX)
-    path: ProjectPath | None = Field(default=None)
-    base: GitRef | None = Field(
-        default=None,
-    )
-    target: GitRef | None = Field(default=None)
-    offset: int = OffsetField()
-    max_chars: int = BudgetField()
-
-    def refs(self) -> tuple[tuple[str, str], ...]:
-        """(argument, ref) for each ref given."""
-        given = (("base", self.base), ("target", self.target))
-        return tuple((name, ref) for name, ref in given if ref is not None)
-
-
-class Commit(BaseModel):
-    sha: str
-    author: str
-    email: str
-    date: str
-    """Author date, strict ISO 8601."""
-    subject: str
-
-
-class LogOutput(BaseModel):
-    commits: list[Commit]
-    next_offset: int | None = None
-    """The offset that shows the older commits after these (max_count or the budget was reached)."""
-
-
-_LOG_FIELDS: Final = 5
-
-
 # Where a diff page may end: before a file's header or a hunk's.
 HUNK_STARTS: Final = ("diff --git ", "@@ ")
-
-
-def parse_log(stdout: bytes) -> LogOutput:
-    """`git log -z --format=%H%x00%an%x00%ae%x00%aI%x00%s`: five NUL-separated fields per commit."""
-    tokens = [decoded_text(token) for token in stdout.split(b"\0")]
-    commits = [
-        Commit(sha=sha, author=author, email=email, date=date, subject=subject)
-        for sha, author, email, date, subject in zip(*[iter(tokens)] * _LOG_FIELDS, strict=False)
-    ]
-    return LogOutput(commits=commits)
-
-
-def _log_parser(params: GitLogParams) -> Callable[[RunResult], ToolResult]:
-    def parse(run: RunResult) -> ToolResult:
-        if run.exit_code != 0:
-            if b"does not have any commits yet" in run.stderr:
-                return ToolResult(
-                    text="no commits yet", structured=LogOutput(commits=[]).model_dump(exclude_none=True)
-                )
-            return git_failed(run)
-        # One commit past max_count was asked for: it tells whether more follow.
-        every = parse_log(run.stdout).commits
-        commits, cut = take_within(every[: params.max_count], params.max_chars)
-        more = cut or len(every) > params.max_count
-        output = LogOutput(commits=commits, next_offset=params.offset + len(commits) if more else None)
-        lines = [f"{c.sha[:12]} {c.date} {c.author}: {c.subject}" for c in output.commits]
-        if output.next_offset is not None:
-            lines.append(f"[oct-mcp: older commits follow: offset={output.next_offset}]")
-        return ToolResult(
-            text="\n".join(lines) or "no commits", structured=output.model_dump(exclude_none=True)
-        )
-
-    return parse
-
-
-def _plan_log(params: GitLogParams, env: ToolEnv) -> CommandPlan:
-    options = (
-        "log",
-        "-z",
-        f"--max-count={params.max_count + 1}",
-        f"--skip={params.offset}",
-        "--format=%H%x00%an%x00%ae%x00%aI%x00%s",
-        "--no-show-signature",
-        "--no-color",
-    )
-    paths = pathspec(env.workspace, params.path) or ["--"]
-
-    def arguments(commits: Mapping[str, str]) -> tuple[str, ...]:
-        # base..target, as git spells it: what target reaches and base does not.
-        revisions = [f"^{commits['base']}"] if "base" in commits else []
-        if revisions or "target" in commits:
-            revisions.append(commits.get("target", "HEAD"))
-        return (*options, "--end-of-options", *revisions, *paths)
-
-    return git_plan(env, arguments, _log_parser(params), refs=params.refs())
-
-
-GIT_STATUS: Final = ToolSpec(
-    name="oct_git_status",
-    title="Git status",
-    description=(
-        "Git status: branch, upstream ahead/behind, stashes, and each changed, staged, untracked or "
-        "unmerged file with its XY code. Paged by next_offset."
-    ),
-    params=GitStatusParams,
-    output=StatusOutput,
-    risk=Risk.READ,
-    plan=_plan_status,
-)
 
 
 GIT_DIFF: Final = ToolSpec(
@@ -600,18 +312,4 @@ GIT_DIFF: Final = ToolSpec(
     output=DiffOutput,
     risk=Risk.READ,
     plan=_plan_diff,
-)
-
-
-GIT_LOG: Final = ToolSpec(
-    name="oct_git_log",
-    title="Git log",
-    description=(
-        "Commits newest first (sha, author, date, subject) of HEAD or target; with base only base..target; "
-        "path: only commits touching it. Paged by next_offset."
-    ),
-    params=GitLogParams,
-    output=LogOutput,
-    risk=Risk.READ,
-    plan=_plan_log,
 )
