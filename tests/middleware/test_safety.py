@@ -15,18 +15,13 @@ from hypothesis import strategies as st
 
 import oct_mcp.testing.strategies as kit
 from oct_mcp.chain import build_chain, compose
+from oct_mcp.code_config import configures_code
 from oct_mcp.config import McpConfig
 from oct_mcp.consent import Consent, argument_digest
+from oct_mcp.consent_questions import confirmation_request_text
+from oct_mcp.diff_view import shown_diff
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, PolicyError
-from oct_mcp.middleware.safety import (
-    CONFIRMATION_PREFIX,
-    SafetyDecision,
-    SafetyGate,
-    SafetySettings,
-    _format_confirmation_request,
-    configures_code,
-    shown_diff,
-)
+from oct_mcp.middleware.safety import CONFIRMATION_PREFIX, SafetyDecision, SafetyGate, SafetySettings
 from oct_mcp.middleware.validator import InputValidator
 from oct_mcp.preview import ABSENT, FileChange, Preview, TargetState
 from oct_mcp.profiles import Profile
@@ -153,9 +148,7 @@ def test_execute_tools_need_confirmation_where_the_profile_says_so() -> None:
 def test_the_confirmation_request_always_starts_with_the_sentinel(
     tool: str, args: dict[str, Any], dry_run: bool
 ) -> None:
-    text = _format_confirmation_request(
-        tool, WRITE_TOOL, args, argument_digest(args), changes_nothing=dry_run
-    )
+    text = confirmation_request_text(tool, WRITE_TOOL, args, argument_digest(args), changes_nothing=dry_run)
 
     assert text.startswith(CONFIRMATION_PREFIX)
     assert argument_digest(args) in text
@@ -166,7 +159,7 @@ def test_the_confirmation_request_always_starts_with_the_sentinel(
 def test_the_confirmation_request_says_truly_whether_the_confirmed_call_changes_anything(
     changes_nothing: bool,
 ) -> None:
-    text = _format_confirmation_request(
+    text = confirmation_request_text(
         WRITE_TOOL.name, WRITE_TOOL, {"path": "notes.txt"}, "sha256:00", changes_nothing=changes_nothing
     )
 
@@ -202,7 +195,7 @@ new file mode 100644
 def test_the_question_for_a_patch_names_the_files_it_changes() -> None:
     spec = default_catalog()["oct_apply_patch"]
 
-    text = _format_confirmation_request(spec.name, spec, {"patch": PATCH}, "sha256:00", changes_nothing=False)
+    text = confirmation_request_text(spec.name, spec, {"patch": PATCH}, "sha256:00", changes_nothing=False)
 
     assert "Files (4):\n  src/app.py\n  docs/old.md\n  docs/new.md\n  notes/added.txt\n" in text
 
@@ -211,7 +204,7 @@ def test_the_question_for_a_patch_names_the_files_it_changes() -> None:
 def test_the_question_for_a_patch_it_cannot_read_names_no_paths(patch: object) -> None:
     spec = default_catalog()["oct_apply_patch"]
 
-    text = _format_confirmation_request(spec.name, spec, {"patch": patch}, "sha256:00", changes_nothing=True)
+    text = confirmation_request_text(spec.name, spec, {"patch": patch}, "sha256:00", changes_nothing=True)
 
     assert text.startswith(CONFIRMATION_PREFIX)
     assert "Files: none named." in text
@@ -223,7 +216,7 @@ def test_a_targets_function_that_raises_still_gets_the_question_asked() -> None:
 
     spec = replace(WRITE_TOOL, targets=broken)
 
-    text = _format_confirmation_request(
+    text = confirmation_request_text(
         spec.name, spec, {"path": "notes.txt"}, "sha256:00", changes_nothing=False
     )
 
@@ -432,7 +425,7 @@ def test_the_question_shows_each_file_where_it_lands_and_flags_code_configuratio
     workspace = Workspace(tmp_path.resolve())
     hidden = "docs/release-notes-" + "n" * 200 + "/../../conftest.py"
 
-    text = _format_confirmation_request(
+    text = confirmation_request_text(
         "oct_write_file",
         WRITE_TOOL,
         {"path": hidden},
@@ -455,7 +448,7 @@ def test_the_question_shows_each_file_where_it_lands_and_flags_code_configuratio
     ],
 )
 def test_the_question_escapes_what_a_reader_cannot_see(path: str, shown: str) -> None:
-    text = _format_confirmation_request(
+    text = confirmation_request_text(
         "oct_write_file", WRITE_TOOL, {"path": path}, "sha256:00", changes_nothing=True
     )
 
