@@ -80,7 +80,9 @@ def scrub(result: ToolResult, who: HostIdentity) -> ToolResult:
     masked = 0
     if structured is not None:
         strings = value_strings(structured)
-        scrubbed, masked = redact_value(structured, strings)
+        # A read's structured content repeats its text: found clean once, it is not screened again.
+        known_clean = frozenset((result.text,)) if result.text and not findings else frozenset()
+        scrubbed, masked = redact_value(structured, strings, known_clean)
         # Nothing masked: any copy equals the value, whose strings were gathered, and one pass over
         # them says if a host path is among them (a second walk cost as much as the redaction).
         structured = _anonymise_value(scrubbed, who) if masked else _anonymise_value(structured, who, strings)

@@ -41,7 +41,9 @@ def secret_field_name(name: str) -> bool:
     return SECRET_NAME.fullmatch(name) is not None
 
 
-def redact_value(value: Any, strings: ValueStrings | None = None) -> tuple[Any, int]:
+def redact_value(
+    value: Any, strings: ValueStrings | None = None, known_clean: frozenset[str] = frozenset()
+) -> tuple[Any, int]:
     """Redact every string in a JSON-like value (dicts, lists, tuples, strings; other scalars kept).
 
     Under a secret-named key (`{"password": "hunter2x"}`) a literal string is masked whole, though
@@ -50,6 +52,8 @@ def redact_value(value: Any, strings: ValueStrings | None = None) -> tuple[Any, 
     Args:
         value: Structured tool output or tool-call arguments.
         strings: `value_strings(value)`, where the caller has gathered them already.
+        known_clean: Strings the caller has just had redact() return unchanged (a result's text,
+            which its structured content repeats): not looked at again.
 
     Returns:
         A value of the same shape, and the number of secrets masked. A value in which nothing is to
@@ -59,12 +63,16 @@ def redact_value(value: Any, strings: ValueStrings | None = None) -> tuple[Any, 
         redacted, findings = redact(value)
         return redacted, len(findings)
     gathered = value_strings(value) if strings is None else strings
+    if known_clean:
+        rest = [text for text in gathered.texts if text not in known_clean]
+        if len(rest) < len(gathered.texts):
+            gathered = ValueStrings(rest, "\n".join(rest), gathered.plain_keys)
     clean = _surely_clean(gathered)
     if clean is None:
         if gathered.plain_keys:
             return value, 0  # a listing's page, as most are: no second walk over it
         clean = frozenset(gathered.texts)
-    return _redact_nested(value, clean)
+    return _redact_nested(value, clean | known_clean)
 
 
 def _redact_nested(value: Any, clean: frozenset[str]) -> tuple[Any, int]:

@@ -52,6 +52,31 @@ def test_structured_content_is_masked_by_value_and_by_secret_named_key() -> None
     assert structured["password"] == PASSWORD  # the tool's own value is not changed in place
 
 
+def test_structured_content_that_repeats_a_clean_text_is_still_masked_by_its_secret_named_key() -> None:
+    """The text is found clean once and not screened again in the structured copy; a key that
+    names a secret still masks the very same string there (the key is the context the text lacks)."""
+    result = _through(ToolResult(text=PASSWORD, structured={"password": PASSWORD, "text": PASSWORD}))
+
+    assert isinstance(result, ToolResult)
+    assert result.text == PASSWORD
+    assert result.structured == {"password": "[REDACTED:password]", "text": PASSWORD}
+    assert result.redactions == 1
+
+
+def test_a_read_whose_structured_content_repeats_its_text_is_masked_in_both() -> None:
+    text = f"deploy with {GITHUB}\n"
+    masked = "deploy with [REDACTED:github_token]\n"
+
+    clean = _through(ToolResult(text="x = 1\n", structured={"path": "a.py", "text": "x = 1\n"}))
+    found = _through(ToolResult(text=text, structured={"path": "a.py", "text": text}))
+
+    assert isinstance(clean, ToolResult)
+    assert clean.structured == {"path": "a.py", "text": "x = 1\n"}
+    assert isinstance(found, ToolResult)
+    assert (found.text, found.structured) == (masked, {"path": "a.py", "text": masked})
+    assert found.redactions == 2
+
+
 def test_the_project_root_and_the_home_are_anonymised_in_text_and_structured_content() -> None:
     result = _through(
         ToolResult(
