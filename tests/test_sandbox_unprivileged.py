@@ -717,7 +717,7 @@ from pydantic import BaseModel, ConfigDict
 from oct_mcp.backends.bubblewrap import Bubblewrap
 from oct_mcp.backends.landlock import LandlockBackend
 from oct_mcp.backends.runner import run_prepared
-from oct_mcp.execution.changes import ChangeApplier
+from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, ToolSpec
