@@ -7,6 +7,7 @@ import glob
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +39,7 @@ def find_program(root: Path, name: str) -> Path:
     """
     for venv in PROJECT_VENVS:
         candidate = root / venv / "bin" / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if _is_program(candidate):
             return candidate
     found = _on_server_path(root, name)
     if found is not None:
@@ -72,7 +73,7 @@ def find_python(root: Path, host: Mapping[str, str] | None = None) -> tuple[Path
 
 def _interpreter(environment: Path) -> Path | None:
     candidate = environment / "bin" / "python"
-    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    return candidate if _is_program(candidate) else None
 
 
 _POETRY_UNSAFE: Final = re.compile(r'[ $`!*@"\\\r\n\t]')
@@ -125,7 +126,7 @@ def script_interpreter(script: Path) -> Path | None:
     if len(words) != 1 or not Path(words[0]).name.startswith("python"):
         return None
     candidate = Path(words[0])
-    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    return candidate if _is_program(candidate) else None
 
 
 def find_server_program(root: Path, name: str) -> Path:
@@ -150,9 +151,19 @@ def _on_server_path(root: Path, name: str) -> Path | None:
         candidate = Path(os.path.normpath(entry)) / name
         if is_inside(candidate, root):
             continue
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if _is_program(candidate):
             return candidate
     return None
+
+
+def _is_program(path: Path) -> bool:
+    """A regular file this user may run. False where it cannot be looked at: a PATH the server
+    inherited may name another user's folder (`/root/...` under `sudo -u`), which `Path.is_file`
+    answers with PermissionError rather than False."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode) and os.access(path, os.X_OK)
+    except OSError:
+        return False
 
 
 def _hint(name: str) -> str:
