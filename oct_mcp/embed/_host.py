@@ -128,6 +128,13 @@ async def refuse_unpinned(
         error = pins.refusal(params.name)
     else:
         return None
+    return await _refused(app, error, params, request, client_id)
+
+
+async def _refused(
+    app: App, error: OctError, params: types.CallToolRequestParams, request: RequestFacts, client_id: str
+) -> types.CallToolResult:
+    """A call refused before the chain: audited as a refusal, answered with the error's code and message."""
     client = client_info(request, TRANSPORT, client_id)
     await audit_refusal(app, client, params.name, error, params.arguments or {})
     return to_call_tool_result(CallFailure(code=error.code, message=error.message))
@@ -175,9 +182,7 @@ class HostExamples:
         """The answer to a call while an example disagrees (audited as a refusal); None otherwise."""
         if self.problem is None:
             return None
-        client = client_info(request, TRANSPORT, client_id)
-        await audit_refusal(self.app, client, params.name, self.problem, params.arguments or {})
-        return to_call_tool_result(CallFailure(code=self.problem.code, message=self.problem.message))
+        return await _refused(self.app, self.problem, params, request, client_id)
 
 
 _OWNERS: OrderedDict[int, tuple[Any, str]] = OrderedDict()

@@ -57,8 +57,11 @@ class OctGuard:
     """The pinned tool definitions: a changed tool is withheld; None: pinning off."""
     withheld: frozenset[str] = frozenset()
     """The tools the last listing found changed since pinned."""
-    examples: HostExamples | None = None
-    """The rules' examples over the host's tools, judged at each listing; None: not judged."""
+    examples: HostExamples = field(init=False)
+    """The rules' examples over the host's tools, judged at each listing."""
+
+    def __post_init__(self) -> None:
+        self.examples = HostExamples(self.app)
 
     def spec_for(self, name: str, listed: Mapping[str, Any] | None = None) -> ToolSpec:
         """The tool as the chain sees it: from its listing when seen, destructive until then."""
@@ -87,7 +90,7 @@ class OctGuard:
             for tool in listing["tools"]
             if tool.get("name") not in self.withheld
         ]
-        if self.examples is not None and self.examples.judge({spec.name: spec for _tool, spec in served}):
+        if self.examples.judge({spec.name: spec for _tool, spec in served}):
             return {**listing, "tools": []}
         shown = []
         for tool, spec in served:
@@ -117,11 +120,10 @@ class OctGuard:
             return await call_next(ctx)  # the SDK answers a malformed call with its own error
         if params.name not in self.specs:
             await self._learn_tools(ctx, call_next)
-        refused = await refuse_unpinned(
-            self.app, self.pins, self.withheld, params, ctx, session_client_id(ctx)
-        )
-        if refused is None and self.examples is not None:
-            refused = await self.examples.refusal(params, ctx, session_client_id(ctx))
+        client_id = session_client_id(ctx)
+        refused = await refuse_unpinned(self.app, self.pins, self.withheld, params, ctx, client_id)
+        if refused is None:
+            refused = await self.examples.refusal(params, ctx, client_id)
         if refused is not None:
             return refused
         self.spec_for(params.name)
@@ -132,9 +134,7 @@ class OctGuard:
             answer = await call_next(dataclasses.replace(ctx, params=host_params))
             return _as_tool_result(answer, keep_binary=self.keep_binary_content)
 
-        return await call_with_consent(
-            self.app, params, ctx, TRANSPORT, forward=to_host, client_id=session_client_id(ctx)
-        )
+        return await call_with_consent(self.app, params, ctx, TRANSPORT, forward=to_host, client_id=client_id)
 
 
 def _wire(result: HandlerResult) -> Any:
@@ -200,7 +200,6 @@ def guard(
         tools=dict(tools or {}),
         keep_binary_content=keep_binary_content,
         pins=pins_for(app, lowlevel.name, pin_file, allow_narrowing=allow_narrowing),
-        examples=HostExamples(app),
     )
     if not any(isinstance(layer, RequestStateBoundary) for layer in lowlevel.middleware):
         # The consent round on 2026-07-28 carries sealed state; a low-level Server has no boundary.

@@ -247,7 +247,7 @@ class PathsWithheld:
         parent, _, name = folder.rpartition("/")
         screen = self.screen
         if not parent or parent + "/" in self._missed:
-            hit = screen.matches_name(name) or (screen.rooted is not None and screen.matches_rooted(folder))
+            hit = screen.matches_name(name) or screen.matches_rooted(folder)
         else:
             hit = screen.matches(folder)
         if not hit:
