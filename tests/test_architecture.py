@@ -271,10 +271,10 @@ _WRITERS: dict[str, str] = {
     "oct_mcp/backends/": "the confinement's own acts for a run, never in the project: the masked copies "
     "of secret files a run is shown, in its scratch folder; what the seccomp supervisor does for a "
     "confined run (a chmod in its scratch folder, the run's shared-memory folder)",
-    "oct_mcp/embed/pins.py": "the pin file of an embedded server's tool definitions, in the server's own "
-    "state folder (written atomically)",
-    "oct_mcp/atomic_write.py": "the user's own config files that `oct-mcp install` and `oct-mcp token` "
-    "replace whole",
+    "oct_mcp/embed/pins.py": "the folder of an embedded server's pin file, in the server's own state "
+    "folder (the file itself through atomic_write)",
+    "oct_mcp/atomic_write.py": "files replaced whole: the user's config files that `oct-mcp install` and "
+    "`oct-mcp token` write, an embedded server's pin file",
     "oct_mcp/install/": "`oct-mcp install HOST` writes the host's MCP config files the user named, "
     "each backed up first",
 }

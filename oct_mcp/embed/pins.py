@@ -14,15 +14,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from oct_mcp.atomic_write import write_atomically
 from oct_mcp.errors import PinFileError, ToolChangedError
 
 __all__ = [
@@ -125,16 +124,7 @@ class PinFile:
             "pending": _serialised(self.pending),
         }
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".pins-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(body, handle, sort_keys=True, indent=1)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(path, json.dumps(body, sort_keys=True, indent=1), 0o600)
 
     def accept(self, names: Iterable[str] | None = None) -> list[str]:
         """Pin the pending definitions of `names` (every pending one when None); returns those pinned."""
