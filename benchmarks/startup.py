@@ -1,11 +1,13 @@
-"""Start-up: process start to the first `initialize` reply, oct-mcp against a bare SDK server;
-and oct-mcp's first tool call against its second.
+"""Start-up: process start to the first `initialize` reply and to the first `tools/list` reply,
+oct-mcp against a bare SDK server; and oct-mcp's first tool call against its second.
 
-Goals: start-up ratio <= 1.5 (issue 32 aims at 1.2); the first call adds <= 10 ms to what the second
-takes (it added 85 ms while the redactor built its detectors then; a ratio of two calls of about a
-millisecond says little). The first call comes as a host sends it: after `initialize`,
-`notifications/initialized` and `tools/list`, once the model has read the listing and chosen
-(`THINK_SECONDS`, shorter than any model's turn).
+Goals: `initialize` within 1.2x the bare server's (issue 32: the stdio server answers it while a
+worker thread imports and builds the chain); the first listing within 1.5x (it waits for that
+build: importing oct-mcp's own modules, about 180 ms, is most of it); the first call adds <= 10 ms
+to what the second takes (it added 85 ms while the redactor built its detectors then; a ratio of
+two calls of about a millisecond says little). The first call comes as a host sends it: after
+`initialize`, `notifications/initialized` and `tools/list`, once the model has read the listing
+and chosen (`THINK_SECONDS`, shorter than any model's turn).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ INITIALIZE = (
 ).encode()
 INITIALIZED = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
 FIRST_CALL_GOAL_MS = 10
+INITIALIZE_GOAL = 1.2
 THINK_SECONDS = 0.5
 """From the listing to the first call: a model's first turn takes seconds."""
 
@@ -91,23 +94,29 @@ def first_and_second_call(command: list[str]) -> tuple[float, float]:
     return spent[0], spent[1]
 
 
-def time_to_initialize(command: list[str]) -> float:
-    """Seconds from spawning `command` to reading its reply to `initialize`."""
+def start_up(command: list[str]) -> tuple[float, float]:
+    """Seconds from spawning `command` to its reply to `initialize`, and to its first `tools/list`
+    (asked as a host asks it: right after `notifications/initialized`)."""
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     assert process.stdin is not None
-    assert process.stdout is not None
-    process.stdin.write(INITIALIZE)
-    process.stdin.flush()
-    reply = json.loads(process.stdout.readline())
-    elapsed = time.perf_counter() - started
-    if reply.get("id") != 1 or "result" not in reply:
-        raise RuntimeError(f"unexpected reply to initialize: {reply}")
-    process.stdin.close()
-    process.wait(timeout=30)
-    return elapsed
+    try:
+        process.stdin.write(INITIALIZE)
+        process.stdin.flush()
+        _reply(process, 1)
+        initialized = time.perf_counter() - started
+        process.stdin.write(INITIALIZED + _request(2, "tools/list", {}))
+        process.stdin.flush()
+        tools = _reply(process, 2).get("tools")
+        listed = time.perf_counter() - started
+        if not tools:
+            raise RuntimeError("the listing has no tools")
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+    return initialized, listed
 
 
 def main() -> None:
@@ -118,15 +127,25 @@ def main() -> None:
         oct_mcp = [sys.executable, "-m", "oct_mcp", "--project-root", project, "--config", str(config)]
         bare = [sys.executable, str(Path(__file__).with_name("bare_server.py"))]
         # One warm-up each, so the first round does not pay for cold disk caches.
-        time_to_initialize(oct_mcp)
-        time_to_initialize(bare)
+        start_up(oct_mcp)
+        start_up(bare)
+        listed: dict[str, list[float]] = {"oct": [], "bare": []}
+
+        def initialize(name: str, command: list[str]) -> float:
+            to_initialize, to_listing = start_up(command)
+            listed[name].append(to_listing)
+            return to_initialize
+
         subject, reference = interleave(
-            args.rounds, [lambda: time_to_initialize(oct_mcp), lambda: time_to_initialize(bare)]
+            args.rounds, [lambda: initialize("oct", oct_mcp), lambda: initialize("bare", bare)]
         )
         calls = [first_and_second_call(oct_mcp) for _ in range(args.rounds)]
     print_table(
         [
-            Comparison("startup: spawn to initialize reply", subject, reference, goal=1.5),
+            Comparison("startup: spawn to initialize reply", subject, reference, goal=INITIALIZE_GOAL),
+            Comparison(
+                "startup: spawn to the first tools/list reply", listed["oct"], listed["bare"], goal=1.5
+            ),
             Comparison(
                 "oct-mcp's first call / its second",
                 [first for first, _ in calls],

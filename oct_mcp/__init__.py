@@ -1,10 +1,11 @@
 """oct-mcp: a secure MCP server that runs a project's developer tools behind a chain of security layers."""
 
+import importlib as _importlib
+import typing as _typing
+
 __version__ = "0.1.0"
 
-from oct_mcp.collector import collector_paused as _collector_paused
-
-with _collector_paused():
+if _typing.TYPE_CHECKING:
     from oct_mcp.chain import Chain, build_chain, compose
     from oct_mcp.config import McpConfig, load_config
     from oct_mcp.errors import (
@@ -32,6 +33,62 @@ with _collector_paused():
         ToolResult,
     )
     from oct_mcp.workspace import Workspace, contain
+
+# Loaded on first use (PEP 562): `import oct_mcp.types`, or the `oct-mcp` command, runs this file
+# first, and loading the chain, the layers and every tool here cost each of them about 300 ms
+# (`python -X importtime -c "import oct_mcp.cli"`) before it knew what it needed.
+_WHERE: dict[str, str] = {
+    "Chain": "chain",
+    "build_chain": "chain",
+    "compose": "chain",
+    "McpConfig": "config",
+    "load_config": "config",
+    "ConfigError": "errors",
+    "ExecutionError": "errors",
+    "InvalidArgumentsError": "errors",
+    "OctError": "errors",
+    "PathRefusedError": "errors",
+    "RefusedError": "errors",
+    "SafetyDecision": "middleware.safety",
+    "SafetyGate": "middleware.safety",
+    "Profile": "profiles",
+    "resolve_profile": "profiles",
+    "shipped_profile": "profiles",
+    "ENTRY_POINT_GROUP": "registry",
+    "LayerRegistry": "registry",
+    "layer_registry": "registry",
+    "Risk": "spec",
+    "ToolSpec": "spec",
+    "CallContext": "types",
+    "CallNext": "types",
+    "ClientInfo": "types",
+    "ConsentRequest": "types",
+    "LayerRuntime": "types",
+    "LayerType": "types",
+    "Middleware": "types",
+    "Outcome": "types",
+    "Slot": "types",
+    "ToolResult": "types",
+    "Workspace": "workspace",
+    "contain": "workspace",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from oct_mcp.collector import collector_paused
+
+    with collector_paused():  # the chain's models, built on first use (collector.py)
+        value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once: later reads are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -19,16 +19,15 @@ from oct_mcp.collector import collector_paused
 
 with collector_paused():  # the tool catalog's models, as the package's own (collector.py)
     from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
-    from oct_mcp.doctor import print_doctor
     from oct_mcp.errors import ConfigError
     from oct_mcp.exit_codes import EXIT_BROAD_ROOT, EXIT_FAILED, EXIT_OK, EXIT_USAGE
     from oct_mcp.pins_command import PINS_ACTIONS, pins_parser, run_pins
-    from oct_mcp.rules import STDIO_CLIENT
     from oct_mcp.stopping import until_stopped
     from oct_mcp.workspace import KEY_HOLDERS, broad_root_problem, resolve_root, user_home
 
 if TYPE_CHECKING:
     from oct_mcp.app import App
+    from oct_mcp.transports.binding import Endpoint
 
 __all__ = ["main"]
 
@@ -125,6 +124,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
     else:
         _common_options(parser)
     if command == "policy":
+        from oct_mcp.rules import STDIO_CLIENT
+
         parser.add_argument("action", choices=("check", "test"), help="check one call, or test every example")
         parser.add_argument("tool", nargs="?", help="check: the tool's name")
         parser.add_argument("--json", dest="arguments", default="{}", metavar="ARGS", help="check: arguments")
@@ -305,12 +306,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(refusal, file=sys.stderr)
             return EXIT_BROAD_ROOT
 
+    if command == "serve" and args.transport != "http":
+        return _serve_stdio(project_root, args)
+    app = _build_app(command, project_root, args)
+    if isinstance(app, int):
+        return app
+    try:
+        return _run_command(app, command, args)
+    finally:
+        # Signs the audit chain's head, when a signing key is set, before the files close.
+        app.close()
+
+
+def _build_app(command: str, project_root: str, args: argparse.Namespace) -> App | int:
+    """The app for `command`, or the exit code once the reason it cannot be built is printed."""
     try:
         with collector_paused(freeze=command == "serve"):
             # Imported after diagnostics are set up: loading the config logs through them.
             from oct_mcp.app import build_app
 
-            app = build_app(
+            return build_app(
                 project_root,
                 profile=args.profile,
                 config_path=args.config,
@@ -319,22 +334,69 @@ def main(argv: Sequence[str] | None = None) -> int:
                 telemetry=command == "serve",
             )
     except NotADirectoryError as exc:
-        print(f"oct-mcp: {exc}; pass --project-root with the path of your project", file=sys.stderr)
-        return EXIT_USAGE
+        return _no_project(exc)
     except ConfigError as exc:
         print(f"oct-mcp: configuration error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED if command == "policy" and exc.rule == "rule_examples" else EXIT_USAGE
+
+
+def _no_project(problem: NotADirectoryError) -> int:
+    print(f"oct-mcp: {problem}; pass --project-root with the path of your project", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _serve_stdio(project_root: str, args: argparse.Namespace) -> int:
+    """Serve over stdio, building the app on a worker thread while the SDK answers `initialize`.
+
+    A configuration error is said on stderr once the build meets it, and the server ends with
+    code 2 (a host shows its stderr); a project root that is not there is said before serving.
+    """
+    from oct_mcp.transports.stdio import serve_stdio
+
     try:
-        return _run_command(app, command, args)
+        resolve_root(project_root)
+    except NotADirectoryError as exc:
+        return _no_project(exc)
+
+    built: list[App] = []
+    failed: list[int] = []
+
+    def build() -> Endpoint | None:
+        app = _build_app("serve", project_root, args)
+        if isinstance(app, int):
+            failed.append(app)
+            return None
+        built.append(app)
+        # The layers build what their first call would (the redactor's detectors) off the event
+        # loop, while the host lists the tools and its model reads them.
+        threading.Thread(target=app.chain.warm_up, name="oct-warm-up", daemon=True).start()
+        _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
+        if sys.stderr.isatty():
+            # A person who started it by hand sees it waiting, not hanging; a host's stderr is no terminal.
+            print(
+                f"oct-mcp {__version__}: serving {app.workspace.root} (profile {app.profile.name}) over "
+                "stdio, for an MCP client on stdin and stdout; Ctrl-C stops it",
+                file=sys.stderr,
+            )
+        from oct_mcp.transports.endpoint import AppEndpoint
+
+        return AppEndpoint(app, transport="stdio")
+
+    try:
+        anyio.run(serve_stdio, build)
     finally:
-        # Signs the audit chain's head, when a signing key is set, before the files close.
-        app.close()
+        for app in built:
+            # Signs the audit chain's head, when a signing key is set, before the files close.
+            app.close()
+    return failed[0] if failed else EXIT_OK
 
 
 def _run_command(app: App, command: str, args: argparse.Namespace) -> int:
     if command == "policy":
         return _policy(app, args)
     if command == "doctor":
+        from oct_mcp.doctor import print_doctor
+
         print_doctor(app, sys.stdout)
         return EXIT_OK
     if command == "call":
@@ -344,22 +406,9 @@ def _run_command(app: App, command: str, args: argparse.Namespace) -> int:
     if command == "tools":
         return _tools(app, args.tool, sys.stdout)
     # The layers build what their first call would (the redactor's detectors) off the event loop,
-    # while the host says hello and lists the tools.
+    # while the first clients say hello and list the tools.
     threading.Thread(target=app.chain.warm_up, name="oct-warm-up", daemon=True).start()
-    if args.transport == "http":
-        return _serve_http(app, args.host, args.port)
-    from oct_mcp.server import serve_stdio
-
-    _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
-    if sys.stderr.isatty():
-        # A person who started it by hand sees it waiting, not hanging; a host's stderr is no terminal.
-        print(
-            f"oct-mcp {__version__}: serving {app.workspace.root} (profile {app.profile.name}) over stdio, "
-            "for an MCP client on stdin and stdout; Ctrl-C stops it",
-            file=sys.stderr,
-        )
-    anyio.run(serve_stdio, app)
-    return EXIT_OK
+    return _serve_http(app, args.host, args.port)
 
 
 def _policy(app: App, args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,11 +76,21 @@ def test_the_public_api_exports_exactly_its_all() -> None:
     # Submodules become attributes once imported anywhere; they are not part of the API list.
     public = {
         name
-        for name, value in vars(oct_mcp).items()
-        if not name.startswith("_") and not inspect.ismodule(value)
+        for name in dir(oct_mcp)
+        if not name.startswith("_") and not inspect.ismodule(getattr(oct_mcp, name))
     }
 
     assert public == set(oct_mcp.__all__) - {"__version__"}
+
+
+def test_each_exported_name_is_the_object_its_module_defines() -> None:
+    for name in oct_mcp.__all__:
+        value = getattr(oct_mcp, name)
+        home = getattr(value, "__module__", None)
+        if isinstance(home, str) and home.startswith("oct_mcp."):
+            assert getattr(importlib.import_module(home), name) is value
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        _ = oct_mcp.Nothing  # type: ignore[attr-defined]
 
 
 def test_the_seed_names_import_from_the_package() -> None:

@@ -57,6 +57,16 @@ def test_importing_oct_mcp_leaves_an_embedders_collector_as_it_found_it() -> Non
 
 
 @pytest.mark.e2e
+def test_the_shared_types_and_the_command_line_load_no_chain_until_asked() -> None:
+    loaded = "import sys, {0}; print(sorted(m for m in sys.modules if m.startswith('oct_mcp')))"
+
+    assert _fresh(loaded.format("oct_mcp.types")) == "['oct_mcp', 'oct_mcp.types']"
+    assert "oct_mcp.chain" not in _fresh(loaded.format("oct_mcp.cli"))
+    assert "oct_mcp.tools" not in _fresh(loaded.format("oct_mcp.transports.stdio"))
+    assert "oct_mcp.chain" in _fresh(loaded.format("oct_mcp; oct_mcp.Chain"))
+
+
+@pytest.mark.e2e
 def test_the_server_and_its_pins_command_never_load_the_sdk_server_that_guard_wraps() -> None:
     loaded = "import sys, oct_mcp.cli; print('mcp.server.mcpserver' in sys.modules)"
     guarded = "from oct_mcp.embed import guard, ForeignTool; print(guard.__name__, ForeignTool.__name__)"

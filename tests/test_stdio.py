@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -160,3 +161,89 @@ def test_stdout_that_is_not_a_pipe_is_left_to_the_sdk(tmp_path: Path) -> None:
         subprocess.run([sys.executable, str(script)], stdout=out, check=True, timeout=60)
 
     assert (tmp_path / "out.txt").read_text() == "plain\n"
+
+
+GATED_SERVER = Path(__file__).parent / "servers" / "gated_build_server.py"
+
+
+def _message(server: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:
+    """The next line the server writes, or None when it writes none within `timeout` seconds."""
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], timeout)
+    if not ready:
+        return None
+    line = server.stdout.readline()
+    return json.loads(line) if line else None
+
+
+def test_initialize_is_answered_while_the_app_is_still_being_built_and_the_listing_waits_for_it(
+    project: Path, config_file: Path, tmp_path: Path
+) -> None:
+    gate = tmp_path / "build-now"
+    server = subprocess.Popen(  # argv is a list, never a shell
+        [
+            sys.executable,
+            str(GATED_SERVER),
+            "--project-root",
+            str(project),
+            "--config",
+            str(config_file),
+            "--gate",
+            str(gate),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert server.stdin is not None
+    try:
+        server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+        server.stdin.flush()
+        answered = _message(server, timeout=60)
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        server.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}\n')
+        server.stdin.flush()
+        before_the_build = _message(server, timeout=0.5)
+        gate.touch()
+        listed = _message(server, timeout=60)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        assert server.stdout is not None
+        server.stdout.close()
+
+    assert answered is not None
+    assert answered["result"]["serverInfo"]["name"] == "oct-mcp"
+    assert "tools" in answered["result"]["capabilities"]
+    assert before_the_build is None
+    assert listed is not None
+    assert [tool["name"] for tool in listed["result"]["tools"]] == list(default_catalog())
+
+
+def test_a_configuration_error_met_while_serving_is_said_on_stderr_and_ends_the_server_with_code_2(
+    project: Path, tmp_path: Path
+) -> None:
+    # The handshake may be answered first: the app is built while the SDK answers it.
+    served = subprocess.run(  # argv is a list, never a shell
+        [
+            sys.executable,
+            "-m",
+            "oct_mcp",
+            "--project-root",
+            str(project),
+            "--config",
+            str(tmp_path / "no-config.json"),
+            "--profile",
+            "nope",
+        ],
+        input=json.dumps(INITIALIZE).encode() + b"\n",
+        capture_output=True,
+        timeout=60,
+    )
+
+    assert served.returncode == 2
+    assert b"oct-mcp: configuration error:" in served.stderr
+    assert b"no profile named 'nope'" in served.stderr
+    assert b"Traceback" not in served.stderr
+    replies = [json.loads(line) for line in served.stdout.splitlines()]
+    assert all(reply.get("id") == 1 and "result" in reply for reply in replies)

@@ -1,26 +1,27 @@
 """The binding between MCP and the chain: an SDK low-level Server whose tools/list and tools/call go
-through an app's chain. The stdio and HTTP transports both serve it; nothing else speaks MCP for
-oct's own tools."""
+to an endpoint (`transports.endpoint.AppEndpoint`: an app's chain). The stdio and HTTP transports
+both serve it; nothing else speaks MCP for oct's own tools.
+
+This module loads no part of the chain: the stdio server makes its Server here and answers the
+host's `initialize` while a worker thread still imports and builds the app (`ArrivingEndpoint`).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
 
+import anyio
 import mcp_types as types
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from oct_mcp import __version__
-from oct_mcp.app import App
-from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS, SessionGrants
-from oct_mcp.transports.consent_adapter import call_with_consent
-from oct_mcp.transports.listing import tool_listing
+from oct_mcp.consent import CONSENT_STATE_TTL_SECONDS
 from oct_mcp.transports.rejected_states import RejectedStatesAudit
-from oct_mcp.transports.scopes import LiveScopes
 
-__all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server"]
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "ArrivingEndpoint", "Endpoint", "server_for"]
 
 SERVER_NAME: Final = "oct-mcp"
 INSTRUCTIONS: Final = (
@@ -30,48 +31,69 @@ INSTRUCTIONS: Final = (
 )
 
 
-def build_server(
-    app: App,
-    *,
-    transport: str = "stdio",
-    sealing: RequestStateSecurity | None = None,
-    scopes: LiveScopes | None = None,
-) -> Server[Any]:
-    """An SDK low-level Server whose tools/list and tools/call go through `app`'s chain.
+class Endpoint(Protocol):
+    """What a server's tools requests are answered by."""
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None: ...
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult: ...
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult: ...
+
+    async def record_refused_state(self, ctx: ServerRequestContext[Any]) -> None: ...
+
+
+class ArrivingEndpoint:
+    """A server's endpoint: given at once, or arriving once a worker thread has built the app.
+
+    A tools request that comes first waits for it; `initialize` and `ping` never do.
+    """
+
+    def __init__(self, endpoint: Endpoint | None = None) -> None:
+        self.endpoint = endpoint
+        self._arrived: anyio.Event | None = None  # made on the event loop, by the first to wait
+
+    def arrive(self, endpoint: Endpoint) -> None:
+        """Called on the event loop's thread, with the built endpoint."""
+        self.endpoint = endpoint
+        if self._arrived is not None:
+            self._arrived.set()
+
+    async def get(self) -> Endpoint:
+        while self.endpoint is None:
+            if self._arrived is None:
+                self._arrived = anyio.Event()
+            await self._arrived.wait()
+        return self.endpoint
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return None if self.endpoint is None else self.endpoint.input_schema(name)
+
+
+def server_for(coming: ArrivingEndpoint, *, sealing: RequestStateSecurity | None = None) -> Server[Any]:
+    """An SDK low-level Server whose tools requests go to `coming`'s endpoint.
 
     Args:
-        app: The built application.
-        transport: How clients reach this server (`stdio`, `memory`, `http`); identifies the client.
+        coming: The endpoint, there already or on its way.
         sealing: How consent rounds' request state is sealed; None: a key of this process's own.
-        scopes: The tools each token scope grants (HTTP): a client lists and calls only those.
     """
-    listing = types.ListToolsResult(
-        tools=[
-            tool_listing(spec, takes_confirm=app.chain.takes_confirm(spec)) for spec in app.visible_tools()
-        ]
-    )
-    # stdio and memory servers serve one client session (this process, this server object): what its
-    # human allowed for the session lives and dies with it. One HTTP server serves every client, and
-    # the SDK's sessions do not reach here, so nothing is offered there.
-    grants = None if transport == "http" else SessionGrants()
-    # What streamable HTTP checks a call's Mcp-Param headers against, looked up instead of
-    # serialising the whole listing on every call (3.8 ms a call, measured).
-    schemas = {tool.name: tool.input_schema for tool in listing.tools}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if scopes is None:
-            return listing
-        token = get_access_token()
-        held = list(token.scopes) if token is not None else []
-        granted = [tool for tool in listing.tools if scopes.allows(held, app.catalog.get(tool.name))]
-        return types.ListToolsResult(tools=granted)
+        return await (await coming.get()).list_tools(ctx, params)
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        return await call_with_consent(app, params, ctx, transport, session_grants=grants, scopes=scopes)
+        return await (await coming.get()).call_tool(ctx, params)
+
+    async def record_refused_state(ctx: ServerRequestContext[Any]) -> None:
+        await (await coming.get()).record_refused_state(ctx)
 
     server = Server(
         SERVER_NAME,
@@ -79,13 +101,13 @@ def build_server(
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        get_tool_input_schema=schemas.get,
+        get_tool_input_schema=coming.input_schema,
     )
     # Seals the consent round's request state (AES-GCM, bound by the SDK to the tool and its
     # arguments) under a key that lives and dies with this process, unless replicas share one.
     if sealing is None:
         sealing = RequestStateSecurity.ephemeral(ttl=CONSENT_STATE_TTL_SECONDS)
     # Outside the boundary: the states it refuses never reach the chain, and are audited here.
-    server.middleware.append(RejectedStatesAudit(app, transport))
+    server.middleware.append(RejectedStatesAudit(record_refused_state))
     server.middleware.append(RequestStateBoundary(sealing, default_audience=SERVER_NAME))
     return server

@@ -37,8 +37,9 @@ from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
 from oct_mcp.transports.abandoned import CARRIED_AUTH, cancel_abandoned, in_session, request_id_of
 from oct_mcp.transports.auth import HashedTokens, token_verifier
-from oct_mcp.transports.binding import SERVER_NAME, build_server
+from oct_mcp.transports.binding import SERVER_NAME
 from oct_mcp.transports.consent_adapter import client_id_of
+from oct_mcp.transports.endpoint import build_server
 from oct_mcp.transports.http_masking import MaskedErrorBodies
 from oct_mcp.transports.refusals import RefusalSampler
 from oct_mcp.transports.scopes import LiveScopes, ScopeGrants

@@ -16,24 +16,18 @@ from typing import Any, Final
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from oct_mcp.app import App
-from oct_mcp.diagnostics import get_logger
-from oct_mcp.errors import ConsentStateRefusedError
-from oct_mcp.transports.consent_adapter import audit_refusal, client_info
-
 __all__ = ["RejectedStatesAudit"]
 
 _REJECTED: Final = "invalid_request_state"
 """The reason the SDK gives, in the error's data, for a state that did not verify."""
-_log = get_logger(__name__)
 
 
 class RejectedStatesAudit:
     """Server middleware: records each tools/call whose consent state the SDK refused."""
 
-    def __init__(self, app: App, transport: str) -> None:
-        self._app = app
-        self._transport = transport
+    def __init__(self, record: Callable[[ServerRequestContext[Any]], Awaitable[None]]) -> None:
+        """`record` audits one such call (`AppEndpoint.record_refused_state`); the SDK's error follows."""
+        self._record = record
 
     async def __call__(
         self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
@@ -47,20 +41,3 @@ class RejectedStatesAudit:
             if data.get("reason") == _REJECTED:
                 await self._record(ctx)
             raise
-
-    async def _record(self, ctx: ServerRequestContext[Any]) -> None:
-        params: Mapping[str, Any] = ctx.params if isinstance(ctx.params, Mapping) else {}
-        name = params.get("name")
-        arguments = params.get("arguments")
-        error = ConsentStateRefusedError(
-            "the consent round's state did not verify (forged, changed, expired, or for other "
-            "arguments), so nothing ran; call the tool again to be asked afresh"
-        )
-        _log.warning("consent_state_refused", tool=name)
-        await audit_refusal(
-            self._app,
-            client_info(ctx, self._transport),
-            name if isinstance(name, str) else "",
-            error,
-            arguments if isinstance(arguments, Mapping) else {},
-        )

@@ -16,10 +16,9 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from oct_mcp.app import App
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.stopping import STOP_SIGNALS
-from oct_mcp.transports.binding import build_server
+from oct_mcp.transports.binding import ArrivingEndpoint, Endpoint, server_for
 from oct_mcp.transports.error_masking import MaskedErrorStream
 
 __all__ = ["MAX_MESSAGE_BYTES", "serve_stdio"]
@@ -31,13 +30,19 @@ MAX_MESSAGE_BYTES: Final = 64 * 1_048_576
 _log = get_logger(__name__)
 
 
-async def serve_stdio(app: App) -> None:
+async def serve_stdio(build: Callable[[], Endpoint | None]) -> None:
     """Serve MCP over this process's stdin and stdout until the client closes stdin, or SIGTERM/SIGINT/SIGHUP.
+
+    `build` makes the endpoint (the app, then `transports.endpoint.AppEndpoint`). It runs on a
+    worker thread while the SDK answers the host's `initialize`, so the host hears back once the SDK
+    is loaded, where importing and building the chain took about 300 ms more; tools requests wait
+    for it. When it returns None (it has said why), the server ends.
 
     A signal cancels every call in flight: each kills its process tree on the way out
     (the runner's cancellation path), and the server returns normally.
     """
-    server = build_server(app, transport="stdio")
+    coming = ArrivingEndpoint()
+    server = server_for(coming)
     async with anyio.create_task_group() as tasks:
 
         async def stop_on_signal() -> None:
@@ -47,7 +52,15 @@ async def serve_stdio(app: App) -> None:
                     tasks.cancel_scope.cancel()
                     return
 
+        async def arrive() -> None:
+            endpoint = await anyio.to_thread.run_sync(build)
+            if endpoint is None:
+                tasks.cancel_scope.cancel()
+                return
+            coming.arrive(endpoint)
+
         tasks.start_soon(stop_on_signal)
+        tasks.start_soon(arrive)
         stdin = _cancellable_stdin()
         with _claimed_stdout() as stdout:
             # The SDK only iterates its stdin for lines and awaits write and flush on its stdout:

@@ -14,7 +14,7 @@ from fakes import catalog_with_write_tool
 
 from oct_mcp.app import build_app
 from oct_mcp.diagnostics import configure_diagnostics
-from oct_mcp.server import serve_stdio
+from oct_mcp.server import AppEndpoint, serve_stdio
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     app = build_app(
         args.project_root, profile=args.profile, config_path=args.config, catalog=catalog_with_write_tool()
     )
-    anyio.run(serve_stdio, app)
+    anyio.run(serve_stdio, lambda: AppEndpoint(app, transport="stdio"))
 
 
 if __name__ == "__main__":
