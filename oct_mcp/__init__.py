@@ -19,7 +19,7 @@ if _typing.TYPE_CHECKING:
     from oct_mcp.middleware.safety import SafetyDecision, SafetyGate
     from oct_mcp.profiles import Profile, resolve_profile, shipped_profile
     from oct_mcp.registry import ENTRY_POINT_GROUP, LayerRegistry, layer_registry
-    from oct_mcp.spec import Risk, ToolSpec
+    from oct_mcp.spec import ToolSpec
     from oct_mcp.types import (
         CallContext,
         CallNext,
@@ -29,6 +29,7 @@ if _typing.TYPE_CHECKING:
         LayerType,
         Middleware,
         Outcome,
+        Risk,
         Slot,
         ToolResult,
     )
@@ -57,7 +58,7 @@ _WHERE: dict[str, str] = {
     "ENTRY_POINT_GROUP": "registry",
     "LayerRegistry": "registry",
     "layer_registry": "registry",
-    "Risk": "spec",
+    "Risk": "types",
     "ToolSpec": "spec",
     "CallContext": "types",
     "CallNext": "types",

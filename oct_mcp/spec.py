@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Final, TypeAlias
 
@@ -18,7 +17,7 @@ from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.execution.command_plan import COMMAND_STEPS_MAX, CommandPlan, GitWrites, NextCommand, Then
 from oct_mcp.preview import TargetState
-from oct_mcp.types import ToolResult, WithheldPaths
+from oct_mcp.types import Risk, ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -41,14 +40,6 @@ __all__ = [
 ]
 
 PATH_MAX_LENGTH: Final = 4_096
-
-
-class Risk(StrEnum):
-    """How much a tool can do: read the project, run project code, or change files."""
-
-    READ = "read"
-    EXECUTE = "execute"
-    WRITE = "write"
 
 
 @dataclass(frozen=True, slots=True)

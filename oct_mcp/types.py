@@ -1,8 +1,10 @@
 """What a layer is written against: the middleware protocol, the context, the outcome, the layer's type.
 
-This module imports nothing of oct-mcp's at run time: a layer, a tool and the chain all import it,
-and it imports none of them. The heavier classes it names (ToolSpec, Workspace, McpConfig, ...)
-are imported for the type checker only, as Starlette's `types` does for its requests.
+This module imports nothing of oct-mcp's at run time but its errors (`oct_mcp.errors`, which imports
+nothing of oct-mcp's): a layer, a tool and the chain all import it, and it imports none of them.
+The heavier classes it names (ToolSpec, Workspace, McpConfig, ...) are imported for the type
+checker only, as Starlette's `types` does for its requests. What a layer raises (`RefusedError`
+and its kin) and what it reads of a tool (`Risk`) are here too, so a layer imports this module alone.
 
 The middleware contract is the docstring of `Middleware`.
 """
@@ -11,10 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
+
+from oct_mcp.errors import (
+    ConfigError,
+    ExecutionError,
+    InvalidArgumentsError,
+    OctError,
+    PathRefusedError,
+    RefusedError,
+)
 
 if TYPE_CHECKING:
     from oct_mcp.audit import AuditSink
@@ -31,14 +43,21 @@ __all__ = [
     "CallContext",
     "CallNext",
     "ClientInfo",
+    "ConfigError",
     "ConsentGate",
     "ConsentRequest",
+    "ExecutionError",
+    "InvalidArgumentsError",
     "LayerRuntime",
     "LayerType",
     "ListFilter",
     "Middleware",
+    "OctError",
     "Outcome",
+    "PathRefusedError",
     "ProgressReporter",
+    "RefusedError",
+    "Risk",
     "RuleVerdict",
     "Runner",
     "Slot",
@@ -51,6 +70,14 @@ T = TypeVar("T")
 
 ProgressReporter: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
 _EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
+
+
+class Risk(StrEnum):
+    """How much a tool can do: read the project, run project code, or change files."""
+
+    READ = "read"
+    EXECUTE = "execute"
+    WRITE = "write"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

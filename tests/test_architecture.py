@@ -258,10 +258,34 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
     assert import_cycle(package) == ["oct_mcp.chain", "oct_mcp.middleware", "oct_mcp.chain"]
 
 
-def test_the_types_module_imports_nothing_of_the_package_at_run_time() -> None:
-    imported = list(_runtime_imports(PACKAGE / "types.py"))
+_ERRORS_A_LAYER_RAISES: tuple[str, ...] = (
+    "ConfigError",
+    "ExecutionError",
+    "InvalidArgumentsError",
+    "OctError",
+    "PathRefusedError",
+    "RefusedError",
+)
 
-    assert [name for name in imported if _is_under(name, "oct_mcp")] == []
+
+def test_the_types_module_imports_nothing_of_the_package_at_run_time_but_its_errors() -> None:
+    imported = list(_runtime_imports(PACKAGE / "types.py"))
+    below_errors = list(_runtime_imports(PACKAGE / "errors.py"))
+
+    assert {name for name in imported if _is_under(name, "oct_mcp")} <= {"oct_mcp.errors"} | {
+        f"oct_mcp.errors.{name}" for name in _ERRORS_A_LAYER_RAISES
+    }
+    assert [name for name in below_errors if _is_under(name, "oct_mcp")] == []
+
+
+def test_a_layer_finds_what_it_raises_and_reads_in_the_types_module() -> None:
+    import oct_mcp.errors
+    import oct_mcp.spec
+    import oct_mcp.types
+
+    assert oct_mcp.types.RefusedError is oct_mcp.errors.RefusedError
+    assert oct_mcp.types.Risk is oct_mcp.spec.Risk is oct_mcp.Risk
+    assert {"RefusedError", "OctError", "Risk"} <= set(oct_mcp.types.__all__)
 
 
 @pytest.mark.parametrize("path", LAYER_FILES, ids=lambda p: p.stem)

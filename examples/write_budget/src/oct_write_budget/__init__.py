@@ -8,9 +8,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oct_mcp.errors import RefusedError
-from oct_mcp.spec import Risk
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, Slot
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, RefusedError, Risk, Slot
 
 __all__ = ["LAYER", "REMAINING", "BudgetSettings", "WriteBudget", "WriteBudgetExhaustedError"]
 
