@@ -82,7 +82,7 @@ class CallFailure:
 def build_app(
     project_root: str | Path,
     *,
-    profile: str | None = None,
+    profile: str | Profile | None = None,
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     catalog: Mapping[str, ToolSpec] | None = None,
@@ -96,7 +96,9 @@ def build_app(
 
     Args:
         project_root: The project the server is bound to.
-        profile: A profile name that overrides the config and the environment.
+        profile: A profile name that overrides the config and the environment, or a `Profile`
+            made in code (an embedder's own layers and settings, no config file needed); its
+            layers and settings are checked as a config file's are, when the chain is built.
         config_path: The config file; `~/.oct-mcp/config.json` when None.
         environ: The environment; `os.environ` when None.
         catalog: The tools to serve; oct's own catalog when None.
@@ -119,10 +121,15 @@ def build_app(
     workspace = Workspace(resolve_root(project_root))
     loaded = load_settings(config_path, environ)
     admin = read_admin_rules(os.environ if environ is None else environ)
-    if profile is not None:
+    given = profile if isinstance(profile, Profile) else None
+    if isinstance(profile, str):
         loaded = loaded.with_values({"profile": profile}, "cli")
+
+    def chosen_profile() -> Profile:
+        return given if given is not None else resolve_profile(loaded.config.profile, loaded.user_profiles)
+
     if loaded.config.policy_source is not None:
-        network_allowed = resolve_profile(loaded.config.profile, loaded.user_profiles).allows_network
+        network_allowed = chosen_profile().allows_network
         loaded = _apply_policy_source(loaded, loaded.config.policy_source, network_allowed=network_allowed)
     rule_sources: list[RuleSource] = [] if admin is None else [admin]
     if loaded.config.rules:
@@ -138,7 +145,7 @@ def build_app(
         rule_sources.extend(repo_rules)
     rule_sources.extend(source for source in ignored.sources if source.tier == "repo")
     loaded = replace(loaded, ignore_status=ignored.status)
-    chosen = resolve_profile(loaded.config.profile, loaded.user_profiles)
+    chosen = chosen_profile()
     catalog = default_catalog() if catalog is None else catalog
     server_files = [str(loaded.path)]
     if loaded.config.policy_source is not None and "://" not in loaded.config.policy_source:

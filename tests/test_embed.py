@@ -15,9 +15,12 @@ import structlog.testing
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict
 
+from oct_mcp import Profile, shipped_profile
 from oct_mcp.audit.verify import verify_chain
 from oct_mcp.embed import BINARY_DROPPED_NOTE, guard
+from oct_mcp.types import CallContext, CallNext, ConfigError, LayerType, Outcome, RefusedError
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 
@@ -449,3 +452,52 @@ async def test_rule_examples_that_agree_or_name_another_server_s_tool_leave_the_
 
     assert {tool.name for tool in listed.tools} >= {"read_note", "read_file"}
     assert not readme.is_error
+
+
+class _NotesClosedError(RefusedError):
+    code = "notes_closed"
+
+
+class _NoSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _ClosedNotes:
+    """A layer of the embedder's own: refuses every call to one tool."""
+
+    async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
+        if ctx.tool == "read_note":
+            raise _NotesClosedError("notes are closed today")
+        return await call_next(ctx)
+
+
+_CLOSED_NOTES = LayerType(
+    name="closed_notes", settings=_NoSettings, build=lambda settings, runtime: _ClosedNotes()
+)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_profile_made_in_code_with_a_layer_of_ones_own_guards_the_host_without_a_config_profile(
+    project: Path, config: Path, notes: dict[str, str], mode: Any
+) -> None:
+    embedded = shipped_profile("embedded")
+    mine = Profile(name="closed-notes", layers=(*embedded.layers[:3], "closed_notes", *embedded.layers[3:]))
+
+    server = _guarded(project, config, notes, profile=mine, layers=[_CLOSED_NOTES])
+    with anyio.fail_after(20):
+        async with Client(server, mode=mode) as client:
+            refused = await client.call_tool("read_note", {"name": "todo"})
+            listed = await client.list_tools()
+
+    assert refused.is_error is True
+    assert _text(refused).startswith("[notes_closed] notes are closed today")
+    assert "read_note" in {tool.name for tool in listed.tools}
+
+
+def test_a_profile_made_in_code_is_checked_as_a_config_files_profile_is(
+    project: Path, config: Path, notes: dict[str, str]
+) -> None:
+    unknown = Profile(name="typo", layers=("audit", "gateway", "validatr"))
+
+    with pytest.raises(ConfigError, match="validatr"):
+        _guarded(project, config, notes, profile=unknown)

@@ -22,6 +22,7 @@ from oct_mcp.embed.pins import ToolPins, default_pin_file, digest
 from oct_mcp.errors import DryRunUnsupportedError, OctError, PinFileError, RuleExamplesError
 from oct_mcp.execution.checkpoints import project_key
 from oct_mcp.policy_command import rules_in_force
+from oct_mcp.profiles import Profile
 from oct_mcp.rules import example_failures
 from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.transports.consent_adapter import (
@@ -334,7 +335,7 @@ def host_result(
 
 def hosted_app(
     project_root: str | Path,
-    profile: str,
+    profile: str | Profile,
     config_path: Path | None,
     environ: Mapping[str, str] | None,
     layers: Sequence[LayerType],

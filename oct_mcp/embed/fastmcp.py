@@ -37,6 +37,7 @@ from oct_mcp.embed._host import (
 )
 from oct_mcp.embed.pins import ToolPins, definition_of
 from oct_mcp.errors import PinFileError
+from oct_mcp.profiles import Profile
 from oct_mcp.spec import ToolSpec
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
@@ -175,7 +176,7 @@ def guard_fastmcp(
     server: FastMCP[Any],
     *,
     project_root: str | Path = ".",
-    profile: str = EMBEDDED_PROFILE,
+    profile: str | Profile = EMBEDDED_PROFILE,
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     tools: Mapping[str, ForeignTool] | None = None,

@@ -36,6 +36,7 @@ from oct_mcp.embed._host import (
 )
 from oct_mcp.embed.pins import ToolPins, definition_of
 from oct_mcp.errors import PinFileError
+from oct_mcp.profiles import Profile
 from oct_mcp.spec import ToolSpec
 from oct_mcp.transports.consent_adapter import call_with_consent
 from oct_mcp.types import CallContext, LayerType, Outcome, ToolResult
@@ -156,7 +157,7 @@ def guard(
     server: MCPServer | Server[Any],
     *,
     project_root: str | Path = ".",
-    profile: str = EMBEDDED_PROFILE,
+    profile: str | Profile = EMBEDDED_PROFILE,
     config_path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     tools: Mapping[str, ForeignTool] | None = None,
@@ -171,7 +172,8 @@ def guard(
         server: The host, an SDK `MCPServer` or low-level `Server`.
         project_root: The folder declared path arguments must stay inside.
         profile: `embedded` (the default profile without the sandbox: the host runs its
-            own tools), or a profile of your config file that ends without a terminal layer.
+            own tools), or a profile of your config file that ends without a terminal layer,
+            by name, or a `Profile` made in code (`oct_mcp.Profile`), which needs no config file.
         config_path: The oct-mcp config file; `~/.oct-mcp/config.json` when None.
         environ: The environment for the config's overrides; `os.environ` when None.
         tools: Per tool: a risk override and which arguments are paths.
