@@ -17,7 +17,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar as DefaultingTypeVar
 
 from oct_mcp.errors import (
     ConfigError,
@@ -49,6 +50,7 @@ __all__ = [
     "ExecutionError",
     "InvalidArgumentsError",
     "LayerRuntime",
+    "LayerSettings",
     "LayerType",
     "ListFilter",
     "Middleware",
@@ -67,6 +69,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+SettingsT = DefaultingTypeVar("SettingsT", bound=BaseModel, default=Any)
+"""A layer's settings model. A bare `LayerType` holds any (PEP 696's default, from typing_extensions
+until Python 3.13): registries and profiles hold layers of every kind."""
 
 ProgressReporter: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
 _EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
@@ -352,8 +357,15 @@ class LayerRuntime:
 _CONTEXT_FIELDS: Final = frozenset(f.name for f in fields(CallContext)) - {"layer_data"}
 
 
+class LayerSettings(BaseModel):
+    """The base of a layer's settings: a key the model does not name is refused, and the settings
+    are frozen once validated (one instance serves every call)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LayerType:
+class LayerType(Generic[SettingsT]):
     """A layer as a profile names it: its settings, what it reads and writes of the context, how to build it.
 
     `requires` and `provides` name CallContext fields, or slot keys (`<layer>.<name>`); a layer
@@ -361,9 +373,10 @@ class LayerType:
     """
 
     name: str
-    settings: type[BaseModel]
-    """Validates the profile's `[settings.<name>]` table; unknown keys must be refused."""
-    build: Callable[[Any, LayerRuntime], Middleware]
+    settings: type[SettingsT]
+    """Validates the profile's `[settings.<name>]` table; unknown keys must be refused (`LayerSettings`)."""
+    build: Callable[[SettingsT, LayerRuntime], Middleware]
+    """Makes the layer from its validated settings (typed as `settings` is) and the runtime."""
     requires: frozenset[str] = frozenset()
     provides: frozenset[str] = frozenset()
     slots: tuple[Slot[Any], ...] = ()

@@ -7,14 +7,22 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
-from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.audit import AuditSink
 from oct_mcp.consent import DECLINED_PREFIX, argument_digest
 from oct_mcp.diagnostics import is_deep_trace
 from oct_mcp.errors import INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, OctError, RefusedError
 from oct_mcp.redaction import redact, redact_value
-from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
+from oct_mcp.types import (
+    CallContext,
+    CallNext,
+    ConsentRequest,
+    LayerRuntime,
+    LayerSettings,
+    LayerType,
+    Outcome,
+    ToolResult,
+)
 
 __all__ = ["LAYER", "AuditLogger", "AuditSettings", "audit_record"]
 
@@ -22,8 +30,8 @@ __all__ = ["LAYER", "AuditLogger", "AuditSettings", "audit_record"]
 _MAX_NAME: Final = 200
 
 
-class AuditSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class AuditSettings(LayerSettings):
+    """The audit layer takes no settings: where it writes is the config's `audit_log_path`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from limits.aio.storage import RedisStorage
 from limits.aio.storage.redis.redispy import RedispyBridge
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import ConfigurationError, StorageError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from oct_mcp.errors import (
     ConfigError,
@@ -27,7 +27,7 @@ from oct_mcp.errors import (
     SafeModeError,
     WorkspaceError,
 )
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerSettings, LayerType, Outcome, ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -60,9 +60,7 @@ SAFE_MODE_MESSAGE: Final = (
 )
 
 
-class GatewaySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class GatewaySettings(LayerSettings):
     max_rate_limit_per_minute: int | None = Field(default=None, ge=1)
     """A cap this profile puts on the config's rate_limit_per_minute (the smaller one wins)."""
 

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.rules import RuleBook, RuleSource, call_facts, compile_rules, example_failures
 from oct_mcp.spec import CallRisk, Risk, ToolSpec
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerSettings, LayerType, Outcome
 
 __all__ = ["ALL_TOOLS", "DEFAULT_PROGRAMS", "LAYER", "PolicyEngine", "PolicySettings", "rule_book"]
 
@@ -21,9 +21,7 @@ DEFAULT_PROGRAMS: Final = ("python", "pytest", "nox", "tox", "make", "hatch", "u
 """The project's interpreter (`python`) and the usual runners; `uv run` pins uv's first argument."""
 
 
-class PolicySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class PolicySettings(LayerSettings):
     tools: tuple[str, ...] = Field(default=(ALL_TOOLS,))
     """The tools this profile allows, by name; `*` allows every tool of the catalog."""
     programs: tuple[str, ...] = Field(default=DEFAULT_PROGRAMS)

@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
-
 from oct_mcp.backends import SCRATCH_PREFIX
 from oct_mcp.preview import Preview
 from oct_mcp.redaction import (
@@ -25,7 +23,7 @@ from oct_mcp.redaction import (
     value_strings,
     warm_up,
 )
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, ToolResult
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerSettings, LayerType, Outcome, ToolResult
 
 __all__ = ["DEVELOPMENT_ENV", "LAYER", "HostIdentity", "OutputRedactor", "RedactorSettings", "scrub"]
 
@@ -33,9 +31,7 @@ DEVELOPMENT_ENV: Final = "OCT_MCP_DEVELOPMENT"
 """`1` turns redaction off in development mode (also `--development`), where the profile allows it."""
 
 
-class RedactorSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class RedactorSettings(LayerSettings):
     always_on: bool = False
     """Redact even in development mode (strict and airgapped say so)."""
 

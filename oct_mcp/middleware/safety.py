@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from oct_mcp.code_config import configures_code
 from oct_mcp.config import McpConfig
@@ -21,7 +21,16 @@ from oct_mcp.consent_questions import confirmation_request_text, format_question
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError
 from oct_mcp.preview import Preview
 from oct_mcp.spec import CallRisk, Risk, ToolSpec
-from oct_mcp.types import CallContext, CallNext, ConsentRequest, LayerRuntime, LayerType, Outcome, ToolResult
+from oct_mcp.types import (
+    CallContext,
+    CallNext,
+    ConsentRequest,
+    LayerRuntime,
+    LayerSettings,
+    LayerType,
+    Outcome,
+    ToolResult,
+)
 
 __all__ = ["CONFIRMATION_PREFIX", "LAYER", "SafetyDecision", "SafetyGate", "SafetySettings"]
 
@@ -40,9 +49,7 @@ class SafetyDecision:
     """Human-readable explanation, forwarded to the audit log."""
 
 
-class SafetySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class SafetySettings(LayerSettings):
     human_consent: Literal["when_client_can_ask", "required"] = "when_client_can_ask"
     """`required`: a call that needs consent runs only on a human's answer through the client."""
     confirm_execute: bool = False

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Final
 
 import anyio
-from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends.installs import is_inside
 from oct_mcp.backends.libc import libc
@@ -34,6 +33,7 @@ from oct_mcp.types import (
     CallContext,
     CallNext,
     LayerRuntime,
+    LayerSettings,
     LayerType,
     Outcome,
     ToolResult,
@@ -56,9 +56,7 @@ _PR_SET_DUMPABLE: Final = 4
 _log = get_logger(__name__)
 
 
-class SandboxSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class SandboxSettings(LayerSettings):
     allow_degraded: bool = False
     """Run where the backend lacks a guarantee the profile names (never the network one)."""
     show_secrets_to_runs: bool = False

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from oct_mcp.consent import CONFIRM_FIELD, without_confirm
 from oct_mcp.display import has_format_characters
 from oct_mcp.errors import FieldProblem, InvalidArgumentsError, UnknownToolError
 from oct_mcp.spec import ToolSpec
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome
+from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerSettings, LayerType, Outcome
 from oct_mcp.workspace import NO_FORMAT_CHARACTERS, Workspace
 
 __all__ = [
@@ -27,8 +27,8 @@ __all__ = [
 _CONFIRM_PROBLEM: Final = "must be true or false (a JSON boolean)"
 
 
-class ValidatorSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ValidatorSettings(LayerSettings):
+    """The validator takes no settings: every tool's arguments are validated and contained."""
 
 
 def validate_arguments(spec: ToolSpec, arguments: Mapping[str, Any], workspace: Workspace) -> BaseModel:

@@ -6,9 +6,19 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerType, Outcome, RefusedError, Risk, Slot
+from oct_mcp.types import (
+    CallContext,
+    CallNext,
+    LayerRuntime,
+    LayerSettings,
+    LayerType,
+    Outcome,
+    RefusedError,
+    Risk,
+    Slot,
+)
 
 __all__ = ["LAYER", "REMAINING", "BudgetSettings", "WriteBudget", "WriteBudgetExhaustedError"]
 
@@ -25,10 +35,8 @@ class WriteBudgetExhaustedError(RefusedError):
     code = "write_budget_exhausted"
 
 
-class BudgetSettings(BaseModel):
+class BudgetSettings(LayerSettings):
     """The profile's `[settings.write_budget]` table."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_writes: int = Field(default=10, ge=0, le=1_000_000)
 
