@@ -287,10 +287,13 @@ class ListFilesOutput(BaseModel):
 
 
 def list_files(
-    workspace: Workspace, params: ListFilesParams, withheld: WithheldPaths | None = None
+    workspace: Workspace,
+    params: ListFilesParams,
+    withheld: WithheldPaths | None = None,
+    scan_limit: int = LIST_FILES_SCAN_LIMIT,
 ) -> ToolResult:
     """List the files under a project folder, respecting .gitignore, in sorted order, bounded; the
-    paths the rules deny (`withheld`) are left out.
+    paths the rules deny (`withheld`) are left out. The walk stops after `scan_limit` entries seen.
 
     Raises:
         PathRefusedError, NotFoundError: The path is not a project folder.
@@ -313,7 +316,7 @@ def list_files(
         resume = PAGE_MARKS.recall(query, params.offset) if params.offset else None
     to_skip = 0 if resume is not None else params.offset
     start_at = None if resume is None else resume.path
-    walk = ProjectWalk(workspace.root, folder, LIST_FILES_SCAN_LIMIT, start_at=start_at, withheld=withheld)
+    walk = ProjectWalk(workspace.root, folder, scan_limit, start_at=start_at, withheld=withheld)
     below = folder_prefix(workspace.relative(folder))
     page = _Page(params.max_chars - ENVELOPE_RESERVE, params.max_results, to_skip, params.sizes)
     runs = walk.runs()

@@ -78,8 +78,10 @@ class WritingRun:
     (`CommandPlan.before_run`: the walk, and the first one's read of every file, take long on a large
     project); `changes` after it; `after_failure` where the run fails without its result."""
 
-    def __init__(self, env: ToolEnv, tool: str) -> None:
+    def __init__(self, env: ToolEnv, tool: str, snapshot_limit: int = SNAPSHOT_LIMIT) -> None:
+        """`snapshot_limit`: the most files read before and after the run; changes past it go unlisted."""
         self._env, self._tool = env, tool
+        self._limit = snapshot_limit
         self._listing: _Listing | None = None
 
     @property
@@ -94,7 +96,7 @@ class WritingRun:
         ExecutionError: The baseline could not be kept; nothing ran.
         """
         root = self._env.workspace.root
-        before = _snapshot(root)
+        before = _snapshot(root, self._limit)
         if before.linked:
             shown = ", ".join(map(quote_name, before.linked[:_UNLISTED_SHOWN]))
             more = len(before.linked) - _UNLISTED_SHOWN
@@ -117,7 +119,7 @@ class WritingRun:
 
     def changes(self) -> RunChanges:
         """What the run changed, recorded as a checkpoint."""
-        before, after = self._before, _snapshot(self._env.workspace.root)
+        before, after = self._before, _snapshot(self._env.workspace.root, self._limit)
         every = _changed(before.files, after.files)
         checkpoint, failure = self._checkpoint(every)
         notes = []
@@ -127,9 +129,7 @@ class WritingRun:
             more = f" and {len(unlisted) - _UNLISTED_SHOWN} more" if len(unlisted) > _UNLISTED_SHOWN else ""
             notes.append(f"these could not be listed, so what changed in them is unknown: {shown}{more}")
         if before.cut or after.cut:
-            notes.append(
-                f"the project holds more than {SNAPSHOT_LIMIT} files: changes past them are not listed"
-            )
+            notes.append(f"the project holds more than {self._limit} files: changes past them are not listed")
         return RunChanges(every, checkpoint, failure, notes)
 
     def after_failure(self) -> str | None:
@@ -137,7 +137,7 @@ class WritingRun:
         its time limit, a cancellation); what it changed is a checkpoint all the same, which the
         error names."""
         checkpoint, failure = self._checkpoint(
-            _changed(self._before.files, _snapshot(self._env.workspace.root).files)
+            _changed(self._before.files, _snapshot(self._env.workspace.root, self._limit).files)
         )
         if checkpoint is None:
             return failure
@@ -160,7 +160,7 @@ class WritingRun:
         return recorded, None
 
 
-def _snapshot(root: Path) -> _Listing:
+def _snapshot(root: Path, limit: int) -> _Listing:
     """Each project file's (mtime, ctime, size, inode), skipping git and environment folders; a link
     is listed as itself, never followed.
 
@@ -190,7 +190,7 @@ def _snapshot(root: Path) -> _Listing:
                     if entry.name not in _UNLISTED_FOLDERS:
                         subfolders.append((entry.path, name + "/"))
                     continue
-                if len(found) >= SNAPSHOT_LIMIT:
+                if len(found) >= limit:
                     return _Listing(found, True, tuple(unlisted), tuple(linked))
                 info = entry.stat(follow_symlinks=False)
             except FileNotFoundError:

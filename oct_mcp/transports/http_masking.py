@@ -38,21 +38,24 @@ class MaskedErrorBodies:
     """
 
     app: ASGIApp
+    max_held_bytes: int = MAX_HELD_BYTES
+    """The most of one response body, or of one SSE event, held back to be masked whole."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, _MaskedResponse(send).send)
+        await self.app(scope, receive, _MaskedResponse(send, self.max_held_bytes).send)
 
 
 class _MaskedResponse:
     """One response's send: SSE events masked one by one, any other body masked whole."""
 
-    __slots__ = ("_closed", "_held", "_outer", "_sse", "_start", "_status")
+    __slots__ = ("_closed", "_held", "_max_held", "_outer", "_sse", "_start", "_status")
 
-    def __init__(self, outer: Send) -> None:
+    def __init__(self, outer: Send, max_held_bytes: int) -> None:
         self._outer = outer
+        self._max_held = max_held_bytes
         self._start: Message | None = None
         self._status = 200
         self._sse = False
@@ -89,7 +92,7 @@ class _MaskedResponse:
         end = len(self._held) if not more else _last_event_end(self._held)
         complete = bytes(self._held[:end])
         del self._held[:end]
-        if len(self._held) > MAX_HELD_BYTES:
+        if len(self._held) > self._max_held:
             # An event that never ends cannot be masked whole: the stream ends here instead.
             _log.warning("sse_event_too_large", held=len(self._held))
             self._closed = True
@@ -108,7 +111,7 @@ class _MaskedResponse:
             return
         if more or self._held:
             self._held += body
-            if len(self._held) > MAX_HELD_BYTES:
+            if len(self._held) > self._max_held:
                 _log.warning("response_too_large", held=len(self._held))
                 self._closed = True
                 self._held.clear()

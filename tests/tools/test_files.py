@@ -597,13 +597,10 @@ def test_list_files_is_not_truncated_when_only_non_matching_files_follow_max_res
     assert (len(result.structured["files"]), result.structured["truncated"]) == (2, False)
 
 
-def test_list_files_stops_at_the_scan_limit_however_few_files_match(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 3)
+def test_list_files_stops_at_the_scan_limit_however_few_files_match(workspace: Workspace) -> None:
     write(workspace.root, {"a.py": "", "b.txt": "", "c.txt": "", "d.txt": "", "e.py": ""})
 
-    result = list_files(workspace, ListFilesParams(glob="*.py"))
+    result = list_files(workspace, ListFilesParams(glob="*.py"), scan_limit=3)
 
     assert result.structured is not None
     assert (result.structured["files"], result.structured["truncated"]) == (
@@ -612,15 +609,12 @@ def test_list_files_stops_at_the_scan_limit_however_few_files_match(
     )
 
 
-def test_list_files_counts_folders_toward_the_scan_limit(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 3)
+def test_list_files_counts_folders_toward_the_scan_limit(workspace: Workspace) -> None:
     for name in ("a", "b", "c", "d"):
         (workspace.root / name).mkdir()
     write(workspace.root, {"z.py": ""})
 
-    result = list_files(workspace, ListFilesParams())
+    result = list_files(workspace, ListFilesParams(), scan_limit=3)
 
     assert result.structured is not None
     assert (result.structured["files"], result.structured["truncated"]) == ([], True)
@@ -807,31 +801,23 @@ def test_list_files_cursor_pages_return_every_file_once_and_the_offsets_of_offse
     assert paged == everything
 
 
-def test_list_files_cursor_page_walks_only_what_follows(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_list_files_cursor_page_walks_only_what_follows(workspace: Workspace) -> None:
     write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(200)} | {"b/last.txt": "y\n"})
     first = list_files(workspace, ListFilesParams(max_results=199))
     assert first.structured is not None
     # The scan limit counts every entry a walk sees: 201 from the start, 3 from the cursor on.
-    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 10)
-
-    rest = list_files(workspace, ListFilesParams(cursor=first.structured["next_cursor"]))
+    rest = list_files(workspace, ListFilesParams(cursor=first.structured["next_cursor"]), scan_limit=10)
 
     assert rest.structured is not None
     assert rest.structured["files"] == ["a199.txt", "b/last.txt"]
     assert rest.structured["truncated"] is False
 
 
-def test_list_files_offset_a_page_gave_resumes_without_walking_the_pages_before(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_list_files_offset_a_page_gave_resumes_without_walking_the_pages_before(workspace: Workspace) -> None:
     write(workspace.root, {f"a{n:03}.txt": "x\n" for n in range(200)} | {"b/last.txt": "y\n"})
     first = list_files(workspace, ListFilesParams(max_results=199))
     assert first.structured is not None
-    monkeypatch.setattr(files, "LIST_FILES_SCAN_LIMIT", 10)
-
-    rest = list_files(workspace, ListFilesParams(offset=first.structured["next_offset"]))
+    rest = list_files(workspace, ListFilesParams(offset=first.structured["next_offset"]), scan_limit=10)
 
     assert rest.structured is not None
     assert rest.structured["files"] == ["a199.txt", "b/last.txt"]

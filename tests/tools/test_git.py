@@ -478,20 +478,14 @@ def test_parse_status_reads_unmerged_copied_detached_and_stashes() -> None:
     ]
 
 
-def test_parse_status_bounds_the_entries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oct_mcp.tools.git import status as git_module
-
-    monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
-    output = parse_status(b"? a\0? b\0? c\0")
+def test_parse_status_bounds_the_entries() -> None:
+    output = parse_status(b"? a\0? b\0? c\0", max_entries=2)
 
     assert ([e.path for e in output.entries], output.count, output.truncated) == (["a", "b"], 3, True)
 
 
-def test_parse_status_pages_from_an_offset_past_its_entry_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oct_mcp.tools.git import status as git_module
-
-    monkeypatch.setattr(git_module, "STATUS_MAX_ENTRIES", 2)
-    output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1)
+def test_parse_status_pages_from_an_offset_past_its_entry_bound() -> None:
+    output = parse_status(b"? a\0? b\0? c\0? d\0", offset=1, max_entries=2)
 
     assert ([e.path for e in output.entries], output.count, output.next_offset, output.truncated) == (
         ["b", "c"],

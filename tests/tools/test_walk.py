@@ -117,9 +117,8 @@ def test_walk_from_a_path_does_not_list_the_folders_wholly_before_it(root: Path)
     assert not walk.stopped_early
 
 
-def test_walk_stops_early_below_its_depth_limit(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("oct_mcp.tools._project.walk.WALK_DEPTH_MAX", 1)
-    walk = ProjectWalk(root, root, 1_000)
+def test_walk_stops_early_below_its_depth_limit(root: Path) -> None:
+    walk = ProjectWalk(root, root, 1_000, depth_max=1)
 
     assert [entry.path for entry in walk] == ["a.txt"]
     assert walk.stopped_early

@@ -11,7 +11,6 @@ import pytest
 from oct_mcp.errors import LinkedFileError
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.spec import ToolEnv
-from oct_mcp.tools import writing_runs
 from oct_mcp.tools.writing_runs import WritingRun
 from oct_mcp.workspace import Workspace
 
@@ -89,8 +88,7 @@ def test_past_its_limit_the_listing_says_it_stopped_and_stops_at_the_same_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _project(tmp_path)
-    monkeypatch.setattr(writing_runs, "SNAPSHOT_LIMIT", 3)
-    run = WritingRun(_env(root, None), "oct_run")
+    run = WritingRun(_env(root, None), "oct_run", snapshot_limit=3)
     run.take()
     # Depth first, by name: docs-link, docs/index.md, src/a.py; src/deep/b.py is past the limit.
     (root / "src" / "a.py").write_text("changed\n")

@@ -9,8 +9,7 @@ import anyio
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from oct_mcp.transports import http_masking
-from oct_mcp.transports.http_masking import MaskedErrorBodies
+from oct_mcp.transports.http_masking import MAX_HELD_BYTES, MaskedErrorBodies
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +45,7 @@ class Replay:
             )
 
 
-async def answered(app: Any) -> list[Message]:
+async def answered(app: Any, max_held_bytes: int = MAX_HELD_BYTES) -> list[Message]:
     sent: list[Message] = []
 
     async def receive() -> Message:
@@ -56,7 +55,7 @@ async def answered(app: Any) -> list[Message]:
         sent.append(message)
 
     with anyio.fail_after(10):
-        await MaskedErrorBodies(app)(SCOPE, receive, send)
+        await MaskedErrorBodies(app, max_held_bytes)(SCOPE, receive, send)
     return sent
 
 
@@ -104,21 +103,21 @@ async def test_a_plain_text_error_body_is_redacted_as_text() -> None:
     assert body_of(sent) == b"no such session [REDACTED:aws_access_key_id]"
 
 
-async def test_an_sse_event_past_the_bound_ends_the_stream_unsent(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http_masking, "MAX_HELD_BYTES", 64)
+async def test_an_sse_event_past_the_bound_ends_the_stream_unsent() -> None:
     endless = b"data: " + json.dumps(ERROR).encode() + b" " * 100
 
-    sent = await answered(Replay(b"text/event-stream", [endless, b"\r\n\r\n", event(ERROR)]))
+    sent = await answered(
+        Replay(b"text/event-stream", [endless, b"\r\n\r\n", event(ERROR)]), max_held_bytes=64
+    )
 
     assert body_of(sent) == b""
     assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
 
 
-async def test_a_json_body_past_the_bound_becomes_a_500_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http_masking, "MAX_HELD_BYTES", 64)
+async def test_a_json_body_past_the_bound_becomes_a_500_without_it() -> None:
     body = json.dumps(ERROR).encode() + b" " * 100
 
-    sent = await answered(Replay(b"application/json", [body[:80], body[80:]]))
+    sent = await answered(Replay(b"application/json", [body[:80], body[80:]]), max_held_bytes=64)
 
     assert sent[0]["status"] == 500
     assert json.loads(body_of(sent))["error"]["message"] == "Response too large"

@@ -291,7 +291,7 @@ class ProjectWalk:
     the order of their paths as strings. With `start_at` (a path from the root), only paths that
     sort at or after it: the folders wholly before it are not read again, so a page resumes where
     the last stopped. Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
-    `time.monotonic()` value), or below WALK_DEPTH_MAX folders, and says so in `stopped_early`.
+    `time.monotonic()` value), or below `depth_max` folders, and says so in `stopped_early`.
     """
 
     root: Path
@@ -301,6 +301,8 @@ class ProjectWalk:
     start_at: str | None = None
     withheld: WithheldPaths | None = None
     """The paths the rules deny the call: left out, as ignored ones are (`oct_mcp.rules`)."""
+    depth_max: int = WALK_DEPTH_MAX
+    """The deepest folder the walk enters; a deeper one stops it early."""
     stopped_early: bool = False
     _seen: int = field(default=0, init=False, repr=False)
 
@@ -466,7 +468,7 @@ class ProjectWalk:
             if self._seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
                 self.stopped_early = True
                 return
-            if len(stack) >= WALK_DEPTH_MAX:
+            if len(stack) >= self.depth_max:
                 self.stopped_early = True
                 continue
             child = _open_folder_at(fd, segment.name, self.root)

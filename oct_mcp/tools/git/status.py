@@ -66,9 +66,9 @@ class StatusOutput(BaseModel):
     """The offset that shows the entries after these."""
 
 
-def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
+def parse_status(stdout: bytes, offset: int = 0, max_entries: int = STATUS_MAX_ENTRIES) -> StatusOutput:
     """`git status --porcelain=v2 --branch --show-stash -z` as a StatusOutput, at most
-    STATUS_MAX_ENTRIES entries from entry `offset` on, `count` of all of them."""
+    `max_entries` entries from entry `offset` on, `count` of all of them."""
     tokens = stdout.split(b"\0")
     branch: str | None = None
     commit: str | None = None
@@ -117,7 +117,7 @@ def parse_status(stdout: bytes, offset: int = 0) -> StatusOutput:
         if entry is None:
             continue
         count += 1
-        if count > offset and len(entries) < STATUS_MAX_ENTRIES:
+        if count > offset and len(entries) < max_entries:
             entries.append(entry)
     return StatusOutput(
         branch=branch,
