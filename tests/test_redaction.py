@@ -45,6 +45,7 @@ from oct_mcp.redaction.checks import (
     shannon_entropy,
 )
 from oct_mcp.redaction.detectors import DETECTORS, Detector
+from oct_mcp.redaction.engine import _own_keywords
 
 PACKAGE = Path(oct_mcp.redaction.__file__).parent
 
@@ -898,3 +899,22 @@ def test_value_strings_gives_every_string_of_a_value_and_them_joined(value: Any)
 
     assert sorted(gathered.texts) == sorted(_strings_in(value))
     assert gathered.joined == "\n".join(gathered.texts)
+
+
+@given(st.lists(st.text(alphabet="abc_", max_size=5), max_size=40))
+def test_a_detector_anchors_on_its_keywords_less_those_that_extend_another_of_them(
+    keywords: list[str],
+) -> None:
+    detector = Detector("password", tuple(keywords), re.compile("x"))
+    given_set = set(keywords)
+
+    extended = [k for k in keywords if not any(k[:n] in given_set for n in range(1, len(k)))]
+
+    assert _own_keywords(detector) == extended
+
+
+def test_the_shipped_detectors_anchor_on_the_same_keywords_either_way() -> None:
+    for detector in DETECTORS:
+        given_set = set(detector.keywords)
+        expected = [k for k in detector.keywords if not any(k[:n] in given_set for n in range(1, len(k)))]
+        assert _own_keywords(detector) == expected, detector.kind

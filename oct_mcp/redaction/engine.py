@@ -74,10 +74,20 @@ class _Scanner:
 def _own_keywords(detector: Detector) -> list[str]:
     """The detector's keywords less those that extend another of its own keywords.
 
-    Both would hit at the same start, so the pattern would run twice at one anchor.
+    Both would hit at the same start, so the pattern would run twice at one anchor. In sorted order
+    a keyword extends another exactly when it extends the last one kept before it (what lies
+    between a keyword and its extension extends it too, or something shorter that it extends):
+    one comparison a keyword, where trying every prefix of every keyword took 15 ms of each
+    process's first redaction (the password detector has 13,446 keywords).
     """
-    keywords = set(detector.keywords)
-    return [k for k in detector.keywords if not any(k[:n] in keywords for n in range(1, len(k)))]
+    extending: set[str] = set()
+    kept = ""
+    for keyword in sorted(set(detector.keywords)):
+        if kept and keyword.startswith(kept):
+            extending.add(keyword)
+        else:
+            kept = keyword
+    return [k for k in detector.keywords if k not in extending]
 
 
 def _keywords(prefiltered: bool) -> _Keywords:
