@@ -4,12 +4,35 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 from mcp import StdioServerParameters
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+def handshake(server: subprocess.Popen[bytes]) -> None:
+    """initialize, its answer read, then initialized: a client opening a session over raw stdio."""
+    assert server.stdin is not None
+    assert server.stdout is not None
+    server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())["id"] == 1
+    server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    server.stdin.flush()
 
 
 def oct_server(

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from clients import handshake
 from optional import bubblewrap, landlock
 from test_sandbox_probes import _processes_with
-from test_stdio import handshake
 
 pytestmark = pytest.mark.e2e
 

@@ -13,34 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
-from clients import oct_server, only_text
+from clients import INITIALIZE, handshake, oct_server, only_text
 from mcp import Client
 
 from oct_mcp.tools import default_catalog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-
-
-def handshake(server: subprocess.Popen[bytes]) -> None:
-    """initialize, its answer read, then initialized: a client opening a session over raw stdio."""
-    assert server.stdin is not None
-    assert server.stdout is not None
-    server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
-    server.stdin.flush()
-    assert json.loads(server.stdout.readline())["id"] == 1
-    server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-    server.stdin.flush()
 
 
 @pytest.mark.parametrize(("mode", "protocol"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])

@@ -9,8 +9,8 @@ those lines are searched for field names. Without the wheel every line is search
 The expressions are a superset of what the field detectors accept, never a subset: a value they
 mask has six characters or more and two classes among lower case, upper case, digits and other
 symbols (or blanks, for a pass phrase), or six digits under a password's name; and it does not
-start as a reference (`$`, `{`, `<`, `#`). The parity tests of `tests/test_redaction_heldout.py`
-and `tests/test_redaction_screen.py` hold every path to the same output. With google-re2 too, the
+start as a reference (`$`, `{`, `<`, `#`). The parity tests of `tests/redaction/test_redaction_heldout.py`
+and `tests/redaction/test_redaction_screen.py` hold every path to the same output. With google-re2 too, the
 screen (`screen.py`) runs these expressions in an RE2 Set instead.
 """
 

@@ -13,7 +13,8 @@ where the detectors are to run at all:
   care how dense the names are (200-400 MB/s), but says only whether a block matched, not where.
 
 Each pass only rules out: what it keeps goes through the same detectors as every line does without
-the wheels, so the output is the same either way (the parity test of `tests/test_redaction_screen.py`).
+the wheels, so the output is the same either way (the parity test of
+`tests/redaction/test_redaction_screen.py`).
 
 Text that is not ASCII is screened too: one character in a megabyte of output (an author's name in
 a git log, a check mark in a test run) used to send all of it down the slow path (5 to 25 MB/s

@@ -13,7 +13,7 @@ Written here rather than taken from a library: Hyperscan's own prefilter mode ap
 pattern too, but gives no line-local guarantee and ran at 3.7 MB/s on keyword-dense text (it keeps
 every item it can); RE2's FilteredRE2 reduces patterns to literal atoms, which are the very
 keywords that are dense in such text. The translation is checked against every detector on the
-labelled and held-out corpora (`tests/test_redaction_screen.py`).
+labelled and held-out corpora (`tests/redaction/test_redaction_screen.py`).
 """
 
 from __future__ import annotations

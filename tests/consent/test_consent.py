@@ -26,7 +26,7 @@ from oct_mcp.types import ConsentRequest, ToolResult
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-WRITE_SERVER = Path(__file__).parent / "servers" / "write_server.py"
+WRITE_SERVER = Path(__file__).parents[1] / "servers" / "write_server.py"
 ERAS = [pytest.param("auto", id="2026-07-28"), pytest.param("legacy", id="handshake")]
 WRITE = {"path": "notes.txt", "content": "hello\n", "dry_run": False}
 

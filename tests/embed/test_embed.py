@@ -22,7 +22,7 @@ from oct_mcp.audit.verify import verify_chain
 from oct_mcp.embed import BINARY_DROPPED_NOTE, guard
 from oct_mcp.types import CallContext, CallNext, ConfigError, LayerType, Outcome, RefusedError
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 
 from guarded_sdk_server import TOOLS, build
 
@@ -251,7 +251,7 @@ async def test_every_call_is_audited_and_resources_pass_untouched(
 
 
 async def test_the_example_server_runs_guarded_over_stdio(project: Path, config: Path) -> None:
-    example = Path(__file__).parent.parent / "examples" / "guarded_sdk_server.py"
+    example = Path(__file__).parents[2] / "examples" / "guarded_sdk_server.py"
     server = StdioServerParameters(
         command=sys.executable, args=[str(example), "--project-root", str(project), "--config", str(config)]
     )

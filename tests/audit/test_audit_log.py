@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 import structlog
+from clients import handshake
 from hypothesis import given
 from hypothesis import strategies as st
-from test_stdio import handshake
 
 from oct_mcp.audit import (
     GENESIS,

@@ -16,7 +16,7 @@ from fastmcp import Client, FastMCP
 from oct_mcp.embed import BINARY_DROPPED_NOTE
 from oct_mcp.embed.fastmcp import guard_fastmcp
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 
 from guarded_fastmcp_server import TOOLS, build
 
