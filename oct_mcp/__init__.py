@@ -1,7 +1,8 @@
 """oct-mcp: a secure MCP server that runs a project's developer tools behind a chain of security layers."""
 
-import importlib as _importlib
 import typing as _typing
+
+from oct_mcp.lazy_names import lazy_names as _lazy_names
 
 __version__ = "0.1.0"
 
@@ -75,21 +76,7 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from oct_mcp.collector import collector_paused
-
-    with collector_paused():  # the chain's models, built on first use (collector.py)
-        value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # once: later reads are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
-
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, globals())
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -10,8 +10,9 @@ tool definitions (`oct_mcp.embed.pins`). Other requests (resources, prompts, ...
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from oct_mcp.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from oct_mcp.embed._host import (
@@ -43,11 +44,7 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, globals())
 
 
 __all__ = [
