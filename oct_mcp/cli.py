@@ -367,9 +367,7 @@ def _serve_stdio(project_root: str, args: argparse.Namespace) -> int:
             failed.append(app)
             return None
         built.append(app)
-        # The layers build what their first call would (the redactor's detectors) off the event
-        # loop, while the host lists the tools and its model reads them.
-        threading.Thread(target=app.chain.warm_up, name="oct-warm-up", daemon=True).start()
+        _warm_up_beside(app)
         _log.info("serving", transport="stdio", root=str(app.workspace.root), profile=app.profile.name)
         if sys.stderr.isatty():
             # A person who started it by hand sees it waiting, not hanging; a host's stderr is no terminal.
@@ -405,10 +403,14 @@ def _run_command(app: App, command: str, args: argparse.Namespace) -> int:
         return _checkpoints(app, args)
     if command == "tools":
         return _tools(app, args.tool, sys.stdout)
-    # The layers build what their first call would (the redactor's detectors) off the event loop,
-    # while the first clients say hello and list the tools.
-    threading.Thread(target=app.chain.warm_up, name="oct-warm-up", daemon=True).start()
+    _warm_up_beside(app)
     return _serve_http(app, args.host, args.port)
+
+
+def _warm_up_beside(app: App) -> None:
+    """The layers build what their first call would (the redactor's detectors) on a thread of their
+    own, off the event loop, while the first clients say hello and list the tools."""
+    threading.Thread(target=app.chain.warm_up, name="oct-warm-up", daemon=True).start()
 
 
 def _policy(app: App, args: argparse.Namespace) -> int:
