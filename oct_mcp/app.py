@@ -24,7 +24,15 @@ from oct_mcp.spec import ToolSpec
 from oct_mcp.telemetry import is_on as telemetry_on
 from oct_mcp.telemetry import note_failure, start_telemetry, stop_telemetry
 from oct_mcp.tools import default_catalog
-from oct_mcp.types import CallContext, ClientInfo, LayerRuntime, LayerType, Outcome, ProgressReporter
+from oct_mcp.types import (
+    CallContext,
+    ClientInfo,
+    LayerRuntime,
+    LayerType,
+    Outcome,
+    ProgressReporter,
+    ToolResult,
+)
 from oct_mcp.workspace import Workspace, read_project_file, resolve_root
 
 __all__ = ["App", "CallFailure", "build_app", "run_call"]
@@ -290,4 +298,17 @@ async def run_call(
         note_failure(INTERNAL_ERROR_CODE)
         return CallFailure(code=INTERNAL_ERROR_CODE, message=INTERNAL_ERROR_MESSAGE)
     _log.debug("call_done", call_id=ctx.call_id, tool=tool)
+    if session_grants is not None:
+        _record_grant(session_grants, tool, outcome)
     return outcome
+
+
+def _record_grant(session_grants: SessionGrants, tool: str, outcome: Outcome) -> None:
+    """Record the folders a human opened to `tool` with the answer this call ran on.
+
+    The safety gate returns the grant as a fact of the result and changes nothing itself; the
+    session's grants are the transport's, so they are changed here, once the call has come back.
+    """
+    facts = outcome.consent if isinstance(outcome, ToolResult) else None
+    if facts is not None and facts.given_by == "elicitation" and facts.granted_folders:
+        session_grants.grant(tool, facts.granted_folders, facts.grant_seconds)

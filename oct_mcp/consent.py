@@ -242,7 +242,10 @@ class ConsentFacts:
     preview_digest: str | None = None
     """The preview the consent was given for; None where none was shown (confirm=true)."""
     granted_folders: tuple[str, ...] = ()
-    """Folders the human opened to this tool for the rest of the session with this answer."""
+    """Folders the human opened to this tool for the rest of the session with this answer: the
+    transport records them in the session's `SessionGrants` when the call comes back."""
+    grant_seconds: int | None = None
+    """How long those folders stay open; None: as long as the session."""
     reason: str = ""
     """The safety gate's reason: why the call needed consent, and whether it ran as a dry run."""
 

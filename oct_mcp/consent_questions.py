@@ -16,7 +16,7 @@ from oct_mcp.diff_view import shown_diff
 from oct_mcp.display import quote_name
 from oct_mcp.errors import OctError
 from oct_mcp.preview import Preview
-from oct_mcp.spec import Risk, ToolSpec
+from oct_mcp.spec import CallRisk, Risk, ToolSpec
 from oct_mcp.workspace import Workspace
 
 __all__ = ["confirmation_request_text", "format_question"]
@@ -31,6 +31,7 @@ def confirmation_request_text(
     digest: str,
     *,
     changes_nothing: bool,
+    call: CallRisk | None = None,
     workspace: Workspace | None = None,
     preview: Preview | None = None,
 ) -> str:
@@ -42,9 +43,11 @@ def confirmation_request_text(
     (each file's counts, the diff cut to what a dialog can show). Each file is shown where
     it lands: resolved inside the project (`docs/x/../../conftest.py` is `conftest.py`),
     whole, with characters a reader cannot see escaped, and flagged when it configures
-    code that runs later.
+    code that runs later. `call` is the call's risk as the validator worked it out; None: from
+    `spec` and `args`.
     """
-    call = spec.risk_of(args)
+    if call is None:
+        call = spec.risk_of(args)
     if preview is not None:
         shown = _preview_lines(preview, workspace)
     else:
@@ -83,6 +86,7 @@ def format_question(
     args: Mapping[str, Any],
     *,
     changes_nothing: bool,
+    call: CallRisk | None = None,
     workspace: Workspace | None = None,
     preview: Preview | None = None,
     grant_folders: tuple[str, ...] = (),
@@ -107,7 +111,8 @@ def format_question(
         ]
         lines += _grant_line(tool_name, grant_folders)
         return "\n".join(lines)
-    call = spec.risk_of(args)
+    if call is None:
+        call = spec.risk_of(args)
     shown = [] if call.action is not None else _named_lines(spec, args, workspace)
     effect = (
         call.action

@@ -189,8 +189,13 @@ class ToolSpec:
             arguments: The validated params' dump.
         """
         if self.call_risk is None:
-            return CallRisk(risk=self.risk)
+            return self.own_risk
         return self.call_risk(arguments)
+
+    @cached_property
+    def own_risk(self) -> CallRisk:
+        """The risk of every call of a tool whose arguments do not change it: one value, made once."""
+        return CallRisk(risk=self.risk)
 
     @cached_property
     def path_fields(self) -> frozenset[str]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from oct_mcp.consent import Consent, ConsentFacts, SessionGrants
     from oct_mcp.preview import Preview, TargetState
     from oct_mcp.rules import RuleSource
-    from oct_mcp.spec import ToolSpec
+    from oct_mcp.spec import CallRisk, ToolSpec
     from oct_mcp.workspace import Workspace
 
 __all__ = [
@@ -164,6 +164,9 @@ class CallContext:
     """Written by validator: the call carried `confirm=true`, the seed's stateless consent, which
     the validator took off the arguments before the tool's model saw them; the safety gate decides
     what it counts for (nothing where the client can ask a human)."""
+    risk: CallRisk | None = None
+    """Written by validator: what this call can do by its validated arguments (`ToolSpec.risk_of`),
+    worked out once; the policy, the safety gate and the sandbox judge the call by it."""
     resolved_paths: tuple[tuple[str, str], ...] = ()
     """Written by validator: each path argument as given, and where it resolves (absolute, inside
     the project), so a layer that judges paths does not resolve them again."""
@@ -252,7 +255,12 @@ class Middleware(Protocol):
       ran). The message says what was wrong and how to fix it, never an argument's value.
 
     `call_next` is called at most once per call, and only while `__call__` runs: not twice (a retry
-    would run a tool, maybe a write, again), not from a task that outlives the call. An error raised
+    would run a tool, maybe a write, again), not from a task that outlives the call. One step is
+    named as the exception, the **preview**: a layer that provides `previewing` (`LayerType.previews`:
+    the safety gate) may first call it once with `previewing=True` and `dry_run=True`, a run that
+    changes nothing and answers with what the call would change, before it passes the call itself
+    on at most once. Layers below see a preview as a call like any other and pass it on as one.
+    `oct_mcp.testing.LayerContract` holds a chain's layers to this. An error raised
     by `call_next` belongs to the layers inside: let it through, or record it and re-raise it
     (`try`/`finally` for timing), or translate a specific one with `raise New(...) from exc`; never
     catch `Exception` at large, never turn an error into a success.
@@ -394,6 +402,11 @@ class LayerType(Generic[SettingsT]):
         undeclared = {name for name in self.provides if "." in name} - {slot.key for slot in self.slots}
         if undeclared:
             raise ValueError(f"layer {self.name!r} provides slots it does not declare: {sorted(undeclared)}")
+
+    @property
+    def previews(self) -> bool:
+        """May take the contract's preview step (`Middleware`): the layer that writes `previewing`."""
+        return "previewing" in self.provides
 
     @property
     def writes(self) -> frozenset[str]:

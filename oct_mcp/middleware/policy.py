@@ -11,7 +11,7 @@ from pydantic import Field
 from oct_mcp.errors import ConfigError, PolicyError
 from oct_mcp.protected import ProtectedPaths
 from oct_mcp.rules import RuleBook, RuleSource, call_facts, compile_rules, example_failures
-from oct_mcp.spec import CallRisk, Risk, ToolSpec
+from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.types import CallContext, CallNext, LayerRuntime, LayerSettings, LayerType, Outcome
 
 __all__ = ["ALL_TOOLS", "DEFAULT_PROGRAMS", "LAYER", "PolicyEngine", "PolicySettings", "rule_book"]
@@ -37,7 +37,7 @@ class PolicyEngine:
     profile forbids it, and writes (by the call's own risk, `ToolSpec.risk_of`) to protected paths;
     then the rules (`oct_mcp.rules`).
 
-    Reads `ctx.tool`, `ctx.spec`, `ctx.params`, `ctx.workspace`; writes `ctx.rule_verdict` (a
+    Reads `ctx.tool`, `ctx.spec`, `ctx.params`, `ctx.risk`, `ctx.workspace`; writes `ctx.rule_verdict` (a
     rule's ask or allow) and `ctx.withheld` (the paths a deny rule keeps out of the output). Raises
     `PolicyError`, whose message names the rule. Never answers. Hides refused tools from tools/list.
     """
@@ -62,8 +62,8 @@ class PolicyEngine:
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
         if self.allowed is not None and ctx.tool not in self.allowed:
             raise PolicyError(f"the tool is not allowed in profile {self.profile!r} (rule: allowlist)")
-        spec, params, workspace = ctx.spec, ctx.params, ctx.workspace
-        if spec is None or params is None or workspace is None:
+        spec, params, workspace, call = ctx.spec, ctx.params, ctx.workspace, ctx.risk
+        if spec is None or params is None or workspace is None or call is None:
             raise RuntimeError("the policy layer was reached without validated params")
         if spec.runs is not None and not self._allows_command(spec.runs(params)):
             allowed = ", ".join(sorted(" ".join(words) for words in self.programs)) or "none"
@@ -73,7 +73,6 @@ class PolicyEngine:
                 'programs of your own profile in the config file: "profiles": {"mine": {"settings": '
                 '{"policy": {"programs": [...]}}}}'
             )
-        call = CallRisk(risk=spec.risk) if spec.call_risk is None else spec.risk_of(params.model_dump())
         if call.network and not self.network_allowed:
             # Refused here, before the gate asks anyone: the sandbox would refuse the run anyway.
             raise PolicyError(
@@ -97,6 +96,7 @@ class PolicyEngine:
                 spec,
                 params,
                 workspace,
+                risk=call.risk,
                 resolved=ctx.resolved_paths,
                 client=ctx.client.client_id,
                 with_arguments=self.rules.looks_into_arguments,
@@ -182,6 +182,6 @@ LAYER: Final = LayerType(
     name="policy",
     settings=PolicySettings,
     build=_build,
-    requires=frozenset({"workspace", "spec", "params"}),
+    requires=frozenset({"workspace", "spec", "params", "risk"}),
     provides=frozenset({"rule_verdict", "withheld"}),
 )

@@ -66,12 +66,14 @@ class SafetySettings(LayerSettings):
 class SafetyGate:
     """HITL consent and dry-run enforcement for every tool call.
 
-    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.confirmed`, `ctx.client`, `ctx.consent`,
-    `ctx.session_grants`, `ctx.rule_verdict` (a rule's ask or allow); writes `ctx.dry_run`,
-    `ctx.previewing`, `ctx.approved_targets`. Previews a write through the layers below before
-    asking; answers the preview's error, a `ConsentRequest`, or a declined result. Raises
-    `ConsentUnavailableError` when the profile requires a human the client cannot ask. Keeps no
-    state: a session's grants belong to the transport that serves it.
+    Reads `ctx.tool`, `ctx.params`, `ctx.spec`, `ctx.risk`, `ctx.confirmed`, `ctx.client`,
+    `ctx.consent`, `ctx.session_grants`, `ctx.rule_verdict` (a rule's ask or allow); writes
+    `ctx.dry_run`, `ctx.previewing`, `ctx.approved_targets`. Previews a write through the layers
+    below before asking (the contract's preview step: `LayerType.previews`); answers the preview's
+    error, a `ConsentRequest`, or a declined result. Raises `ConsentUnavailableError` when the
+    profile requires a human the client cannot ask. Keeps no state and changes none: a session's
+    grants belong to the transport that serves it, and a grant a human gives comes back in the
+    result's `ConsentFacts` for the transport to record.
     """
 
     config: McpConfig
@@ -96,10 +98,7 @@ class SafetyGate:
         why = self._consent_needed(call)
         if why is None:
             return SafetyDecision(
-                proceed=True,
-                requires_confirmation=False,
-                dry_run=False,
-                reason=f"{call.risk.value} tool: no consent needed",
+                proceed=True, requires_confirmation=False, dry_run=False, reason=_unasked_reason(call)
             )
         if arguments.get(CONFIRM_FIELD) is not True:
             return SafetyDecision(
@@ -108,7 +107,7 @@ class SafetyGate:
                 dry_run=False,
                 reason=f"confirmation required: {why}",
             )
-        dry_run, how = self.dry_run_when_confirmed(spec, arguments)
+        dry_run, how = self._dry_run_for(call, spec, arguments)
         return SafetyDecision(
             proceed=True, requires_confirmation=False, dry_run=dry_run, reason=f"confirmed ({why}); {how}"
         )
@@ -149,7 +148,9 @@ class SafetyGate:
         which the tool honours itself, then `dry_run_default_for_writes`. A call that changes
         nothing by its risk is never a dry run.
         """
-        call = _call_risk(spec, args)
+        return self._dry_run_for(_call_risk(spec, args), spec, args)
+
+    def _dry_run_for(self, call: CallRisk, spec: object, args: Mapping[str, Any]) -> tuple[bool, str]:
         if call.risk is not Risk.WRITE:
             return False, "it changes no file"
         if call.dry_run is not None:
@@ -160,22 +161,19 @@ class SafetyGate:
         return dry_run, f"dry run by default: {'yes' if dry_run else 'no'}"
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
-        spec, params = ctx.spec, ctx.params
-        if spec is None or params is None:
+        spec, params, call = ctx.spec, ctx.params, ctx.risk
+        if spec is None or params is None or call is None:
             raise RuntimeError("the safety layer was reached without validated params")
-        args = params.model_dump()
         # Decided as if unconfirmed: where a human can be asked, the model's own confirm=true is not consent.
-        decision = self.check(ctx.tool, spec, {**args, CONFIRM_FIELD: False})
+        why = self._consent_needed(call)
         verdict = ctx.rule_verdict
         asked = verdict is not None and verdict.effect == "ask"
-        if decision.proceed and not asked:
-            # Most calls (reads) leave dry_run as it is: no copy of the context for them.
-            if decision.dry_run == ctx.dry_run:
-                return await call_next(ctx)
-            return await call_next(replace(ctx, dry_run=decision.dry_run))
-        call = spec.risk_of(args)
-        dry_run, how = self.dry_run_when_confirmed(spec, args)
-        reason = f"{decision.reason}; {how}"
+        if why is None and not asked:
+            # Most calls (reads) leave dry_run as it is: no copy of the context, no dump of the arguments.
+            return await call_next(ctx if not ctx.dry_run else replace(ctx, dry_run=False))
+        args = params.model_dump()
+        dry_run, how = self._dry_run_for(call, spec, args)
+        reason = f"{_unasked_reason(call) if why is None else f'confirmation required: {why}'}; {how}"
         human_required = self.settings.human_consent == "required"
         if verdict is not None and verdict.effect == "allow" and not human_required:
             # The user's own rule answers for them; never where the profile takes a human's answer alone.
@@ -201,15 +199,16 @@ class SafetyGate:
                 return ToolResult(
                     text=f"{DECLINED_PREFIX} the user declined {ctx.tool}; nothing ran.", is_error=True
                 )
+            # The grant is a value the result carries: the transport that owns the session's grants
+            # records it (`oct_mcp.app.run_call`); the gate changes nothing it was handed.
             granted: tuple[str, ...] = ()
             if consent.grant_folders and self._grants_offered(ctx) and not human_required:
                 granted = consent.grant_folders
-                if ctx.session_grants is not None:
-                    ctx.session_grants.grant(ctx.tool, granted, self.settings.session_grant_seconds)
             facts = ConsentFacts(
                 given_by="elicitation",
                 preview_digest=consent.preview_digest,
                 granted_folders=granted,
+                grant_seconds=self.settings.session_grant_seconds if granted else None,
                 reason=reason,
             )
             approved = replace(ctx, dry_run=dry_run, approved_targets=consent.targets)
@@ -276,6 +275,7 @@ class SafetyGate:
             spec,
             args,
             digest,
+            call=call,
             changes_nothing=changes_nothing,
             workspace=ctx.workspace,
             preview=preview,
@@ -284,6 +284,7 @@ class SafetyGate:
             ctx.tool,
             spec,
             args,
+            call=call,
             changes_nothing=changes_nothing,
             workspace=ctx.workspace,
             preview=preview,
@@ -311,6 +312,10 @@ class SafetyGate:
             and ctx.session_grants is not None
             and (ctx.spec is None or ctx.spec.session_grants)
         )
+
+
+def _unasked_reason(call: CallRisk) -> str:
+    return f"{call.risk.value} tool: no consent needed"
 
 
 def _with_facts(outcome: Outcome, facts: ConsentFacts) -> Outcome:
@@ -363,6 +368,6 @@ LAYER: Final = LayerType(
     name="safety",
     settings=SafetySettings,
     build=_build,
-    requires=frozenset({"spec", "params", "confirmed"}),
+    requires=frozenset({"spec", "params", "confirmed", "risk"}),
     provides=frozenset({"dry_run", "previewing", "approved_targets"}),
 )

@@ -92,7 +92,7 @@ class ExecutionSandbox:
     """Run the validated tool's plan: in-process ones in a thread (or inline), file changes through the
     one applier (`execution.changes`), commands through `execution.commands` under the backend.
 
-    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.dry_run`, `ctx.previewing` (run the
+    Reads `ctx.workspace`, `ctx.spec`, `ctx.params`, `ctx.risk`, `ctx.dry_run`, `ctx.previewing` (run the
     spec's preview plan), `ctx.approved_targets` (refuse with `TargetChangedError` unless every
     target is as approved), `ctx.withheld` (paths the plan leaves out of its output). Never calls
     `call_next`: it always answers. Raises `SandboxUnavailableError` when the backend lacks a
@@ -109,7 +109,7 @@ class ExecutionSandbox:
     """Shared by every call this layer serves (the one state it keeps), counted across threads."""
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
-        if ctx.spec is None or ctx.params is None or ctx.workspace is None:
+        if ctx.spec is None or ctx.params is None or ctx.risk is None or ctx.workspace is None:
             # build_chain refuses a profile without the gateway and validator before this layer.
             raise RuntimeError("the sandbox layer was reached without validated params")
         commands = self.commands
@@ -160,9 +160,7 @@ class ExecutionSandbox:
         else:
             if approved is not None:
                 await anyio.to_thread.run_sync(verify_targets, ctx.workspace, approved)
-            spec = ctx.spec
-            risk = spec.risk if spec.call_risk is None else spec.risk_of(ctx.params.model_dump()).risk
-            if risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
+            if ctx.risk.risk is Risk.READ and is_inside(Path(plan.argv[0]), ctx.workspace.root):
                 # A read tool asks no consent; a program inside the project is project code.
                 raise ProjectCodeRefusedError(
                     "a read tool may not run a program that lies inside the project; nothing ran"
@@ -224,6 +222,6 @@ LAYER: Final = LayerType(
     name="sandbox",
     settings=SandboxSettings,
     build=_build,
-    requires=frozenset({"workspace", "spec", "params"}),
+    requires=frozenset({"workspace", "spec", "params", "risk"}),
     terminal=True,
 )

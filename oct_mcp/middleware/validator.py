@@ -117,7 +117,7 @@ class InputValidator:
     """Resolve the tool, take the chain's `confirm` off the arguments, and validate the rest.
 
     Reads `ctx.tool`, `ctx.arguments`, `ctx.workspace`. Writes `ctx.spec`, `ctx.params`, `ctx.confirmed`,
-    `ctx.resolved_paths`.
+    `ctx.risk`, `ctx.resolved_paths`.
     Raises `UnknownToolError`, `InvalidArgumentsError`, `PathRefusedError`. Never answers.
     """
 
@@ -131,8 +131,10 @@ class InputValidator:
             raise RuntimeError("the validator was reached without a workspace")
         confirmed, arguments = take_confirm(spec, ctx.arguments)
         params, resolved = validate_and_resolve(spec, arguments, ctx.workspace)
+        # The dump is the costly part: only a tool whose arguments decide its risk needs it.
+        risk = spec.own_risk if spec.call_risk is None else spec.risk_of(params.model_dump())
         return await call_next(
-            replace(ctx, spec=spec, params=params, confirmed=confirmed, resolved_paths=resolved)
+            replace(ctx, spec=spec, params=params, confirmed=confirmed, risk=risk, resolved_paths=resolved)
         )
 
 
@@ -145,5 +147,5 @@ LAYER: Final = LayerType(
     settings=ValidatorSettings,
     build=_build,
     requires=frozenset({"workspace"}),
-    provides=frozenset({"spec", "params", "confirmed", "resolved_paths"}),
+    provides=frozenset({"spec", "params", "confirmed", "risk", "resolved_paths"}),
 )

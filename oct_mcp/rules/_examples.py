@@ -58,7 +58,8 @@ def facts_of_arguments(
         raise InvalidArgumentsError(spec.name, problems) from None
     for _field, path in spec.given_paths(params):
         workspace.contain_text(path)
-    return call_facts(spec, params, workspace, client=client, with_arguments=True)
+    risk = spec.risk_of(params.model_dump()).risk
+    return call_facts(spec, params, workspace, risk=risk, client=client, with_arguments=True)
 
 
 def example_failures(

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from oct_mcp.errors import OctError
 from oct_mcp.rules._model import STDIO_CLIENT, CallFacts
-from oct_mcp.spec import ToolSpec
+from oct_mcp.spec import Risk, ToolSpec
 from oct_mcp.workspace import Workspace
 
 REF_FIELDS: Final = ("branch", "base", "commit", "target", "ref", "revision", "start_point")
@@ -24,6 +24,7 @@ def call_facts(
     params: BaseModel,
     workspace: Workspace,
     *,
+    risk: Risk,
     resolved: Sequence[tuple[str, str]] = (),
     with_targets: bool = True,
     client: str = STDIO_CLIENT,
@@ -36,6 +37,7 @@ def call_facts(
     it names; its own risk.
 
     Args:
+        risk: The call's own risk (`CallContext.risk`, by `ToolSpec.risk_of`).
         resolved: Paths as given and where they resolve, as the validator found them: not
             resolved again.
         client: The calling client's id.
@@ -44,9 +46,9 @@ def call_facts(
     Raises:
         OctError: A path leaves the project (the validator refused it already for a path field).
     """
-    # The dump costs more than the rest together: only the tools whose arguments decide their risk
-    # or name paths inside (a patch) need it.
-    needed = with_arguments or spec.targets is not None or spec.call_risk is not None
+    # The dump costs more than the rest together: only the tools that name paths inside (a patch)
+    # need it.
+    needed = with_arguments or spec.targets is not None
     args = params.model_dump() if needed else None
     # The validator's list is the path fields' own, in the same order: not walked again.
     named = [given for given, _landed in resolved] or [path for _field, path in spec.given_paths(params)]
@@ -72,7 +74,7 @@ def call_facts(
     )
     return CallFacts(
         tool=spec.name,
-        risk=spec.risk.value if args is None or spec.call_risk is None else spec.risk_of(args).risk.value,
+        risk=risk.value,
         paths=tuple(paths),
         argv=spec.runs(params) if spec.runs is not None else None,
         refs=refs,

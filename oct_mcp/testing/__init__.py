@@ -1,4 +1,5 @@
-"""A testing kit for layer authors: a recording `call_next` and a context factory (strategies: `.strategies`).
+"""A testing kit for layer authors: a recording `call_next`, a context factory and the layer contract
+as a check (`LayerContract`; strategies: `.strategies`).
 
     from oct_mcp.testing import RecordingNext, make_context
 
@@ -16,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from oct_mcp.testing.contract import ContractBrokenError, LayerContract
 from oct_mcp.types import CallContext, ClientInfo, Outcome, ToolResult
 
 if TYPE_CHECKING:
     from oct_mcp.workspace import Workspace
 
-__all__ = ["TEST_CLIENT", "RecordingNext", "make_context"]
+__all__ = ["TEST_CLIENT", "ContractBrokenError", "LayerContract", "RecordingNext", "make_context"]
 
 TEST_CLIENT: Final = ClientInfo(client_id="test", transport="memory")
 

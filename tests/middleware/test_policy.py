@@ -37,12 +37,13 @@ def _policy(
 
 def _write(project: Path, path: str) -> CallContext:
     ctx = make_context(WRITE_TOOL.name, Workspace(project), path=path)
-    return replace(ctx, spec=WRITE_TOOL, params=WriteFileParams(path=path))
+    return replace(ctx, spec=WRITE_TOOL, params=WriteFileParams(path=path), risk=WRITE_TOOL.own_risk)
 
 
 def _read(project: Path, path: str) -> CallContext:
     ctx = make_context("oct_read_file", Workspace(project), path=path)
-    return replace(ctx, spec=default_catalog()["oct_read_file"], params=ReadFileParams(path=path))
+    spec = default_catalog()["oct_read_file"]
+    return replace(ctx, spec=spec, params=ReadFileParams(path=path), risk=spec.own_risk)
 
 
 async def test_an_allowed_write_to_an_ordinary_file_passes_on(project: Path) -> None:
@@ -183,7 +184,7 @@ RUN_TOOL = default_catalog()["oct_run"]
 def _command(project: Path, argv: list[str], **arguments: object) -> CallContext:
     params = RUN_TOOL.params.model_validate({"argv": argv, **arguments})
     ctx = make_context(RUN_TOOL.name, Workspace(project), **params.model_dump())
-    return replace(ctx, spec=RUN_TOOL, params=params)
+    return replace(ctx, spec=RUN_TOOL, params=params, risk=RUN_TOOL.risk_of(params.model_dump()))
 
 
 def _runs_programs(

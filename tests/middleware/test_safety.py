@@ -17,7 +17,7 @@ import oct_mcp.testing.strategies as kit
 from oct_mcp.chain import build_chain, compose
 from oct_mcp.code_config import configures_code
 from oct_mcp.config import McpConfig
-from oct_mcp.consent import Consent, argument_digest
+from oct_mcp.consent import Consent, SessionGrants, argument_digest
 from oct_mcp.consent_questions import confirmation_request_text
 from oct_mcp.diff_view import shown_diff
 from oct_mcp.errors import ConsentReplayedError, ConsentUnavailableError, PolicyError
@@ -286,7 +286,15 @@ def _write_call(
     params = WriteFileParams(**{"path": "notes.txt", **arguments})
     sent = {**params.model_dump(), **({"confirm": True} if confirm else {})}
     ctx = make_context(WRITE_TOOL.name, Workspace(project), **sent)
-    return replace(ctx, spec=WRITE_TOOL, params=params, client=client, consent=consent, confirmed=confirm)
+    return replace(
+        ctx,
+        spec=WRITE_TOOL,
+        params=params,
+        risk=WRITE_TOOL.risk_of(params.model_dump()),
+        client=client,
+        consent=consent,
+        confirmed=confirm,
+    )
 
 
 def _run(gate: SafetyGate, ctx: CallContext, call_next: RecordingNext) -> Any:
@@ -575,7 +583,8 @@ def _run_call(
 ) -> CallContext:
     params = RUN_TOOL.params.model_validate({"argv": ["python", "-V"], **arguments})
     ctx = make_context(RUN_TOOL.name, Workspace(project), **params.model_dump())
-    return replace(ctx, spec=RUN_TOOL, params=params, client=client, consent=consent)
+    risk = RUN_TOOL.risk_of(params.model_dump())
+    return replace(ctx, spec=RUN_TOOL, params=params, risk=risk, client=client, consent=consent)
 
 
 def test_a_read_tool_proceeds_saying_no_consent_was_needed() -> None:
@@ -923,3 +932,25 @@ def test_confirm_is_taken_where_a_call_may_need_consent_unless_only_a_humans_ans
     taking = [spec.name for spec in default_catalog().values() if gate.takes_confirm(spec)]
 
     assert taking == ([] if human_consent == "required" else list(default_catalog()))
+
+
+def test_a_grant_given_with_an_answer_comes_back_as_a_fact_and_the_gate_changes_no_session_s_grants(
+    project: Path,
+) -> None:
+    grants = SessionGrants()
+    unanswered = _write_call(project, ASKING_CLIENT, content="new\n", dry_run=False)
+    assert unanswered.params is not None
+    digest = argument_digest(unanswered.params.model_dump())
+    consent = Consent(tool=WRITE_TOOL.name, digest=digest, approved=True, grant_folders=(".",))
+    ctx = replace(unanswered, consent=consent, session_grants=grants)
+    call_next = RecordingNext()
+
+    outcome = _run(_gate(McpConfig(), session_grant=True, session_grant_seconds=600), ctx, call_next)
+
+    assert isinstance(outcome, ToolResult)
+    assert outcome.consent is not None
+    assert (outcome.consent.given_by, outcome.consent.granted_folders) == ("elicitation", (".",))
+    assert outcome.consent.grant_seconds == 600
+    assert [seen.session_grants for seen in call_next.seen] == [grants]
+    # Recorded by the transport when the call comes back (`run_call`), never by the gate.
+    assert grants.listed() == []

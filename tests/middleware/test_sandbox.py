@@ -59,7 +59,12 @@ def _sandbox(*, max_output_bytes: int = 1_048_576, timeout: float = 60) -> Execu
 def _validated(project: Path, path: str, start_line: int | None = None) -> CallContext:
     spec = default_catalog()["oct_read_file"]
     params = ReadFileParams(path=path, start_line=start_line)
-    return replace(make_context("oct_read_file", Workspace(project), path=path), spec=spec, params=params)
+    return replace(
+        make_context("oct_read_file", Workspace(project), path=path),
+        spec=spec,
+        risk=spec.own_risk,
+        params=params,
+    )
 
 
 async def test_sandbox_runs_the_plan_and_never_calls_next(project: Path) -> None:
@@ -104,7 +109,10 @@ async def test_sandbox_times_out_a_plan_that_runs_too_long(project: Path) -> Non
 
     spec = replace(default_catalog()["oct_read_file"], plan=lambda params, env: InProcessPlan(stuck))
     ctx = replace(
-        make_context("oct_read_file", Workspace(project)), spec=spec, params=ReadFileParams(path="README.md")
+        make_context("oct_read_file", Workspace(project)),
+        spec=spec,
+        risk=spec.own_risk,
+        params=ReadFileParams(path="README.md"),
     )
     try:
         with pytest.raises(ToolTimeoutError) as caught:
@@ -132,7 +140,10 @@ async def _wait_until_idle(sandbox: ExecutionSandbox) -> None:
 def _in_process_context(project: Path, function: Callable[[], ToolResult]) -> CallContext:
     spec = replace(default_catalog()["oct_read_file"], plan=lambda params, env: InProcessPlan(function))
     return replace(
-        make_context("oct_read_file", Workspace(project)), spec=spec, params=ReadFileParams(path="README.md")
+        make_context("oct_read_file", Workspace(project)),
+        spec=spec,
+        risk=spec.own_risk,
+        params=ReadFileParams(path="README.md"),
     )
 
 
@@ -145,6 +156,7 @@ async def test_a_patch_answered_timeout_leaves_the_file_untouched_once_its_threa
         make_context("oct_apply_patch", Workspace(project)),
         spec=default_catalog()["oct_apply_patch"],
         params=params,
+        risk=default_catalog()["oct_apply_patch"].own_risk,
     )
     sandbox = _sandbox(timeout=0.01)
 
@@ -198,7 +210,10 @@ async def test_an_inline_plan_runs_on_the_event_loop_and_others_in_a_thread(
         default_catalog()["oct_read_file"], plan=lambda params, env: InProcessPlan(answer, inline=inline)
     )
     ctx = replace(
-        make_context("oct_read_file", Workspace(project)), spec=spec, params=ReadFileParams(path="README.md")
+        make_context("oct_read_file", Workspace(project)),
+        spec=spec,
+        risk=spec.own_risk,
+        params=ReadFileParams(path="README.md"),
     )
 
     outcome = await _sandbox()(ctx, RecordingNext())
@@ -243,7 +258,9 @@ def _stepped_call(project: Path, then: Then) -> CallContext:
         risk=Risk.READ,
         plan=plan,
     )
-    return replace(make_context("oct_steps", Workspace(project)), spec=spec, params=_NoParams())
+    return replace(
+        make_context("oct_steps", Workspace(project)), spec=spec, risk=spec.own_risk, params=_NoParams()
+    )
 
 
 def _echo_runner() -> ScriptedRunner:
@@ -323,7 +340,9 @@ def _command_call(project: Path, plan: Callable[[BaseModel, ToolEnv], CommandPla
         risk=Risk.WRITE,
         plan=plan,
     )
-    return replace(make_context("oct_steps", Workspace(project)), spec=spec, params=_NoParams())
+    return replace(
+        make_context("oct_steps", Workspace(project)), spec=spec, risk=spec.own_risk, params=_NoParams()
+    )
 
 
 async def test_only_the_last_command_of_a_writing_plan_may_write_the_project(project: Path) -> None:
