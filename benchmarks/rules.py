@@ -83,6 +83,7 @@ def _engine(project: Path, rules: list[dict[str, Any]], name: str) -> tuple[Poli
         workspace=app.workspace,
         spec=spec,
         params=params,
+        risk=spec.risk_of(params.model_dump()),
         resolved_paths=resolved,
     )
     return engine, ctx

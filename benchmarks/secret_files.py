@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -36,7 +35,7 @@ from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.testing import make_context
+from oct_mcp.testing import make_context, validated
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -103,7 +102,7 @@ def _sandbox(backend: Backend, *, shows: bool, cache: SecretFileCache) -> Execut
 
 
 def _timed(sandbox: ExecutionSandbox, root: Path) -> float:
-    ctx = replace(make_context("bench_command", Workspace(root)), spec=SPEC, params=_Params())
+    ctx = validated(make_context("bench_command", Workspace(root)), SPEC, _Params())
 
     async def once() -> float:
         started = time.perf_counter()

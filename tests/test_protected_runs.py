@@ -11,7 +11,6 @@ import json
 import os
 import stat
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -29,6 +28,7 @@ from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.execution.protected_walk import ProjectTooLargeError, settle_protected_paths, snapshot_protected
 from oct_mcp.middleware.sandbox import ExecutionSandbox
+from oct_mcp.testing import validated
 from oct_mcp.tools.python.format import FORMAT, FormatParams
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
@@ -97,7 +97,7 @@ def _sandbox(backend: Backend) -> ExecutionSandbox:
 async def _format(backend: Backend, project: Path) -> ToolResult | ProtectedPathCreatedError:
     """oct_format apply=true, as the chain hands it to the sandbox once the human said yes."""
     params = FormatParams(apply=True)
-    ctx = replace(make_context("oct_format", Workspace(project)), spec=FORMAT, params=params)
+    ctx = validated(make_context("oct_format", Workspace(project)), FORMAT, params)
     try:
         with anyio.fail_after(60):
             outcome = await _sandbox(backend)(ctx, lambda ctx: pytest.fail("terminal layer called next"))

@@ -14,7 +14,6 @@ import os
 import socket
 import sys
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.testing import validated
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -131,7 +131,7 @@ async def _probe(
 ) -> ToolResult:
     (project / "probe.py").write_text(textwrap.dedent(code))
     params = ProbeParams(script="probe.py", writes=writes, network=network)
-    ctx = replace(make_context("test_probe", Workspace(project)), spec=PROBE_TOOL, params=params)
+    ctx = validated(make_context("test_probe", Workspace(project)), PROBE_TOOL, params)
     with anyio.fail_after(60):
         outcome = await _sandbox(backend, **sandbox)(
             ctx, lambda ctx: pytest.fail("terminal layer called next")
@@ -189,7 +189,7 @@ async def test_t2_a_write_tool_cannot_touch_git_hooks_or_config(backend: Backend
 async def _writable_run(backend: Backend, project: Path, code: str) -> ProtectedPathCreatedError:
     (project / "probe.py").write_text(textwrap.dedent(code))
     params = ProbeParams(script="probe.py", writes=True)
-    ctx = replace(make_context("test_probe", Workspace(project)), spec=PROBE_TOOL, params=params)
+    ctx = validated(make_context("test_probe", Workspace(project)), PROBE_TOOL, params)
     with anyio.fail_after(60), pytest.raises(ProtectedPathCreatedError) as caught:
         await _sandbox(backend)(ctx, lambda ctx: pytest.fail("terminal layer called next"))
     return caught.value
@@ -660,10 +660,8 @@ def _plant_venv(project: Path, home_line: str, code: str, *, python: Path | None
 async def _run_venv_tool(
     backend: Backend, project: Path, *, risk: Risk = Risk.EXECUTE, **sandbox: Any
 ) -> ToolResult:
-    ctx = replace(
-        make_context("test_venv_tool", Workspace(project)),
-        spec=_venv_tool_spec(risk),
-        params=VenvToolParams(),
+    ctx = validated(
+        make_context("test_venv_tool", Workspace(project)), _venv_tool_spec(risk), VenvToolParams()
     )
     with anyio.fail_after(60):
         outcome = await _sandbox(backend, **sandbox)(

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -26,6 +25,7 @@ from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.testing import validated
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -98,10 +98,8 @@ async def _run(backend: Backend, project: Path, argv: list[str], **params: objec
         ),
         applier=ChangeApplier(),
     )
-    ctx = replace(
-        make_context("test_command", Workspace(project)),
-        spec=COMMAND_TOOL,
-        params=CommandParams(argv=argv, **params),
+    ctx = validated(
+        make_context("test_command", Workspace(project)), COMMAND_TOOL, CommandParams(argv=argv, **params)
     )
     with anyio.fail_after(180):
         outcome = await sandbox(ctx, lambda ctx: pytest.fail("terminal layer called next"))

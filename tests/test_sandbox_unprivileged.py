@@ -721,7 +721,7 @@ from oct_mcp.execution.applier import ChangeApplier
 from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.spec import CommandPlan, Risk, ToolSpec
-from oct_mcp.testing import make_context
+from oct_mcp.testing import make_context, validated
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -754,7 +754,7 @@ for backend in (Bubblewrap(), LandlockBackend()):
         threads=1,
     )
     sandbox = ExecutionSandbox(commands=commands, applier=ChangeApplier())
-    ctx = replace(make_context("probe", Workspace(project)), spec=spec, params=Params())
+    ctx = validated(make_context("probe", Workspace(project)), spec, Params())
 
     async def run():
         return await sandbox(ctx, None)

@@ -14,16 +14,26 @@ The Hypothesis strategies in `oct_mcp.testing.strategies` need Hypothesis instal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from oct_mcp.testing.contract import ContractBrokenError, LayerContract
 from oct_mcp.types import CallContext, ClientInfo, Outcome, ToolResult
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from oct_mcp.spec import ToolSpec
     from oct_mcp.workspace import Workspace
 
-__all__ = ["TEST_CLIENT", "ContractBrokenError", "LayerContract", "RecordingNext", "make_context"]
+__all__ = [
+    "TEST_CLIENT",
+    "ContractBrokenError",
+    "LayerContract",
+    "RecordingNext",
+    "make_context",
+    "validated",
+]
 
 TEST_CLIENT: Final = ClientInfo(client_id="test", transport="memory")
 
@@ -41,6 +51,21 @@ def make_context(
     return CallContext(
         tool=tool, arguments=arguments, client=TEST_CLIENT, call_id="call-1", workspace=workspace
     )
+
+
+def validated(ctx: CallContext, spec: ToolSpec, params: BaseModel, *, confirmed: bool = False) -> CallContext:
+    """`ctx` as the validator passes it on to the layers after it.
+
+    Args:
+        ctx: The call, as `make_context` builds it.
+        spec: The tool that will run.
+        params: The call's arguments, validated by `spec.params`.
+        confirmed: The call carried `confirm=true`.
+
+    Returns:
+        `ctx` with `spec`, `params`, `confirmed` and the call's risk (`ToolSpec.risk_of`) written.
+    """
+    return replace(ctx, spec=spec, params=params, confirmed=confirmed, risk=spec.risk_of(params.model_dump()))
 
 
 @dataclass

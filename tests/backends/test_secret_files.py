@@ -10,7 +10,6 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -28,6 +27,7 @@ from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.redaction import redact
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
+from oct_mcp.testing import validated
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
@@ -258,10 +258,10 @@ async def _run(backend: Backend, project: Path, code: str, *, writes: bool = Fal
         ),
         applier=ChangeApplier(),
     )
-    ctx = replace(
+    ctx = validated(
         make_context("test_command", Workspace(project)),
-        spec=COMMAND_TOOL,
-        params=CommandParams(argv=[sys.executable, "-c", code], writes=writes),
+        COMMAND_TOOL,
+        CommandParams(argv=[sys.executable, "-c", code], writes=writes),
     )
     with anyio.fail_after(120):
         outcome = await sandbox(ctx, lambda ctx: pytest.fail("terminal layer called next"))
