@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from oct_mcp.types import LayerRuntime
+    from oct_mcp.config import McpConfig
 
 __all__ = [
     "GIT_DIRECTORY_RULE",
@@ -202,12 +202,12 @@ class ProtectedPaths:
         return cls(root=root, server_files=resolved)
 
     @classmethod
-    def for_runtime(cls, runtime: LayerRuntime) -> ProtectedPaths:
-        """The table the layers share: the project, the audit log, checkpoints, config and policy files."""
-        config = runtime.config
-        return cls.for_root(
-            runtime.workspace.root, [config.audit_log_path, config.checkpoint_dir, *runtime.server_files]
-        )
+    def for_config(
+        cls, config: McpConfig, root: Path, server_files: Iterable[str | os.PathLike[str]]
+    ) -> ProtectedPaths:
+        """The table the layers share: the project, the audit log, checkpoints, config and policy files
+        (`server_files`: the server's own, `LayerRuntime.server_files`)."""
+        return cls.for_root(root, [config.audit_log_path, config.checkpoint_dir, *server_files])
 
     def rule_for(self, path: Path) -> ProtectedRule | None:
         """The rule that protects `path` (absolute, inside the root), or None.

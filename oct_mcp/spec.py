@@ -11,13 +11,13 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from oct_mcp.backends import EntryRights
 from oct_mcp.backends.results import RunResult
+from oct_mcp.base_types import Risk, ToolResult, WithheldPaths
 from oct_mcp.consent import SessionGrants
 from oct_mcp.deadline import Deadline
 from oct_mcp.execution.changes import ChangePlan
 from oct_mcp.execution.checkpoints import CheckpointStore
 from oct_mcp.execution.command_plan import COMMAND_STEPS_MAX, CommandPlan, GitWrites, NextCommand, Then
 from oct_mcp.preview import TargetState
-from oct_mcp.types import Risk, ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 
 __all__ = [

@@ -1,25 +1,27 @@
 """What a layer is written against: the middleware protocol, the context, the outcome, the layer's type.
 
-This module imports nothing of oct-mcp's at run time but its errors (`oct_mcp.errors`, which imports
-nothing of oct-mcp's): a layer, a tool and the chain all import it, and it imports none of them.
-The heavier classes it names (ToolSpec, Workspace, McpConfig, ...) are imported for the type
-checker only, as Starlette's `types` does for its requests. What a layer raises (`RefusedError`
-and its kin) and what it reads of a tool (`Risk`) are here too, so a layer imports this module alone.
+This module imports nothing of oct-mcp's at run time but its errors and `oct_mcp.base_types` (two
+leaves, which import nothing of oct-mcp's): a layer, a tool and the chain all import it, and it
+imports none of them. The heavier classes it names (ToolSpec, Workspace, McpConfig, ...) are
+imported for the type checker only, as Starlette's `types` does for its requests; none of them
+imports this module, so not even the type checker meets a cycle. What a layer raises
+(`RefusedError` and its kin) and what it reads of a tool and a result (`Risk`, `ToolResult`) are
+here too, so a layer imports this module alone.
 
 The middleware contract is the docstring of `Middleware`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypeVar as DefaultingTypeVar
 
+from oct_mcp.base_types import ProgressReporter, Risk, RuleVerdict, ToolResult, WithheldPaths
 from oct_mcp.errors import (
     ConfigError,
     ExecutionError,
@@ -31,10 +33,8 @@ from oct_mcp.errors import (
 
 if TYPE_CHECKING:
     from oct_mcp.audit import AuditSink
-    from oct_mcp.backends import Prepared
-    from oct_mcp.backends.results import RunResult
     from oct_mcp.config import McpConfig
-    from oct_mcp.consent import Consent, ConsentFacts, SessionGrants
+    from oct_mcp.consent import Consent, SessionGrants
     from oct_mcp.preview import Preview, TargetState
     from oct_mcp.rules import RuleSource
     from oct_mcp.spec import CallRisk, ToolSpec
@@ -61,7 +61,6 @@ __all__ = [
     "RefusedError",
     "Risk",
     "RuleVerdict",
-    "Runner",
     "Slot",
     "ToolResult",
     "WarmsUp",
@@ -73,16 +72,7 @@ SettingsT = DefaultingTypeVar("SettingsT", bound=BaseModel, default=Any)
 """A layer's settings model. A bare `LayerType` holds any (PEP 696's default, from typing_extensions
 until Python 3.13): registries and profiles hold layers of every kind."""
 
-ProgressReporter: TypeAlias = Callable[[float, float | None, str | None], Awaitable[None]]
 _EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
-
-
-class Risk(StrEnum):
-    """How much a tool can do: read the project, run project code, or change files."""
-
-    READ = "read"
-    EXECUTE = "execute"
-    WRITE = "write"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,38 +91,6 @@ class ClientInfo:
     protocol_version: str | None = None
     can_elicit: bool = False
     """The client declared the elicitation capability, so a human can be asked."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RuleVerdict:
-    """The rule that decided a call (`oct_mcp.rules`): what the safety gate acts on, and shows."""
-
-    effect: str
-    """`allow`, `ask` or `deny`."""
-    reason: str
-    """The rule's own words, shown to whoever is asked or refused."""
-    rule: str
-    """Its name, or `#N`: its place in its file."""
-    tier: str
-    """`admin`, `user` or `repo`."""
-    file: str
-
-
-class WithheldPaths(Protocol):
-    """The project paths the rules deny a call, kept out of what it lists, searches and shows
-    (`oct_mcp.rules.PathsWithheld`)."""
-
-    def hides(self, path: str) -> bool:
-        """Whether a call naming `path` (relative to the root, POSIX) would be denied."""
-        ...
-
-    def hidden_among(self, prefix: str, names: Sequence[str]) -> list[int]:
-        """The indices of the `names` in the folder at `prefix` (`` or ending in `/`) that `hides`."""
-        ...
-
-    def git_exclusions(self) -> tuple[str, ...]:
-        """git pathspecs (`:(exclude,glob)...`) that leave out at least every path `hides` would."""
-        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,33 +144,6 @@ class CallContext:
     only while every target still has them."""
     layer_data: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
     """Written through `Slot.put` only, each entry by the one layer that declares its slot."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolResult:
-    """What a tool answered, and facts about how it ran."""
-
-    text: str
-    structured: Mapping[str, Any] | None = None
-    is_error: bool = False
-    exit_code: int | None = None
-    duration_seconds: float | None = None
-    truncated: bool = False
-    output_bytes: int | None = None
-    """What the tool printed in all, when more than the text kept."""
-    redactions: int = 0
-    backend: str | None = None
-    """The sandbox backend a subprocess ran under; None for in-process tools."""
-    degraded: tuple[str, ...] = ()
-    """Guarantees the run did not have, which the profile allowed to be missing."""
-    passthrough_content: tuple[Mapping[str, Any], ...] = ()
-    """An embedding host's content items that are not text (images, audio), carried as they are."""
-    preview: Preview | None = None
-    """A preview run's answer: what the call would change."""
-    consent: ConsentFacts | None = None
-    """How the call got the consent it needed, when it needed one."""
-    checkpoint: str | None = None
-    """The checkpoint that can undo the changes this call made (`oct_undo`), when it made any."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -412,18 +343,3 @@ class LayerType(Generic[SettingsT]):
     def writes(self) -> frozenset[str]:
         """The context fields and slot keys this layer writes."""
         return self.provides | {slot.key for slot in self.slots}
-
-
-class Runner(Protocol):
-    """Spawns a prepared command and collects what it printed, within the limits (the sandbox's runner)."""
-
-    def __call__(
-        self,
-        prepared: Prepared,
-        *,
-        backend: str,
-        time_limit: float,
-        max_output: int,
-        on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
-        interrupt_first: bool = False,
-    ) -> Awaitable[RunResult]: ...

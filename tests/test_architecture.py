@@ -107,8 +107,9 @@ def test_the_seed_names_import_from_the_package() -> None:
     )
 
 
-def _runtime_imports(path: Path, package: Path = PACKAGE) -> Iterator[str]:
-    """What a module imports when it runs, a function's imports included; `if TYPE_CHECKING:` left out.
+def _runtime_imports(path: Path, package: Path = PACKAGE, *, type_checking: bool = False) -> Iterator[str]:
+    """What a module imports when it runs, a function's imports included; `if TYPE_CHECKING:` left out
+    unless `type_checking` (what the type checker follows too).
 
     A name imported from a package is the submodule when there is one (`from oct_mcp.middleware
     import audit` imports `oct_mcp.middleware.audit`), the package itself otherwise.
@@ -119,7 +120,7 @@ def _runtime_imports(path: Path, package: Path = PACKAGE) -> Iterator[str]:
     stack: list[ast.AST] = [ast.parse(path.read_text())]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not type_checking and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             stack.extend(node.orelse)
             continue
         stack.extend(ast.iter_child_nodes(node))
@@ -160,7 +161,10 @@ def _top(module: str) -> str:
 def import_cycle(
     package: Path, *, by_package: bool = False, allowed: frozenset[tuple[str, str]] = frozenset()
 ) -> list[str]:
-    """One cycle of the package's run-time import graph, as the modules along it; [] when acyclic.
+    """One cycle of the package's import graph, as the modules along it; [] when acyclic.
+
+    Every import counts: a function's, and one made for the type checker only (`if TYPE_CHECKING:`),
+    which is a cycle too for whoever reads the code, and for the checker.
 
     With `by_package`, each subpackage is one node (a module imports its subpackage's siblings
     freely), and an edge in `allowed` is left out.
@@ -170,7 +174,7 @@ def import_cycle(
     for path in sorted(package.rglob("*.py")):
         source = node(_module_name(path, package))
         targets = set(graph.get(source, []))
-        for name in _runtime_imports(path, package):
+        for name in _runtime_imports(path, package, type_checking=True):
             found = _module_file(name, package)
             if found is None:
                 continue
@@ -258,6 +262,18 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path) -> None:
     assert import_cycle(package) == ["oct_mcp.chain", "oct_mcp.middleware", "oct_mcp.chain"]
 
 
+def test_the_cycle_check_counts_an_import_made_for_the_type_checker_only(tmp_path: Path) -> None:
+    package = tmp_path / "oct_mcp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "types.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from oct_mcp.spec import ToolSpec\n"
+    )
+    (package / "spec.py").write_text("from oct_mcp.types import Risk\n")
+
+    assert import_cycle(package) == ["oct_mcp.spec", "oct_mcp.types", "oct_mcp.spec"]
+
+
 _ERRORS_A_LAYER_RAISES: tuple[str, ...] = (
     "ConfigError",
     "ExecutionError",
@@ -268,14 +284,14 @@ _ERRORS_A_LAYER_RAISES: tuple[str, ...] = (
 )
 
 
-def test_the_types_module_imports_nothing_of_the_package_at_run_time_but_its_errors() -> None:
+def test_the_types_module_imports_nothing_of_the_package_at_run_time_but_its_errors_and_base_types() -> None:
     imported = list(_runtime_imports(PACKAGE / "types.py"))
-    below_errors = list(_runtime_imports(PACKAGE / "errors.py"))
+    below = [*_runtime_imports(PACKAGE / "errors.py"), *_runtime_imports(PACKAGE / "base_types.py")]
 
     assert {name for name in imported if _is_under(name, "oct_mcp")} <= {"oct_mcp.errors"} | {
         f"oct_mcp.errors.{name}" for name in _ERRORS_A_LAYER_RAISES
-    }
-    assert [name for name in below_errors if _is_under(name, "oct_mcp")] == []
+    } | {"oct_mcp.base_types"}
+    assert [name for name in below if _is_under(name, "oct_mcp")] == []
 
 
 def test_a_layer_finds_what_it_raises_and_reads_in_the_types_module() -> None:

@@ -61,7 +61,14 @@ def test_the_shared_types_and_the_command_line_load_no_chain_until_asked() -> No
     loaded = "import sys, {0}; print(sorted(m for m in sys.modules if m.startswith('oct_mcp')))"
 
     assert _fresh(loaded.format("oct_mcp.types")) == str(
-        ["oct_mcp", "oct_mcp.collector", "oct_mcp.errors", "oct_mcp.lazy_names", "oct_mcp.types"]
+        [
+            "oct_mcp",
+            "oct_mcp.base_types",
+            "oct_mcp.collector",
+            "oct_mcp.errors",
+            "oct_mcp.lazy_names",
+            "oct_mcp.types",
+        ]
     )
     assert "oct_mcp.chain" not in _fresh(loaded.format("oct_mcp.cli"))
     # What the stdio server loads before it answers `initialize` (the rest loads on a worker thread).

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from oct_mcp.base_types import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import PathRefusedError, PolicyError, TargetChangedError
 from oct_mcp.execution.changes import FOLDER, ChangePlan, PathChange, path_state_at, targets_of, tree_state
@@ -40,7 +41,6 @@ from oct_mcp.execution.checkpoints import (
 from oct_mcp.execution.file_ops import apply_changes
 from oct_mcp.preview import Preview, TargetState
 from oct_mcp.protected import GIT_DIRECTORY_RULE, ProtectedPaths, git_directory_made
-from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = ["ChangeApplier", "state_of"]
@@ -52,7 +52,7 @@ class ChangeApplier:
 
     The protected paths are the one rule table (`ProtectedPaths`), with the server's own files
     (config, policy, audit log and its seal) wherever they are: the policy layer judges the path
-    arguments by the same table, built the same way (`ProtectedPaths.for_runtime`).
+    arguments by the same table, built the same way (`ProtectedPaths.for_config`).
     """
 
     server_files: frozenset[Path] = frozenset()

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from oct_mcp.base_types import ToolResult
 from oct_mcp.deadline import Deadline
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.checkpoints import (
     state_at,
 )
 from oct_mcp.preview import ABSENT, FileChange, TargetState
-from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 __all__ = [

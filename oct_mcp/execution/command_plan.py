@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Final, TypeAlias
 
 from oct_mcp.backends.results import RunResult
-from oct_mcp.types import ToolResult
+from oct_mcp.base_types import ToolResult
 
 __all__ = ["COMMAND_STEPS_MAX", "CommandPlan", "GitWrites", "NextCommand", "Then"]
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 
@@ -33,8 +33,10 @@ from oct_mcp.backends import (
 from oct_mcp.backends.devices import device_notes
 from oct_mcp.backends.environment import sandbox_environment
 from oct_mcp.backends.installs import install_roots, is_inside, tool_path_dirs
+from oct_mcp.backends.results import RunResult
 from oct_mcp.backends.rlimits import process_budget
 from oct_mcp.backends.secret_files import SecretFileCache, history_holding, masked_copies
+from oct_mcp.base_types import ProgressReporter, ToolResult, WithheldPaths
 from oct_mcp.display import quote_name
 from oct_mcp.errors import (
     FolderUnlistedError,
@@ -59,9 +61,8 @@ from oct_mcp.execution.protected_walk import (
 )
 from oct_mcp.execution.withheld_files import withheld_entries
 from oct_mcp.telemetry import span
-from oct_mcp.types import ProgressReporter, Runner, ToolResult, WithheldPaths
 
-__all__ = ["RUN_PROCESSES", "CommandRunner"]
+__all__ = ["RUN_PROCESSES", "CommandRunner", "Runner"]
 
 _CPU_BACKSTOP_SECONDS: Final = 5
 # Protected paths an error names; a run that planted thousands is described by the first ones.
@@ -79,6 +80,21 @@ _HOW_TO_CONFINE: Final = (
     "lets bwrap create user namespaces), or run on a kernel with Landlock (Linux 5.13+) for the "
     "landlock backend; to accept the risk, set allow_unconfined_project_code to true"
 )
+
+
+class Runner(Protocol):
+    """Spawns a prepared command and collects what it printed, within the limits (the sandbox's runner)."""
+
+    def __call__(
+        self,
+        prepared: Prepared,
+        *,
+        backend: str,
+        time_limit: float,
+        max_output: int,
+        on_stdout_line: Callable[[bytes], Awaitable[None]] | None = None,
+        interrupt_first: bool = False,
+    ) -> Awaitable[RunResult]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from oct_mcp.types import ProgressReporter
+from oct_mcp.base_types import ProgressReporter
 
 __all__ = ["RunSlots"]
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from oct_mcp.types import WithheldPaths
+from oct_mcp.base_types import WithheldPaths
 from oct_mcp.workspace import ENVIRONMENT_FOLDERS
 
 __all__ = ["withheld_entries"]

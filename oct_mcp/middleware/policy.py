@@ -171,7 +171,7 @@ def _build(settings: PolicySettings, runtime: LayerRuntime) -> PolicyEngine:
     return PolicyEngine(
         profile=runtime.profile,
         allowed=None if ALL_TOOLS in names else frozenset(names),
-        protected=ProtectedPaths.for_runtime(runtime),
+        protected=ProtectedPaths.for_config(runtime.config, runtime.workspace.root, runtime.server_files),
         programs=_program_entries(settings.programs),
         network_allowed="no_network" not in runtime.guarantees,
         rules=rule_book(settings, runtime),

@@ -211,7 +211,9 @@ def _build(settings: SandboxSettings, runtime: LayerRuntime) -> ExecutionSandbox
             show_secrets_to_runs=settings.show_secrets_to_runs,
         ),
         applier=ChangeApplier(
-            ProtectedPaths.for_runtime(runtime).server_files,
+            ProtectedPaths.for_config(
+                runtime.config, runtime.workspace.root, runtime.server_files
+            ).server_files,
             checkpoints=CheckpointStore.for_config(runtime.config, runtime.workspace.root),
         ),
         runs=RunSlots(config.max_concurrent_runs, config.max_concurrent_runs_per_client),

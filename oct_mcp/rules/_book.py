@@ -9,6 +9,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from oct_mcp.base_types import RuleVerdict
 from oct_mcp.diagnostics import get_logger
 from oct_mcp.errors import ConfigError
 from oct_mcp.rules._globs import (
@@ -21,7 +22,6 @@ from oct_mcp.rules._globs import (
     value_matches,
 )
 from oct_mcp.rules._model import ANY_TOOL, EFFECT_STRICTNESS, TIERS, CallFacts, Rule, RuleSource, Tier
-from oct_mcp.types import RuleVerdict
 
 MAX_RULES: Final = 256
 
