@@ -412,8 +412,6 @@ MODULE_LINES_MAX = 600
 # banner sections wants to be several files (the git, python, rules and install packages were).
 _LONG_MODULES: dict[str, str] = {
     "oct_mcp/redaction/detectors.py": "a data table: one entry per secret format",
-    "oct_mcp/tools/screen_helper.py": "the search helper process and its socket protocol, both ends",
-    "oct_mcp/backends/landlock.py": "one backend and the seccomp filter it loads",
 }
 
 

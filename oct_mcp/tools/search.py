@@ -42,14 +42,8 @@ from oct_mcp.spec import InProcessPlan, ProjectPath, Risk, ToolEnv, ToolSpec
 from oct_mcp.tools._paging.cursors import PAGE_MARKS, CursorField, WalkCursor
 from oct_mcp.tools._paging.results import ENVELOPE_RESERVE, BudgetField, OffsetField, json_size, take_within
 from oct_mcp.tools._project.walk import FolderRun, Glob, ProjectWalk, folder_prefix, glob_matcher
-from oct_mcp.tools.screen_helper import (
-    SCREEN_HELPER,
-    FileRun,
-    ScreenCounts,
-    Screened,
-    ScreenHelper,
-    screen_in_order,
-)
+from oct_mcp.tools.screen_helper import SCREEN_HELPER, ScreenHelper
+from oct_mcp.tools.screen_order import FileRun, ScreenCounts, Screened, screen_in_order
 from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 

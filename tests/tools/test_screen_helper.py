@@ -21,6 +21,7 @@ import pytest
 from oct_mcp import file_screen
 from oct_mcp.file_screen import MATCH, NO_MATCH, SKIPPED, ScreenQuery, screen_file_at
 from oct_mcp.tools import screen_helper as helper_module
+from oct_mcp.tools import screen_order as order_module
 from oct_mcp.tools import search as search_module
 from oct_mcp.tools.screen_helper import ScreenHelper
 from oct_mcp.tools.search import SearchParams, search
@@ -47,7 +48,7 @@ class CountingHelper(ScreenHelper):
 @pytest.fixture
 def helper(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingHelper]:
     # Small chunks: the test trees' few hundred files cross many chunk boundaries, and reach the helper.
-    monkeypatch.setattr(helper_module, "CHUNK_FILES", 8)
+    monkeypatch.setattr(order_module, "CHUNK_FILES", 8)
     started = CountingHelper()
     assert started.warm(WARM_SECONDS)
     yield started
@@ -433,7 +434,7 @@ def test_a_search_stops_at_its_time_limit_a_file_at_a_time(
     _slow_then_small(tmp_path / "tree")
     monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
     # Small chunks: the helper gets some of the slow files before the time is up.
-    monkeypatch.setattr(helper_module, "CHUNK_FILES", 8)
+    monkeypatch.setattr(order_module, "CHUNK_FILES", 8)
     started = CountingHelper() if with_helper else None
     if started is not None:
         assert started.warm(WARM_SECONDS)
