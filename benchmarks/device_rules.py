@@ -22,6 +22,7 @@ import anyio
 from _common import Comparison, arguments, interleave, print_table
 
 import oct_mcp.backends.landlock as landlock_backend
+import oct_mcp.backends.landlock_rules as landlock_rules
 import oct_mcp.backends.seccomp as seccomp
 from oct_mcp.backends import Backend, Limits, Prepared, SandboxRequest
 from oct_mcp.backends.bubblewrap import Bubblewrap
@@ -64,14 +65,14 @@ def program_without_device_rules(
 @contextmanager
 def without_device_rules() -> Iterator[None]:
     """Runs started inside get neither the /dev listing rule nor the terminal rules."""
-    listed = landlock_backend._DEVICES_LISTED
-    landlock_backend._DEVICES_LISTED = "/nonexistent-device-folder"  # no rule for a missing path
+    listed = landlock_rules._DEVICES_LISTED
+    landlock_rules._DEVICES_LISTED = "/nonexistent-device-folder"  # no rule for a missing path
     landlock_backend.filter_program = program_without_device_rules  # type: ignore[assignment]
     seccomp.filter_program = program_without_device_rules  # type: ignore[assignment]
     try:
         yield
     finally:
-        landlock_backend._DEVICES_LISTED = listed  # type: ignore[misc]
+        landlock_rules._DEVICES_LISTED = listed  # type: ignore[misc]
         landlock_backend.filter_program = FILTER_ORIGINAL
         seccomp.filter_program = FILTER_ORIGINAL
 
