@@ -100,8 +100,15 @@ class ReadFileOutput(BaseModel):
     """Set when the read stopped at max_chars: the start_line that reads on."""
 
 
-def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: int) -> ToolResult:
+def read_file(
+    workspace: Workspace,
+    params: ReadFileParams,
+    max_output_bytes: int,
+    range_scan_limit: int = LINE_RANGE_SCAN_LIMIT,
+) -> ToolResult:
     """Read a UTF-8 text file of the project, whole or a range of lines.
+
+    A range is read from a file of up to `range_scan_limit` bytes, a whole file up to `max_output_bytes`.
 
     Raises:
         PathRefusedError, NotFoundError: The path is not a project file.
@@ -112,7 +119,7 @@ def read_file(workspace: Workspace, params: ReadFileParams, max_output_bytes: in
     try:
         size = os.fstat(fd).st_size
         wants_range = params.wants_range
-        limit = LINE_RANGE_SCAN_LIMIT if wants_range else max_output_bytes
+        limit = range_scan_limit if wants_range else max_output_bytes
         if size > limit:
             hint = "" if wants_range else "; read part of it with start_line and end_line"
             raise FileTooLargeError(f"the file has {size} bytes, over the read limit of {limit} bytes{hint}")

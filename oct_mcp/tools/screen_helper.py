@@ -47,8 +47,17 @@ from oct_mcp.file_screen import (
     encode_names,
 )
 
-__all__ = ["IN_FLIGHT_MAX", "SCREEN_HELPER", "ScreenHelper", "helper_status", "runs_code_inside"]
+__all__ = [
+    "CHUNK_FILES",
+    "IN_FLIGHT_MAX",
+    "SCREEN_HELPER",
+    "ScreenHelper",
+    "helper_status",
+    "runs_code_inside",
+]
 
+CHUNK_FILES: Final = 64
+"""Files a request: enough that a request's round trip is small beside its files' screening."""
 IN_FLIGHT_MAX: Final = 4
 """Requests the helper holds at once; past that the server screens the next chunk itself."""
 STARTS_MAX: Final = 3
@@ -118,9 +127,12 @@ class ScreenHelper:
         self,
         argv_for: Callable[[int, int], Sequence[str]] = _helper_argv,
         reply_timeout: float = REPLY_TIMEOUT_SECONDS,
+        chunk_files: int = CHUNK_FILES,
     ) -> None:
+        """`chunk_files`: files a request carries (`screen_order` cuts the walk into chunks of as many)."""
         self._argv_for = argv_for
         self.reply_timeout = reply_timeout
+        self.chunk_files = chunk_files
         self._in_use = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None

@@ -24,12 +24,10 @@ from oct_mcp.file_screen import (
     screen_file_at,
     screen_files,
 )
-from oct_mcp.tools.screen_helper import IN_FLIGHT_MAX, SCREEN_HELPER, ScreenHelper
+from oct_mcp.tools.screen_helper import CHUNK_FILES, IN_FLIGHT_MAX, SCREEN_HELPER, ScreenHelper
 
-__all__ = ["CHUNK_FILES", "FileRun", "ScreenCounts", "Screened", "screen_in_order"]
+__all__ = ["FileRun", "ScreenCounts", "Screened", "screen_in_order"]
 
-CHUNK_FILES: Final = 64
-"""Files a request: enough that a request's round trip is small beside its files' screening."""
 CHUNK_FOLDERS_MAX: Final = 8
 """Folders a request: each is a descriptor the chunk holds until its files are given out."""
 PENDING_MAX: Final = 16
@@ -68,10 +66,11 @@ class ScreenCounts:
 
 @dataclass(slots=True)
 class _Chunk:
-    """Up to CHUNK_FILES files in walk order, with descriptors of their folders that are the chunk's own
+    """Up to `files_max` files in walk order, with descriptors of their folders that are the chunk's own
     (the walk closes its own as it moves on). Unassigned, then at the helper (`request`) until its
     verdicts come; or screened here, part or whole, ahead of its turn or as it is given out."""
 
+    files_max: int = CHUNK_FILES
     folders: list[int] = field(default_factory=list)
     """-1 for a folder that could not be held (no descriptor left): opening below it fails (EBADF), so
     its files are SKIPPED, as files the walk could not open."""
@@ -95,7 +94,7 @@ class _Chunk:
 
     @property
     def full(self) -> bool:
-        return len(self.names) >= CHUNK_FILES or len(self.folders) == CHUNK_FOLDERS_MAX
+        return len(self.names) >= self.files_max or len(self.folders) == CHUNK_FOLDERS_MAX
 
     @property
     def unassigned(self) -> bool:
@@ -303,23 +302,24 @@ def screen_in_order(
     """
     own = helper is not None and helper.acquire(project)
     screen = _OrderedScreen(query, helper if own else None, counts, deadline)
-    chunk = _Chunk()
+    chunk_files = helper.chunk_files if own and helper is not None else CHUNK_FILES
+    chunk = _Chunk(chunk_files)
     try:
         for folder_fd, prefix, names in runs:
             start = 0
             while start < len(names):
-                end = start + CHUNK_FILES - len(chunk.names)
+                end = start + chunk_files - len(chunk.names)
                 chunk.add(folder_fd, prefix, names[start:end])
                 start = end
                 if chunk.full:
                     screen.add(chunk)
-                    chunk = _Chunk()
+                    chunk = _Chunk(chunk_files)
                     yield from screen.give_out(walk_done=False)
                     if counts.stopped_early:
                         return
         if chunk.names:
             screen.add(chunk)
-            chunk = _Chunk()
+            chunk = _Chunk(chunk_files)
         yield from screen.give_out(walk_done=True)
         counts.all_given_out = not counts.stopped_early
     finally:

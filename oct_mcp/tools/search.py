@@ -47,7 +47,7 @@ from oct_mcp.tools.screen_order import FileRun, ScreenCounts, Screened, screen_i
 from oct_mcp.types import ToolResult, WithheldPaths
 from oct_mcp.workspace import Workspace
 
-__all__ = ["SEARCH", "SearchMatch", "SearchOutput", "SearchParams", "search"]
+__all__ = ["SEARCH", "SEARCH_LIMITS", "SearchLimits", "SearchMatch", "SearchOutput", "SearchParams", "search"]
 
 PATTERN_MAX_LENGTH: Final = 1_000
 SEARCH_DEFAULT: Final = 200
@@ -55,11 +55,6 @@ CONTEXT_MAX: Final = 20
 SEARCH_MAX: Final = 2_000
 # Characters of a matching line returned; a longer line is cut to a window around the match.
 LINE_TEXT_MAX: Final = 400
-# Larger files (minified bundles, data dumps) are skipped and counted.
-FILE_MAX_BYTES: Final = 4 * 1_048_576
-SEARCH_SCAN_LIMIT: Final = 200_000
-# Under the sandbox's default timeout, so a long search ends with partial results, not a timeout.
-SEARCH_TIME_LIMIT_SECONDS: Final = 20.0
 _NOT_THE_QUERY: Final = {"offset", "cursor", "max_results", "max_chars"}
 
 SearchPattern = Annotated[
@@ -381,11 +376,27 @@ def _match(relative: str, line: int, raw_line: bytes, before_match: bytes) -> tu
     return SearchMatch(path=relative, line=line, column=column, text=window, line_cut=True), start
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchLimits:
+    """How far one search goes: past a limit it stops with what it found, and says so."""
+
+    time_seconds: float = 20.0
+    """Under the sandbox's default timeout, so a long search ends with partial results, not a timeout."""
+    file_max_bytes: int = 4 * 1_048_576
+    """Larger files (minified bundles, data dumps) are skipped and counted."""
+    scan_entries: int = 200_000
+    """Entries the walk visits, ignored ones included."""
+
+
+SEARCH_LIMITS: Final = SearchLimits()
+
+
 def search(
     workspace: Workspace,
     params: SearchParams,
     screen_helper: ScreenHelper | None = SCREEN_HELPER,
     withheld: WithheldPaths | None = None,
+    limits: SearchLimits = SEARCH_LIMITS,
 ) -> ToolResult:
     """Search the project's text files for a pattern, line by line, respecting .gitignore and leaving
     out the paths the rules deny (`withheld`): neither their lines nor their counts are shown.
@@ -402,9 +413,9 @@ def search(
         raise NotFoundError("nothing at that path in the project") from None
     except OSError as exc:
         raise PathRefusedError("the path cannot be opened") from exc
-    deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
+    deadline = time.monotonic() + limits.time_seconds
     pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
-    screen = ScreenQuery(params.pattern, params.regex, params.case_sensitive, FILE_MAX_BYTES)
+    screen = ScreenQuery(params.pattern, params.regex, params.case_sensitive, limits.file_max_bytes)
     # What decides the pages; max_results and max_chars only cut them.
     query = ("search", str(workspace.root), str(start), *params.model_dump(exclude=_NOT_THE_QUERY).items())
     if params.cursor is not None:
@@ -417,7 +428,7 @@ def search(
         matcher = glob_matcher(params.glob)
         start_at = None if resume is None else resume.path
         walk = ProjectWalk(
-            workspace.root, start, SEARCH_SCAN_LIMIT, deadline, start_at=start_at, withheld=withheld
+            workspace.root, start, limits.scan_entries, deadline, start_at=start_at, withheld=withheld
         )
         below = folder_prefix(workspace.relative(start))
         # Symlinks are not followed (as ripgrep does by default); the walk yields them as entries.

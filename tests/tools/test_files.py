@@ -305,14 +305,13 @@ def test_read_file_reads_a_line_range_of_a_file_over_max_output_bytes(workspace:
     assert result.structured["total_lines"] == 300
 
 
-def test_read_file_refuses_a_line_range_of_a_file_over_the_scan_limit(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(files, "LINE_RANGE_SCAN_LIMIT", 100)
+def test_read_file_refuses_a_line_range_of_a_file_over_the_scan_limit(workspace: Workspace) -> None:
     write(workspace.root, {"big.txt": "line\n" * 30})
+    params = ReadFileParams(path="big.txt", start_line=1, end_line=1)
 
+    assert read_file(workspace, params, LIMIT, range_scan_limit=150).text == "line\n"
     with pytest.raises(FileTooLargeError) as caught:
-        read(workspace, "big.txt", start=1, end=1)
+        read_file(workspace, params, LIMIT, range_scan_limit=100)
 
     assert caught.value.code == "file_too_large"
 

@@ -21,10 +21,8 @@ import pytest
 from oct_mcp import file_screen
 from oct_mcp.file_screen import MATCH, NO_MATCH, SKIPPED, ScreenQuery, screen_file_at
 from oct_mcp.tools import screen_helper as helper_module
-from oct_mcp.tools import screen_order as order_module
-from oct_mcp.tools import search as search_module
 from oct_mcp.tools.screen_helper import ScreenHelper
-from oct_mcp.tools.search import SearchParams, search
+from oct_mcp.tools.search import SEARCH_LIMITS, SearchLimits, SearchParams, search
 from oct_mcp.workspace import Workspace
 
 WARM_SECONDS = 30.0
@@ -48,8 +46,7 @@ class CountingHelper(ScreenHelper):
 @pytest.fixture
 def helper(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingHelper]:
     # Small chunks: the test trees' few hundred files cross many chunk boundaries, and reach the helper.
-    monkeypatch.setattr(order_module, "CHUNK_FILES", 8)
-    started = CountingHelper()
+    started = CountingHelper(chunk_files=8)
     assert started.warm(WARM_SECONDS)
     yield started
     started.stop()
@@ -80,12 +77,16 @@ def tree(tmp_path: Path) -> Workspace:
     return Workspace(root)
 
 
-def every_page(workspace: Workspace, helper: ScreenHelper | None, **arguments: Any) -> list[Any]:
+def every_page(
+    workspace: Workspace, helper: ScreenHelper | None, limits: SearchLimits = SEARCH_LIMITS, **arguments: Any
+) -> list[Any]:
     """Every page of a search by cursor, each page's structured result."""
     pages: list[Any] = []
     cursor = None
     while True:
-        result = search(workspace, SearchParams(cursor=cursor, **arguments), screen_helper=helper)
+        result = search(
+            workspace, SearchParams(cursor=cursor, **arguments), screen_helper=helper, limits=limits
+        )
         assert result.structured is not None
         pages.append(result.structured)
         cursor = result.structured.get("next_cursor")
@@ -117,13 +118,15 @@ def test_search_gives_the_same_pages_with_the_helper_as_without(
 
 
 def test_search_counts_binary_oversized_and_unopenable_files_as_skipped_with_the_helper(
-    tree: Workspace, helper: CountingHelper, monkeypatch: pytest.MonkeyPatch
+    tree: Workspace, helper: CountingHelper
 ) -> None:
-    monkeypatch.setattr(search_module, "FILE_MAX_BYTES", 400)
+    limits = SearchLimits(file_max_bytes=400)
     (tree.root / "pkg3" / "big.txt").write_text("needle\n" * 100)
 
-    with_helper = search(tree, SearchParams(pattern="needle", mode="count"), screen_helper=helper)
-    alone = search(tree, SearchParams(pattern="needle", mode="count"), screen_helper=None)
+    with_helper = search(
+        tree, SearchParams(pattern="needle", mode="count"), screen_helper=helper, limits=limits
+    )
+    alone = search(tree, SearchParams(pattern="needle", mode="count"), screen_helper=None, limits=limits)
 
     assert with_helper.structured == alone.structured
     assert alone.structured is not None
@@ -428,14 +431,11 @@ def _random_text(size: int) -> bytes:
 
 
 @pytest.mark.parametrize("with_helper", [False, True])
-def test_a_search_stops_at_its_time_limit_a_file_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_helper: bool
-) -> None:
+def test_a_search_stops_at_its_time_limit_a_file_at_a_time(tmp_path: Path, with_helper: bool) -> None:
     _slow_then_small(tmp_path / "tree")
-    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
+    limits = SearchLimits(time_seconds=1.0)
     # Small chunks: the helper gets some of the slow files before the time is up.
-    monkeypatch.setattr(order_module, "CHUNK_FILES", 8)
-    started = CountingHelper() if with_helper else None
+    started = CountingHelper(chunk_files=8) if with_helper else None
     if started is not None:
         assert started.warm(WARM_SECONDS)
     try:
@@ -443,6 +443,7 @@ def test_a_search_stops_at_its_time_limit_a_file_at_a_time(
             Workspace((tmp_path / "tree").resolve()),
             SearchParams(pattern=SLOW_PATTERN, regex=True),
             screen_helper=started,
+            limits=limits,
         )
         # The helper outlived the slow search: a search that runs out of time does not use it up.
         assert started is None or (started.ready(), started.sent > 0) == (True, True)
@@ -526,13 +527,11 @@ def _small_tree(root: Path) -> Workspace:
     return Workspace(root.resolve())
 
 
-def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
+def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(tmp_path: Path) -> None:
+    limits = SearchLimits(time_seconds=1.0)
     _slow_then_small(tmp_path / "slow")
     small = _small_tree(tmp_path / "small")
-    alone = search(small, SearchParams(pattern="needle"), screen_helper=None).structured
+    alone = search(small, SearchParams(pattern="needle"), screen_helper=None, limits=limits).structured
     started = ScreenHelper()
     assert started.warm(WARM_SECONDS)
     try:
@@ -540,8 +539,9 @@ def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(
             Workspace((tmp_path / "slow").resolve()),
             SearchParams(pattern=SLOW_PATTERN, regex=True),
             screen_helper=started,
+            limits=limits,
         )
-        after = search(small, SearchParams(pattern="needle"), screen_helper=started).structured
+        after = search(small, SearchParams(pattern="needle"), screen_helper=started, limits=limits).structured
     finally:
         started.stop()
 
@@ -551,27 +551,28 @@ def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(
     assert after == alone
 
 
-def test_a_search_after_pages_that_stopped_early_gets_the_same_result_as_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1.0)
+def test_a_search_after_pages_that_stopped_early_gets_the_same_result_as_alone(tmp_path: Path) -> None:
+    limits = SearchLimits(time_seconds=1.0)
     first = tmp_path / "first"
     first.mkdir()
     # Six chunks; each page fills in the second (screened here), leaving the ones after at the helper.
     for n in range(6 * 64):
         (first / f"f{n:03}.txt").write_text("needle\n" if n in (70, 71) else "hay\n")
     small = _small_tree(tmp_path / "small")
-    alone = search(small, SearchParams(pattern="needle"), screen_helper=None).structured
+    alone = search(small, SearchParams(pattern="needle"), screen_helper=None, limits=limits).structured
     late = _late_helper(0.3)
     assert late.warm(WARM_SECONDS)
     try:
         for _ in range(3):
             page = search(
-                Workspace(first.resolve()), SearchParams(pattern="needle", max_results=1), screen_helper=late
+                Workspace(first.resolve()),
+                SearchParams(pattern="needle", max_results=1),
+                screen_helper=late,
+                limits=limits,
             )
             assert page.structured is not None
             assert page.structured["truncated"] is True
-        after = search(small, SearchParams(pattern="needle"), screen_helper=late).structured
+        after = search(small, SearchParams(pattern="needle"), screen_helper=late, limits=limits).structured
     finally:
         late.stop()
 
@@ -579,12 +580,10 @@ def test_a_search_after_pages_that_stopped_early_gets_the_same_result_as_alone(
     assert after == alone
 
 
-def test_matches_the_helper_found_in_time_are_shown_as_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_matches_the_helper_found_in_time_are_shown_as_alone(tmp_path: Path) -> None:
     # Room for the helper to screen its chunk (about 1 s on 2 shared cores, while this process
     # screens too); the slow files after it take far longer, so both searches still stop early.
-    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 4.0)
+    limits = SearchLimits(time_seconds=4.0)
     root = tmp_path / "tree"
     root.mkdir()
     # Chunk 3 (the helper's, quick) holds the only match; chunk 7 on (slow) is what this process
@@ -598,11 +597,13 @@ def test_matches_the_helper_found_in_time_are_shown_as_alone(
     _linked_files(root, _random_text(128 * 1024), 128, stem="g")
     workspace = Workspace(root.resolve())
     params: dict[str, Any] = {"pattern": SLOW_PATTERN + "|needle", "regex": True}
-    alone = search(workspace, SearchParams(**params), screen_helper=None).structured
+    alone = search(workspace, SearchParams(**params), screen_helper=None, limits=limits).structured
     started = ScreenHelper()
     assert started.warm(WARM_SECONDS)
     try:
-        with_helper = search(workspace, SearchParams(**params), screen_helper=started).structured
+        with_helper = search(
+            workspace, SearchParams(**params), screen_helper=started, limits=limits
+        ).structured
     finally:
         started.stop()
 
@@ -613,9 +614,9 @@ def test_matches_the_helper_found_in_time_are_shown_as_alone(
 
 
 def test_a_truncated_page_says_stopped_early_only_as_it_does_alone(
-    tmp_path: Path, helper: CountingHelper, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, helper: CountingHelper
 ) -> None:
-    monkeypatch.setattr(search_module, "SEARCH_SCAN_LIMIT", 45)
+    limits = SearchLimits(scan_entries=45)
     root = tmp_path / "tree"
     for folder in range(20):
         for n in range(10):
@@ -624,9 +625,11 @@ def test_a_truncated_page_says_stopped_early_only_as_it_does_alone(
             path.write_text("needle\n" if (folder, n) in {(1, 0), (1, 1)} else "hay\n")
     workspace = Workspace(root.resolve())
 
-    alone = search(workspace, SearchParams(pattern="needle", max_results=1), screen_helper=None).structured
+    alone = search(
+        workspace, SearchParams(pattern="needle", max_results=1), screen_helper=None, limits=limits
+    ).structured
     with_helper = search(
-        workspace, SearchParams(pattern="needle", max_results=1), screen_helper=helper
+        workspace, SearchParams(pattern="needle", max_results=1), screen_helper=helper, limits=limits
     ).structured
 
     assert alone is not None
@@ -650,9 +653,9 @@ def test_a_relative_library_path_into_the_project_keeps_the_helper_out(
 
 
 def test_pages_that_fill_while_the_helper_holds_requests_leave_it_room_for_later_searches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 5.0)
+    limits = SearchLimits(time_seconds=5.0)
     many = tmp_path / "many"
     many.mkdir()
     # Every file from the second chunk on matches and a page holds 40 lines: each page fills in that
@@ -668,7 +671,10 @@ def test_pages_that_fill_while_the_helper_holds_requests_leave_it_room_for_later
     try:
         for _ in range(2):
             page = search(
-                Workspace(many.resolve()), SearchParams(pattern="needle", max_results=40), screen_helper=late
+                Workspace(many.resolve()),
+                SearchParams(pattern="needle", max_results=40),
+                screen_helper=late,
+                limits=limits,
             )
             assert page.structured is not None
             assert page.structured["truncated"] is True
@@ -677,10 +683,10 @@ def test_pages_that_fill_while_the_helper_holds_requests_leave_it_room_for_later
         end = time.monotonic() + 60
         while answered.stat().st_size < sent and time.monotonic() < end:
             time.sleep(0.05)
-        after = every_page(small, late, pattern="needle")
+        after = every_page(small, late, pattern="needle", limits=limits)
     finally:
         late.stop()
 
     assert held == helper_module.IN_FLIGHT_MAX
-    assert after == every_page(small, None, pattern="needle")
+    assert after == every_page(small, None, pattern="needle", limits=limits)
     assert late.sent > sent

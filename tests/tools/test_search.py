@@ -16,7 +16,7 @@ from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import NotFoundError, PathRefusedError
 from oct_mcp.tools import search as search_module
 from oct_mcp.tools._paging.results import model_view
-from oct_mcp.tools.search import SEARCH, SearchParams, search
+from oct_mcp.tools.search import SEARCH, SearchLimits, SearchParams, search
 from oct_mcp.types import ClientInfo, ToolResult
 from oct_mcp.workspace import Workspace
 
@@ -142,13 +142,11 @@ def test_search_searches_under_a_folder_or_in_one_file(workspace: Workspace) -> 
     assert found(workspace, pattern="needle", path="a.py") == [("a.py", 1, "needle")]
 
 
-def test_search_skips_binary_and_oversized_files_and_counts_them(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(search_module, "FILE_MAX_BYTES", 100)
+def test_search_skips_binary_and_oversized_files_and_counts_them(workspace: Workspace) -> None:
+    limits = SearchLimits(file_max_bytes=100)
     write(workspace.root, {"bin.dat": b"needle\x00\x01", "big.txt": "needle\n" * 20, "a.py": "needle\n"})
 
-    result = search(workspace, SearchParams(pattern="needle"))
+    result = search(workspace, SearchParams(pattern="needle"), limits=limits)
 
     assert result.structured is not None
     assert [m["path"] for m in result.structured["matches"]] == ["a.py"]
@@ -198,11 +196,11 @@ def test_search_cuts_a_long_line_to_a_window_around_the_match(workspace: Workspa
     assert "needle" in match["text"]
 
 
-def test_search_stops_early_at_its_time_limit(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", -1.0)
+def test_search_stops_early_at_its_time_limit(workspace: Workspace) -> None:
+    limits = SearchLimits(time_seconds=-1.0)
     write(workspace.root, {"a.py": "needle\n"})
 
-    result = search(workspace, SearchParams(pattern="needle"))
+    result = search(workspace, SearchParams(pattern="needle"), limits=limits)
 
     assert result.structured is not None
     assert (result.structured["matches"], result.structured["stopped_early"]) == ([], True)
