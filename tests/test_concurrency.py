@@ -11,7 +11,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from test_sandbox_probes import _processes_with
+from processes import processes_with
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -21,7 +21,7 @@ VENV_BIN = Path(sys.executable).parent
 
 def _server_rss_kib(project: Path) -> int:
     """Resident memory of the server serving `project`, found by its command line."""
-    (pid,) = _processes_with(str(project))
+    (pid,) = processes_with(str(project))
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])

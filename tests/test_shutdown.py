@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from clients import handshake
 from optional import bubblewrap, landlock
-from test_sandbox_probes import _processes_with
+from processes import processes_with
 
 pytestmark = pytest.mark.e2e
 
@@ -77,7 +77,7 @@ def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
     config_file.write_text(json.dumps(config))
     server = _start(_project(tmp_path, marker), config_file, backend)
     try:
-        assert _wait_until(lambda: _processes_with(marker), 60), "the test never started"
+        assert _wait_until(lambda: processes_with(marker), 60), "the test never started"
         started = time.monotonic()
         if stop == "stdin closed":
             assert server.stdin is not None
@@ -98,7 +98,7 @@ def test_stopping_the_server_mid_run_kills_the_tools_tree_and_exits_0(
 
     assert code == 0
     assert stopped_in < 10
-    assert _wait_until(lambda: not _processes_with(marker), 10)
+    assert _wait_until(lambda: not processes_with(marker), 10)
     assert b"Traceback" not in diagnostics
     records = [json.loads(line) for line in audit_log.read_text().splitlines()]
     assert [(r["tool"], r["outcome"]) for r in records] == [("oct_test", "interrupted")]
@@ -170,7 +170,7 @@ def test_stopping_oct_mcp_call_mid_run_ends_the_run_it_started(
     )
     try:
         # The call's own command line names the marker too.
-        assert _wait_until(lambda: set(_processes_with(marker)) - {call.pid}, 60), "the run never started"
+        assert _wait_until(lambda: set(processes_with(marker)) - {call.pid}, 60), "the run never started"
         call.send_signal(getattr(signal, stop))
         code = call.wait(timeout=15)
         assert call.stderr is not None
@@ -182,7 +182,7 @@ def test_stopping_oct_mcp_call_mid_run_ends_the_run_it_started(
         for pipe in (call.stdout, call.stderr):
             if pipe is not None:
                 pipe.close()
-        leftover = [pid for pid in _processes_with(marker) if pid != call.pid]
+        leftover = [pid for pid in processes_with(marker) if pid != call.pid]
         for pid in leftover:
             os.kill(pid, signal.SIGKILL)
 

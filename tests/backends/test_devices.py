@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Final
 
 import pytest
+from command_tool import run_command
 from optional import bubblewrap, landlock
-from test_sandbox_tools import _run
-from test_sandbox_unprivileged import NOBODY, PACKAGES, _shared_tree, _unprivileged_python
+from unprivileged import NOBODY, PACKAGES, copied_packages, unprivileged_python
 
 from oct_mcp.backends.devices import PTYS, SHARED_MEMORY, device_notes
 from oct_mcp.backends.loopback import loopback_support
@@ -158,8 +158,8 @@ def test_a_run_gets_the_devices_its_backend_gives_and_never_the_users_terminal_o
 def test_as_nobody_a_run_gets_the_same_devices_and_never_the_users_terminal_or_segments(
     backend: str,
 ) -> None:
-    python = _unprivileged_python()
-    with _shared_tree(PACKAGES) as base:
+    python = unprivileged_python()
+    with copied_packages(PACKAGES) as base:
         (base / "harness.py").write_text(textwrap.dedent(HARNESS))
         probe = base / "project" / PROBE.name
         shutil.copy(PROBE, probe)
@@ -197,7 +197,7 @@ async def test_a_result_has_no_device_note_since_runs_get_both(backend: str, tmp
     """Landlock's runs get them through the supervisor; a note stays for a kernel that cannot supervise."""
     (tmp_path / "needs_both.py").write_text(NEEDS_BOTH)
     chosen = bubblewrap() if backend == "bubblewrap" else landlock()
-    result = await _run(chosen, tmp_path, [sys.executable, "-I", "needs_both.py"])
+    result = await run_command(chosen, tmp_path, [sys.executable, "-I", "needs_both.py"])
 
     assert result.text.splitlines() == ["ok", "ok"]
 

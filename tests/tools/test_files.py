@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from trees import write
 
 from oct_mcp.errors import BinaryFileError, FileTooLargeError, LineRangeError, NotFoundError, PathRefusedError
 from oct_mcp.spec import ToolEnv
@@ -37,16 +38,6 @@ def workspace(tmp_path: Path) -> Workspace:
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "secret.txt").write_text("not yours\n")
     return Workspace(root)
-
-
-def write(root: Path, contents: dict[str, str | bytes]) -> None:
-    for name, content in contents.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
 
 
 def read(workspace: Workspace, path: str, start: int | None = None, end: int | None = None) -> str:

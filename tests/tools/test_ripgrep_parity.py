@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_files import write
+from trees import write
 
 from oct_mcp.tools.files import ListFilesParams, list_files
 from oct_mcp.tools.search import SearchParams, search

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import ValidationError
-from test_files import write
+from trees import write
 
 from oct_mcp.app import CallFailure, build_app, run_call
 from oct_mcp.errors import NotFoundError, PathRefusedError

@@ -12,7 +12,7 @@ import pathspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_files import write
+from trees import write
 
 from oct_mcp.file_screen import open_regular_at
 from oct_mcp.tools import files as files_module

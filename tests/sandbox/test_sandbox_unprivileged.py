@@ -7,49 +7,24 @@ initial environment, exactly as a user's server would be.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from optional import bubblewrap, landlock, missing
+from optional import bubblewrap, landlock
+from unprivileged import NOBODY, PACKAGES, copied_packages, unprivileged_python
 
 from oct_mcp.backends.loopback import loopback_support
 from oct_mcp.middleware.sandbox import RUN_PROCESSES
 
 pytestmark = pytest.mark.e2e
 
-NOBODY = 65534
-PACKAGES = (
-    "oct_mcp",
-    "anyio",
-    "idna",
-    "pydantic",
-    "pydantic_core",
-    "annotated_types",
-    "typing_inspection",
-    "typing_extensions",
-    "structlog",
-    "pathspec",
-    "orjson",
-    "ahocorasick_rs",
-    "landlockpy",
-    "seccompy",
-    # The gateway's shared rate-limit window, imported with the layers.
-    "limits",
-    "deprecated",
-    "wrapt",
-    "packaging",
-)
 HARNESS = """
 import json, os, sys
 from pathlib import Path
@@ -94,60 +69,17 @@ print(json.dumps(results))
 """
 
 
-def _unprivileged_python() -> str:
-    candidate = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    if not (os.access(candidate, os.X_OK) and shutil.which("setpriv") and os.geteuid() == 0):
-        missing(
-            "an unprivileged user to run a server as",
-            f"needs root (to switch to nobody), setpriv and the system's {candidate}",
-        )
-    return candidate
-
-
 @pytest.fixture
 def shared_tree() -> Iterator[Path]:
-    """oct_mcp and its dependencies, copied where nobody can read them."""
-    with _shared_tree(PACKAGES) as base:
+    """oct_mcp and its dependencies, copied where nobody can read them, with this file's harness."""
+    with copied_packages(PACKAGES, HARNESS) as base:
         yield base
-
-
-@contextmanager
-def _shared_tree(packages: tuple[str, ...]) -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="oct-nobody-", dir="/tmp"))
-    try:
-        base.chmod(0o755)
-        site = base / "site"
-        for name in packages:
-            spec = importlib.util.find_spec(name)
-            assert spec is not None
-            assert spec.origin is not None
-            origin = Path(spec.origin)
-            source = origin.parent if origin.name == "__init__.py" else origin
-            target = site / source.name
-            if source.is_dir():
-                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
-        project = base / "project"
-        project.mkdir()
-        shutil.chown(project, NOBODY, NOBODY)
-        for path in [base, *base.rglob("*")]:
-            if path.is_dir():
-                path.chmod(0o755)
-            elif path != project:
-                path.chmod(0o644)
-        (base / "harness.py").write_text(textwrap.dedent(HARNESS))
-        (base / "harness.py").chmod(0o644)
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_as_its_own_user_the_server_keeps_its_environment_and_etc_shadow_from_every_backend(
     shared_tree: Path,
 ) -> None:
-    python = _unprivileged_python()
+    python = unprivileged_python()
     command = [
         "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
         "env", "-i", "PATH=/usr/bin:/bin", f"PYTHONPATH={shared_tree / 'site'}",
@@ -260,8 +192,8 @@ print(json.dumps(results))
 def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv_home_line(
     tmp_path: Path,
 ) -> None:
-    python = _unprivileged_python()
-    with _shared_tree(APP_PACKAGES) as base:
+    python = unprivileged_python()
+    with copied_packages(APP_PACKAGES, HARNESS) as base:
         home = base / "home"
         (home / ".ssh" / "bin").mkdir(parents=True)
         (home / ".ssh" / "id_ed25519").write_text("SSH-KEY-MATERIAL\n")
@@ -311,7 +243,7 @@ def test_as_its_own_user_the_server_runs_no_git_of_the_project_and_binds_no_venv
 
 def _harness_as_nobody(shared_tree: Path, name: str, source: str) -> Any:
     """Run `source` as nobody on the shared tree's project; the JSON of its last line."""
-    python = _unprivileged_python()
+    python = unprivileged_python()
     harness = shared_tree / f"{name}_harness.py"
     harness.write_text(textwrap.dedent(source))
     harness.chmod(0o644)
@@ -665,7 +597,7 @@ BLOCKED_BY_CONFINING = (
 
 
 def test_as_nobody_every_probe_is_blocked_by_each_confining_backend(shared_tree: Path) -> None:
-    python = _unprivileged_python()
+    python = unprivileged_python()
     base = shared_tree / "probes"
     base.mkdir()
     shutil.chown(base, NOBODY, NOBODY)
@@ -767,7 +699,7 @@ print(json.dumps(results))
 def test_as_its_own_user_the_server_shows_a_secret_file_to_runs_masked_or_not_at_all(
     shared_tree: Path,
 ) -> None:
-    python = _unprivileged_python()
+    python = unprivileged_python()
     (shared_tree / "secret_files_harness.py").write_text(textwrap.dedent(SECRETS_HARNESS))
     (shared_tree / "secret_files_harness.py").chmod(0o644)
     env_file = shared_tree / "project" / ".env"

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import pytest
 from clients import oct_server, only_text
 from mcp import Client
 from optional import bubblewrap, landlock, missing
-from test_sandbox_unprivileged import NOBODY, _unprivileged_python, shared_tree
+from unprivileged import NOBODY, PACKAGES, copied_packages, unprivileged_python
 
 from oct_mcp.backends import Backend, Limits, SandboxRequest
 from oct_mcp.backends.confined import start_confined
@@ -36,9 +37,8 @@ from oct_mcp.backends.seccomp import filter_program, load_filter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-__all__ = ["shared_tree"]  # the fixture, imported for the unprivileged server's test
 
-FIXTURE = Path(__file__).parent / "data" / "projects" / "cli_package"
+FIXTURE = Path(__file__).parent.parent / "data" / "projects" / "cli_package"
 FS_IOC_GETFLAGS = 0x80086601
 FS_IOC_SETFLAGS = 0x40086602
 FS_NODUMP_FL = 0x40
@@ -128,6 +128,13 @@ WRITABLE_BLOCKED = (
     "rename_over_hook",
     "truncate_hook",
 )
+
+
+@pytest.fixture
+def shared_tree() -> Iterator[Path]:
+    """oct_mcp and its dependencies, copied where nobody can read them."""
+    with copied_packages(PACKAGES) as base:
+        yield base
 
 
 def _backend(name: str) -> Backend:
@@ -602,7 +609,7 @@ print(json.dumps(results))
 def test_as_nobody_no_run_changes_metadata_it_may_not_and_none_makes_a_setuid_file(
     shared_tree: Path,
 ) -> None:
-    python = _unprivileged_python()
+    python = unprivileged_python()
     base = shared_tree / "metadata"
     base.mkdir()
     shutil.chown(base, NOBODY, NOBODY)

@@ -21,6 +21,7 @@ import anyio
 import pytest
 from fakes import make_context
 from optional import bubblewrap, landlock
+from processes import MIB, processes_with
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import GUARANTEES, Backend
@@ -44,8 +45,6 @@ from oct_mcp.types import ToolResult
 from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
-
-MIB = 1_048_576
 
 
 @pytest.fixture(params=["bubblewrap", "landlock", "native"])
@@ -488,22 +487,8 @@ async def test_t11_a_fork_bomb_leaves_no_process_behind(backend: Backend, world:
         await _probe(backend, world, code, timeout=3)
 
     with anyio.fail_after(10):
-        while _processes_with(marker):
+        while processes_with(marker):
             await anyio.sleep(0.05)
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-                state = (entry / "stat").read_text().split(")")[-1].split()[0]
-            except OSError:
-                continue
-            if marker.encode() in cmdline and state != "Z":
-                found.append(int(entry.name))
-    return found
 
 
 async def test_t12_a_memory_bomb_fails_inside_the_limit(backend: Backend, world: Path) -> None:

@@ -13,21 +13,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fakes import make_context
+from command_tool import run_command
 from optional import bubblewrap, landlock
-from pydantic import BaseModel, ConfigDict
-from test_sandbox_probes import MIB, _processes_with
+from processes import processes_with
 
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
-from oct_mcp.backends.runner import run_prepared
-from oct_mcp.execution.applier import ChangeApplier
-from oct_mcp.execution.commands import CommandRunner
-from oct_mcp.middleware.sandbox import ExecutionSandbox
-from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.testing import validated
-from oct_mcp.types import ToolResult
-from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -54,66 +45,13 @@ def python_project(tmp_path: Path) -> Path:
     return project
 
 
-class CommandParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    argv: list[str]
-    writes: bool = False
-    env: list[tuple[str, str]] = []
-
-
-def _as_result(run: RunResult) -> ToolResult:
-    return ToolResult(text=run.stdout.decode(errors="replace"), structured={"stderr": run.stderr.decode()})
-
-
-def _plan(params: CommandParams, env: ToolEnv) -> CommandPlan:
-    return CommandPlan(
-        argv=tuple(params.argv), parse=_as_result, writes_project=params.writes, tool_env=tuple(params.env)
-    )
-
-
-COMMAND_TOOL = ToolSpec(
-    name="test_command",
-    title="Command",
-    description="",
-    params=CommandParams,
-    output=None,
-    risk=Risk.EXECUTE,
-    plan=_plan,
-)
-
-
-async def _run(backend: Backend, project: Path, argv: list[str], **params: object) -> ToolResult:
-    sandbox = ExecutionSandbox(
-        commands=CommandRunner(
-            backend=backend,
-            runner=run_prepared,
-            required=frozenset(),
-            allow_degraded=False,
-            max_output_bytes=MIB,
-            timeout_seconds=120,
-            test_timeout_seconds=120,
-            memory_bytes=512 * MIB,
-            threads=2,
-            allow_unconfined=True,
-        ),
-        applier=ChangeApplier(),
-    )
-    ctx = validated(
-        make_context("test_command", Workspace(project)), COMMAND_TOOL, CommandParams(argv=argv, **params)
-    )
-    with anyio.fail_after(180):
-        outcome = await sandbox(ctx, lambda ctx: pytest.fail("terminal layer called next"))
-    assert isinstance(outcome, ToolResult)
-    return outcome
-
-
 async def test_ruff_check_finds_the_same_problems_as_unsandboxed(
     backend: Backend, python_project: Path
 ) -> None:
     argv = [str(VENV_BIN / "ruff"), "check", "--output-format", "json", "--no-cache", "."]
     plain = subprocess.run(argv, cwd=python_project, capture_output=True, check=False)
 
-    result = await _run(backend, python_project, argv)
+    result = await run_command(backend, python_project, argv)
 
     assert result.exit_code == plain.returncode == 1
     codes = [d["code"] for d in json.loads(result.text)]
@@ -122,7 +60,9 @@ async def test_ruff_check_finds_the_same_problems_as_unsandboxed(
 
 
 async def test_ruff_fix_writes_the_project_when_the_plan_may(backend: Backend, python_project: Path) -> None:
-    result = await _run(backend, python_project, [str(VENV_BIN / "ruff"), "check", "--fix", "."], writes=True)
+    result = await run_command(
+        backend, python_project, [str(VENV_BIN / "ruff"), "check", "--fix", "."], writes=True
+    )
 
     assert result.exit_code == 0
     assert "import os" not in (python_project / "src" / "calc.py").read_text()
@@ -133,13 +73,13 @@ async def test_ruff_with_64_threads_fits_the_default_memory_limit(
 ) -> None:
     argv = [str(VENV_BIN / "ruff"), "check", "--no-cache", "."]
 
-    result = await _run(backend, python_project, argv, env=[("RAYON_NUM_THREADS", "64")])
+    result = await run_command(backend, python_project, argv, env=[("RAYON_NUM_THREADS", "64")])
 
     assert result.exit_code == 1
 
 
 async def test_pytest_runs_the_projects_tests(backend: Backend, python_project: Path) -> None:
-    result = await _run(
+    result = await run_command(
         backend, python_project, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     )
 
@@ -152,7 +92,7 @@ async def test_mypy_checks_the_project_under_the_default_memory_limit(
 ) -> None:
     (python_project / "src" / "typed.py").write_text("def half(x: int) -> int:\n    return x / 2\n")
 
-    result = await _run(backend, python_project, [str(VENV_BIN / "mypy"), "--no-error-summary", "src"])
+    result = await run_command(backend, python_project, [str(VENV_BIN / "mypy"), "--no-error-summary", "src"])
 
     assert result.exit_code == 1
     assert 'typed.py:2: error: Incompatible return value type (got "float", expected "int")' in result.text
@@ -162,7 +102,7 @@ async def test_git_reads_the_repository(backend: Backend, python_project: Path) 
     git = shutil.which("git")
     assert git is not None
 
-    result = await _run(
+    result = await run_command(
         backend, python_project, [git, "-c", "core.hooksPath=/dev/null", "status", "--porcelain"]
     )
 
@@ -197,12 +137,12 @@ async def test_t17_a_server_killed_mid_run_leaves_nothing_behind_under_bubblewra
     server = subprocess.Popen([sys.executable, str(harness)], cwd=project)
     try:
         with anyio.fail_after(30):
-            while len(_processes_with(marker)) < 6:
+            while len(processes_with(marker)) < 6:
                 await anyio.sleep(0.05)
     finally:
         server.send_signal(signal.SIGKILL)
         server.wait()
 
     with anyio.fail_after(10):
-        while _processes_with(marker):
+        while processes_with(marker):
             await anyio.sleep(0.05)

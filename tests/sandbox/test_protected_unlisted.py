@@ -25,7 +25,8 @@ import anyio
 import pytest
 from clients import oct_server, only_text
 from mcp import Client
-from optional import bubblewrap, landlock, missing
+from optional import bubblewrap, landlock
+from unprivileged import NOBODY, unprivileged_python
 
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import tree_state
@@ -34,7 +35,7 @@ from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-FIXTURE = Path(__file__).parent / "data" / "projects" / "cli_package"
+FIXTURE = Path(__file__).parent.parent / "data" / "projects" / "cli_package"
 FSMONITOR = "[core]\n\tfsmonitor = touch pwned\n"
 LONG = "d" * 250
 LEVELS = 20  # 20 folders of 250 characters: a path past the 4,096 a single system call takes
@@ -133,7 +134,6 @@ PLANT_AND_HIDE = (
     "open('pkg/.vscode/tasks.json', 'w').write('{{}}')\n"
     "{hide}\n"
 )
-NOBODY = 65534
 PACKAGES = (
     "oct_mcp",
     "anyio",
@@ -205,9 +205,7 @@ def unprivileged() -> Iterator[tuple[str, Path]]:
     """The system's Python, and oct_mcp with its dependencies where the unprivileged user reads them."""
     import importlib.util
 
-    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    if not (os.access(python, os.X_OK) and shutil.which("setpriv") and os.geteuid() == 0):
-        missing("an unprivileged user to run a server as", f"needs root, setpriv and the system's {python}")
+    python = unprivileged_python()
     base = Path(tempfile.mkdtemp(prefix="oct-nobody-", dir="/tmp"))
     try:
         site = base / "site"
