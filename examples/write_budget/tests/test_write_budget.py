@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from oct_write_budget import REMAINING, WriteBudget, WriteBudgetExhaustedError
 
 from oct_mcp.errors import ToolTimeoutError
-from oct_mcp.spec import Risk, ToolSpec
-from oct_mcp.testing import RecordingNext, make_context
+from oct_mcp.spec import CallRisk, Risk, ToolSpec
+from oct_mcp.testing import RecordingNext, make_context, validated
 from oct_mcp.testing.strategies import client_infos, tool_specs
 from oct_mcp.tools import default_catalog
 from oct_mcp.types import CallContext, ClientInfo
@@ -26,7 +26,8 @@ READ = default_catalog()["oct_read_file"]
 
 def _write_call(session: str = "one") -> CallContext:
     ctx = make_context("oct_write_file", path="a.txt", content="x")
-    return replace(ctx, spec=WRITE, client=replace(ctx.client, client_id=session))
+    ctx = validated(ctx, WRITE, WRITE.params.model_validate(ctx.arguments))
+    return replace(ctx, client=replace(ctx.client, client_id=session))
 
 
 async def test_writes_past_the_budget_are_refused_without_calling_next() -> None:
@@ -59,7 +60,7 @@ async def test_dry_runs_previews_and_reads_are_free() -> None:
 
     await layer(replace(write, dry_run=True), call_next)
     await layer(replace(write, previewing=True), call_next)
-    await layer(replace(write, spec=READ, tool=READ.name), call_next)
+    await layer(replace(write, spec=READ, risk=READ.own_risk, tool=READ.name), call_next)
 
     assert len(call_next.seen) == 3
 
@@ -94,7 +95,8 @@ async def test_concurrent_writes_of_one_session_never_pass_the_budget() -> None:
 @given(spec=tool_specs(), client=client_infos(), budget=st.integers(0, 3))
 def test_only_write_tools_spend_the_budget(spec: ToolSpec, client: ClientInfo, budget: int) -> None:
     layer = WriteBudget(max_writes=budget)
-    ctx = replace(make_context(spec.name), spec=spec, client=client)
+    # The call's risk as the validator works it out; here each call has its tool's.
+    ctx = replace(make_context(spec.name), spec=spec, risk=CallRisk(risk=spec.risk), client=client)
     call_next = RecordingNext()
 
     async def calls() -> None:

@@ -45,7 +45,8 @@ class BudgetSettings(LayerSettings):
 class WriteBudget:
     """Refuse a session's write calls past `max_writes`.
 
-    Reads `ctx.spec`, `ctx.client`, `ctx.dry_run`, `ctx.previewing`; writes the slot
+    Reads `ctx.risk` (the call's own: `oct_run` with `writes` is a write), `ctx.client`,
+    `ctx.dry_run`, `ctx.previewing`; writes the slot
     `write_budget.remaining`. Raises `WriteBudgetExhaustedError`. Never answers. Dry runs
     and previews are free; a write that raises gives its unit back.
     """
@@ -55,7 +56,7 @@ class WriteBudget:
     """Writes run per client session: state meant to outlive a call, bounded by SESSIONS_KEPT."""
 
     async def __call__(self, ctx: CallContext, call_next: CallNext, /) -> Outcome:
-        if ctx.spec is None or ctx.spec.risk is not Risk.WRITE or ctx.dry_run or ctx.previewing:
+        if ctx.risk is None or ctx.risk.risk is not Risk.WRITE or ctx.dry_run or ctx.previewing:
             return await call_next(ctx)
         session = ctx.client.client_id
         # Check and take in one step, with no await between: concurrent calls of one session
@@ -89,6 +90,6 @@ LAYER: Final = LayerType(
     settings=BudgetSettings,
     build=_build,
     # After the safety gate, which decides whether the call is a dry run or a preview.
-    requires=frozenset({"spec", "dry_run"}),
+    requires=frozenset({"risk", "dry_run"}),
     slots=(REMAINING,),
 )
