@@ -49,23 +49,30 @@ COMMAND_TOOL = ToolSpec(
 )
 
 
-async def run_command(backend: Backend, project: Path, argv: list[str], **params: object) -> ToolResult:
-    """`argv` run in `project` through the sandbox layer under `backend`, as a tool's command runs."""
-    sandbox = ExecutionSandbox(
+def command_sandbox(
+    backend: Backend, *, timeout_seconds: float = 120, threads: int = 2, allow_unconfined: bool = True
+) -> ExecutionSandbox:
+    """The sandbox layer running commands under `backend`: 1 MiB of output, 512 MiB of memory."""
+    return ExecutionSandbox(
         commands=CommandRunner(
             backend=backend,
             runner=run_prepared,
             required=frozenset(),
             allow_degraded=False,
             max_output_bytes=MIB,
-            timeout_seconds=120,
-            test_timeout_seconds=120,
+            timeout_seconds=timeout_seconds,
+            test_timeout_seconds=timeout_seconds,
             memory_bytes=512 * MIB,
-            threads=2,
-            allow_unconfined=True,
+            threads=threads,
+            allow_unconfined=allow_unconfined,
         ),
         applier=ChangeApplier(),
     )
+
+
+async def run_command(backend: Backend, project: Path, argv: list[str], **params: object) -> ToolResult:
+    """`argv` run in `project` through the sandbox layer under `backend`, as a tool's command runs."""
+    sandbox = command_sandbox(backend)
     ctx = validated(
         make_context("test_command", Workspace(project)), COMMAND_TOOL, CommandParams(argv=argv, **params)
     )

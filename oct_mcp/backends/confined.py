@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -29,7 +31,14 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from oct_mcp.errors import SandboxUnavailableError
 
-__all__ = ["ConfinedRun", "Confinement", "kill_and_reap", "start_confined", "start_run_thread"]
+__all__ = [
+    "ConfinedRun",
+    "Confinement",
+    "kill_and_reap",
+    "load_unwinder",
+    "start_confined",
+    "start_run_thread",
+]
 
 
 class Confinement(Protocol):
@@ -143,6 +152,21 @@ class ConfinedRun(Process):
             os.close(self._pidfd)
 
 
+@functools.cache
+def load_unwinder() -> None:
+    """Load glibc's unwinder (libgcc_s) into the server before any thread is confined.
+
+    glibc loads it the first time a thread ends (Python's threads end with `pthread_exit`, which
+    unwinds): loaded then by a spawning thread under a run's seccomp filter, the loader's open of
+    `/etc/ld.so.cache` waits on the loopback supervisor while holding the loader's lock, which the
+    supervisor's own Python may need, and the run's thread and the supervisor wait on each other
+    for good (seen under load, about one run in twenty as an unprivileged server). Loaded here,
+    once, the later load finds it in memory and opens nothing.
+    """
+    with contextlib.suppress(OSError):  # a libc that unwinds without it has nothing to load
+        ctypes.CDLL("libgcc_s.so.1")
+
+
 async def start_confined(
     confinement: Confinement, argv: Sequence[str], env: Mapping[str, str], cwd: Path
 ) -> ConfinedRun:
@@ -154,6 +178,7 @@ async def start_confined(
     """
     # The thread reports to the event loop through one eventfd: spawned, then later swept. No
     # worker thread waits for it (two hand-offs a run, measured at 0.1 to 1 ms on a loaded machine).
+    load_unwinder()
     signal_loop = _ThreadSignal()
     ended = threading.Event()
     outcome: list[ConfinedRun | Exception] = []

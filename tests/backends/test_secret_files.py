@@ -14,17 +14,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from command_tool import command_sandbox
 from fakes import make_context
 from optional import bubblewrap, landlock
 from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import Backend, SecretFileView, secret_files
-from oct_mcp.backends.runner import run_prepared
 from oct_mcp.backends.sandbox_exec import seatbelt_profile
 from oct_mcp.backends.secret_files import SCAN_MAX_BYTES, SecretFileCache, masked_copies
-from oct_mcp.execution.applier import ChangeApplier
-from oct_mcp.execution.commands import CommandRunner
-from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.redaction import redact
 from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
 from oct_mcp.testing import validated
@@ -34,7 +31,7 @@ from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-MIB = 1_048_576
+
 SECRET = "Xk9vR2mQ7pL4sT8wZ3nB"  # noqa: S105 - a test secret
 ENV = f"DB_PASSWORD={SECRET}\n"
 GIT_CONFIG = '[remote "origin"]\n\turl = https://alice:Zq8vR2mK9xL4pT7w@github.com/team/app.git\n'
@@ -244,20 +241,7 @@ COMMAND_TOOL = ToolSpec(
 
 
 async def _run(backend: Backend, project: Path, code: str, *, writes: bool = False) -> ToolResult:
-    sandbox = ExecutionSandbox(
-        commands=CommandRunner(
-            backend=backend,
-            runner=run_prepared,
-            required=frozenset(),
-            allow_degraded=False,
-            max_output_bytes=MIB,
-            timeout_seconds=60,
-            test_timeout_seconds=60,
-            memory_bytes=512 * MIB,
-            threads=1,
-        ),
-        applier=ChangeApplier(),
-    )
+    sandbox = command_sandbox(backend, timeout_seconds=60, threads=1, allow_unconfined=False)
     ctx = validated(
         make_context("test_command", Workspace(project)),
         COMMAND_TOOL,

@@ -16,18 +16,15 @@ from pathlib import Path
 import anyio
 import pytest
 from clients import oct_server, only_text
+from command_tool import command_sandbox
 from fakes import make_context
 from mcp import Client
 from optional import bubblewrap
 
 from oct_mcp.backends import Backend
 from oct_mcp.backends.native import Native
-from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import LinkedFileError, ProtectedPathCreatedError
-from oct_mcp.execution.applier import ChangeApplier
-from oct_mcp.execution.commands import CommandRunner
 from oct_mcp.execution.protected_walk import ProjectTooLargeError, settle_protected_paths, snapshot_protected
-from oct_mcp.middleware.sandbox import ExecutionSandbox
 from oct_mcp.testing import validated
 from oct_mcp.tools.python.format import FORMAT, FormatParams
 from oct_mcp.types import ToolResult
@@ -35,7 +32,7 @@ from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
-MIB = 1_048_576
+
 # What printf turns into a git config whose fsmonitor runs a program at the next `git status`.
 FSMONITOR = r"[core]\n\tfsmonitor = touch pwned\n"
 CI = "on: push\njobs: {}\n"
@@ -76,31 +73,15 @@ def _fake_ruff(project: Path, body: str) -> None:
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
-def _sandbox(backend: Backend) -> ExecutionSandbox:
-    return ExecutionSandbox(
-        commands=CommandRunner(
-            backend=backend,
-            runner=run_prepared,
-            required=frozenset(),
-            allow_degraded=False,
-            max_output_bytes=MIB,
-            timeout_seconds=30,
-            test_timeout_seconds=30,
-            memory_bytes=512 * MIB,
-            threads=2,
-            allow_unconfined=True,
-        ),
-        applier=ChangeApplier(),
-    )
-
-
 async def _format(backend: Backend, project: Path) -> ToolResult | ProtectedPathCreatedError:
     """oct_format apply=true, as the chain hands it to the sandbox once the human said yes."""
     params = FormatParams(apply=True)
     ctx = validated(make_context("oct_format", Workspace(project)), FORMAT, params)
     try:
         with anyio.fail_after(60):
-            outcome = await _sandbox(backend)(ctx, lambda ctx: pytest.fail("terminal layer called next"))
+            outcome = await command_sandbox(backend, timeout_seconds=30)(
+                ctx, lambda ctx: pytest.fail("terminal layer called next")
+            )
     except ProtectedPathCreatedError as error:
         return error
     assert isinstance(outcome, ToolResult)

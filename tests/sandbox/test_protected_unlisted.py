@@ -26,7 +26,7 @@ import pytest
 from clients import oct_server, only_text
 from mcp import Client
 from optional import bubblewrap, landlock
-from unprivileged import NOBODY, unprivileged_python
+from unprivileged import NOBODY, PACKAGES, unprivileged_python
 
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import tree_state
@@ -134,31 +134,7 @@ PLANT_AND_HIDE = (
     "open('pkg/.vscode/tasks.json', 'w').write('{{}}')\n"
     "{hide}\n"
 )
-PACKAGES = (
-    "oct_mcp",
-    "anyio",
-    "idna",
-    "sniffio",
-    "pydantic",
-    "pydantic_core",
-    "annotated_types",
-    "typing_inspection",
-    "typing_extensions",
-    "structlog",
-    "pathspec",
-    "orjson",
-    "ahocorasick_rs",
-    "landlockpy",
-    "seccompy",
-    "limits",
-    "deprecated",
-    "wrapt",
-    "packaging",
-    "re2",
-    "attr",
-    "pygments",
-    "rich",
-)
+APP_PACKAGES = (*PACKAGES, "sniffio", "re2", "attr", "pygments", "rich")
 # The server's chain in process, as the unprivileged user: each hiding, on each backend, in a
 # fresh copy of the project; the outcome's code and text, and what is left on disk.
 HARNESS = """
@@ -209,7 +185,7 @@ def unprivileged() -> Iterator[tuple[str, Path]]:
     base = Path(tempfile.mkdtemp(prefix="oct-nobody-", dir="/tmp"))
     try:
         site = base / "site"
-        for name in PACKAGES:
+        for name in APP_PACKAGES:
             spec = importlib.util.find_spec(name)
             if spec is None or spec.origin is None:
                 continue
