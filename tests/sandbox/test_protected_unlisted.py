@@ -16,7 +16,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 from clients import oct_server, only_text
 from mcp import Client
 from optional import bubblewrap, landlock
-from unprivileged import NOBODY, PACKAGES, unprivileged_python
+from unprivileged import NOBODY, PACKAGES, copied_packages, unprivileged_python
 
 from oct_mcp.errors import PathRefusedError
 from oct_mcp.execution.changes import tree_state
@@ -134,7 +133,7 @@ PLANT_AND_HIDE = (
     "open('pkg/.vscode/tasks.json', 'w').write('{{}}')\n"
     "{hide}\n"
 )
-APP_PACKAGES = (*PACKAGES, "sniffio", "re2", "attr", "pygments", "rich")
+APP_PACKAGES = (*PACKAGES, "re2", "attr", "pygments", "rich")
 # The server's chain in process, as the unprivileged user: each hiding, on each backend, in a
 # fresh copy of the project; the outcome's code and text, and what is left on disk.
 HARNESS = """
@@ -179,33 +178,14 @@ print(json.dumps(results))
 @pytest.fixture
 def unprivileged() -> Iterator[tuple[str, Path]]:
     """The system's Python, and oct_mcp with its dependencies where the unprivileged user reads them."""
-    import importlib.util
-
     python = unprivileged_python()
-    base = Path(tempfile.mkdtemp(prefix="oct-nobody-", dir="/tmp"))
-    try:
-        site = base / "site"
-        for name in APP_PACKAGES:
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.origin is None:
-                continue
-            origin = Path(spec.origin)
-            source = origin.parent if origin.name == "__init__.py" else origin
-            target = site / source.name
-            if source.is_dir():
-                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
-        (base / "harness.py").write_text(textwrap.dedent(HARNESS))
-        (base / "projects").mkdir()
-        for path in [base, *base.rglob("*")]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        shutil.chown(base / "projects", NOBODY, NOBODY)
+    with copied_packages(APP_PACKAGES, HARNESS) as base:
+        # One folder a run each, made by the harness as nobody.
+        projects = base / "projects"
+        projects.mkdir()
+        projects.chmod(0o755)
+        shutil.chown(projects, NOBODY, NOBODY)
         yield python, base
-    finally:
-        # A run's folder left without its owner's rights would stop the clean-up; root removes it as is.
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_as_its_own_user_the_server_fails_a_run_that_hides_its_plants_by_mode_and_removes_them(
