@@ -28,13 +28,14 @@ if TYPE_CHECKING:
     from oct_mcp.profiles import Profile
     from oct_mcp.spec import ToolSpec
 
-__all__ = ["BASE_FIELDS", "Chain", "build_chain", "compose"]
+__all__ = ["BASE_FIELDS", "Chain", "build_chain", "compose", "unreachable_endpoint"]
 
 # Fields every CallContext has when it enters the chain; the rest are written by layers.
 BASE_FIELDS: Final = frozenset({"tool", "arguments", "client", "call_id"})
 
 
-async def _no_terminal(ctx: CallContext, /) -> Outcome:
+async def unreachable_endpoint(ctx: CallContext, /) -> Outcome:
+    """The endpoint of a chain built without one: its last layer (the sandbox) answers every call."""
     raise AssertionError("a chain with a terminal layer never reaches its endpoint")
 
 
@@ -143,7 +144,7 @@ def build_chain(
         layers=tuple(layers),
         call=compose(
             layers,
-            endpoint if endpoint is not None else _no_terminal,
+            endpoint if endpoint is not None else unreachable_endpoint,
             names=[layer_type.name for layer_type in types] if telemetry_on() else None,
         ),
     )

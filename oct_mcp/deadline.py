@@ -52,6 +52,10 @@ class Deadline:
     def passed(self) -> bool:
         return self._expired or self._clock() >= self._at
 
+    def left(self) -> float:
+        """Seconds left on its clock: 0 once it has passed or was given up."""
+        return 0.0 if self._expired else max(self._at - self._clock(), 0.0)
+
     def check(self) -> None:
         """Stop the plan once its time is up.
 

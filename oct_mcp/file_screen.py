@@ -222,16 +222,16 @@ def screen_files(
     names: list[tuple[int, bytes]] | list[tuple[int, str]],
     matcher: Any,
     file_max_bytes: int,
-    deadline: float,
+    time_up: Callable[[], bool],
     wanted: Callable[[], bool] | None = None,
 ) -> bytes:
     """A verdict for each file, given by its folder's index in `folders` and its name: UNREACHED for
-    the first file the deadline (monotonic) finds unscreened, or that `wanted` (asked every few files)
-    says no one waits for any more, and every one after it."""
+    the first file found unscreened when `time_up` says the search's time is up, or that `wanted`
+    (asked every few files) says no one waits for any more, and every one after it."""
     verdicts = bytearray()
     for index, name in names:
         cancelled = wanted is not None and len(verdicts) % _CANCEL_CHECK_FILES == 0 and not wanted()
-        if cancelled or time.monotonic() > deadline:
+        if cancelled or time_up():
             verdicts += bytes((UNREACHED,)) * (len(names) - len(verdicts))
             break
         verdicts.append(screen_file_at(folders[index], name, matcher, file_max_bytes)[0])
@@ -248,6 +248,10 @@ def encode_names(names: list[tuple[int, str]]) -> bytes:
 
 def decode_names(payload: bytes) -> list[tuple[int, bytes]]:
     return [(item[0] - 1, item[1:]) for item in payload.split(b"\0")] if payload else []
+
+
+def _passed(deadline: float) -> bool:
+    return time.monotonic() > deadline
 
 
 class _Cancels:
@@ -293,7 +297,8 @@ def serve(connection: socket.socket, control: socket.socket) -> None:
                 matcher = matchers[query] = query.matcher()
             wanted = functools.partial(cancels.wants, request)
             names = decode_names(payload)
-            verdicts = screen_files(folders, names, matcher, query.file_max_bytes, deadline, wanted)
+            time_up = functools.partial(_passed, deadline)
+            verdicts = screen_files(folders, names, matcher, query.file_max_bytes, time_up, wanted)
         finally:
             for fd in folders:
                 os.close(fd)

@@ -70,9 +70,17 @@ def command_sandbox(
     )
 
 
-async def run_command(backend: Backend, project: Path, argv: list[str], **params: object) -> ToolResult:
-    """`argv` run in `project` through the sandbox layer under `backend`, as a tool's command runs."""
-    sandbox = command_sandbox(backend)
+async def run_command(
+    backend: Backend,
+    project: Path,
+    argv: list[str],
+    *,
+    sandbox: ExecutionSandbox | None = None,
+    **params: object,
+) -> ToolResult:
+    """`argv` run in `project` through the sandbox layer (`command_sandbox(backend)` unless given),
+    as a tool's command runs."""
+    sandbox = sandbox if sandbox is not None else command_sandbox(backend)
     ctx = validated(
         make_context("test_command", Workspace(project)), COMMAND_TOOL, CommandParams(argv=argv, **params)
     )

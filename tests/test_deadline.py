@@ -56,3 +56,15 @@ def test_a_write_past_the_time_is_refused_even_before_the_timer_fires() -> None:
     with pytest.raises(ToolTimeoutError):
         deadline.begin_writing()
     assert deadline.expire() is True
+
+
+def test_a_deadline_says_the_time_left_on_its_clock_and_none_once_given_up() -> None:
+    clock = _Clock()
+    deadline = Deadline(5, clock=clock)
+    clock.now = 103.5
+    assert deadline.left() == 1.5
+    clock.now = 106.0
+    assert deadline.left() == 0.0
+    clock.now = 101.0
+    assert deadline.expire() is True
+    assert deadline.left() == 0.0

@@ -22,10 +22,13 @@ from oct_mcp.redaction.prefilter import field_lines, one_byte_a_character, prefi
 from oct_mcp.redaction.screen import Screen, engines_installed, screen
 
 __all__ = [
+    "PASSES",
     "PLAIN_KEYS",
+    "PLAIN_PASSES",
     "Anchored",
     "Finding",
     "LineMasks",
+    "Passes",
     "keyword_hits",
     "keyword_scanner",
     "mask_line",
@@ -164,12 +167,12 @@ def keyword_hits(data: bytes, keywords: _Keywords) -> list[tuple[int, int, int]]
 _SPARSE_HITS: Final = 256
 
 
-def _field_hits(data: bytes, keywords: _Keywords) -> list[tuple[int, int, int]]:
+def _field_hits(data: bytes, keywords: _Keywords, passes: Passes) -> list[tuple[int, int, int]]:
     """The hits of the field names; where they are dense, only those on the prefilter's lines."""
     hits = keyword_hits(data, keywords)
     if len(hits) * _SPARSE_HITS < len(data):
         return hits
-    lines = field_lines(data)
+    lines = field_lines(data) if passes.compiled else None
     if lines is None:
         return hits
     starts = [start for start, _end in lines]
@@ -181,10 +184,24 @@ def _field_hits(data: bytes, keywords: _Keywords) -> list[tuple[int, int, int]]:
     return kept
 
 
-# Below this many characters the screen's two passes cost more than the keyword passes they spare.
-# Measured on tool output, code, keyword-dense output and a secret corpus's documents: screened,
-# 512 to 2,048 characters took 7 to 13 us against 8 to 53 us (a 1 KiB output 7 against 11).
-_SCREENED_LENGTH: Final = 512
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Passes:
+    """Which passes a redaction may take over a text: every choice masks the same (a property test
+    holds the fastest to the plainest), so this is a matter of speed only."""
+
+    screened_from: int = 512
+    """Texts this long and longer are screened first. Shorter, the screen's two passes cost more
+    than the keyword passes they spare. Measured on tool output, code, keyword-dense output and a
+    secret corpus's documents: screened, 512 to 2,048 characters took 7 to 13 us against 8 to 53 us
+    (a 1 KiB output 7 against 11)."""
+    compiled: bool = True
+    """The compiled multi-pattern passes (the screen, the prefilter), where their wheels are
+    installed; without, every line is searched at every keyword."""
+
+
+PASSES: Final = Passes()
+PLAIN_PASSES: Final = Passes(compiled=False)
+"""The path of a machine without the compiled passes' wheels."""
 
 
 def _hits_in(
@@ -200,8 +217,8 @@ def _hits_in(
     return hits
 
 
-def _screened(text: str, data: bytes) -> Screen | None:
-    return screen(text, data) if len(text) >= _SCREENED_LENGTH else None
+def _screened(text: str, data: bytes, passes: Passes) -> Screen | None:
+    return screen(text, data) if passes.compiled and len(text) >= passes.screened_from else None
 
 
 def _snap(text: str, start: int, end: int) -> tuple[int, int]:
@@ -230,15 +247,15 @@ def _outside_masks(hits: list[tuple[int, int, int]], text: str) -> list[tuple[in
     return kept
 
 
-def _spans(text: str) -> list[Span]:
+def _spans(text: str, passes: Passes = PASSES) -> list[Span]:
     scanner = keyword_scanner()
     spans: list[Span] = []
     windows: dict[int, list[int]] = {}
     data = one_byte_a_character(text)  # what every multi-pattern pass reads, made once
-    screened = _screened(text, data)
+    screened = _screened(text, data, passes)
     if screened is None:
         hits = keyword_hits(data, scanner.everywhere)
-        field_hits = _field_hits(data, scanner.on_field_lines)
+        field_hits = _field_hits(data, scanner.on_field_lines, passes)
         if not hits and not field_hits and len(text) < scanner.shortest_scanned:
             return spans  # a short text without a keyword: 1.8 -> 0.7 us for a path or a name (measured)
         scanning = [detector for _index, detector in scanner.scanning]
@@ -327,7 +344,7 @@ def _merge(spans: list[Span], text: str) -> list[Span]:
     return merged
 
 
-def redact(text: str) -> tuple[str, tuple[Finding, ...]]:
+def redact(text: str, passes: Passes = PASSES) -> tuple[str, tuple[Finding, ...]]:
     """Mask every secret in `text` as `[REDACTED:<kind>]`.
 
     Idempotent: redacting the result changes nothing and finds nothing. Text outside the masked
@@ -335,13 +352,14 @@ def redact(text: str) -> tuple[str, tuple[Finding, ...]]:
 
     Args:
         text: Any text: tool output, a file, a log, an argument.
+        passes: The passes it may take (the same masks, by other ways: see `Passes`).
 
     Returns:
         The redacted text, and one finding per mask (kind and offsets in `text`).
     """
     if not text:
         return text, ()
-    found = _spans(text)
+    found = _spans(text, passes)
     if not found:
         return text, ()  # most text: no second look for masks in it
     spans = _merge(found, text)

@@ -10,22 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from oct_mcp.chain import Chain, unreachable_endpoint
 from oct_mcp.types import CallContext, CallNext, LayerType, Middleware, Outcome
-
-if TYPE_CHECKING:
-    from oct_mcp.chain import Chain
 
 __all__ = ["ContractBrokenError", "LayerContract"]
 
 
 class ContractBrokenError(AssertionError):
     """A layer called `call_next` in a way the contract does not allow; the call goes no further."""
-
-
-async def _unreachable(ctx: CallContext, /) -> Outcome:
-    raise AssertionError("a chain with a terminal layer never reaches its endpoint")
 
 
 @dataclass
@@ -60,7 +54,7 @@ class LayerContract:
             from oct_mcp.registry import layer_registry
 
             registry = layer_registry()
-        call = endpoint if endpoint is not None else _unreachable
+        call = endpoint if endpoint is not None else unreachable_endpoint
         for name, layer in reversed(list(zip(chain.layer_names, chain.layers, strict=True))):
             call = self._checked(name, layer, call, may_preview=registry[name].previews)
         return replace(chain, call=call)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
+from oct_mcp.deadline import Deadline
 from oct_mcp.file_screen import (
     MATCH,
     NO_MATCH,
@@ -108,14 +109,14 @@ class _Chunk:
     def screened(self) -> bool:
         return self.verdicts is not None and len(self.verdicts) == len(self.names)
 
-    def screen_some(self, files: int, matcher: Any, file_max_bytes: int, deadline: float) -> None:
+    def screen_some(self, files: int, matcher: Any, file_max_bytes: int, deadline: Deadline) -> None:
         """Screen here its next `files` files, until `deadline`."""
         done = self.verdicts or b""
         names = self.names[len(done) : len(done) + files]
-        self.verdicts = done + screen_files(self.folders, names, matcher, file_max_bytes, deadline)
+        self.verdicts = done + screen_files(self.folders, names, matcher, file_max_bytes, deadline.passed)
 
     def give_out(
-        self, matcher: Any, file_max_bytes: int, deadline: float, counts: ScreenCounts
+        self, matcher: Any, file_max_bytes: int, deadline: Deadline, counts: ScreenCounts
     ) -> Iterator[Screened]:
         """The matching files, each read (again) here and counted with the files before it as it is
         given out; screened here file by file when the chunk has no verdicts yet."""
@@ -131,7 +132,7 @@ class _Chunk:
             if self._stop_at(verdicts[start:index], counts):
                 return
             start = index + 1
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 counts.stopped_early = True
                 return
             folder, name = self.names[index]
@@ -168,7 +169,7 @@ class _OrderedScreen:
     query: ScreenQuery
     helper: ScreenHelper | None
     counts: ScreenCounts
-    deadline: float
+    deadline: Deadline
     matcher: Any = None
     pending: deque[_Chunk] = field(default_factory=deque)
     """Chunks not given out yet, in walk order."""
@@ -194,7 +195,10 @@ class _OrderedScreen:
                 return
             if index == 0 or not chunk.unassigned or not chunk.sendable:
                 continue
-            chunk.request = helper.send(self.query, chunk.folders, chunk.names, self.deadline)
+            # The helper stops on the machine's monotonic clock, which it shares with this process, when
+            # the search's own clock (a test's, maybe) says the time is up.
+            helper_deadline = time.monotonic() + self.deadline.left()
+            chunk.request = helper.send(self.query, chunk.folders, chunk.names, helper_deadline)
             if chunk.request is None:
                 self._helper_gone()
                 return
@@ -248,7 +252,7 @@ class _OrderedScreen:
             helper = self.helper
             if helper is None:
                 return True  # unreachable: a chunk at the helper implies one
-            timeout = max(self.deadline - time.monotonic(), 0) + _DEADLINE_GRACE_SECONDS if wait else 0
+            timeout = self.deadline.left() + _DEADLINE_GRACE_SECONDS if wait else 0
             reply = helper.receive(timeout)
             if reply is None:
                 if not helper.ready():
@@ -289,11 +293,11 @@ def screen_in_order(
     query: ScreenQuery,
     counts: ScreenCounts,
     project: Path,
-    deadline: float,
+    deadline: Deadline,
     helper: ScreenHelper | None = SCREEN_HELPER,
 ) -> Generator[Screened, None, None]:
     """The files of `runs` that `query` matches in, in their order, screened by the helper and by this
-    process until `deadline` (monotonic); `counts` counts every file given out, matching or not, up to
+    process until `deadline`; `counts` counts every file given out, matching or not, up to
     the last match given, and says when the time ran out first and when every file was given out.
 
     Without a helper (None, another search has it, or it cannot run), all here, a file at a time.

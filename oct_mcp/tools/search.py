@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,6 +33,7 @@ from typing import Annotated, Any, Final, Literal
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from oct_mcp.deadline import Deadline
 from oct_mcp.display import quote_name
 from oct_mcp.errors import NotFoundError, OctError, PathRefusedError
 from oct_mcp.file_screen import MATCH, SKIPPED, ScreenQuery, compile_pattern, screen_descriptor
@@ -139,7 +140,6 @@ class _Search:
     workspace: Workspace
     pattern: Any
     params: SearchParams
-    deadline: float
     resume: WalkCursor | None
     matches: list[SearchMatch] = field(default_factory=list)
     files: list[FileCount] = field(default_factory=list)
@@ -386,6 +386,8 @@ class SearchLimits:
     """Larger files (minified bundles, data dumps) are skipped and counted."""
     scan_entries: int = 200_000
     """Entries the walk visits, ignored ones included."""
+    clock: Callable[[], float] = time.monotonic
+    """What the time limit is read on (a test's own clock makes a search's stop independent of load)."""
 
 
 SEARCH_LIMITS: Final = SearchLimits()
@@ -413,7 +415,7 @@ def search(
         raise NotFoundError("nothing at that path in the project") from None
     except OSError as exc:
         raise PathRefusedError("the path cannot be opened") from exc
-    deadline = time.monotonic() + limits.time_seconds
+    deadline = Deadline(limits.time_seconds, "search time", clock=limits.clock)
     pattern = compile_pattern(params.pattern, regex=params.regex, case_sensitive=params.case_sensitive)
     screen = ScreenQuery(params.pattern, params.regex, params.case_sensitive, limits.file_max_bytes)
     # What decides the pages; max_results and max_chars only cut them.
@@ -422,7 +424,7 @@ def search(
         resume: WalkCursor | None = WalkCursor.decode(params.cursor)
     else:
         resume = PAGE_MARKS.recall(query, params.offset) if params.offset else None
-    run = _Search(workspace, pattern, params, deadline, resume)
+    run = _Search(workspace, pattern, params, resume)
     stopped_early = False
     if stat.S_ISDIR(info.st_mode):
         matcher = glob_matcher(params.glob)

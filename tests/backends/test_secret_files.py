@@ -12,22 +12,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
-from command_tool import command_sandbox
-from fakes import make_context
+from command_tool import command_sandbox, run_command
 from optional import bubblewrap, landlock
-from pydantic import BaseModel, ConfigDict
 
 from oct_mcp.backends import Backend, SecretFileView, secret_files
 from oct_mcp.backends.sandbox_exec import seatbelt_profile
 from oct_mcp.backends.secret_files import SCAN_MAX_BYTES, SecretFileCache, masked_copies
 from oct_mcp.redaction import redact
-from oct_mcp.spec import CommandPlan, Risk, RunResult, ToolEnv, ToolSpec
-from oct_mcp.testing import validated
 from oct_mcp.tools.files import LINE_RANGE_SCAN_LIMIT
 from oct_mcp.types import ToolResult
-from oct_mcp.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -215,42 +209,9 @@ def test_the_seatbelt_profile_denies_reading_each_secret_file_last() -> None:
 # -- real runs ----------------------------------------------------------------------------------
 
 
-class CommandParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    argv: list[str]
-    writes: bool = False
-
-
-def _as_result(run: RunResult) -> ToolResult:
-    return ToolResult(text=run.stdout.decode(errors="replace") + run.stderr.decode(errors="replace"))
-
-
-def _plan(params: CommandParams, env: ToolEnv) -> CommandPlan:
-    return CommandPlan(argv=tuple(params.argv), parse=_as_result, writes_project=params.writes)
-
-
-COMMAND_TOOL = ToolSpec(
-    name="test_command",
-    title="Command",
-    description="",
-    params=CommandParams,
-    output=None,
-    risk=Risk.EXECUTE,
-    plan=_plan,
-)
-
-
 async def _run(backend: Backend, project: Path, code: str, *, writes: bool = False) -> ToolResult:
     sandbox = command_sandbox(backend, timeout_seconds=60, threads=1, allow_unconfined=False)
-    ctx = validated(
-        make_context("test_command", Workspace(project)),
-        COMMAND_TOOL,
-        CommandParams(argv=[sys.executable, "-c", code], writes=writes),
-    )
-    with anyio.fail_after(120):
-        outcome = await sandbox(ctx, lambda ctx: pytest.fail("terminal layer called next"))
-    assert isinstance(outcome, ToolResult)
-    return outcome
+    return await run_command(backend, project, [sys.executable, "-c", code], sandbox=sandbox, writes=writes)
 
 
 ATTEMPTS = """\

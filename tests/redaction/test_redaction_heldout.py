@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 from data.redaction.heldout import NAMED_FAMILIES, OTHER_FORMATS, dense_output, named_families, other_formats
 from secret_corpus import NEUTRAL_CONTEXTS, Format, Sample, corpus, document, fully_masked
 
-from oct_mcp.redaction import Finding, engine, mask, redact
+from oct_mcp.redaction import Finding, mask, redact
+from oct_mcp.redaction.engine import PASSES, PLAIN_PASSES, Passes
 from oct_mcp.redaction.prefilter import prefilter_engine
 
 
@@ -19,11 +21,11 @@ def _cases(formats: tuple[Format, ...]) -> list[tuple[Format, str, str]]:
     ]
 
 
-def _recall(samples: list[Sample]) -> float:
+def _recall(samples: list[Sample], passes: Passes = PASSES) -> float:
     covered = [
         hit
         for sample in samples
-        for hit in fully_masked(sample.secrets, [(f.start, f.end) for f in redact(sample.text)[1]])
+        for hit in fully_masked(sample.secrets, [(f.start, f.end) for f in redact(sample.text, passes)[1]])
     ]
     return sum(covered) / len(covered)
 
@@ -123,24 +125,15 @@ def _every_text() -> list[str]:
 
 
 @pytest.mark.skipif(prefilter_engine() is None, reason="the multi-pattern scanner's wheel is not installed")
-def test_the_prefiltered_scan_masks_what_the_scan_of_every_line_masks(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_prefiltered_scan_masks_what_the_scan_of_every_line_masks() -> None:
     texts = _every_text()
-    monkeypatch.setattr(engine, "_screened", lambda _text, _data: None)  # the path without google-re2
-    prefiltered = [redact(text) for text in texts]
+    # The path without google-re2: no text is screened, the prefilter finds the field lines.
+    prefiltered = [redact(text, Passes(screened_from=sys.maxsize)) for text in texts]
 
     # The path a machine without the wheel takes: every line is searched for field names.
-    monkeypatch.setattr(engine, "field_lines", lambda _data: None)
-
-    assert [redact(text) for text in texts] == prefiltered
+    assert [redact(text, PLAIN_PASSES) for text in texts] == prefiltered
 
 
-def test_without_the_scanner_every_line_is_searched_and_the_goals_hold(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(engine, "field_lines", lambda _data: None)
-    monkeypatch.setattr(engine, "_screened", lambda _text, _data: None)
-
-    assert _recall(named_families()) >= 0.99
-    assert redact(dense_output(random.Random(24), 64 * 1024))[1] == ()  # noqa: S311
+def test_without_the_scanner_every_line_is_searched_and_the_goals_hold() -> None:
+    assert _recall(named_families(), PLAIN_PASSES) >= 0.99
+    assert redact(dense_output(random.Random(24), 64 * 1024), PLAIN_PASSES)[1] == ()  # noqa: S311

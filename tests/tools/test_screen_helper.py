@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clocks import TickingClock
 
 from oct_mcp import file_screen
 from oct_mcp.file_screen import MATCH, NO_MATCH, SKIPPED, ScreenQuery, screen_file_at
@@ -433,7 +434,9 @@ def _random_text(size: int) -> bytes:
 @pytest.mark.parametrize("with_helper", [False, True])
 def test_a_search_stops_at_its_time_limit_a_file_at_a_time(tmp_path: Path, with_helper: bool) -> None:
     _slow_then_small(tmp_path / "tree")
-    limits = SearchLimits(time_seconds=1.0)
+    # The search's clock passes its second at the 50th reading, however loaded the machine; the
+    # helper is given the second left on the machine's clock when it is sent a chunk.
+    limits = SearchLimits(time_seconds=1.0, clock=TickingClock(0.02))
     # Small chunks: the helper gets some of the slow files before the time is up.
     started = CountingHelper(chunk_files=8) if with_helper else None
     if started is not None:
@@ -453,8 +456,9 @@ def test_a_search_stops_at_its_time_limit_a_file_at_a_time(tmp_path: Path, with_
 
     assert result.structured is not None
     assert result.structured["stopped_early"] is True
-    # A slow file takes about a tenth of a second: the search stopped about a second in, not after 320.
-    assert result.structured["files_searched"] < 64 + 100
+    # Read here between files, the clock stopped the search within 50 of them; the helper, a slow file
+    # a tenth of a second, screened at most about ten in its second: not the 320.
+    assert result.structured["files_searched"] < 64 + 50
 
 
 def test_a_page_that_fills_in_its_first_file_searches_only_that_file(
@@ -528,6 +532,8 @@ def _small_tree(root: Path) -> Workspace:
 
 
 def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(tmp_path: Path) -> None:
+    # The small searches' second is on the machine's clock: a search held behind what the helper still
+    # had of the slow one would stop early, and differ.
     limits = SearchLimits(time_seconds=1.0)
     _slow_then_small(tmp_path / "slow")
     small = _small_tree(tmp_path / "small")
@@ -539,7 +545,7 @@ def test_a_search_after_one_that_ran_out_of_time_gets_the_same_result_as_alone(t
             Workspace((tmp_path / "slow").resolve()),
             SearchParams(pattern=SLOW_PATTERN, regex=True),
             screen_helper=started,
-            limits=limits,
+            limits=SearchLimits(time_seconds=1.0, clock=TickingClock(0.02)),
         )
         after = search(small, SearchParams(pattern="needle"), screen_helper=started, limits=limits).structured
     finally:
@@ -581,9 +587,11 @@ def test_a_search_after_pages_that_stopped_early_gets_the_same_result_as_alone(t
 
 
 def test_matches_the_helper_found_in_time_are_shown_as_alone(tmp_path: Path) -> None:
-    # Room for the helper to screen its chunk (about 1 s on 2 shared cores, while this process
-    # screens too); the slow files after it take far longer, so both searches still stop early.
-    limits = SearchLimits(time_seconds=4.0)
+    # Alone, the search's clock passes at its 400th reading, a file each: past the match, in the slow
+    # files. The helper gets what is left of the 4 s on the machine's clock, room for its chunk
+    # (about 1 s on 2 shared cores, while this process screens too); the slow files after it take far
+    # longer, so both searches still stop early.
+    limits = SearchLimits(time_seconds=4.0, clock=TickingClock(0.01))
     root = tmp_path / "tree"
     root.mkdir()
     # Chunk 3 (the helper's, quick) holds the only match; chunk 7 on (slow) is what this process
@@ -610,6 +618,7 @@ def test_matches_the_helper_found_in_time_are_shown_as_alone(tmp_path: Path) -> 
     assert alone is not None
     assert with_helper is not None
     assert [m["path"] for m in alone["matches"]] == ["c063.txt"]
+    assert alone["stopped_early"] is True
     assert with_helper["matches"] == alone["matches"]
 
 

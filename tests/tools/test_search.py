@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from clocks import TickingClock
 from pydantic import ValidationError
 from trees import write
 
@@ -194,6 +195,25 @@ def test_search_cuts_a_long_line_to_a_window_around_the_match(workspace: Workspa
     assert (match["column"], match["line_cut"]) == (5_001, True)
     assert len(match["text"]) == search_module.LINE_TEXT_MAX
     assert "needle" in match["text"]
+
+
+def test_search_reads_its_time_limit_between_files_and_stops_there_with_what_it_found(
+    workspace: Workspace,
+) -> None:
+    write(workspace.root, {f"f{n:03}.txt": "needle\n" for n in range(300)})
+    clock = TickingClock(0.01)
+    # 100 readings of the clock: a search of 300 files, each read and matched, stops part way.
+    limits = SearchLimits(time_seconds=1.0, clock=clock)
+
+    result = search(workspace, SearchParams(pattern="needle", mode="files", max_results=500), limits=limits)
+
+    assert result.structured is not None
+    shown = [entry["path"] for entry in result.structured["files"]]
+    assert result.structured["stopped_early"] is True
+    assert 0 < len(shown) == result.structured["files_searched"] < 100
+    # What it found before the time was up, in order: the first files, none skipped.
+    assert shown == [f"f{n:03}.txt" for n in range(len(shown))]
+    assert clock.readings <= 101
 
 
 def test_search_stops_early_at_its_time_limit(workspace: Workspace) -> None:

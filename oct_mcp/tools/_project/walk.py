@@ -10,7 +10,6 @@ import itertools
 import operator
 import os
 import stat
-import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import pathspec
 import re2  # type: ignore[import-untyped]
 from pydantic import StringConstraints
 
+from oct_mcp.deadline import Deadline
 from oct_mcp.tools._project.ignores import ENVIRONMENT_FOLDERS, user_excludes_file
 from oct_mcp.types import WithheldPaths
 from oct_mcp.workspace import descriptor_is_inside, read_at_most
@@ -290,14 +290,14 @@ class ProjectWalk:
     Yields a `WalkedEntry` for every entry that is not a folder (files, symlinks, and the rest), in
     the order of their paths as strings. With `start_at` (a path from the root), only paths that
     sort at or after it: the folders wholly before it are not read again, so a page resumes where
-    the last stopped. Stops after `limit` entries of any kind, ignored ones included, or at `deadline` (a
-    `time.monotonic()` value), or below `depth_max` folders, and says so in `stopped_early`.
+    the last stopped. Stops after `limit` entries of any kind, ignored ones included, or once `deadline`
+    has passed, or below `depth_max` folders, and says so in `stopped_early`.
     """
 
     root: Path
     folder: Path
     limit: int
-    deadline: float | None = None
+    deadline: Deadline | None = None
     start_at: str | None = None
     withheld: WithheldPaths | None = None
     """The paths the rules deny the call: left out, as ignored ones are (`oct_mcp.rules`)."""
@@ -312,9 +312,7 @@ class ProjectWalk:
             for fd, prefix, run in runs:
                 for entry in run:
                     self._seen += 1
-                    if self._seen > self.limit or (
-                        self.deadline is not None and time.monotonic() > self.deadline
-                    ):
+                    if self._seen > self.limit or (self.deadline is not None and self.deadline.passed()):
                         self.stopped_early = True
                         return
                     yield WalkedEntry(prefix + entry.name, entry, fd)
@@ -328,7 +326,7 @@ class ProjectWalk:
         try:
             for fd, prefix, run in runs:
                 room = self.limit - self._seen
-                if room <= 0 or (self.deadline is not None and time.monotonic() > self.deadline):
+                if room <= 0 or (self.deadline is not None and self.deadline.passed()):
                     self.stopped_early = True
                     return
                 self._seen += len(run)
@@ -410,9 +408,7 @@ class ProjectWalk:
             if skipped:
                 del keys[:skipped], entries[:skipped]
                 self._seen += skipped
-                if self._seen > self.limit or (
-                    self.deadline is not None and time.monotonic() > self.deadline
-                ):
+                if self._seen > self.limit or (self.deadline is not None and self.deadline.passed()):
                     self.stopped_early = True
                     return None
         # A `/` ends a folder's key, and is in no name: without one, the folder is one run.
@@ -465,7 +461,7 @@ class ProjectWalk:
                 yield fd, prefix, segment
                 continue
             self._seen += 1
-            if self._seen > self.limit or (self.deadline is not None and time.monotonic() > self.deadline):
+            if self._seen > self.limit or (self.deadline is not None and self.deadline.passed()):
                 self.stopped_early = True
                 return
             if len(stack) >= self.depth_max:
