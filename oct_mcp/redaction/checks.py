@@ -160,13 +160,14 @@ PUBLIC_CONSTANTS: Final = frozenset(
 )
 
 
-# A user and a password in lower-case words, as test data writes them (`foo:bar`, `user:pass`,
-# `login:pass`): the password eight letters at most. A generated password has digits or capitals.
-_SAMPLE_PAIR: Final = re.compile(r"[a-z][a-z_]{0,31}:[a-z]{1,8}", re.ASCII)
+# A user and a password in lower-case letters, as test data writes them (`foo:bar`, `user:pass`,
+# `login:pass`, `user":quoted`): the password eight letters at most, what decides; the user, which
+# is no secret, as it comes. A generated password has digits or capitals.
+_SAMPLE_PAIR: Final = re.compile(r"[^:\s]{1,32}:[a-z]{1,8}", re.ASCII)
 
 
 def is_sample_pair(value: str) -> bool:
-    """Whether `value` is `user:password` of test data: lower-case words, a password of 8 letters or fewer."""
+    """Whether `value` is `user:password` of test data: a password of 8 lower-case letters or fewer."""
     return _SAMPLE_PAIR.fullmatch(value) is not None
 
 
@@ -312,12 +313,20 @@ _LEET: Final = (str.maketrans("013457@$", "oieastas"), str.maketrans("013457@$",
 """Digits and symbols read as the letters they stand for; `1` as `i`, then as `l`."""
 
 
+_MARKS: Final = re.compile(r"[^a-z0-9]+")
+
+
 def _spelt_in_digits(lowered: str) -> bool:
-    """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`):
-    test data's way of spelling one, guessed by anyone who tries the word."""
+    """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`) or
+    with marks between them (`sec==ret`, `p@ss-word`): test data's way of spelling one, guessed by
+    anyone who tries the word."""
     if lowered.isalpha():
         return False
-    return any(lowered.translate(table) in _PLACEHOLDER_VALUES for table in _LEET)
+    for table in _LEET:
+        spelt = lowered.translate(table)
+        if spelt in _PLACEHOLDER_VALUES or _MARKS.sub("", spelt) in _PLACEHOLDER_VALUES:
+            return True
+    return False
 
 
 _PERCENT_ESCAPE: Final = re.compile(r"%[0-9A-Fa-f]{2}")

@@ -116,7 +116,12 @@ def _attribute_chain(tokens: list[tokenize.TokenInfo]) -> bool:
             return False
     # `hdrs.SEC_WEBSOCKET_KEY1`, `np.int64`: a name may end in digits, after a word of its own; a
     # letter and digits (`aabcd.f0`) is how a password with a dot reads, not a name.
-    return all(_named_attribute(token.string) for token in tokens[2::2])
+    attributes = [token.string for token in tokens[2::2]]
+    if not all(map(_named_attribute, attributes)):
+        return False
+    # One letter (`weights.T`) says little: the chain is code when what it starts from is a name too,
+    # not when a generated value has a dot near its end (`XpyyP60AQ.Q`).
+    return all(len(name) > 1 for name in attributes) or _named_attribute(tokens[0].string)
 
 
 def _named_attribute(name: str) -> bool:

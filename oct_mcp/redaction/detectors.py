@@ -889,6 +889,9 @@ _SAMPLE_HOST: Final = _compile(
     r"|(?:[\w-]+\.)*example\.(?:com|org|net))(?::\d{1,5})?"
 )
 _SAMPLE_PASSWORD: Final = _compile(r"[a-z_]{1,16}")
+# Under 6 characters, of one kind: lower-case letters or digits. One with a capital, a symbol, or
+# both letters and digits is masked (`b!&*$`, `Zx9q`).
+_GUESSED_SHORT: Final = _compile(r"[a-z]{1,5}|[0-9]{1,5}")
 # A password in lower-case letters that says what it is (`mysecret`, `clearpassword`): a stand-in.
 _SELF_NAMED: Final = _compile(r"[a-z_]{0,16}(?:password|secret)[a-z_]{0,16}")
 
@@ -903,16 +906,21 @@ def _sample_basic(value: str) -> bool:
 
 
 def _url_password(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
-    if not _password_ok(match["secret"]):
+    secret = match["secret"]
+    if not _password_ok(secret) or secret == match["user"]:
+        # A password that repeats its user (`guest:guest`, `postgres:postgres`) is the first anyone
+        # tries, at any host: a mask over it hides nothing.
+        return ()
+    if _GUESSED_SHORT.fullmatch(unquote(secret)):
+        # A short word or number (`:bosco@`, `nkim:1234@`): left alone as the same value is under a
+        # secret-named field (`is_literal_secret`, under 6 characters).
         return ()
     host = match.groupdict().get("host")
-    if host is not None and _SAMPLE_HOST.fullmatch(host):
-        # `amqp://guest:guest@localhost//`, `mysql://scott:tiger@localhost/foo`: a documented default
-        # at no real host. A password with a digit or a capital there is masked all the same.
-        secret = match["secret"]
-        if secret == match["user"] or _SAMPLE_PASSWORD.fullmatch(secret):
-            return ()
-    if _SELF_NAMED.fullmatch(match["secret"]):
+    if host is not None and _SAMPLE_HOST.fullmatch(host) and _SAMPLE_PASSWORD.fullmatch(secret):
+        # `mysql://scott:tigress@localhost/foo`: a documented default at no real host. A password
+        # with a digit or a capital there is masked all the same.
+        return ()
+    if _SELF_NAMED.fullmatch(secret):
         return ()
     return ((match.start("secret"), match.end("secret"), detector.kind, detector.priority),)
 

@@ -29,6 +29,7 @@ CODE_SHAPES = [
         f"private_key: {SECRET}",
         id="annotation",
     ),
+    pytest.param("secret_key = weights.T", "secret_key = XpyyP60AQ.Q", id="one-letter-attribute"),
     pytest.param(
         "SEC_WEBSOCKET_KEY1: istr = hdrs.SEC_WEBSOCKET_KEY1,",
         f'SIGNING_KEY1: istr = "{SECRET}",',
@@ -107,9 +108,20 @@ LITERAL_KINDS = [
         id="placeholder-in-digits",
     ),
     pytest.param("PASSWORD=p4ssw0rd", "PASSWORD=p4ssw0rd7Kq", id="placeholder-in-digits-env"),
+    pytest.param(
+        "{'USER': 'jdoe', 'PASS': 'sec==ret'}",
+        "{'USER': 'jdoe', 'PASS': 'sec==ret2'}",
+        id="placeholder-with-marks-between",
+    ),
+    pytest.param("PASSWORD=p@ss-word", "PASSWORD=p@ss-word9Kq", id="placeholder-leet-and-marks"),
     pytest.param('token = "Bad-Token"', 'token = "Bad-T0ken9x"', id="title-words"),
     pytest.param('password = "some:password"', 'password = "some:Pa55word"', id="named-parts"),
     pytest.param('auth="foo:bar"', 'auth="foo:Xk9mQ2pL"', id="user-pass-pair"),
+    pytest.param(
+        'Url("http", auth="user%22:quoted", host="example.com")',
+        'Url("http", auth="user%22:quoted9", host="example.com")',
+        id="user-pass-pair-any-user",
+    ),
     pytest.param(
         'headers={"Authorization": "Basic Zm9vOmJhcg=="}',
         'headers={"Authorization": "Basic dXNlcjpYazltUTJwTHpSNHQ="}',
@@ -121,14 +133,32 @@ LITERAL_KINDS = [
         id="url-local-default",
     ),
     pytest.param(
+        "broker_url = 'amqp://guest:guest@foobar:1234//'",
+        "broker_url = 'amqp://guest:guest1@foobar:1234//'",
+        id="url-password-repeats-user",
+    ),
+    pytest.param(
+        "'redis://:bosco@vandelay.com:123//1'", "'redis://:boscos@vandelay.com:123//1'", id="url-short-word"
+    ),
+    pytest.param(
+        'make_request("get", "http://nkim:1234@python.org")',
+        'make_request("get", "http://nkim:12a4@python.org")',
+        id="url-short-number",
+    ),
+    pytest.param(
+        "GET http://a:bo@host.org:1234/toto",
+        "GET http://a:b!&*$@host.org:1234/toto",
+        id="url-short-with-symbols",
+    ),
+    pytest.param(
         "ssh://:clearpassword@host:22",
         "ssh://:clearpassw0rd9@host:22",
         id="url-self-named",
     ),
     pytest.param("    proxy_auth=None,\\", "    proxy_auth=Xk9mQ2pLzR4t,\\", id="keyword-argument-continued"),
     pytest.param(
-        "mysql://scott:tiger@example.com/foo",
-        "mysql://scott:tiger@db.internal/foo",
+        "mysql://scott:tigress@example.com/foo",
+        "mysql://scott:tigress@db.internal/foo",
         id="url-example-host",
     ),
     pytest.param("'Password': 'hunter2',", "'Password': 'hunter2Kq9',", id="stock-example-password"),
