@@ -211,6 +211,9 @@ _PREFIX: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,13}[-_:/]", re.ASCII)
 # Words joined by `:`, `@`, `/` or `.` of which one says what the value stands for (`some:password`,
 # `user@token`): test data that names itself.
 _NAMED_PARTS: Final = re.compile(r"[a-z]+(?:[:@/.][a-z]+)+", re.ASCII)
+# Two lower-case words (`entered pw`, `wrong password`): a phrase test data types. A pass phrase is
+# three words and more (diceware's advice is six; the labelled corpus's are three to six).
+_TWO_WORDS: Final = re.compile(r"[a-z]+ [a-z]+", re.ASCII)
 _RUN: Final = re.compile(r"(.)\1{5}", re.DOTALL)
 # A unit of one to four characters said three times or more, and nothing else (`GR?XGR?XGR?X`,
 # `abababab`): typed by hand to fill a field. A generated value never repeats so.
@@ -390,7 +393,7 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     if not digits and (repeated := _REPETITION.fullmatch(value)) and _WORDS.fullmatch(repeated["rule"]):
         # Not for a password, which a person may well write so.
         return False
-    if is_sample_pair(value):
+    if is_sample_pair(value) or _TWO_WORDS.fullmatch(value):
         return False
     if _NAMED_PARTS.fullmatch(value) and not _PLACEHOLDER_VALUES.isdisjoint(re.split(r"[:@/.]", value)):
         return False

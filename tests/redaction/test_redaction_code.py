@@ -115,6 +115,11 @@ LITERAL_KINDS = [
     ),
     pytest.param("PASSWORD=p@ss-word", "PASSWORD=p@ss-word9Kq", id="placeholder-leet-and-marks"),
     pytest.param('token = "Bad-Token"', 'token = "Bad-T0ken9x"', id="title-words"),
+    pytest.param(
+        'assert settings.password == "entered pw"',
+        'assert settings.password == "entered pw again"',
+        id="two-words",
+    ),
     pytest.param('password = "some:password"', 'password = "some:Pa55word"', id="named-parts"),
     pytest.param('auth="foo:bar"', 'auth="foo:Xk9mQ2pL"', id="user-pass-pair"),
     pytest.param(
