@@ -66,6 +66,19 @@ PROJECTS = (
     ("twine", "5.0.0"),
     ("urllib3", "2.2.1"),
 )
+HELD_OUT = (
+    ("Django", "5.1.4"),
+    ("Flask", "3.0.3"),
+    ("requests", "2.32.3"),
+    ("SQLAlchemy", "2.0.36"),
+    ("httpx", "0.27.2"),
+    ("rich", "13.9.4"),
+    ("redis", "5.2.1"),
+    ("PyJWT", "2.10.1"),
+    ("Authlib", "1.3.2"),
+)
+"""Issue 31's held-out projects: measured with `--held-out` (figures only, no mask printed), never
+tuned on."""
 PIP_DOWNLOAD = (sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:")
 MAX_FILE = 2 * 1024 * 1024
 LINES = 10_000
@@ -80,12 +93,41 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median taken)")
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oct-mcp-bench" / "sdists"
     parser.add_argument("--cache", type=Path, default=cache, help="where the sdists are kept")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="only the files-changed figures of the held-out projects, with no mask printed",
+    )
     return parser.parse_args()
+
+
+def held_out_figures(cache: Path) -> None:
+    """Files changed and masks over code on the held-out projects: counts only, so no one tunes on them."""
+    files: list[tuple[str, str]] = []
+    for name, version in HELD_OUT:
+        path = sdist(cache, name, version, download=True)
+        assert path is not None, f"{name}=={version} did not download"
+        files.extend(texts(path))
+    changed = keys_only = over = 0
+    for name, text in files:
+        findings = redact(text)[1]
+        if not findings:
+            continue
+        changed += 1
+        keys_only += all(finding.kind == "private_key" for finding in findings)
+        literals = literal_spans(text) if name.endswith((".py", ".pyi")) else None
+        over += len(over_code(text, findings, literals)) if literals is not None else 0
+    others = changed - keys_only
+    pins = ", ".join(f"{name} {version}" for name, version in HELD_OUT)
+    print(f"held out ({pins}): {len(files)} text files")
+    print(f"masks over code: {over}; files changed: {changed} ({changed / len(files):.2%})")
+    print(f"  only by private key blocks: {keys_only}; the rest: {others} ({others / len(files):.2%})")
 
 
 def sdist(cache: Path, name: str, version: str, download: bool) -> Path | None:
     for suffix in (".tar.gz", ".zip"):
-        for stem in (f"{name}-{version}", f"{name.replace('-', '_')}-{version}"):
+        # As the index names it, or normalised (PEP 625: lower case, `_` for `-`).
+        for stem in (f"{name}-{version}", f"{name.lower().replace('-', '_')}-{version}"):
             path = cache / (stem + suffix)
             if path.exists():
                 return path
@@ -310,6 +352,9 @@ def dense_figures(files: list[tuple[str, str]], rounds: int) -> None:
 
 def main() -> None:
     args = parse()
+    if args.held_out:
+        held_out_figures(args.cache)
+        return
     smoke = args.rounds == 1
     files: list[tuple[str, str]] = []
     for name, version in PROJECTS:
