@@ -317,13 +317,15 @@ _LEET: Final = (str.maketrans("013457@$", "oieastas"), str.maketrans("013457@$",
 
 
 _MARKS: Final = re.compile(r"[^a-z0-9]+")
+# The longest placeholder (11 letters) with two marks between each of its letters, and a line's end.
+_SPELT_MAX: Final = 32
 
 
 def _spelt_in_digits(lowered: str) -> bool:
     """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`) or
     with marks between them (`sec==ret`, `p@ss-word`): test data's way of spelling one, guessed by
     anyone who tries the word."""
-    if lowered.isalpha():
+    if lowered.isalpha() or len(lowered) > _SPELT_MAX:
         return False
     for table in _LEET:
         spelt = lowered.translate(table)
