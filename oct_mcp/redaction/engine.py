@@ -428,8 +428,12 @@ def redact_lines(text: str) -> list[LineMasks]:
     """
     found = _spans(text) if text else []
     spans = _merge(found, text) if found else []
+    # One shared empty tuple a line: most files hold no secret, and a list a line cost more than
+    # finding that out (a tenth of a search's time, on Django's sources).
+    lines: list[LineMasks] = [()] * (text.count("\n") + 1)
+    if not spans:
+        return lines
     starts = list(itertools.accumulate((len(line) + 1 for line in text.split("\n")), initial=0))
-    lines: list[list[tuple[int, int, str]]] = [[] for _ in range(len(starts) - 1)]
     for start, end, kind, _priority in spans:
         first = bisect.bisect_right(starts, start) - 1
         last = bisect.bisect_right(starts, max(start, end - 1)) - 1
@@ -437,8 +441,8 @@ def redact_lines(text: str) -> list[LineMasks]:
             line_start, line_end = starts[number], starts[number + 1] - 1
             low, high = max(start, line_start) - line_start, min(end, line_end) - line_start
             if low < high:
-                lines[number].append((low, high, kind))
-    return [tuple(spans_of_line) for spans_of_line in lines]
+                lines[number] = (*lines[number], (low, high, kind))
+    return lines
 
 
 def mask_line(line: str, *masks: LineMasks) -> tuple[str, tuple[tuple[int, int], ...]]:
