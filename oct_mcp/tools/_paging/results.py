@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+import orjson
 from pydantic import BaseModel, Field
 
 __all__ = [
@@ -48,8 +49,19 @@ def OffsetField() -> Any:  # noqa: N802 - a Field factory, named as pydantic's
 
 
 def json_size(value: Any) -> int:
-    """Characters of `value` as a host's JSON.stringify writes it (no spaces, non-ASCII as is)."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    """Characters of `value` as a host's JSON.stringify writes it (no spaces, non-ASCII as is).
+
+    orjson writes what `json.dumps(value, ensure_ascii=False, separators=(",", ":"))` does for the
+    strings, integers, lists and string-keyed objects a page holds (a float in its shortest form,
+    `1e-7`, as JSON.stringify writes it), about five times sooner (a page
+    sizes each entry: a paged search spent a twentieth of its time here); what it refuses (a lone
+    surrogate from an undecodable name, a key that is no string) is sized by `json` as before.
+    """
+    try:
+        dumped = orjson.dumps(value)
+    except TypeError:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return len(dumped) if dumped.isascii() else len(dumped.decode("utf-8"))
 
 
 def json_string_size(text: str) -> int:
