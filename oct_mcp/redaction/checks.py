@@ -161,9 +161,10 @@ PUBLIC_CONSTANTS: Final = frozenset(
 
 
 # A user and a password in lower-case letters, as test data writes them (`foo:bar`, `user:pass`,
-# `login:pass`, `user":quoted`): the password eight letters at most, what decides; the user, which
-# is no secret, as it comes. A generated password has digits or capitals.
-_SAMPLE_PAIR: Final = re.compile(r"[^:\s]{1,32}:[a-z]{1,8}", re.ASCII)
+# `login:pass`, `user":quoted`): the password eight letters at most; the user without a digit,
+# marks as they come. A generated password has digits or capitals, and a key sent as the user of
+# a pair (`k8Qw2Lp9:x`) has digits.
+_SAMPLE_PAIR: Final = re.compile(r"[^:\s0-9]{1,32}:[a-z]{1,8}", re.ASCII)
 
 
 def is_sample_pair(value: str) -> bool:

@@ -127,6 +127,7 @@ LITERAL_KINDS = [
         'Url("http", auth="user%22:quoted9", host="example.com")',
         id="user-pass-pair-any-user",
     ),
+    pytest.param('auth="user%22:quoted"', 'auth="k8Qw2Lp9Rt4Yu6Io:abc"', id="user-pass-pair-key-as-user"),
     pytest.param(
         'headers={"Authorization": "Basic Zm9vOmJhcg=="}',
         'headers={"Authorization": "Basic dXNlcjpYazltUTJwTHpSNHQ="}',
