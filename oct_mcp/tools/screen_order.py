@@ -195,8 +195,8 @@ class _OrderedScreen:
                 return
             if index == 0 or not chunk.unassigned or not chunk.sendable:
                 continue
-            # The helper stops on the machine's monotonic clock, which it shares with this process, when
-            # the search's own clock (a test's, maybe) says the time is up.
+            # The helper is sent the time the search's own clock (a test's, maybe) has left, as a
+            # deadline on the machine's monotonic clock, which every process shares.
             helper_deadline = time.monotonic() + self.deadline.left()
             chunk.request = helper.send(self.query, chunk.folders, chunk.names, helper_deadline)
             if chunk.request is None:
