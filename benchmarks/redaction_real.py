@@ -66,6 +66,20 @@ PROJECTS = (
     ("twine", "5.0.0"),
     ("urllib3", "2.2.1"),
 )
+MORE = (
+    ("oauthlib", "3.2.2"),
+    ("requests-oauthlib", "2.0.0"),
+    ("python-jose", "3.3.0"),
+    ("passlib", "1.7.4"),
+    ("itsdangerous", "2.2.0"),
+    ("starlette", "0.41.3"),
+    ("fastapi", "0.115.6"),
+    ("boto", "2.49.0"),
+    ("google-auth", "2.37.0"),
+    ("msal", "1.31.1"),
+)
+"""A second tuning set, `--more`: projects whose code handles secrets (OAuth, JOSE, signing, cloud
+credentials), where secret-named names and keys built in code are most common."""
 HELD_OUT = (
     ("Django", "5.1.4"),
     ("Flask", "3.0.3"),
@@ -98,13 +112,19 @@ def parse() -> argparse.Namespace:
         action="store_true",
         help="only the files-changed figures of the held-out projects, with no mask printed",
     )
+    parser.add_argument(
+        "--more",
+        action="store_true",
+        help="only the files-changed figures of the second tuning set, masks printed",
+    )
     return parser.parse_args()
 
 
-def held_out_figures(cache: Path) -> None:
-    """Files changed and masks over code on the held-out projects: counts only, so no one tunes on them."""
+def changed_figures(cache: Path, projects: tuple[tuple[str, str], ...], label: str, shown: bool) -> None:
+    """Files changed and masks over code on `projects`; each mask printed only when `shown` (never
+    for the held-out projects, so no one tunes on them)."""
     files: list[tuple[str, str]] = []
-    for name, version in HELD_OUT:
+    for name, version in projects:
         path = sdist(cache, name, version, download=True)
         assert path is not None, f"{name}=={version} did not download"
         files.extend(texts(path))
@@ -116,10 +136,15 @@ def held_out_figures(cache: Path) -> None:
         changed += 1
         keys_only += all(finding.kind == "private_key" for finding in findings)
         literals = literal_spans(text) if name.endswith((".py", ".pyi")) else None
-        over += len(over_code(text, findings, literals)) if literals is not None else 0
+        code = over_code(text, findings, literals) if literals is not None else []
+        over += len(code)
+        for finding in findings if shown else ():
+            number, line = line_of(text, finding.start)
+            mark = "CODE " if finding in code else ""
+            print(f"mask {mark}{finding.kind} {name}:{number}: {line.strip()[:160]}")
     others = changed - keys_only
-    pins = ", ".join(f"{name} {version}" for name, version in HELD_OUT)
-    print(f"held out ({pins}): {len(files)} text files")
+    pins = ", ".join(f"{name} {version}" for name, version in projects)
+    print(f"{label} ({pins}): {len(files)} text files")
     print(f"masks over code: {over}; files changed: {changed} ({changed / len(files):.2%})")
     print(f"  only by private key blocks: {keys_only}; the rest: {others} ({others / len(files):.2%})")
 
@@ -352,8 +377,9 @@ def dense_figures(files: list[tuple[str, str]], rounds: int) -> None:
 
 def main() -> None:
     args = parse()
-    if args.held_out:
-        held_out_figures(args.cache)
+    if args.held_out or args.more:
+        projects, label = (HELD_OUT, "held out") if args.held_out else (MORE, "second tuning set")
+        changed_figures(args.cache, projects, label, shown=not args.held_out)
         return
     smoke = args.rounds == 1
     files: list[tuple[str, str]] = []

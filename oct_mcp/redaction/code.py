@@ -86,6 +86,10 @@ def _operands(left: tokenize.TokenInfo, right: tokenize.TokenInfo) -> tuple[bool
 
 
 def _is_expression(tokens: list[tokenize.TokenInfo]) -> bool:
+    if len(tokens) > 1 and tokens[-1].string == ":":
+        tokens = tokens[:-1]  # `if not password == user.password:`: the statement's colon
+    if len(tokens) == 2 and tokens[1].string in _BINARY and _continued(tokens[0]):
+        return True  # `KEY: PREFIX +`: the expression goes on on the next line
     if len(tokens) < 2:
         return False
     for index, token in enumerate(tokens):
@@ -102,6 +106,11 @@ def _is_expression(tokens: list[tokenize.TokenInfo]) -> bool:
             if both and (spaced or unambiguous):
                 return True
     return _attribute_chain(tokens)
+
+
+def _continued(left: tokenize.TokenInfo) -> bool:
+    """An operand a line may end on before its operator's right side: a name or a string."""
+    return left.type == tokenize.STRING or (left.type == tokenize.NAME and _named_attribute(left.string))
 
 
 def _attribute_chain(tokens: list[tokenize.TokenInfo]) -> bool:

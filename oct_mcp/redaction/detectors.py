@@ -184,13 +184,37 @@ def _aws_key_id(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
 _PEM_END: Final = _compile(r"-{4,5} ?END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}")
 _PEM_BODY: Final = _compile(r"(?:[A-Za-z0-9+/=\\ \t\r\n]|(?:Proc-Type|DEK-Info|Comment):[^\n]*)*+")
 _PEM_LIMIT: Final = 64 * 1024
+# Some body: a run of eight base64 characters or more with both cases in it, as any piece of a
+# key's body has (64 a line); names in code between armour lines (`b64encode`, `der`) are
+# broken up by underscores, dots and brackets, and seldom mix cases so.
+_BODY_PRESENT: Final = _compile(r"(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{8}")
+# A piece of a body inside a string literal: base64 with a letter or a digit in it, right after a
+# quote or a `\\n` escape, where a literal's content starts (a string's prefix, `b"`, the `+`
+# between literals and the escape's own `n` are code).
+_BODY_PIECE: Final = _compile(r"""(?:(?<=["'])|(?<=\\[nrt]))(?=[+/=]*[A-Za-z0-9])[A-Za-z0-9+/=]+""")
 
 
 def _pem_block(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
-    """The whole block, BEGIN to END, however many lines and whatever escapes (`\\n` in JSON)."""
+    """The whole block, BEGIN to END, however many lines and whatever escapes (`\\n` in JSON).
+
+    Two blocks are not masked whole: armour with no body between (the markers a parser looks for,
+    a key built in code from other parts), which holds no key; and a block written as string
+    literals joined in code (`"-----BEGIN ...\\n"` then `"MIIE...\\n"` a line), whose pieces of key
+    are each masked, the quotes and the code between them kept.
+    """
     text = match.string
     end = _PEM_END.search(text, match.end(), match.end() + _PEM_LIMIT)
     if end is not None:
+        between = text[match.end() : end.start()]
+        if _BODY_PRESENT.search(between) is None:
+            return ()
+        if '"' in between or "'" in between:
+            # Found by the armour around them: each piece has the boundary the literal gives it
+            # (CONTEXT: never widened over a word it touches, the `n` of a `\\n` before it).
+            return tuple(
+                (piece.start(), piece.end(), detector.kind, CONTEXT)
+                for piece in _BODY_PIECE.finditer(text, match.end(), end.start())
+            )
         return ((match.start(), end.end(), detector.kind, detector.priority),)
     # No END (output cut short): mask the body that follows, so no part of the key is left.
     body = _PEM_BODY.match(text, match.end())
@@ -554,6 +578,7 @@ def _literal_field(detector: Detector, match: re.Match[str]) -> tuple[Span, ...]
         _is_prose(value)
         or not is_literal_secret(value, quoted=True, digits=digits)
         or _is_template(match, group, value)
+        or _closes_a_string(match, group)
     ):
         return ()
     if value.startswith(PUBLIC_PREFIXES) or _names_itself(match, value):
@@ -570,6 +595,23 @@ _JOINED: Final = _compile(r"[ \t]*(?:[-+*/%|&^<>=!?@]|(?:or|and|if|else|in|is)[ 
 _FORMAT_FIELD: Final = _compile(r"\{[A-Za-z0-9_.\[\]]*(?:[!:][^{}\n]{0,32})?\}")
 _FORMAT_FIELDS: Final = _compile(r"\{[^{}\n]*\}")
 _QUOTE_GROUPS: Final = ("dq", "sq", "bq")
+
+
+def _closes_a_string(match: re.Match[str], group: str) -> bool:
+    """Whether the field is written inside a string (`"&access_token=" + self.token[...]`, a query
+    being built) that the quote after its operator closes: what follows is code, not a value.
+
+    The line before the field's name holds an odd number of that quote, the last not right before
+    the name, and no quote closes the name (a key's own quotes: `"password": ...`,
+    `{'(?i)password': ...}`).
+    """
+    text = match.string
+    quote = text[match.start(group) - 1]
+    name_start = _name_start(text, match.start("name"))
+    before = text[text.rfind("\n", 0, name_start) + 1 : name_start]
+    if before.endswith(quote) or text[match.end("name") : match.end("name") + 1] in ('"', "'", "`"):
+        return False
+    return (before.count(quote) - before.count("\\" + quote)) % 2 == 1
 
 
 def _name_start(text: str, start: int) -> int:
@@ -632,10 +674,9 @@ def _code_value(match: re.Match[str], group: str) -> Expression | None:
             return None
         name = _IDENTIFIER.match(value)
         # A name mixing both cases and digits (`Xk9mQ2pLzR4t`) may be a secret in a URL or a shell.
-        if (
-            name is not None
-            and char_classes(name.group()) < 3
-            and _names_a_value(match, value_start + name.end())
+        if name is not None and (
+            (char_classes(name.group()) < 3 and _names_a_value(match, value_start + name.end()))
+            or (_WORD_PARTS.fullmatch(name.group()) and _item_in_code(match, value_start + name.end()))
         ):
             return Expression(())
         if value.isalnum() and _JOINED.match(text, match.end(group)) is None:
@@ -654,6 +695,11 @@ _TRAILING_COMMENT: Final = _compile(r"[ \t]+(?:#|//)[ \t]")
 # (a flow mapping): a comma and a name with its colon start the next entry, never a value's rest.
 _NEXT_ENTRY: Final = _compile(r",[ \t]*[A-Za-z_$][\w$]{0,64}[ \t]*:")
 _IDENTIFIER: Final = _compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A name of two words or more, a word ending in digits at most (`pkcs1_key`, `imdsv2_session_token`,
+# `_convert_oauth2_credentials`): no generated value reads so.
+_WORD_PARTS: Final = _compile(r"_?[A-Za-z]{2,}[0-9]*(?:_[A-Za-z]{2,}[0-9]*)+_?")
+# What ends an item of a literal or a call in code.
+_ITEM_ENDS: Final = frozenset(",)]}")
 _COMPARISONS: Final = frozenset({"==", "===", "!="})
 
 
@@ -708,6 +754,18 @@ def _names_a_value(match: re.Match[str], name_end: int) -> bool:
         return True
     spaced = op_start > 0 and text[op_start - 1] in " \t"
     return match["op"] in _COMPARISONS and spaced and after in ("", ":", ")", " ", "\n", "\r", ",")
+
+
+def _item_in_code(match: re.Match[str], name_end: int) -> bool:
+    """Whether the value is an item of a map, a list or a call in code (`{"...-token": name}`,
+    `key: name,`), or is assigned to a quoted key (`d["privateKey"] = name`): no file of settings
+    writes a key in quotes and leaves its value bare, or ends a value with a bracket."""
+    text = match.string
+    if text[name_end : name_end + 1] in _ITEM_ENDS:
+        return True
+    quoted_name = text[match.end("name") : match.end("name") + 1] in ('"', "'")
+    rest = text[name_end : name_end + _NAME_REACH].split("\n", 1)[0]
+    return quoted_name and rest.strip(" \t\r") == ""
 
 
 def _literals_in_code(text: str, found: Expression, kind: str, priority: int) -> list[Span]:

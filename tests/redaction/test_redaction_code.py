@@ -31,6 +31,41 @@ CODE_SHAPES = [
     ),
     pytest.param("secret_key = weights.T", "secret_key = XpyyP60AQ.Q", id="one-letter-attribute"),
     pytest.param(
+        'new_url = url + "&access_token=" + self.token["access_token"]',
+        f'new_url = url + "&access_token={SECRET}"',
+        id="field-inside-a-string-then-code",
+    ),
+    pytest.param(
+        '"https://aka.ms/GetLabSecret?Secret=" + (lab_name or "msidlabXYZ"),',
+        f'"https://aka.ms/GetLabSecret?Secret={SECRET}",',
+        id="query-inside-a-string-then-code",
+    ),
+    pytest.param(
+        "if not hashed_password == user.hashed_password:",
+        f'if not hashed_password == "{SECRET}":',
+        id="comparison-before-a-block-colon",
+    ),
+    pytest.param(
+        "SERVER_SIDE_ENCRYPTION_KEY: AWS_HEADER_PREFIX +",
+        f'SERVER_SIDE_ENCRYPTION_KEY: "{SECRET}" +',
+        id="operator-carries-the-line-on",
+    ),
+    pytest.param(
+        'pkcs8_key["privateKey"] = pkcs1_key',
+        f'pkcs8_key["privateKey"] = "{SECRET}"',
+        id="name-with-digits-under-a-quoted-key",
+    ),
+    pytest.param(
+        '{"X-aws-ec2-metadata-token": imdsv2_session_token}',
+        f'{{"X-aws-ec2-metadata-token": {SECRET}}}',
+        id="name-with-digits-as-a-map-item",
+    ),
+    pytest.param(
+        "oauth2client.client.OAuth2Credentials: _convert_oauth2_credentials,",
+        f"oauth2client.client.OAuth2Credentials: {SECRET},",
+        id="private-name-as-a-map-item",
+    ),
+    pytest.param(
         "SEC_WEBSOCKET_KEY1: istr = hdrs.SEC_WEBSOCKET_KEY1,",
         f'SIGNING_KEY1: istr = "{SECRET}",',
         id="attribute-chain",
@@ -335,3 +370,58 @@ def test_an_entry_of_a_one_line_mapping_ends_at_the_next_entry() -> None:
 
     assert redact(flow)[0] == "{user:ada,password:[REDACTED:password],port:5432}"
     assert redact(alone)[0] == "password=[REDACTED:password]"
+
+
+def test_a_name_with_digits_alone_after_a_spaced_equals_is_still_a_value() -> None:
+    # An INI or properties file spaces its `=` as code does: a bare value there is the setting's.
+    assert redact("password = summer2024_pass")[0] == "password = [REDACTED:password]"
+    assert redact("private_key = pkcs1_key")[0] == "private_key = [REDACTED:private_key]"
+
+
+_ARMOUR_ONLY = '_PKCS1_MARKER = ("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----")'
+_BUILT_IN_CODE = (
+    'invalid_key = b"-----BEGIN PRIVATE KEY-----\\n"\n'
+    "invalid_key += base64.b64encode(_actually_invalid_private_key_pkcs8_der())\n"
+    'invalid_key += b"\\n-----END PRIVATE KEY-----\\n"\n'
+)
+_BODY = ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7k2Lp9Rt4Yu6Io1", "Pa8Zx8Qw2Lp9Rt4Y==")
+
+
+_TEMPLATE = "-----BEGIN PRIVATE KEY-----\n<your key here>\n-----END PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize(
+    "text", [_ARMOUR_ONLY, _BUILT_IN_CODE, _TEMPLATE], ids=["markers", "built-in-code", "template"]
+)
+def test_armour_with_no_key_between_is_left_alone(text: str) -> None:
+    assert redact(text) == (text, ())
+
+
+def test_a_key_written_as_joined_literals_is_masked_piece_by_piece_and_the_code_kept() -> None:
+    text = (
+        "KEY = (\n"
+        '    "-----BEGIN RSA PRIVATE KEY-----\\n"\n'
+        f'    b"{_BODY[0]}\\n"\n'
+        f'    "S\\n{_BODY[1]}\\n"\n'
+        '    "-----END RSA PRIVATE KEY-----"\n'
+        ")\n"
+    )
+
+    masked, findings = redact(text)
+
+    assert masked == (
+        "KEY = (\n"
+        '    "-----BEGIN RSA PRIVATE KEY-----\\n"\n'
+        '    b"[REDACTED:private_key]\\n"\n'
+        '    "[REDACTED:private_key]\\n[REDACTED:private_key]\\n"\n'
+        '    "-----END RSA PRIVATE KEY-----"\n'
+        ")\n"
+    )
+    assert [finding.kind for finding in findings] == ["private_key"] * 3
+    assert redact(masked) == (masked, ())
+
+
+def test_a_key_between_armour_in_one_text_is_masked_whole() -> None:
+    text = f"-----BEGIN EC PRIVATE KEY-----\n{_BODY[0]}\n{_BODY[1]}\n-----END EC PRIVATE KEY-----\n"
+
+    assert redact(text)[0] == "[REDACTED:private_key]\n"
