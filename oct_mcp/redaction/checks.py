@@ -13,6 +13,7 @@ from ahocorasick_rs import AhoCorasick, Implementation
 
 __all__ = [
     "MASK_PREFIX",
+    "PUBLISHED_EXAMPLES",
     "char_classes",
     "is_literal_secret",
     "is_placeholder",
@@ -156,6 +157,36 @@ _REFERENCE_SHAPE: Final = re.compile(
 PUBLIC_CONSTANTS: Final = frozenset(
     {
         "258EAFA5-E914-47DA-95CA-C5AB0DC85B11",  # RFC 6455's WebSocket GUID, in every server
+    }
+)
+# The example credentials the OAuth standards print, which the libraries implementing them copy into
+# their tests and docstrings: public wherever they appear. Compared whole and case for case; a
+# vendor's documented example key (AWS's `...EXAMPLE`) is not here, and is masked as its format.
+PUBLISHED_EXAMPLES: Final = frozenset(
+    {
+        # RFC 6749 (OAuth 2.0): access and refresh tokens, an authorization code, the client
+        # `s6BhdRkqt3` and its secret, alone and as HTTP Basic, a client secret, a password.
+        "2YotnFZFEjr1zCsicMWpAA",
+        "tGzv3JOkF0XG5Qx2TlKWIA",
+        "SplxlOBeZQQYbYS6WxSbIA",
+        "gX1fBat3bV",
+        "czZCaGRSa3F0MzpnWDFmQmF0M2JW",
+        "7Fjfp0ZBr1KtDRbnfVdmIw",
+        "A3ddj3w",
+        "h480djs93hd8",
+        # RFC 6750 (bearer tokens), OpenID Connect Core 1.0 (access and refresh tokens).
+        "mF_9.B5f-4.1JqM",
+        "SlAV32hkKG",
+        "8xLOxBtZp8",
+        # RFC 5849 (OAuth 1.0): the consumer key and secret, the temporary and the token credentials.
+        "dpf43f3p2l4k3l03",
+        "kd94hf93k423kf44",
+        "hh5s93j4hdidpola",
+        "hdhd0244k9j7ao03",
+        "nnch734d00sl2jdk",
+        "pfkkdhi9sl3r4s00",
+        "9djdj82h48djs9d2",
+        "kkk9d7dh3k39sjv7",
     }
 )
 
@@ -379,7 +410,7 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     value = _TRAILING_ESCAPES.sub("", value)
     if len(value) < 6 or len(value) > 1024:
         return False
-    if value.upper() in PUBLIC_CONSTANTS:
+    if value.upper() in PUBLIC_CONSTANTS or value in PUBLISHED_EXAMPLES:
         return False
     lowered = value.lower()
     if lowered in _PLACEHOLDER_VALUES or is_reference(value) or _spelt_in_digits(lowered):

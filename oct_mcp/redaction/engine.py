@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
-from oct_mcp.redaction.checks import MASK_PREFIX, mask
+from oct_mcp.redaction.checks import MASK_PREFIX, PUBLISHED_EXAMPLES, mask
 from oct_mcp.redaction.detectors import DETECTORS, PROVIDER, Detector, Span
 from oct_mcp.redaction.prefilter import field_lines, one_byte_a_character, prefilter_engine
 from oct_mcp.redaction.screen import Screen, engines_installed, screen
@@ -293,7 +293,9 @@ def _spans(text: str, passes: Passes = PASSES) -> list[Span]:
                 continue
             reach = high
             spans.extend(s for m in detector.pattern.finditer(text, low, high) for s in detector.spans(m))
-    return spans
+    # A standard's printed example, found by a header or a query's name (`Bearer mF_9.B5f-4.1JqM`,
+    # `?code=SplxlOBeZQQYbYS6WxSbIA`) as by a field's: public, whatever found it.
+    return [span for span in spans if text[span[0] : span[1]] not in PUBLISHED_EXAMPLES] if spans else spans
 
 
 _WORD: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")

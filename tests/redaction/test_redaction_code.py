@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from oct_mcp.redaction import redact
+from oct_mcp.redaction import redact, redact_value
 from oct_mcp.redaction.code import expression
 
 SECRET = "Zx8Qw2Lp9Rt4Yu6Io1Pa"  # noqa: S105  (made up: the shape of a generated secret)
@@ -203,6 +203,31 @@ LITERAL_KINDS = [
         id="url-example-host",
     ),
     pytest.param("'Password': 'hunter2',", "'Password': 'hunter2Kq9',", id="stock-example-password"),
+    pytest.param(
+        '{"access_token":"2YotnFZFEjr1zCsicMWpAA","refresh_token":"tGzv3JOkF0XG5Qx2TlKWIA"}',
+        '{"access_token":"2YotnFZFEjr1zCsicMWpAB","refresh_token":"tGzv3JOkF0XG5Qx2TlKWIA"}',
+        id="rfc6749-token-response",
+    ),
+    pytest.param(
+        "Authorization: Bearer mF_9.B5f-4.1JqM",
+        "Authorization: Bearer mF_9.B5f-4.1JqMx9",
+        id="rfc6750-bearer",
+    ),
+    pytest.param(
+        "Location: https://client.example.com/cb?code=SplxlOBeZQQYbYS6WxSbIA&state=xyz",
+        "Location: https://client.example.com/cb?code=SplxlOBeZQQYbYS6WxSbIB&state=xyz",
+        id="rfc6749-code-in-a-query",
+    ),
+    pytest.param(
+        "Authorization: Basic czZCaGRSa3F0MzpnWDFmQmF0M2JW",
+        "Authorization: Basic czZCaGRSa3F0MzpnWDFmQmF0M2JX",
+        id="rfc6749-basic",
+    ),
+    pytest.param(
+        'oauth_consumer_key="9djdj82h48djs9d2", oauth_token="kkk9d7dh3k39sjv7",',
+        'oauth_consumer_key="9djdj82h48djs9d2", oauth_token="kkk9d7dh3k39sjv8",',
+        id="rfc5849-header",
+    ),
     pytest.param(
         "http://JeremyCline:Hunter2@example.org:8080/",
         "http://JeremyCline:Hunter2Kq9@example.org:8080/",
@@ -425,3 +450,12 @@ def test_a_key_between_armour_in_one_text_is_masked_whole() -> None:
     text = f"-----BEGIN EC PRIVATE KEY-----\n{_BODY[0]}\n{_BODY[1]}\n-----END EC PRIVATE KEY-----\n"
 
     assert redact(text)[0] == "[REDACTED:private_key]\n"
+
+
+def test_a_published_example_under_a_secret_name_in_structured_content_is_left_alone() -> None:
+    example = {"token": {"access_token": "2YotnFZFEjr1zCsicMWpAA", "token_type": "bearer"}}
+    issued = {"token": {"access_token": "2YotnFZFEjr1zCsicMWpAB", "token_type": "bearer"}}
+
+    assert redact_value(example) == (example, 0)
+    masked = {"token": {"access_token": "[REDACTED:token]", "token_type": "bearer"}}
+    assert redact_value(issued) == (masked, 1)
