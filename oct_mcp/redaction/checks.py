@@ -349,16 +349,20 @@ _LEET: Final = (str.maketrans("013457@$", "oieastas"), str.maketrans("013457@$",
 
 
 _MARKS: Final = re.compile(r"[^a-z0-9]+")
+_COUNTED: Final = re.compile(r"([a-z_-]+)[0-9]{1,3}")
 # The longest placeholder (11 letters) with two marks between each of its letters, and a line's end.
 _SPELT_MAX: Final = 32
 
 
 def _spelt_in_digits(lowered: str) -> bool:
-    """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`) or
-    with marks between them (`sec==ret`, `p@ss-word`): test data's way of spelling one, guessed by
-    anyone who tries the word."""
+    """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`), with
+    marks between them (`sec==ret`, `p@ss-word`) or a count of up to three digits after it
+    (`password1`): test data's way of spelling one, guessed by anyone who tries the word."""
     if lowered.isalpha() or len(lowered) > _SPELT_MAX:
         return False
+    counted = _COUNTED.fullmatch(lowered)
+    if counted is not None and counted[1] in _PLACEHOLDER_VALUES:
+        return True  # `password1`, `secret123`: the word and a count, first in every guessing list
     for table in _LEET:
         spelt = lowered.translate(table)
         if spelt in _PLACEHOLDER_VALUES or _MARKS.sub("", spelt) in _PLACEHOLDER_VALUES:

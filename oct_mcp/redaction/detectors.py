@@ -445,8 +445,9 @@ _PROSE_WORDS: Final = frozenset(
     | {"characters", "field", "is", "are", "was", "not", "too", "expired", "missing", "reset", "forgot"}
 )
 _AUTH_SCHEME: Final = _compile(r"(?i:bearer|basic|token|bot|digest|ssws)[ \t]+(?=\S)")
-# `auth: refreshed token=*** user=3`: a log line's fields after the first word, not one value.
-_ANOTHER_FIELD: Final = _compile(r"[ \t][A-Za-z_][\w.-]{0,64}=")
+# `auth: refreshed token=*** user=3`: a log line's fields after the first word, not one value; and
+# a query's or a form body's next parameter (`oauth_token=foo&oauth_token_secret=bar`).
+_ANOTHER_FIELD: Final = _compile(r"[ \t&][A-Za-z_][\w.-]{0,64}=")
 
 
 def _is_prose(value: str) -> bool:

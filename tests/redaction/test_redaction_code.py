@@ -149,6 +149,16 @@ LITERAL_KINDS = [
         id="placeholder-with-marks-between",
     ),
     pytest.param("PASSWORD=p@ss-word", "PASSWORD=p@ss-word9Kq", id="placeholder-leet-and-marks"),
+    pytest.param(
+        'sess.fetch_token(url, username="username1", password="password1")',
+        'sess.fetch_token(url, username="username1", password="password1234")',
+        id="placeholder-and-a-count",
+    ),
+    pytest.param(
+        'self.fake_body("oauth_token=foo&oauth_token_secret=bar")',
+        'self.fake_body("oauth_token=lsdkfol23w54jlksdef&oauth_token_secret=bar")',
+        id="short-value-before-the-next-parameter",
+    ),
     pytest.param('token = "Bad-Token"', 'token = "Bad-T0ken9x"', id="title-words"),
     pytest.param(
         'assert settings.password == "entered pw"',
@@ -459,3 +469,11 @@ def test_a_published_example_under_a_secret_name_in_structured_content_is_left_a
     assert redact_value(example) == (example, 0)
     masked = {"token": {"access_token": "[REDACTED:token]", "token_type": "bearer"}}
     assert redact_value(issued) == (masked, 1)
+
+
+def test_a_query_value_is_masked_up_to_the_next_parameter_and_that_one_judged_alone() -> None:
+    text = "oauth_token=lsdkfol23w54jlksdef&oauth_token_secret=qwe089234lkjsdf&oauth_callback_confirmed=true"
+
+    assert redact(text)[0] == (
+        "oauth_token=[REDACTED:token]&oauth_token_secret=[REDACTED:secret]&oauth_callback_confirmed=true"
+    )
