@@ -19,6 +19,7 @@ __all__ = [
     "is_placeholder",
     "is_reference",
     "is_sample_pair",
+    "is_spelt_placeholder",
     "is_words",
     "looks_random",
     "mask",
@@ -159,9 +160,10 @@ PUBLIC_CONSTANTS: Final = frozenset(
         "258EAFA5-E914-47DA-95CA-C5AB0DC85B11",  # RFC 6455's WebSocket GUID, in every server
     }
 )
-# The example credentials the OAuth standards print, which the libraries implementing them copy into
-# their tests and docstrings: public wherever they appear. Compared whole and case for case; a
-# vendor's documented example key (AWS's `...EXAMPLE`) is not here, and is masked as its format.
+# The example credentials the OAuth standards and the TOTP key URI format print, which the libraries
+# implementing them copy into their tests and docstrings: public wherever they appear. Compared
+# whole and case for case; a vendor's documented example key (AWS's `...EXAMPLE`) is not here, and
+# is masked as its format.
 PUBLISHED_EXAMPLES: Final = frozenset(
     {
         # RFC 6749 (OAuth 2.0): access and refresh tokens, an authorization code, the client
@@ -187,6 +189,9 @@ PUBLISHED_EXAMPLES: Final = frozenset(
         "pfkkdhi9sl3r4s00",
         "9djdj82h48djs9d2",
         "kkk9d7dh3k39sjv7",
+        # Google Authenticator's key URI format: the example TOTP secret, as written and lower-cased.
+        "JBSWY3DPEHPK3PXP",
+        "jbswy3dpehpk3pxp",
     }
 )
 
@@ -354,7 +359,7 @@ _COUNTED: Final = re.compile(r"([a-z_-]+)[0-9]{1,3}")
 _SPELT_MAX: Final = 32
 
 
-def _spelt_in_digits(lowered: str) -> bool:
+def is_spelt_placeholder(lowered: str) -> bool:
     """Whether `lowered` is a placeholder written with digits for letters (`s3cret`, `p4ssw0rd`), with
     marks between them (`sec==ret`, `p@ss-word`) or a count of up to three digits after it
     (`password1`): test data's way of spelling one, guessed by anyone who tries the word."""
@@ -417,7 +422,7 @@ def is_literal_secret(value: str, *, quoted: bool, digits: bool = False) -> bool
     if value.upper() in PUBLIC_CONSTANTS or value in PUBLISHED_EXAMPLES:
         return False
     lowered = value.lower()
-    if lowered in _PLACEHOLDER_VALUES or is_reference(value) or _spelt_in_digits(lowered):
+    if lowered in _PLACEHOLDER_VALUES or is_reference(value) or is_spelt_placeholder(lowered):
         return False
     decoded = _percent_decoded(value)
     if decoded is not None:

@@ -39,6 +39,7 @@ from oct_mcp.redaction.checks import (
     is_placeholder,
     is_reference,
     is_sample_pair,
+    is_spelt_placeholder,
     is_words,
     looks_random,
 )
@@ -132,9 +133,10 @@ _PLACEHOLDER_PASSWORDS: Final = frozenset(
 
 
 def _password_ok(value: str) -> bool:
-    """A password in a URL or netrc: any word is plausible (`postgres:postgres`), stand-ins are not."""
+    """A password in a URL or netrc: any word is plausible (`postgres:postgres`), stand-ins are not
+    (`changeme`, `p4ssw0rd`, as under a field name)."""
     lowered = unquote(value).lower()  # as the URL's percent escapes write it
-    if lowered in _PLACEHOLDER_PASSWORDS or is_reference(value):
+    if lowered in _PLACEHOLDER_PASSWORDS or is_reference(value) or is_spelt_placeholder(lowered):
         return False
     return not is_placeholder(value) and "{{" not in value
 
@@ -595,6 +597,8 @@ _JOINED: Final = _compile(r"[ \t]*(?:[-+*/%|&^<>=!?@]|(?:or|and|if|else|in|is)[ 
 # A format's field (`{}`, `{0}`, `{name}`, `{user.id!r:>8}`): the string is a template, not a value.
 _FORMAT_FIELD: Final = _compile(r"\{[A-Za-z0-9_.\[\]]*(?:[!:][^{}\n]{0,32})?\}")
 _FORMAT_FIELDS: Final = _compile(r"\{[^{}\n]*\}")
+# The fields of Python's `%` formatting that fill in names and numbers (`%s`, `%(name)s`, `%d`).
+_PRINTF_FIELD: Final = _compile(r"%(?:\([A-Za-z_]\w{0,32}\))?[sdri]")
 _QUOTE_GROUPS: Final = ("dq", "sq", "bq")
 
 
@@ -775,8 +779,12 @@ def _literals_in_code(text: str, found: Expression, kind: str, priority: int) ->
 
 
 def _is_template(match: re.Match[str], group: str, value: str) -> bool:
-    """A format string (`f"deploy with token {SECRET}"`, `"{user}:{password}"`): its fields are filled
-    from names; no piece left between them is a secret alone."""
+    """A format string (`f"deploy with token {SECRET}"`, `"{user}:{password}"`, `'%s/%s/aws4_request'
+    % (...)`): its fields are filled from names; no piece left between them is a secret alone."""
+    if "%" in value and len(_PRINTF_FIELD.findall(value)) >= 2:
+        # Two fields at least, and nothing generated between them, as for `{}` fields: one `%s` is
+        # as likely two characters of a password as a field.
+        return not any(looks_random(piece) for piece in _PRINTF_FIELD.split(value))
     if "{" not in value:
         return False
     text = match.string

@@ -234,6 +234,21 @@ LITERAL_KINDS = [
         id="rfc6749-basic",
     ),
     pytest.param(
+        '"otpauth://totp/Example:alice@google.com?secret=JBSWY3DPEHPK3PXP&issuer=Example"',
+        '"otpauth://totp/Example:alice@google.com?secret=JBSWY3DPEHPK3PXQ&issuer=Example"',
+        id="totp-key-uri-example",
+    ),
+    pytest.param(
+        "'X-Amz-Credential': '%s/%s/%s/%s/aws4_request' % (",
+        "'X-Amz-Credential': '%s/Zx8Qw2Lp9Rt4Yu6Io1Pa/aws4_request' % (",
+        id="printf-template",
+    ),
+    pytest.param(
+        "os.environ['http_proxy'] = \"http://john.doe:p4ssw0rd@127.0.0.1:8180\"",
+        "os.environ['http_proxy'] = \"http://john.doe:p4ssw0rd9Kq@127.0.0.1:8180\"",
+        id="url-password-spelt-placeholder",
+    ),
+    pytest.param(
         'oauth_consumer_key="9djdj82h48djs9d2", oauth_token="kkk9d7dh3k39sjv7",',
         'oauth_consumer_key="9djdj82h48djs9d2", oauth_token="kkk9d7dh3k39sjv8",',
         id="rfc5849-header",
