@@ -254,6 +254,10 @@ _ARMOUR_LOOK_BACK: Final = 512
 # with its version (`SEQUENCE { INTEGER 0|1 ...`: PKCS#1, PKCS#8, SEC 1); a certificate, a public
 # key or a request starts with a SEQUENCE in the SEQUENCE.
 _DER_SEQUENCE_IN_SEQUENCE: Final = re.compile(rb"\x30(?:[\x00-\x7f]|\x81.|\x82..|\x83...)\x30", re.DOTALL)
+# A private key's version right inside its SEQUENCE (PKCS#1 and PKCS#8: 0, SEC 1: 1), and the
+# base64 of OpenSSH's `openssh-key-v1\0`: what no certificate, public key or request starts with.
+_PRIVATE_HEAD: Final = re.compile(rb"\x30(?:[\x00-\x7f]|\x81.|\x82..|\x83...)\x02\x01[\x00\x01]", re.DOTALL)
+_OPENSSH_PRIVATE_HEAD: Final = "b3BlbnNzaC1rZXktdjEA"
 
 
 def _inside_public_armour(text: str, start: int, end: int) -> bool:
@@ -323,13 +327,16 @@ def _key_body(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         before = _body_line(text[text.rfind("\n", 0, line_start - 1) + 1 : line_start - 1])
         if len(before) == width and _BASE64_LINE.fullmatch(before):
             return ()  # the run starts a line earlier: the match from there decides
-    if _inside_public_armour(text, start, match.end("secret")):
-        return ()
     try:
         head = base64.b64decode(first[:64], validate=True)
     except (binascii.Error, ValueError):
         return ()
-    if _DER_SEQUENCE_IN_SEQUENCE.match(head):
+    if _inside_public_armour(text, start, match.end("secret")):
+        # The label says public, but only a body that reads as public is: a private key's body
+        # printed under `-----BEGIN CERTIFICATE-----` (relabelled to pass) is masked all the same.
+        if _PRIVATE_HEAD.match(head) is None and not first.startswith(_OPENSSH_PRIVATE_HEAD):
+            return ()
+    elif _DER_SEQUENCE_IN_SEQUENCE.match(head):
         return ()
     return ((start, match.end("secret"), detector.kind, detector.priority),)
 

@@ -223,12 +223,28 @@ def test_a_body_under_a_public_begin_line_without_its_end_line_is_masked() -> No
     assert [line for line in body[3:8] if line in redact(text)[0]] == []
 
 
-def test_a_public_key_or_certificate_body_is_not_a_private_key() -> None:
-    public = _pem_lines("public")
-    certificate = ["-----BEGIN CERTIFICATE-----", *_pem_lines("pkcs1")[1:-1], "-----END CERTIFICATE-----"]
+_FIXTURES = Path(__file__).resolve().parent.parent / "data" / "redaction"
 
-    for text in ("\n".join(public), "\n".join(public[1:-1]), "\n".join(certificate)):
+
+@pytest.mark.parametrize("name", ["public_key.pem", "certificate.pem"])
+def test_a_public_key_or_certificate_body_is_not_a_private_key(name: str) -> None:
+    # Fixed files, not keys made each run: 1 certificate in about 700 made at random holds `sumo`
+    # near a 64-character line, which the Sumo Logic detector masks (a false positive left in).
+    lines = (_FIXTURES / name).read_text().splitlines()
+
+    for text in ("\n".join(lines), "\n".join(lines[1:-1])):
         assert redact(text) == (text, ())
+
+
+@pytest.mark.parametrize("private_format", ["pkcs1", "openssh"])
+def test_a_private_key_body_under_a_certificate_label_is_masked(private_format: str) -> None:
+    body = _pem_lines(private_format)[1:-1]
+    text = "\n".join(["-----BEGIN CERTIFICATE-----", *body, "-----END CERTIFICATE-----"])
+
+    masked = redact(text)[0]
+
+    assert [line for line in body if line in masked] == []
+    assert masked == "-----BEGIN CERTIFICATE-----\n[REDACTED:private_key]\n-----END CERTIFICATE-----"
 
 
 def test_a_single_line_of_base64_is_not_a_key_body() -> None:
