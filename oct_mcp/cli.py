@@ -16,6 +16,7 @@ import anyio
 
 from oct_mcp import __version__
 from oct_mcp.collector import collector_paused
+from oct_mcp.interrupts import pass_interrupts_to_children
 
 with collector_paused():  # the tool catalog's models, as the package's own (collector.py)
     from oct_mcp.diagnostics import DEBUG_LEVELS, configure_diagnostics, debug_level_from_env, get_logger
@@ -279,6 +280,7 @@ def _install(command: str, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    pass_interrupts_to_children()
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = args_list.pop(0) if args_list and args_list[0] in COMMANDS else "serve"
     if command == "tools" and args_list and args_list[0] in PINS_ACTIONS:

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -14,10 +15,21 @@ import pytest
 from oct_mcp.backends import Prepared
 from oct_mcp.backends.runner import run_prepared
 from oct_mcp.errors import ToolUnavailableError
+from oct_mcp.interrupts import pass_interrupts_to_children
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
 CAP = 1_048_576
+
+
+@pytest.fixture(autouse=True)
+def _interrupts_reach_children() -> Iterator[None]:
+    """As the command line does first (`oct_mcp.interrupts`): pytest started as a shell's background
+    job inherits SIGINT ignored, and so would every command these tests start."""
+    before = signal.getsignal(signal.SIGINT)
+    pass_interrupts_to_children()
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def _python(tmp_path: Path, code: str) -> Prepared:
