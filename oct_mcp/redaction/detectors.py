@@ -190,6 +190,21 @@ _PEM_LIMIT: Final = 64 * 1024
 # key's body has (64 a line); names in code between armour lines (`b64encode`, `der`) are
 # broken up by underscores, dots and brackets, and seldom mix cases so.
 _BODY_PRESENT: Final = _compile(r"(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{8}")
+# Between the armour lines of a key written as joined string literals: the rest of the BEGIN line's
+# literal, then whole literals a line (a prefix such as `b`, an optional `+`, `,` or line-joining
+# `\\`), then the start of the END line's: base64 and `\\n`-like escapes inside the quotes only.
+_LITERAL_CONTENT: Final = r"(?:\\[nrt]|[A-Za-z0-9+/=])*"
+_LITERAL_JOIN: Final = r"[ \t]*[+,]?[ \t]*\\?\r?\n[ \t]*[bBrRuU]{0,2}[\"']"
+_JOINED_LITERALS: Final = _compile(
+    _LITERAL_CONTENT
+    + r"[\"']"
+    + r"(?:"
+    + _LITERAL_JOIN
+    + _LITERAL_CONTENT
+    + r"[\"'])*"
+    + _LITERAL_JOIN
+    + _LITERAL_CONTENT
+)
 # A piece of a body inside a string literal: base64 with a letter or a digit in it, right after a
 # quote or a `\\n` escape, where a literal's content starts (a string's prefix, `b"`, the `+`
 # between literals and the escape's own `n` are code).
@@ -210,9 +225,11 @@ def _pem_block(detector: Detector, match: re.Match[str]) -> Iterable[Span]:
         between = text[match.end() : end.start()]
         if _BODY_PRESENT.search(between) is None:
             return ()
-        if '"' in between or "'" in between:
+        if _JOINED_LITERALS.fullmatch(between) is not None:
             # Found by the armour around them: each piece has the boundary the literal gives it
-            # (CONTEXT: never widened over a word it touches, the `n` of a `\\n` before it).
+            # (CONTEXT: never widened over a word it touches, the `n` of a `\\n` before it). Only
+            # literals and the blanks, `+` and `,` that join them are between: any other text, a
+            # stray quote among bare lines included, has the block masked whole.
             return tuple(
                 (piece.start(), piece.end(), detector.kind, CONTEXT)
                 for piece in _BODY_PIECE.finditer(text, match.end(), end.start())

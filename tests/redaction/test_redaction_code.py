@@ -492,3 +492,20 @@ def test_a_query_value_is_masked_up_to_the_next_parameter_and_that_one_judged_al
     assert redact(text)[0] == (
         "oauth_token=[REDACTED:token]&oauth_token_secret=[REDACTED:secret]&oauth_callback_confirmed=true"
     )
+
+
+@pytest.mark.parametrize(
+    "between",
+    ['"', "'\n# a comment\n", '"\n)\nx = ("'],
+    ids=["stray-quote", "comment", "code"],
+)
+def test_a_key_with_anything_but_joined_literals_between_its_armour_is_masked_whole(between: str) -> None:
+    # A quote printed after the BEGIN line does not make bare body lines literals to mask by piece.
+    body = [_BODY[0], _BODY[0][::-1], _BODY[1]]
+    lines = "\n".join(body)
+    text = f"-----BEGIN RSA PRIVATE KEY-----{between}\n{lines}\n-----END RSA PRIVATE KEY-----"
+
+    masked = redact(text)[0]
+
+    assert [line for line in body if line in masked] == []
+    assert masked == "[REDACTED:private_key]"
