@@ -630,11 +630,14 @@ def _closes_a_string(match: re.Match[str], group: str) -> bool:
     """Whether the field is written inside a string (`"&access_token=" + self.token[...]`, a query
     being built) that the quote after its operator closes: what follows is code, not a value.
 
-    The line before the field's name holds an odd number of that quote, the last not right before
-    the name, and no quote closes the name (a key's own quotes: `"password": ...`,
-    `{'(?i)password': ...}`).
+    The "value" starts with an operator that joins the string to what follows, the line before the
+    field's name holds an odd number of that quote, the last not right before the name, and no
+    quote closes the name (a key's own quotes: `"password": ...`, `{'(?i)password': ...}`). A value
+    in quotes right after such a field (`"&password="Zx8..."`) is no join, and stays a value.
     """
     text = match.string
+    if _JOINED.match(text, match.start(group)) is None:
+        return False
     quote = text[match.start(group) - 1]
     name_start = _name_start(text, match.start("name"))
     before = text[text.rfind("\n", 0, name_start) + 1 : name_start]

@@ -509,3 +509,10 @@ def test_a_key_with_anything_but_joined_literals_between_its_armour_is_masked_wh
 
     assert [line for line in body if line in masked] == []
     assert masked == "[REDACTED:private_key]"
+
+
+def test_a_quoted_value_after_a_field_inside_a_string_is_still_a_value() -> None:
+    # Only an operator after the closing quote says the string ended there (`"&key=" + name`).
+    assert redact(f'body: "grant_type=password&password="{SECRET}"')[0] == (
+        'body: "grant_type=password&password="[REDACTED:password]"'
+    )
