@@ -471,9 +471,13 @@ _PROSE_WORDS: Final = frozenset(
     | {"characters", "field", "is", "are", "was", "not", "too", "expired", "missing", "reset", "forgot"}
 )
 _AUTH_SCHEME: Final = _compile(r"(?i:bearer|basic|token|bot|digest|ssws)[ \t]+(?=\S)")
-# `auth: refreshed token=*** user=3`: a log line's fields after the first word, not one value; and
-# a query's or a form body's next parameter (`oauth_token=foo&oauth_token_secret=bar`).
-_ANOTHER_FIELD: Final = _compile(r"[ \t&][A-Za-z_][\w.-]{0,64}=")
+# `auth: refreshed token=*** user=3`: a log line's fields after the first word, not one value.
+_ANOTHER_FIELD: Final = _compile(r"[ \t][A-Za-z_][\w.-]{0,64}=")
+# A query's or a form body's next parameter (`oauth_token=foo&oauth_token_secret=bar`), where the
+# field is itself one: after `?`, `&` or the quote that opens the string. Elsewhere (`DB_PASSWORD=`
+# on its line, `password = ...`) an `&` is the value's own (`aa&cdefh=0`).
+_NEXT_PARAMETER: Final = _compile(r"&[A-Za-z_][\w.-]{0,64}=")
+_PARAMETER_STARTS: Final = frozenset("?&\"'")
 
 
 def _is_prose(value: str) -> bool:
@@ -593,6 +597,7 @@ def _literal_field(detector: Detector, match: re.Match[str]) -> tuple[Span, ...]
         if ((" " in value or "\t" in value) and not _stands_alone(match, start)) or (
             _CODE_LINE.search(value)
             or _ANOTHER_FIELD.search(value)
+            or (_NEXT_PARAMETER.search(value) and _is_parameter(match.string, start))
             or (_NEXT_ENTRY.search(value) and _is_entry(match.string, start))
             or _is_prose(value)
             or not is_literal_secret(value, quoted=False, digits=digits)
@@ -623,6 +628,7 @@ _FORMAT_FIELD: Final = _compile(r"\{[A-Za-z0-9_.\[\]]*(?:[!:][^{}\n]{0,32})?\}")
 _FORMAT_FIELDS: Final = _compile(r"\{[^{}\n]*\}")
 # The fields of Python's `%` formatting that fill in names and numbers (`%s`, `%(name)s`, `%d`).
 _PRINTF_FIELD: Final = _compile(r"%(?:\([A-Za-z_]\w{0,32}\))?[sdri]")
+_PRINTF_PIECE: Final = _compile(r"[a-z0-9_./:-]*")
 _QUOTE_GROUPS: Final = ("dq", "sq", "bq")
 
 
@@ -651,6 +657,12 @@ def _name_start(text: str, start: int) -> int:
     # One search in C, not a step a character: text dense with secrets asks this of every field.
     found = _NAME_BEFORE.search(text, max(0, start - _NAME_REACH), start)
     return start if found is None else found.start()
+
+
+def _is_parameter(text: str, start: int) -> bool:
+    """Whether the field is a query's or a form body's parameter: `?`, `&` or a quote before its name."""
+    name_start = _name_start(text, start)
+    return name_start > 0 and text[name_start - 1] in _PARAMETER_STARTS
 
 
 def _is_entry(text: str, start: int) -> bool:
@@ -809,9 +821,10 @@ def _is_template(match: re.Match[str], group: str, value: str) -> bool:
     """A format string (`f"deploy with token {SECRET}"`, `"{user}:{password}"`, `'%s/%s/aws4_request'
     % (...)`): its fields are filled from names; no piece left between them is a secret alone."""
     if "%" in value and len(_PRINTF_FIELD.findall(value)) >= 2:
-        # Two fields at least, and nothing generated between them, as for `{}` fields: one `%s` is
-        # as likely two characters of a password as a field.
-        return not any(looks_random(piece) for piece in _PRINTF_FIELD.split(value))
+        # Two fields at least, and between them only lower-case words, digits and path marks
+        # (`/aws4_request`): `%s` is two characters a generated password may hold, and such a
+        # password holds capitals or other symbols besides.
+        return all(_PRINTF_PIECE.fullmatch(piece) for piece in _PRINTF_FIELD.split(value))
     if "{" not in value:
         return False
     text = match.string

@@ -487,11 +487,17 @@ def test_a_published_example_under_a_secret_name_in_structured_content_is_left_a
 
 
 def test_a_query_value_is_masked_up_to_the_next_parameter_and_that_one_judged_alone() -> None:
-    text = "oauth_token=lsdkfol23w54jlksdef&oauth_token_secret=qwe089234lkjsdf&oauth_callback_confirmed=true"
+    text = 'body = "oauth_token=lsdkfol23w54jlksdef&oauth_token_secret=qwe089234lkjsdf&confirmed=true"'
 
     assert redact(text)[0] == (
-        "oauth_token=[REDACTED:token]&oauth_token_secret=[REDACTED:secret]&oauth_callback_confirmed=true"
+        'body = "oauth_token=[REDACTED:token]&oauth_token_secret=[REDACTED:secret]&confirmed=true"'
     )
+
+
+@pytest.mark.parametrize("line", ["DB_PASSWORD=aa&cdefh=0", "password = aa&cdefh=0", "passwd=aa&cdefh=0"])
+def test_an_ampersand_in_a_setting_is_the_values_own(line: str) -> None:
+    # Only a field that is itself a query's parameter (after `?`, `&` or a quote) ends at `&name=`.
+    assert redact(line)[0].endswith("[REDACTED:password]")
 
 
 @pytest.mark.parametrize(
@@ -516,3 +522,8 @@ def test_a_quoted_value_after_a_field_inside_a_string_is_still_a_value() -> None
     assert redact(f'body: "grant_type=password&password="{SECRET}"')[0] == (
         'body: "grant_type=password&password="[REDACTED:password]"'
     )
+
+
+def test_a_password_holding_two_format_fields_is_still_masked() -> None:
+    # Generated with `%` among its symbols: `%s` and `%d` in it make no template.
+    assert redact('"password": "Xa%sQ7%d!kP2z9"')[0] == '"password": "[REDACTED:password]"'

@@ -204,22 +204,24 @@ def test_a_numbered_read_masks_a_secret_named_on_the_line_above(tmp_path: Path) 
     assert RANDOM not in read_back(workspace, "pod.yaml")
 
 
-def test_a_key_body_put_inside_a_certificates_armour_is_refused(tmp_path: Path) -> None:
+def test_a_key_body_put_inside_a_certificates_armour_stays_masked(tmp_path: Path) -> None:
+    # It was refused while a certificate's armour showed the body: now the armour does not unmask a
+    # body that reads as a private key, so the edit goes through and shows nothing more.
     files = {"notes": f"key:\n{key_body()}done\n"}
     workspace = project(tmp_path, files)
-    assert key_body().splitlines()[1] not in read_back(workspace, "notes")
+    body = key_body().splitlines()
+    assert body[1] not in read_back(workspace, "notes")
 
-    assert_refused(
+    edit(
         workspace,
-        files,
-        lambda: edit(
-            workspace,
-            "notes",
-            {"old": "key:\n", "new": "-----BEGIN CERTIFICATE-----\n"},
-            {"old": "done\n", "new": "-----END CERTIFICATE-----\n"},
-        ),
-        line=2,
+        "notes",
+        {"old": "key:\n", "new": "-----BEGIN CERTIFICATE-----\n"},
+        {"old": "done\n", "new": "-----END CERTIFICATE-----\n"},
     )
+
+    assert (workspace.root / "notes").read_text().startswith("-----BEGIN CERTIFICATE-----\n" + body[0])
+    shown = read_back(workspace, "notes")
+    assert [line for line in body if line in shown] == []
 
 
 def test_a_key_picked_out_by_its_randomness_renamed_is_refused(tmp_path: Path) -> None:
